@@ -1,0 +1,46 @@
+"""Where the project keeps things: the repository root, the data cache, run outputs.
+
+Every location can be moved with an environment variable so that a user can point the
+notebooks at a bigger disk without editing them:
+
+- ``LAYERSIM_ROOT``  the repository root (default: found by walking up to ``pyproject.toml``);
+- ``LAYERSIM_DATA``  the data folder (default: ``<root>/data``);
+- ``LAYERSIM_CACHE`` caches of trained models and features (default: ``<data>/cache``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_MARKER = "pyproject.toml"
+
+
+def repo_root() -> Path:
+    """The repository root: ``$LAYERSIM_ROOT`` or the first parent holding ``pyproject.toml``."""
+    env = os.environ.get("LAYERSIM_ROOT")
+    if env:
+        return Path(env).resolve()
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for folder in (start, *start.parents):
+            if (folder / _MARKER).is_file() and (folder / "lib" / "layersim").is_dir():
+                return folder
+    raise FileNotFoundError(
+        "cannot find the layersim repository root (a folder with pyproject.toml and "
+        "lib/layersim); set LAYERSIM_ROOT"
+    )
+
+
+def data_dir() -> Path:
+    """The data folder: ``$LAYERSIM_DATA`` or ``<root>/data``."""
+    env = os.environ.get("LAYERSIM_DATA")
+    return Path(env).resolve() if env else repo_root() / "data"
+
+
+def cache_dir(*parts: str) -> Path:
+    """A sub-folder of the cache (``$LAYERSIM_CACHE`` or ``<data>/cache``), created on demand."""
+    env = os.environ.get("LAYERSIM_CACHE")
+    base = Path(env).resolve() if env else data_dir() / "cache"
+    path = base.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
