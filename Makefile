@@ -1,0 +1,60 @@
+# layersim — the two commands of the README, and the steps they stand on.
+#   make reproduce [SCALE=default|smoke|paper] [NB=<glob or substring>]
+#   make test
+# Both create .venv and provision the offline assets on first use.
+
+PY      ?= python3
+VENV    ?= .venv
+PYTHON  := $(VENV)/bin/python
+SCALE   ?= default
+NB      ?=
+STAMP   := $(VENV)/.layersim-installed
+ASSETS  := data/system/.provisioned
+
+.PHONY: all setup venv assets reproduce test unit notebooks-smoke smoke-refs lock clean-runs help
+
+help:
+	@echo "make reproduce  run every notebook at SCALE=$(SCALE) (NB=pattern for a subset), writing figures/"
+	@echo "make test       unit tests + every notebook at smoke scale with nbval regression checks"
+	@echo "make smoke-refs refresh the smoke-scale nbval references under tests/notebooks/ (deliberately)"
+	@echo "make setup      create .venv and provision offline data and models (both commands do this)"
+
+setup: venv assets
+
+venv: $(STAMP)
+
+# torch first, from its pinned version (other versions would download several GB);
+# requirements-lock.txt pins everything else to the versions the committed results used.
+$(STAMP): pyproject.toml requirements-lock.txt
+	@test -x $(PYTHON) || $(PY) -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q torch==2.14.1 torchvision==0.29.1
+	$(PYTHON) -m pip install -q -c requirements-lock.txt -e '.[test]'
+	$(PYTHON) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (layersim)" >/dev/null
+	@touch $@
+
+assets: $(ASSETS)
+
+$(ASSETS): scripts/provision.sh | $(STAMP)
+	PYTHON=$(PYTHON) bash scripts/provision.sh
+
+reproduce: setup
+	$(PYTHON) -m layersim.runner --scale $(SCALE) --nb '$(NB)'
+
+# One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
+# (only cells tagged nbval-check-output are compared, after tests/nbval_sanitize.cfg).
+test: setup
+	$(PYTHON) -m pytest tests --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+unit: setup
+	$(PYTHON) -m pytest tests --ignore=tests/notebooks -p no:cacheprovider
+
+smoke-refs: setup
+	$(PYTHON) -m layersim.runner --refs --nb '$(NB)'
+
+# Re-pin requirements-lock.txt to what is installed now (after a deliberate upgrade).
+lock: venv
+	$(PYTHON) -m pip freeze --exclude-editable | grep -v -E '^(torch|torchvision)==' > requirements-lock.txt
+
+clean-runs:
+	rm -rf runs/

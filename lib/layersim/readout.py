@@ -1,0 +1,158 @@
+"""The tracing paper's layer-wise readout (a.k.a. logit lens): the last-layer classifier
+applied to every layer's token feature.
+
+``layer_logits`` computes ``W · norm(h^(l)) + b`` for every layer ``l`` (section 2 of the
+tracing paper), where ``norm`` is the model's final norm (``layersim.models.final_norm``),
+recomputed on each layer's own features (never reusing another layer's statistics) and
+skipped on the last entry when that entry already has it (HF GPT-2 / LLaMA-style, see
+``layersim.models.last_has_final_norm``). The other functions are small pure numpy
+functions of the logits ``[L+1, N, K]``: layer-wise accuracy (eq. 2), predicted
+probabilities, saturation layers (section 2.2) and the eps-effective depth (Definition 1).
+
+Layer indices follow ``layersim.models``: 0 = embedding output, i = output of block i.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .models import (
+    _layer_ids,
+    classifier_head,
+    evaluating,
+    final_norm,
+    last_has_final_norm,
+    n_layers,
+)
+
+__all__ = [
+    "LayerProbs",
+    "effective_depth",
+    "layer_accuracy",
+    "layer_logits",
+    "layer_probs",
+    "predictions",
+    "saturation_layer",
+]
+
+
+def _param_of(*modules: nn.Module) -> torch.Tensor | None:
+    return next((p for m in modules for p in m.parameters()), None)
+
+
+def layer_logits(
+    model: nn.Module,
+    hidden: np.ndarray | torch.Tensor,
+    apply_final_norm: bool = True,
+    chunk: int = 1024,
+    layers: Sequence[int] | None = None,
+    out: str | os.PathLike | None = None,
+) -> np.ndarray:
+    """Float32 logits ``[n_entries, N, K]`` of the last-layer classifier on every layer.
+
+    ``hidden``: ``[n_entries, N, d]`` token features from ``layersim.models.hidden_states``
+    (a memmap is fine: it is read ``chunk`` samples at a time). ``layers``: the layer index of
+    each entry (default: all ``L + 1`` in order). With ``apply_final_norm``, the final norm is
+    applied to each chunk of each layer separately (so its statistics are always that
+    layer's), except on layer ``L`` when ``last_has_final_norm(model)`` (it has it already;
+    with ``apply_final_norm=False`` that entry stays normed). Runs under ``torch.no_grad`` in
+    eval mode on the device of the classifier's parameters. ``out``: an optional ``.npy`` path
+    to write the logits into (a memmap, for big vocabularies).
+    """
+    L = n_layers(model)
+    ids = _layer_ids(layers, L) if layers is not None else list(range(hidden.shape[0]))
+    if len(ids) != hidden.shape[0]:
+        raise ValueError(f"hidden has {hidden.shape[0]} entries, expected {len(ids)}: pass layers=")
+    if layers is None and hidden.shape[0] != L + 1:
+        raise ValueError(f"hidden has {hidden.shape[0]} entries, model has {L + 1}: pass layers=")
+    norm = final_norm(model) if apply_final_norm else nn.Identity()
+    head = classifier_head(model)
+    skip = L if last_has_final_norm(model) else None
+    ref = _param_of(head, norm)
+    device = ref.device if ref is not None else torch.device("cpu")
+    dtype = ref.dtype if ref is not None and ref.dtype.is_floating_point else torch.float32
+    result = None
+    n = hidden.shape[1]
+    with evaluating(model):
+        for j, layer in enumerate(ids):
+            for s in range(0, n, chunk):
+                x = hidden[j, s:s + chunk]
+                x = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
+                x = x.to(device=device, dtype=dtype)
+                if layer != skip:
+                    x = norm(x)
+                z = head(x).float().cpu().numpy()
+                if result is None:
+                    shape = (len(ids), n, z.shape[-1])
+                    result = (np.empty(shape, np.float32) if out is None else
+                              np.lib.format.open_memmap(out, "w+", np.float32, shape))
+                result[j, s:s + chunk] = z
+    if out is not None:
+        result.flush()
+    return result
+
+
+def predictions(logits: np.ndarray) -> np.ndarray:
+    """Top-1 class ``g(h^(l)) = argmax_j [SoftMax(W h^(l))]_j``: ``[L+1, N]`` from logits."""
+    return np.argmax(np.asarray(logits), axis=-1)
+
+
+def layer_accuracy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Layer-wise accuracy, eq. (2): ``Acc^(l) = mean_i 1[g(h_i^(l)) = y_i]`` → ``[L+1]``.
+
+    ``logits`` ``[L+1, N, K]`` (or already predictions ``[L+1, N]``), ``labels`` ``[N]``.
+    """
+    preds = predictions(logits) if np.ndim(logits) == 3 else np.asarray(logits)
+    return (preds == np.asarray(labels)[None, :]).mean(axis=1)
+
+
+class LayerProbs(NamedTuple):
+    """Softmax probabilities per layer and sample: ``true`` of the labelled class (None
+    without labels) and ``top`` of the predicted (top-1) class, each ``[L+1, N]``."""
+
+    true: np.ndarray | None
+    top: np.ndarray
+
+
+def layer_probs(logits: np.ndarray, labels: np.ndarray | None = None) -> LayerProbs:
+    """Predicted probability ``[SoftMax(W h^(l))]_k`` of the true class ``k`` (Theorem 2's
+    quantity) and of the top class, for every layer (computed one layer at a time)."""
+    logits = np.asarray(logits)
+    true = None if labels is None else np.empty(logits.shape[:2], np.float32)
+    top = np.empty(logits.shape[:2], np.float32)
+    rows = np.arange(logits.shape[1])
+    for layer in range(logits.shape[0]):
+        z = logits[layer].astype(np.float64)
+        z = z - z.max(axis=-1, keepdims=True)
+        log_norm = np.log(np.exp(z).sum(axis=-1))
+        top[layer] = np.exp(-log_norm)  # the top class has z = 0 after the shift
+        if true is not None:
+            true[layer] = np.exp(z[rows, np.asarray(labels)] - log_norm)
+    return LayerProbs(true, top)
+
+
+def saturation_layer(logits: np.ndarray) -> np.ndarray:
+    """Saturation layer of every sample (section 2.2, after Geva et al. 2022) → ``[N]`` ints.
+
+    The smallest layer index ``l`` (0 = embedding output) such that the top-1 prediction is
+    the same at layers ``l, l+1, ..., L`` (hence equal to the final one); ``L`` if it changes
+    at the last layer. ``logits`` ``[L+1, N, K]`` or predictions ``[L+1, N]``.
+    """
+    preds = predictions(logits) if np.ndim(logits) == 3 else np.asarray(logits)
+    same = preds == preds[-1][None, :]
+    run = np.cumprod(same[::-1], axis=0).sum(axis=0)  # trailing run of final predictions
+    return preds.shape[0] - run
+
+
+def effective_depth(accuracy: np.ndarray, eps: float) -> int:
+    """Definition 1 (eps-effective depth): the smallest layer index with
+    ``Acc^(l) >= 1 - eps``, or ``L`` (the last index) if there is none."""
+    accuracy = np.asarray(accuracy)
+    hits = np.flatnonzero(accuracy >= 1 - eps)
+    return int(hits[0]) if hits.size else accuracy.shape[0] - 1

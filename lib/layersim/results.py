@@ -1,0 +1,136 @@
+"""What a notebook run writes: its output folder, figures, claims and ``metrics.json``.
+
+Layout (the design card): a default-scale run writes ``figures/<paper>/<stem>/`` (committed);
+runs at any other scale write ``runs/<scale>/<paper>/<stem>/`` and never touch ``figures/``.
+``$LAYERSIM_OUT`` moves the output root (``<root>/<paper>/<stem>``) for any scale.
+
+``metrics.json`` is ``{"notebook", "scale", "params", "claims": {name: {"holds", "value",
+"threshold" or "note", ...}}, ...measured numbers}``. A claim is one of the paper's
+statements tested on this run: :func:`claim` builds one from a measured value and a threshold,
+so that ``holds`` is computed, never typed in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .paths import repo_root
+
+SCALES = ("smoke", "default", "paper")
+
+_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+def check_scale(scale: str) -> str:
+    """Return ``scale`` if it is one of :data:`SCALES`, else raise ``ValueError``."""
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
+    return scale
+
+
+def pick(presets: dict[str, dict], scale: str, **overrides: Any) -> dict:
+    """The settings for ``scale`` from a notebook's ``presets``, with non-``None`` overrides.
+
+    Notebooks keep one dict of settings per scale; a papermill parameter left at ``None``
+    means "the scale's choice", any other value replaces it. Unknown override names raise
+    ``ValueError`` so that a typo in ``-p`` is not silently ignored.
+    """
+    check_scale(scale)
+    if scale not in presets:
+        raise ValueError(f"no preset for scale {scale!r}; presets have {sorted(presets)}")
+    settings = dict(presets[scale])
+    unknown = sorted(k for k in overrides if k not in settings)
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown}; settings are {sorted(settings)}")
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    return settings
+
+
+def output_dir(paper: str, stem: str, scale: str) -> Path:
+    """The folder a run writes to (created): ``figures/...`` at default scale, ``runs/<scale>/...`` else."""
+    check_scale(scale)
+    env = os.environ.get("LAYERSIM_OUT")
+    if env:
+        base = Path(env)
+    elif scale == "default":
+        base = repo_root() / "figures"
+    else:
+        base = repo_root() / "runs" / scale
+    folder = base / paper / stem
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, **extra: Any) -> dict:
+    """A paper's statement tested on this run: ``holds = value <op> threshold``.
+
+    ``value`` must be a finite number measured by the run; a NaN raises ``ValueError`` instead
+    of being recorded as a claim that does not hold.
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
+    if op not in _OPS:
+        raise ValueError(f"unknown comparison {op!r}; use one of {sorted(_OPS)}")
+    out = {"holds": bool(_OPS[op](value, threshold)), "value": value, "threshold": threshold, "op": op}
+    if note:
+        out["note"] = note
+    out.update(extra)
+    return out
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert numpy / torch scalars and arrays (recursively) to plain JSON types."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "detach"):  # torch tensor
+        obj = obj.detach().cpu().numpy()
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_metrics(folder: Path, notebook: str, scale: str, params: dict, claims: dict, **measured: Any) -> Path:
+    """Write ``folder/metrics.json`` with the run's parameters, measured numbers and claims."""
+    for name, c in claims.items():
+        if not {"holds", "value"} <= set(c):
+            raise ValueError(f"claim {name!r} lacks 'holds' or 'value': {c}")
+    payload = {"notebook": notebook, "scale": check_scale(scale), "params": params, "claims": claims, **measured}
+    path = Path(folder) / "metrics.json"
+    path.write_text(json.dumps(to_jsonable(payload), indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def save_figure(fig, folder: Path, name: str, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as ``folder/<name>.png`` and return the path."""
+    path = Path(folder) / f"{name}.png"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
+    """A small, rounded digest of a run for regression checks (nbval compares it at smoke scale)."""
+    def rnd(v):
+        v = to_jsonable(v)
+        if isinstance(v, list):
+            return [rnd(x) for x in v]
+        return round(v, digits) if isinstance(v, float) else v
+
+    out = {k: rnd(v) for k, v in numbers.items()}
+    out["claims"] = {k: bool(c["holds"]) for k, c in claims.items()}
+    return out

@@ -1,0 +1,893 @@
+"""Layer-wise representation similarity: sample-wise cosine, CKA and friends.
+
+Every function takes representations as numpy arrays or torch tensors of shape
+``[N, d]`` (N samples, d features; flatten or select tokens beforehand), converts them
+to float64 on the CPU, **centres them before any product is formed**, and returns Python
+floats or numpy arrays.  Centring first matters: activations of transformers share large
+offsets, and forming ``X X^T`` in float32 before centring loses everything (a true CKA of
+0.82 came out 0.04 with a shared offset of 1e3).
+
+Invalid inputs raise ``ValueError`` with a message naming the problem (NaN/inf,
+mismatched N, too few samples, constant representations, wrong number of dimensions,
+zero-norm rows for cosine); no function returns a silent NaN.
+
+References
+----------
+- *tracing*: "Tracing Representation Progression: Analyzing and Enhancing Layer-wise
+  Similarity" (ICLR 2025 submission): sample-wise COS (§2.1, unnumbered equation after
+  eq. 2; footnote 2: features centred by the global mean), linear CKA eq. (3), adjacent
+  cosine and norm ratio (App. B.2, Fig. 11).
+- *redundancy*: "Detecting and Approximating Redundant Computational Blocks in Neural
+  Networks": Block Redundancy, eq. (1).
+- Kornblith, Norouzi, Lee, Hinton (2019), "Similarity of Neural Network Representations
+  Revisited", ICML: linear/RBF CKA (§3; dot-product identity
+  ``<vec(XX^T), vec(YY^T)> = ||Y^T X||_F^2``), R^2_CCA (Table 1); numbers checked against
+  their public demo notebook.
+- Song, Smola, Gretton, Bedo, Borgwardt (2012), "Feature Selection via Dependence
+  Maximization", JMLR 13: the unbiased HSIC estimator HSIC_1.
+- Nguyen, Raghu, Kornblith (2021), "Do Wide and Deep Networks Learn the Same Things?",
+  ICLR: minibatch CKA.
+- Raghu, Gilmer, Yosinski, Sohl-Dickstein (2017), "SVCCA", NeurIPS.
+- Ding, Denain, Steinhardt (2021), "Grounding Representation Similarity with Statistical
+  Testing", NeurIPS: orthogonal Procrustes distance.
+
+Equation numbers are given only where they were checked against the paper text in
+``/work/shared/papers``; other references cite the section or table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "cosine",
+    "cosine_per_sample",
+    "linear_cka",
+    "gram_linear",
+    "gram_rbf",
+    "center_gram",
+    "hsic",
+    "gram_cka",
+    "rbf_cka",
+    "layer_matrix",
+    "to_last",
+    "adjacent_cosine",
+    "residual_norm_ratio",
+    "block_redundancy",
+    "StreamingCKA",
+    "minibatch_cka",
+    "minibatch_cka_matrix",
+    "procrustes_similarity",
+    "canonical_correlations",
+    "cca_r2",
+    "svcca",
+]
+
+METRICS = ("cka", "debiased_cka", "cos")
+
+_EPS = np.finfo(np.float64).eps
+# Largest single intermediate (bytes) the batched paths build in one go (Gram stack,
+# concatenated cross-covariance); beyond it they fall back to a loop over layer pairs.
+_MAX_BYTES = 1 << 30
+
+
+# --------------------------------------------------------------------------------------
+# input handling
+# --------------------------------------------------------------------------------------
+def _to_numpy(x: Any) -> np.ndarray:
+    """Any array-like or torch tensor -> float64 numpy array on the CPU (no validation)."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
+        x = x.detach().cpu()
+        if x.is_complex():
+            raise ValueError("complex tensors are not supported")
+        x = x.double().numpy()
+    arr = np.asarray(x)
+    if np.iscomplexobj(arr):
+        raise ValueError("complex arrays are not supported")
+    return np.asarray(arr, dtype=np.float64)
+
+
+def _check_finite(arr: np.ndarray, name: str) -> None:
+    if not np.isfinite(arr).all():
+        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        raise ValueError(f"{name} contains NaN or inf ({bad} non-finite entries)")
+
+
+def _as_2d(x: Any, name: str, min_n: int = 2) -> np.ndarray:
+    """Validate one representation: 2-D ``[N, d]``, finite, ``N >= min_n``, ``d >= 1``."""
+    arr = _to_numpy(x)
+    if arr.ndim != 2:
+        hint = ""
+        if arr.ndim == 3:
+            hint = (" (a 3-D array is accepted only where a stack of layers [L, N, d] is "
+                    "expected; for token features, select a token or flatten to [N*T, d])")
+        raise ValueError(f"{name} must be 2-D [N, d], got {arr.ndim}-D shape {arr.shape}{hint}")
+    n, d = arr.shape
+    if d < 1:
+        raise ValueError(f"{name} has no features (shape {arr.shape})")
+    if n < min_n:
+        raise ValueError(f"{name} has N={n} samples; need at least {min_n} samples")
+    _check_finite(arr, name)
+    return arr
+
+
+def _same_n(X: np.ndarray, Y: np.ndarray, names: str = "X and Y") -> None:
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(
+            f"{names} must have the same number of samples N, got {X.shape[0]} and {Y.shape[0]}")
+
+
+def _as_layers(layers: Any, min_n: int = 2) -> list[np.ndarray]:
+    """A list of ``[N, d_l]`` arrays or a stacked ``[L, N, d]`` array -> validated list."""
+    if isinstance(layers, (list, tuple)):
+        items = list(layers)
+    else:
+        ndim = getattr(layers, "ndim", None)
+        if ndim is None:
+            items = list(layers)
+        elif ndim != 3:
+            raise ValueError(
+                f"layers must be a list of 2-D [N, d] arrays or a 3-D stacked array "
+                f"[L, N, d], got a {ndim}-D array of shape {tuple(layers.shape)}")
+        else:
+            items = [layers[i] for i in range(layers.shape[0])]
+    if len(items) == 0:
+        raise ValueError("layers is empty; need at least one layer")
+    out = [_as_2d(x, f"layer {i}", min_n=min_n) for i, x in enumerate(items)]
+    n0 = out[0].shape[0]
+    for i, x in enumerate(out):
+        if x.shape[0] != n0:
+            raise ValueError(
+                f"all layers must have the same number of samples N: layer 0 has {n0}, "
+                f"layer {i} has {x.shape[0]}")
+    return out
+
+
+def _center(X: np.ndarray, name: str) -> np.ndarray:
+    """Subtract the column (global) mean; raise if nothing is left (constant representation)."""
+    Xc = X - X.mean(axis=0, keepdims=True)
+    tol = 64 * _EPS * np.sqrt(X.size) * float(np.abs(X).max())
+    if float(np.linalg.norm(Xc)) <= tol:
+        raise ValueError(
+            f"{name} is constant across samples (zero variance after centring); "
+            "CKA and other centred similarities are undefined")
+    return Xc
+
+
+def _unit_rows(X: np.ndarray, center: bool, name: str) -> np.ndarray:
+    """Rows of X (optionally centred) scaled to unit norm; raise on zero-norm rows."""
+    Z = X - X.mean(axis=0, keepdims=True) if center else X
+    norms = np.linalg.norm(Z, axis=1)
+    tol = 64 * _EPS * np.sqrt(X.shape[1]) * float(np.abs(X).max())
+    bad = np.flatnonzero(norms <= tol)
+    if bad.size:
+        what = "after centring " if center else ""
+        raise ValueError(
+            f"{name} has {bad.size} zero-norm row(s) {what}(first: sample {int(bad[0])}); "
+            "cosine similarity is undefined for them")
+    return Z / norms[:, None]
+
+
+# --------------------------------------------------------------------------------------
+# sample-wise cosine (tracing paper §2.1)
+# --------------------------------------------------------------------------------------
+def cosine_per_sample(X: Any, Y: Any, center: bool = True) -> np.ndarray:
+    """Per-sample cosine similarity between row i of X and row i of Y.
+
+    ``COS(h_i, h'_i) = <h_i, h'_i> / (||h_i||_2 ||h'_i||_2)`` (tracing paper, §2.1, the
+    unnumbered COS equation).  With ``center=True`` each representation first has its
+    global mean over samples subtracted (tracing paper, footnote 2).
+
+    Invariant to positive rescaling of individual samples (``center=False`` only) and to a
+    common orthogonal transform of *both* arguments; not invariant to transforming one
+    argument only (unlike CKA).
+
+    Parameters
+    ----------
+    X, Y : array or tensor, [N, d]
+        Same shape.
+    center : bool
+        Subtract each representation's column mean first.
+
+    Returns
+    -------
+    np.ndarray, [N]
+        Cosines in [-1, 1] (for box plots, tracing App. B.1).
+    """
+    X = _as_2d(X, "X")
+    Y = _as_2d(Y, "Y")
+    if X.shape != Y.shape:
+        raise ValueError(f"X and Y must have the same shape [N, d], got {X.shape} and {Y.shape}")
+    U = _unit_rows(X, center, "X")
+    V = _unit_rows(Y, center, "Y")
+    return np.clip(np.einsum("nd,nd->n", U, V), -1.0, 1.0)
+
+
+def cosine(X: Any, Y: Any, center: bool = True) -> float:
+    """Mean over samples of the sample-wise cosine (tracing paper §2.1, footnote 2).
+
+    See :func:`cosine_per_sample` for the definition and invariances.
+
+    Returns
+    -------
+    float
+        ``mean_i COS(X_i, Y_i)`` in [-1, 1].
+    """
+    return float(np.mean(cosine_per_sample(X, Y, center=center)))
+
+
+# --------------------------------------------------------------------------------------
+# HSIC on Gram matrices
+# --------------------------------------------------------------------------------------
+def gram_linear(X: Any) -> np.ndarray:
+    """Linear-kernel Gram matrix ``K = X_c X_c^T`` of the **centred** features.
+
+    Centring first (Kornblith et al. 2019, §3) gives the same HSIC as centring the Gram
+    matrix afterwards, but without the cancellation error of a large shared offset.
+
+    Parameters
+    ----------
+    X : array or tensor, [N, d]
+
+    Returns
+    -------
+    np.ndarray, [N, N]
+    """
+    X = _as_2d(X, "X")
+    Xc = _center(X, "X")
+    return Xc @ Xc.T
+
+
+def _sq_distances(Xc: np.ndarray) -> np.ndarray:
+    G = Xc @ Xc.T
+    r = np.diag(G).copy()
+    D = np.maximum(r[:, None] + r[None, :] - 2.0 * G, 0.0)
+    np.fill_diagonal(D, 0.0)
+    return D
+
+
+def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
+    """RBF Gram matrix ``exp(-||x_i - x_j||^2 / (2 sigma^2))``, ``sigma = threshold * median``.
+
+    ``median`` is the median pairwise Euclidean distance, taken, as in Kornblith et al.'s
+    demo notebook, over all N x N entries of the distance matrix (diagonal zeros included).
+
+    Invariant to translation, orthogonal transforms and isotropic scaling of X (the
+    bandwidth scales with the data).
+
+    Parameters
+    ----------
+    X : array or tensor, [N, d]
+    threshold : float > 0
+        Bandwidth as a fraction of the median distance.
+
+    Returns
+    -------
+    np.ndarray, [N, N]
+    """
+    if not (threshold > 0 and np.isfinite(threshold)):
+        raise ValueError(f"threshold must be a positive finite number, got {threshold}")
+    X = _as_2d(X, "X")
+    D = _sq_distances(_center(X, "X"))
+    med = float(np.median(D))
+    if med <= 0:
+        raise ValueError(
+            "X has a zero median pairwise distance (more than half of all pairs coincide); "
+            "the RBF bandwidth is undefined")
+    return np.exp(-D / (2.0 * threshold**2 * med))
+
+
+def _as_gram(K: Any, name: str, min_n: int) -> np.ndarray:
+    K = _to_numpy(K)
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise ValueError(f"{name} must be a square 2-D [N, N] Gram matrix, got shape {K.shape}")
+    if K.shape[0] < min_n:
+        raise ValueError(f"{name} has N={K.shape[0]} samples; need at least {min_n} samples")
+    _check_finite(K, name)
+    scale = max(float(np.abs(K).max()), np.finfo(np.float64).tiny)
+    if float(np.abs(K - K.T).max()) > 1e-10 * scale:
+        raise ValueError(f"{name} must be symmetric")
+    return K
+
+
+def center_gram(K: Any) -> np.ndarray:
+    """Double-centred Gram matrix ``H K H`` with ``H = I - 11^T/N`` (Kornblith et al. §3)."""
+    K = _as_gram(K, "K", 2)
+    return K - K.mean(0, keepdims=True) - K.mean(1, keepdims=True) + K.mean()
+
+
+def hsic(K: Any, L: Any, debiased: bool = False) -> float:
+    """Hilbert-Schmidt Independence Criterion of two Gram matrices.
+
+    Biased: ``HSIC(K, L) = tr(K H L H) / (N-1)^2`` (Gretton et al. 2005; Kornblith et al.
+    2019, §3).  Unbiased (``debiased=True``): Song et al. (2012), HSIC_1,
+    ``[tr(K~L~) + 1^T K~ 1 1^T L~ 1 / ((N-1)(N-2)) - 2/(N-2) 1^T K~ L~ 1] / (N(N-3))``
+    with ``K~`` = K with its diagonal set to zero; needs N >= 4 and can be negative.
+
+    Parameters
+    ----------
+    K, L : array or tensor, [N, N]
+        Symmetric Gram matrices of the same size.
+    debiased : bool
+
+    Returns
+    -------
+    float
+    """
+    min_n = 4 if debiased else 2
+    K = _as_gram(K, "K", min_n)
+    L = _as_gram(L, "L", min_n)
+    if K.shape != L.shape:
+        raise ValueError(
+            f"K and L must have the same number of samples N, got {K.shape[0]} and {L.shape[0]}")
+    n = K.shape[0]
+    if not debiased:
+        Kc = K - K.mean(0, keepdims=True) - K.mean(1, keepdims=True) + K.mean()
+        return float(np.vdot(Kc, L) / (n - 1) ** 2)  # tr(HKH L) = tr(KHLH)
+    Kt = K.copy()
+    Lt = L.copy()
+    np.fill_diagonal(Kt, 0.0)
+    np.fill_diagonal(Lt, 0.0)
+    kr, lr = Kt.sum(1), Lt.sum(1)
+    val = (np.vdot(Kt, Lt) + kr.sum() * lr.sum() / ((n - 1) * (n - 2))
+           - 2.0 / (n - 2) * np.dot(kr, lr))
+    return float(val / (n * (n - 3)))
+
+
+def _normalise_hsic(kl: float, kk: float, ll: float, floor_k: float = 0.0,
+                    floor_l: float = 0.0, what: str = "HSIC") -> float:
+    if not (kk > floor_k and ll > floor_l):
+        raise ValueError(
+            f"self-{what} is not positive (K: {kk:.3g}, L: {ll:.3g}): a representation is "
+            "constant, or the unbiased estimate is negative for this small sample; CKA is "
+            "undefined")
+    return float(kl / np.sqrt(kk * ll))
+
+
+def gram_cka(K: Any, L: Any, debiased: bool = False) -> float:
+    """CKA of two Gram matrices: ``HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))``.
+
+    Kornblith et al. (2019), §3 (CKA definition); with ``debiased=True`` every HSIC is
+    the unbiased HSIC_1 of Song et al. (2012).  Invariances are those of the kernels.
+    """
+    kk, ll = hsic(K, K, debiased), hsic(L, L, debiased)
+    fk = fl = 0.0
+    if debiased:  # below 1e-10 of the biased value a debiased self-HSIC is rounding noise
+        fk, fl = 1e-10 * abs(hsic(K, K)), 1e-10 * abs(hsic(L, L))
+    return _normalise_hsic(hsic(K, L, debiased), kk, ll, fk, fl)
+
+
+def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> float:
+    """CKA with RBF kernels (Kornblith et al. 2019, §3), bandwidth from :func:`gram_rbf`.
+
+    Invariant to translation, orthogonal transforms and isotropic scaling of either
+    argument; not to general invertible linear maps.
+    """
+    X = _as_2d(X, "X", 4 if debiased else 2)
+    Y = _as_2d(Y, "Y", 4 if debiased else 2)
+    _same_n(X, Y)
+    return gram_cka(gram_rbf(X, threshold), gram_rbf(Y, threshold), debiased)
+
+
+# --------------------------------------------------------------------------------------
+# linear CKA, batched over layers
+# --------------------------------------------------------------------------------------
+def _choose_form(n: int, dims: Sequence[int]) -> str:
+    """'feature' (d x d cross-covariances) or 'gram' (N x N Gram matrices), by cost."""
+    L, D = len(dims), int(sum(dims))
+    gram_cost = n * n * (D + L * L)
+    feature_cost = n * D * D
+    if gram_cost < feature_cost and L * n * n * 8 <= _MAX_BYTES:
+        return "gram"
+    return "feature"
+
+
+def _dot_matrix(Xcs: Sequence[np.ndarray], form: str = "auto") -> np.ndarray:
+    """``T[i, j] = <vec(X_i X_i^T), vec(X_j X_j^T)> = ||X_j^T X_i||_F^2`` for centred X_i."""
+    n = Xcs[0].shape[0]
+    dims = [x.shape[1] for x in Xcs]
+    L = len(Xcs)
+    if form == "auto":
+        form = _choose_form(n, dims)
+    if form == "gram":
+        G = np.empty((L, n * n))
+        for i, X in enumerate(Xcs):
+            G[i] = (X @ X.T).ravel()
+        return G @ G.T
+    if form != "feature":
+        raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
+    D = sum(dims)
+    if D * D * 8 <= _MAX_BYTES:
+        Z = np.concatenate(Xcs, axis=1)
+        C = Z.T @ Z
+        starts = np.concatenate([[0], np.cumsum(dims)[:-1]])
+        return np.add.reduceat(np.add.reduceat(C * C, starts, axis=0), starts, axis=1)
+    T = np.empty((L, L))
+    for i in range(L):
+        for j in range(i, L):
+            T[i, j] = T[j, i] = np.sum((Xcs[i].T @ Xcs[j]) ** 2)
+    return T
+
+
+def _debias(T: np.ndarray, R: np.ndarray, n: int) -> np.ndarray:
+    """``n(n-3) HSIC_1`` from biased dot products T and row squared norms R [L, n].
+
+    For centred features ``K 1 = 0``, so Song et al.'s HSIC_1 reduces to
+    ``tr(KL) - n/(n-2) r_K.r_L + tr(K) tr(L) / ((n-1)(n-2))`` (as in Kornblith's demo).
+    """
+    s = R.sum(axis=1)
+    return T - n / (n - 2.0) * (R @ R.T) + np.outer(s, s) / ((n - 1.0) * (n - 2.0))
+
+
+def _cka_from_dots(T: np.ndarray, debiased: bool, ref: np.ndarray | None = None) -> np.ndarray:
+    """Normalise dot products to CKA; ``ref`` (the biased self terms) sets the tolerance
+    below which a debiased self-HSIC counts as non-positive (rounding noise)."""
+    d = np.diag(T).copy()
+    floor = 0.0 if ref is None else 1e-10 * np.asarray(ref)
+    if not np.all(d > floor):
+        bad = int(np.flatnonzero(~(d > floor))[0])
+        raise ValueError(
+            f"self-HSIC of layer {bad} is not positive ({d[bad]:.3g}): "
+            + ("the unbiased estimate is negative for this small sample; "
+               if debiased else "the representation is constant; ")
+            + "CKA is undefined")
+    M = T / np.sqrt(np.outer(d, d))
+    np.fill_diagonal(M, 1.0)
+    return M
+
+
+def _linear_cka_matrix(Xcs: Sequence[np.ndarray], debiased: bool, form: str) -> np.ndarray:
+    T = _dot_matrix(Xcs, form)
+    if not debiased:
+        return _cka_from_dots(T, False)
+    R = np.stack([np.einsum("nd,nd->n", X, X) for X in Xcs])
+    return _cka_from_dots(_debias(T, R, Xcs[0].shape[0]), True, ref=np.diag(T))
+
+
+def linear_cka(X: Any, Y: Any, debiased: bool = False, form: str = "auto") -> float:
+    """Linear CKA (Kornblith et al. 2019; tracing paper eq. 3).
+
+    ``CKA = ||Y_c^T X_c||_F^2 / (||X_c^T X_c||_F ||Y_c^T Y_c||_F)`` on column-centred
+    features, equal to the Gram form ``tr(K L) / (||K||_F ||L||_F)`` with
+    ``K = X_c X_c^T``, ``L = Y_c Y_c^T`` (Kornblith et al. §3 dot-product identity; the
+    tracing paper's eq. 3 with centred features).  ``debiased=True`` replaces every HSIC
+    by the unbiased HSIC_1 of Song et al. (2012) (needs N >= 4; may be negative).
+
+    Invariant to orthogonal transforms, isotropic scaling and translation of either
+    argument; not to general invertible linear maps.  X and Y may have different d.
+
+    Parameters
+    ----------
+    X : array or tensor, [N, d1]
+    Y : array or tensor, [N, d2]
+    debiased : bool
+    form : {'auto', 'feature', 'gram'}
+        'auto' uses the feature form when ``d1 + d2 <= N`` (roughly), else the Gram form.
+
+    Returns
+    -------
+    float
+    """
+    min_n = 4 if debiased else 2
+    X = _as_2d(X, "X", min_n)
+    Y = _as_2d(Y, "Y", min_n)
+    _same_n(X, Y)
+    M = _linear_cka_matrix([_center(X, "X"), _center(Y, "Y")], debiased, form)
+    return float(M[0, 1])
+
+
+# --------------------------------------------------------------------------------------
+# whole-model matrices
+# --------------------------------------------------------------------------------------
+def _check_metric(metric: str, center: bool) -> None:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if metric != "cos" and not center:
+        raise ValueError("center=False applies only to metric='cos'; CKA always centres")
+
+
+def _same_dims(layers: Sequence[np.ndarray]) -> None:
+    dims = {x.shape[1] for x in layers}
+    if len(dims) > 1:
+        raise ValueError(
+            f"cosine needs the same feature dimension d in every layer, got {sorted(dims)}")
+
+
+def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
+                 form: str = "auto") -> np.ndarray:
+    """Symmetric L x L similarity matrix between all layers, computed in one batch.
+
+    - ``'cka'``: linear CKA (tracing eq. 3 / Kornblith et al. §3).  Every layer is
+      centred once; then either all cross-covariances come from one product of the
+      concatenated features, or all Gram matrices are stacked and compared with one
+      product (chosen by cost, see ``form``).
+    - ``'debiased_cka'``: the same with Song et al.'s unbiased HSIC_1 (N >= 4).
+    - ``'cos'``: mean sample-wise cosine (tracing §2.1, heatmaps of Fig. 2c,d): rows of
+      every (centred, if ``center``) layer are normalised, then one product gives all
+      pairs.  Needs equal d in all layers.
+
+    Invariances as in :func:`linear_cka` and :func:`cosine`.
+
+    Parameters
+    ----------
+    layers : list of [N, d_l] arrays/tensors, or a stacked [L, N, d] array/tensor
+    metric : {'cka', 'debiased_cka', 'cos'}
+    center : bool
+        For 'cos' only (footnote 2 of the tracing paper); CKA always centres.
+    form : {'auto', 'feature', 'gram'}
+        CKA computation path; the result does not depend on it.
+
+    Returns
+    -------
+    np.ndarray, [L, L]
+        Symmetric, with ones on the diagonal.
+    """
+    _check_metric(metric, center)
+    debiased = metric == "debiased_cka"
+    Xs = _as_layers(layers, min_n=4 if debiased else 2)
+    if metric == "cos":
+        _same_dims(Xs)
+        U = np.stack([_unit_rows(x, center, f"layer {i}").ravel() for i, x in enumerate(Xs)])
+        M = np.clip(U @ U.T / Xs[0].shape[0], -1.0, 1.0)
+        np.fill_diagonal(M, 1.0)
+        return M
+    Xcs = [_center(x, f"layer {i}") for i, x in enumerate(Xs)]
+    return _linear_cka_matrix(Xcs, debiased, form)
+
+
+def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray:
+    """Similarity of every layer to the last one (tracing Fig. 1a, 2a,b), length L.
+
+    Costs L pairwise comparisons, not the whole matrix.  Same metrics and invariances as
+    :func:`layer_matrix`; the last entry is 1.
+    """
+    _check_metric(metric, center)
+    debiased = metric == "debiased_cka"
+    Xs = _as_layers(layers, min_n=4 if debiased else 2)
+    n = Xs[0].shape[0]
+    if metric == "cos":
+        _same_dims(Xs)
+        V = _unit_rows(Xs[-1], center, f"layer {len(Xs) - 1}")
+        out = [np.mean(np.einsum("nd,nd->n", _unit_rows(x, center, f"layer {i}"), V))
+               for i, x in enumerate(Xs[:-1])]
+        return np.clip(np.array(out + [1.0]), -1.0, 1.0)
+    Yc = _center(Xs[-1], f"layer {len(Xs) - 1}")
+    ry = np.einsum("nd,nd->n", Yc, Yc)
+    out = []
+    for i, x in enumerate(Xs[:-1]):
+        Xc = _center(x, f"layer {i}")
+        form = _choose_form(n, [Xc.shape[1], Yc.shape[1]])
+        T = _dot_matrix([Xc, Yc], form)
+        if debiased:
+            Tu = _debias(T, np.stack([np.einsum("nd,nd->n", Xc, Xc), ry]), n)
+            out.append(_cka_from_dots(Tu, True, ref=np.diag(T))[0, 1])
+        else:
+            out.append(_cka_from_dots(T, False)[0, 1])
+    return np.array(out + [1.0])
+
+
+# --------------------------------------------------------------------------------------
+# residual-stream diagnostics (tracing App. B.2) and Block Redundancy
+# --------------------------------------------------------------------------------------
+def adjacent_cosine(layers: Any, center: bool = False) -> np.ndarray:
+    """Per-sample cosine between consecutive layers, ``COS(h^(l-1), h^(l))`` (tracing Fig. 11).
+
+    Uses **uncentred** features by default, as the raw residual stream is what the skip
+    connection carries; pass ``center=True`` to apply footnote 2's centring.
+
+    Returns
+    -------
+    np.ndarray, [L-1, N]
+        Row l compares layer l with layer l+1.
+    """
+    Xs = _as_layers(layers, min_n=1)
+    _same_dims(Xs)
+    if len(Xs) < 2:
+        raise ValueError("adjacent_cosine needs at least 2 layers")
+    if center and Xs[0].shape[0] < 2:
+        raise ValueError("center=True needs at least 2 samples")
+    U = [_unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
+    return np.clip(np.stack([np.einsum("nd,nd->n", a, b) for a, b in zip(U[:-1], U[1:])]),
+                   -1.0, 1.0)
+
+
+def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
+    """Per-sample ``||h|| / ||f(h)||`` with ``f(h) = h_next - h_prev`` (tracing App. B.2, Fig. 11).
+
+    The ratio of the skip branch to the residual branch of ``h_next = h_prev + f(h_prev)``.
+    Uses **uncentred** features (norms of the actual residual stream).  Not invariant to
+    anything but a common orthogonal transform or common scaling of both arguments.
+
+    Parameters
+    ----------
+    h_prev, h_next : array or tensor, [N, d]
+        Same shape.
+
+    Returns
+    -------
+    np.ndarray, [N]
+    """
+    A = _as_2d(h_prev, "h_prev", min_n=1)
+    B = _as_2d(h_next, "h_next", min_n=1)
+    if A.shape != B.shape:
+        raise ValueError(
+            f"h_prev and h_next must have the same shape [N, d], got {A.shape} and {B.shape}")
+    res = np.linalg.norm(B - A, axis=1)
+    tol = 64 * _EPS * np.sqrt(A.shape[1]) * max(float(np.abs(A).max()), float(np.abs(B).max()))
+    bad = np.flatnonzero(res <= tol)
+    if bad.size:
+        raise ValueError(
+            f"{bad.size} sample(s) have a zero-norm residual branch h_next - h_prev "
+            f"(first: sample {int(bad[0])}); the norm ratio is infinite")
+    return np.linalg.norm(A, axis=1) / res
+
+
+def block_redundancy(layers: Any) -> np.ndarray:
+    """Block Redundancy (redundancy paper, eq. 1): ``BR_i = -MSE(h_i, h_{i-1})``.
+
+    The MSE is the mean over samples *and* features of ``(h_i - h_{i-1})^2`` on uncentred
+    features (the paper's text extraction lost the formula; this is the
+    ``torch.nn.functional.mse_loss`` convention).  Higher (closer to 0) means block i
+    changes the representation less.  Invariant only to common orthogonal transforms
+    (it depends on scale and offset).
+
+    Parameters
+    ----------
+    layers : list of [N, d] or stacked [L, N, d]
+        Outputs of blocks 0..L-1 (flatten tokens into N beforehand if needed).
+
+    Returns
+    -------
+    np.ndarray, [L-1]
+        Entry i-1 is BR of block i.
+    """
+    Xs = _as_layers(layers, min_n=1)
+    _same_dims(Xs)
+    if len(Xs) < 2:
+        raise ValueError("block_redundancy needs at least 2 layers")
+    return np.array([-np.mean((b - a) ** 2) for a, b in zip(Xs[:-1], Xs[1:])])
+
+
+# --------------------------------------------------------------------------------------
+# exact streaming CKA and the minibatch estimator
+# --------------------------------------------------------------------------------------
+class StreamingCKA:
+    """Exact linear CKA matrix accumulated over minibatches; memory independent of N.
+
+    Feeds batches of all L layers (``update``) and returns the same L x L matrix as
+    :func:`layer_matrix` on the concatenated data (``result``), up to float64 rounding.
+    Linear CKA depends on the data only through the centred cross-covariances
+    ``C_ij = sum_n (x_in - mu_i)(x_jn - mu_j)^T``, and
+    ``C_ij = S_ij - N mu_i mu_j^T`` with ``S_ij = sum_n y_in y_jn^T`` for any fixed shift
+    ``y = x - c``.  The accumulator keeps, in float64, N, the per-layer sums of ``y``
+    and all cross-products ``S`` (one (sum d_l)^2 matrix), with ``c`` = the mean of the
+    first batch, so the subtraction does not cancel catastrophically when activations
+    share a large offset.  For ``debiased=True`` it also keeps the fourth-order sums needed
+    by Song et al.'s HSIC_1 (``sum_n q_in q_jn`` and ``sum_n q_in y_jn`` with
+    ``q = ||y||^2``), so that estimator is exact too.
+
+    Memory: ``8 (sum_l d_l)^2`` bytes (e.g. 13 layers x 768: 0.8 GB).
+    Invariances: those of linear CKA (see :func:`linear_cka`).
+    """
+
+    def __init__(self, debiased: bool = False):
+        self.debiased = bool(debiased)
+        self.n = 0
+        self._dims: list[int] | None = None
+
+    def update(self, layers: Any) -> "StreamingCKA":
+        """Add one minibatch: a list of [b, d_l] arrays or a stacked [L, b, d] array."""
+        Xs = _as_layers(layers, min_n=1)
+        dims = [x.shape[1] for x in Xs]
+        if self._dims is None:
+            self._dims = dims
+            self._starts = np.concatenate([[0], np.cumsum(dims)[:-1]]).astype(int)
+            self._shift = np.concatenate([x.mean(0) for x in Xs])
+            D, L = sum(dims), len(dims)
+            self._s = np.zeros(D)
+            self._S = np.zeros((D, D))
+            self._absmax = np.zeros(L)
+            if self.debiased:
+                self._A = np.zeros((L, L))
+                self._B = np.zeros((L, D))
+                self._t = np.zeros(L)
+        elif dims != self._dims:
+            raise ValueError(f"layer dimensions changed between batches: {self._dims} -> {dims}")
+        Y = np.concatenate(Xs, axis=1) - self._shift
+        self.n += Y.shape[0]
+        self._s += Y.sum(0)
+        self._S += Y.T @ Y
+        self._absmax = np.maximum(self._absmax, [np.abs(x).max() for x in Xs])
+        if self.debiased:
+            Q = np.add.reduceat(Y * Y, self._starts, axis=1)  # [b, L] row squared norms
+            self._A += Q.T @ Q
+            self._B += Q.T @ Y
+            self._t += Q.sum(0)
+        return self
+
+    def _block_sums(self, M: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(np.add.reduceat(M, self._starts, axis=0), self._starts, axis=1)
+
+    def result(self) -> np.ndarray:
+        """The L x L (debiased) linear CKA matrix of all samples seen so far."""
+        if self._dims is None:
+            raise ValueError("no batches were added")
+        n = self.n
+        if n < (4 if self.debiased else 2):
+            raise ValueError(
+                f"only N={n} samples seen; need at least {4 if self.debiased else 2} samples")
+        mu = self._s / n
+        C = self._S - n * np.outer(mu, mu)
+        dims = np.array(self._dims)
+        var = np.diag(self._block_sums(np.diag(np.diag(C))))  # ||X_c||_F^2 per layer
+        tol = 64 * _EPS * np.sqrt(n * dims) * self._absmax
+        bad = np.flatnonzero(np.sqrt(np.maximum(var, 0)) <= tol)
+        if bad.size:
+            raise ValueError(
+                f"layer {int(bad[0])} is constant across samples (zero variance after "
+                "centring); CKA is undefined")
+        T = self._block_sums(C * C)
+        ref = np.diag(T).copy()
+        if self.debiased:
+            L = len(dims)
+            E = np.zeros((sum(self._dims), L))
+            for i, (s0, d) in enumerate(zip(self._starts, self._dims)):
+                E[s0:s0 + d, i] = 1.0
+            Mu = E * mu[:, None]                       # block-diagonal means, [D, L]
+            m = (Mu * Mu).sum(0)                       # ||mu_i||^2
+            BM = self._B @ Mu                          # sum_n q_in (y_jn . mu_j)
+            RR = (self._A - 2 * BM - 2 * BM.T + 4 * Mu.T @ self._S @ Mu
+                  + np.outer(self._t, m) + np.outer(m, self._t) - 3 * n * np.outer(m, m))
+            s = self._t - n * m                        # sum_n ||x_in - mu_i||^2
+            T = T - n / (n - 2.0) * RR + np.outer(s, s) / ((n - 1.0) * (n - 2.0))
+        return _cka_from_dots(T, self.debiased, ref=ref)
+
+
+def minibatch_cka_matrix(batches: Iterable[Any]) -> np.ndarray:
+    """Minibatch CKA *estimator* (Nguyen, Raghu & Kornblith 2021, §3) for all layer pairs.
+
+    ``CKA_mb(i, j) = sum_b HSIC_1(K_ib, K_jb) / sqrt(sum_b HSIC_1(K_ib, K_ib) sum_b HSIC_1(K_jb, K_jb))``
+    with linear kernels and Song et al.'s unbiased HSIC_1 per batch (each batch centred on
+    its own).  This is an estimator of population CKA, *not* the full-data CKA (for that
+    use :class:`StreamingCKA`); its diagonal is exactly 1.  Invariant to orthogonal
+    transforms and isotropic scaling of any layer.
+
+    Parameters
+    ----------
+    batches : iterable of (list of [b, d_l] arrays, or stacked [L, b, d])
+        Each batch needs b >= 4; batch sizes may differ.
+
+    Returns
+    -------
+    np.ndarray, [L, L]
+    """
+    total = ref = None
+    for k, batch in enumerate(batches):
+        Xs = _as_layers(batch, min_n=4)
+        if total is not None and len(Xs) != total.shape[0]:
+            raise ValueError(f"batch {k} has {len(Xs)} layers, earlier batches {total.shape[0]}")
+        b = Xs[0].shape[0]
+        Xcs = [x - x.mean(0, keepdims=True) for x in Xs]
+        R = np.stack([np.einsum("nd,nd->n", x, x) for x in Xcs])
+        T = _dot_matrix(Xcs)
+        H = _debias(T, R, b) / (b * (b - 3.0))
+        r = np.diag(T) / (b * (b - 3.0))
+        total, ref = (H, r) if total is None else (total + H, ref + r)
+    if total is None:
+        raise ValueError("no batches were given")
+    return _cka_from_dots(total, True, ref=ref)
+
+
+def minibatch_cka(pairs: Iterable[tuple[Any, Any]]) -> float:
+    """Minibatch CKA estimator for one pair of representations (see :func:`minibatch_cka_matrix`).
+
+    Parameters
+    ----------
+    pairs : iterable of (X_b [b, d1], Y_b [b, d2])
+    """
+    M = minibatch_cka_matrix([list(p) for p in pairs])
+    if M.shape != (2, 2):
+        raise ValueError("minibatch_cka expects (X_b, Y_b) pairs")
+    return float(M[0, 1])
+
+
+# --------------------------------------------------------------------------------------
+# Procrustes and CCA
+# --------------------------------------------------------------------------------------
+def _row_space_coords(Xc: np.ndarray) -> np.ndarray:
+    """Coordinates of Xc in an orthonormal basis of its row space: ``X Q`` with ``X X^T`` kept.
+
+    An orthogonal change of feature basis, so every measure invariant to orthogonal
+    transforms is unchanged; it makes ``d <= N``.
+    """
+    n, d = Xc.shape
+    if d <= n:
+        return Xc
+    Q, R = np.linalg.qr(Xc.T)  # Xc^T = Q R, Q: [d, n]
+    return R.T                  # Xc Q = R^T
+
+
+def procrustes_similarity(X: Any, Y: Any) -> float:
+    """Orthogonal Procrustes similarity ``||X~^T Y~||_*`` in [0, 1].
+
+    X~, Y~ are the centred representations scaled to unit Frobenius norm; the squared
+    orthogonal Procrustes distance of Ding et al. (2021, §2) is
+    ``min_Q ||X~ - Y~ Q||_F^2 = 2 - 2 ||X~^T Y~||_*`` (nuclear norm; different d handled by
+    zero padding).  Invariant to translation, orthogonal transforms and isotropic scaling;
+    not to general invertible linear maps.
+    """
+    X = _as_2d(X, "X")
+    Y = _as_2d(Y, "Y")
+    _same_n(X, Y)
+    Xc = _row_space_coords(_center(X, "X"))
+    Yc = _row_space_coords(_center(Y, "Y"))
+    Xc = Xc / np.linalg.norm(Xc)
+    Yc = Yc / np.linalg.norm(Yc)
+    return float(min(np.linalg.svd(Xc.T @ Yc, compute_uv=False).sum(), 1.0))
+
+
+def _orth_basis(Xc: np.ndarray) -> np.ndarray:
+    U, s, _ = np.linalg.svd(Xc, full_matrices=False)
+    r = int(np.sum(s > s[0] * max(Xc.shape) * _EPS))
+    return U[:, :r]
+
+
+def canonical_correlations(X: Any, Y: Any) -> np.ndarray:
+    """Canonical correlations ``rho_1 >= rho_2 >= ...`` between the centred X and Y.
+
+    Singular values of ``Q_X^T Q_Y`` (orthonormal bases of the centred column spaces;
+    Kornblith et al. 2019, Table 1).  Invariant to translation and any invertible linear
+    map of either argument.  Raises if ``rank(X) + rank(Y) > N - 1``, where some
+    correlations would be 1 for any data.
+    """
+    X = _as_2d(X, "X")
+    Y = _as_2d(Y, "Y")
+    _same_n(X, Y)
+    return _cca(_center(X, "X"), _center(Y, "Y"))
+
+
+def _cca(Xc: np.ndarray, Yc: np.ndarray) -> np.ndarray:
+    n = Xc.shape[0]
+    Qx, Qy = _orth_basis(Xc), _orth_basis(Yc)
+    if Qx.shape[1] + Qy.shape[1] > n - 1:
+        raise ValueError(
+            f"too few samples for CCA: rank(X) + rank(Y) = {Qx.shape[1]} + {Qy.shape[1]} "
+            f"> N - 1 = {n - 1}, so canonical correlations are trivially 1; use CKA")
+    return np.clip(np.linalg.svd(Qx.T @ Qy, compute_uv=False), 0.0, 1.0)
+
+
+def cca_r2(X: Any, Y: Any) -> float:
+    """Mean squared canonical correlation ``R^2_CCA = sum_i rho_i^2 / min(p_X, p_Y)``.
+
+    Kornblith et al. (2019), Table 1 (``||Q_Y^T Q_X||_F^2 / p_1`` with p_1 the smaller
+    rank).  Invariant to translation and invertible linear maps of either argument.
+    """
+    rho = canonical_correlations(X, Y)
+    return float(np.mean(rho**2))
+
+
+def svcca(X: Any, Y: Any, keep: float = 0.99) -> float:
+    """SVCCA (Raghu et al. 2017, §2): mean canonical correlation after an SVD reduction.
+
+    Each centred representation is reduced to its top singular directions explaining a
+    ``keep`` fraction of the variance, then the mean of the canonical correlations
+    between the reductions is returned.  Invariant to translation, orthogonal transforms
+    and isotropic scaling; not to general invertible linear maps (the SVD step is not).
+    """
+    if not 0 < keep <= 1:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
+    X = _as_2d(X, "X")
+    Y = _as_2d(Y, "Y")
+    _same_n(X, Y)
+
+    def reduce(Zc: np.ndarray) -> np.ndarray:
+        U, s, _ = np.linalg.svd(Zc, full_matrices=False)
+        frac = np.cumsum(s**2) / np.sum(s**2)
+        k = int(np.searchsorted(frac, keep - 1e-12) + 1)
+        return U[:, :k] * s[:k]
+
+    rho = _cca(reduce(_center(X, "X")), reduce(_center(Y, "Y")))
+    return float(np.mean(rho))

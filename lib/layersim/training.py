@@ -1,0 +1,258 @@
+"""Training small classifiers here, with checkpoints cached by configuration.
+
+The tracing paper trains DeiT-S from scratch (its appendix B: AdamW, batch 256, 200 epochs,
+MultiStepLR at epochs 100 and 150). At the default scale we train a DeiT-style timm
+``VisionTransformer`` of the same design (class token, pre-LN blocks, final LayerNorm, linear
+head on the class token) but small enough for two CPU cores.
+
+One loop serves every objective: an *objective* maps ``(model, images, labels)`` to a scalar
+loss, and :data:`OBJECTIVES` names the ones the project provides. Later notebooks add the
+aligned loss and its variants there.
+
+A trained model is cached under ``<cache>/checkpoints/<key>/`` where ``key`` hashes the model
+configuration, the training configuration and the data set description; a run that is
+interrupted leaves no partial checkpoint behind (files are written to a temporary folder
+and renamed into place).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from .paths import cache_dir
+
+#: bump when a change to this module changes what a cached checkpoint would contain
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ViTConfig:
+    """A DeiT-style vision transformer (timm ``VisionTransformer`` keyword arguments).
+
+    The defaults are the project's default-scale model for 28x28 grey images: 16 patches of
+    7x7 plus a class token, 8 pre-LN blocks of width 128.
+    """
+
+    img_size: int = 28
+    patch_size: int = 7
+    in_chans: int = 1
+    num_classes: int = 10
+    embed_dim: int = 128
+    depth: int = 8
+    num_heads: int = 4
+    mlp_ratio: float = 2.0
+    drop_path_rate: float = 0.0
+    global_pool: str = "token"
+
+
+def build_vit(cfg: ViTConfig, seed: int | None = 0) -> nn.Module:
+    """A randomly initialised timm ``VisionTransformer`` for ``cfg`` (class-token readout).
+
+    The initialisation is drawn from ``seed`` (without touching the global random state);
+    ``seed=None`` draws from the global state instead.
+    """
+    from timm.models.vision_transformer import VisionTransformer
+
+    if cfg.embed_dim % cfg.num_heads:
+        raise ValueError(f"embed_dim={cfg.embed_dim} is not divisible by num_heads={cfg.num_heads}")
+    if cfg.img_size % cfg.patch_size:
+        raise ValueError(f"img_size={cfg.img_size} is not a multiple of patch_size={cfg.patch_size}")
+    if seed is None:
+        return VisionTransformer(**dataclasses.asdict(cfg))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return VisionTransformer(**dataclasses.asdict(cfg))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings. ``schedule`` is ``"cosine"`` (with ``warmup_epochs`` of linear
+    warm-up) or ``"multistep"`` (the paper's MultiStepLR: ×0.1 at each of ``milestones``)."""
+
+    epochs: int = 5
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    schedule: str = "cosine"
+    warmup_epochs: float = 0.5
+    milestones: tuple[int, ...] = ()
+    label_smoothing: float = 0.0
+    objective: str = "ce"
+    seed: int = 0
+    extra: dict = field(default_factory=dict)  # objective-specific settings
+
+    def __post_init__(self):
+        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError(f"epochs, batch_size and lr must be positive, got {self}")
+        if self.schedule not in ("cosine", "multistep", "constant"):
+            raise ValueError(f"unknown schedule {self.schedule!r}: use cosine, multistep or constant")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; known: {sorted(OBJECTIVES)}")
+
+
+def ce_objective(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+    """Standard training: cross-entropy of the last layer's logits."""
+    return F.cross_entropy(model(x), y, label_smoothing=cfg.label_smoothing)
+
+
+#: name -> objective(model, images, labels, train_config) -> scalar loss
+OBJECTIVES: dict[str, Callable[..., torch.Tensor]] = {"ce": ce_objective}
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA) for a deterministic run."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` picks CUDA when available, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
+    """The learning rate at optimiser step ``step`` (0-based) under ``cfg``'s schedule."""
+    epoch = step / steps_per_epoch
+    if cfg.schedule == "multistep":
+        return cfg.lr * 0.1 ** sum(epoch >= m for m in cfg.milestones)
+    if cfg.schedule == "constant":
+        return cfg.lr
+    warm = cfg.warmup_epochs * steps_per_epoch
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    total = cfg.epochs * steps_per_epoch
+    progress = (step - warm) / max(1.0, total - warm)
+    return 0.5 * cfg.lr * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def train_classifier(
+    model: nn.Module,
+    train_set: Dataset,
+    cfg: TrainConfig,
+    device: str | torch.device = "auto",
+    progress: bool = True,
+) -> list[dict]:
+    """Train ``model`` in place with AdamW on ``train_set``; return per-epoch history.
+
+    Each history entry holds the epoch, the mean training loss over the epoch's batches and
+    the epoch's wall time.
+    """
+    from tqdm.auto import tqdm
+
+    dev = resolve_device(device)
+    seed_everything(cfg.seed)
+    model.to(dev).train()
+    gen = torch.Generator().manual_seed(cfg.seed)
+    loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen, drop_last=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    objective = OBJECTIVES[cfg.objective]
+    history, step = [], 0
+    for epoch in range(cfg.epochs):
+        t0, loss_sum, n_seen = time.perf_counter(), 0.0, 0
+        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
+        for x, y in bar:
+            x, y = x.to(dev), y.to(dev)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, len(loader), cfg)
+            loss = objective(model, x, y, cfg)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"training diverged: loss {loss.item()} at epoch {epoch + 1}, step {step}")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            step += 1
+            loss_sum += loss.item() * len(y)
+            n_seen += len(y)
+            bar.set_postfix(loss=f"{loss_sum / n_seen:.3f}")
+        history.append({"epoch": epoch + 1, "loss": loss_sum / n_seen, "seconds": time.perf_counter() - t0})
+    model.eval()
+    return history
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+def config_key(*parts: object) -> str:
+    """A short stable hash of JSON-serialisable configuration parts (dataclasses allowed)."""
+    def plain(obj):
+        return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+
+    text = json.dumps([CACHE_VERSION, *[plain(p) for p in parts]], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _save_checkpoint(folder: Path, model: nn.Module, meta: dict) -> None:
+    from safetensors.torch import save_model
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    try:
+        save_model(model, str(tmp / "model.safetensors"))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cached_vit(
+    model_cfg: ViTConfig,
+    train_cfg: TrainConfig,
+    train_set: Dataset,
+    data_desc: dict,
+    device: str | torch.device = "auto",
+    progress: bool = True,
+    retrain: bool = False,
+) -> tuple[nn.Module, dict]:
+    """Build and train a ViT, or load it from the cache if this configuration was trained before.
+
+    ``data_desc`` describes ``train_set`` (name, split, size, seed, ...) and is part of the
+    cache key, so a different subset trains a different model. Returns ``(model, meta)``
+    with ``meta`` holding the key, configurations, history and whether it came from the cache.
+    """
+    from safetensors.torch import load_model
+
+    key = config_key(model_cfg, train_cfg, data_desc)
+    folder = cache_dir("checkpoints") / f"vit-{key}"
+    model = build_vit(model_cfg, seed=train_cfg.seed)
+    if folder.is_dir() and (folder / "meta.json").is_file() and not retrain:
+        load_model(model, str(folder / "model.safetensors"))
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["from_cache"] = True
+        return model.to(resolve_device(device)).eval(), meta
+    t0 = time.perf_counter()
+    history = train_classifier(model, train_set, train_cfg, device=device, progress=progress)
+    meta = {
+        "key": key,
+        "model": dataclasses.asdict(model_cfg),
+        "train": dataclasses.asdict(train_cfg),
+        "data": data_desc,
+        "history": history,
+        "train_seconds": time.perf_counter() - t0,
+        "n_params": sum(p.numel() for p in model.parameters()),
+    }
+    _save_checkpoint(folder, model, meta)
+    meta["from_cache"] = False
+    return model.eval(), meta

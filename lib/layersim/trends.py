@@ -1,0 +1,83 @@
+"""Statistics of layer-wise curves and matrices that the papers' claims are stated in.
+
+The tracing paper's Observations 1-2 (section 2.1) say that COS follows CKA and layer-wise
+accuracy, that similarity to the last layer increases with depth, and that "across each row
+or column [of the all-pairs heatmap], the cosine similarity increases as it approaches the
+diagonal". These functions turn those sentences into numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+
+def _curve(x, name: str = "curve") -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def pearson(a, b) -> float:
+    """Pearson correlation of two equally long curves (ValueError if either is constant)."""
+    a, b = _curve(a, "a"), _curve(b, "b")
+    if a.shape != b.shape or a.size < 3:
+        raise ValueError(f"need two curves of equal length >= 3, got {a.shape} and {b.shape}")
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        raise ValueError("a constant curve has no correlation")
+    return float(stats.pearsonr(a, b).statistic)
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation of two equally long curves (ValueError if either is constant)."""
+    a, b = _curve(a, "a"), _curve(b, "b")
+    if a.shape != b.shape or a.size < 3:
+        raise ValueError(f"need two curves of equal length >= 3, got {a.shape} and {b.shape}")
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        raise ValueError("a constant curve has no rank correlation")
+    return float(stats.spearmanr(a, b).statistic)
+
+
+def fraction_increasing(curve, strict: bool = True) -> float:
+    """The fraction of adjacent steps ``curve[i] -> curve[i+1]`` that increase."""
+    c = _curve(curve)
+    if c.size < 2:
+        raise ValueError("a curve needs at least two points to have steps")
+    steps = np.diff(c)
+    return float(np.mean(steps > 0 if strict else steps >= 0))
+
+
+def diagonal_order(matrix) -> tuple[int, int]:
+    """Count the row comparisons in which the entry nearer the diagonal is larger.
+
+    For every row ``i`` and every pair of neighbouring off-diagonal columns on the same side,
+    ``j`` and ``j+1`` with ``i < j`` (or ``j-1`` and ``j`` with ``j < i``), the entry nearer the
+    diagonal should be the larger one. The diagonal itself is left out (it is 1 for every
+    similarity and would make the count trivially high). Returns ``(agree, total)``.
+    """
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"need a square matrix, got shape {m.shape}")
+    if not np.all(np.isfinite(m)):
+        raise ValueError("matrix contains NaN or inf")
+    agree = total = 0
+    n = m.shape[0]
+    for i in range(n):
+        right = m[i, i + 1:]  # moving away from the diagonal to the right
+        left = m[i, :i][::-1]  # moving away to the left
+        for side in (right, left):
+            if side.size >= 2:
+                agree += int(np.sum(side[:-1] > side[1:]))
+                total += side.size - 1
+    return agree, total
+
+
+def closer_more_similar(matrix) -> float:
+    """The fraction of :func:`diagonal_order` comparisons that agree (NaN-free; ValueError if none)."""
+    agree, total = diagonal_order(matrix)
+    if total == 0:
+        raise ValueError("the matrix is too small for any row comparison (need at least 3 layers)")
+    return agree / total

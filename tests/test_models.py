@@ -1,0 +1,260 @@
+"""layersim.models: layer-wise token features of timm ViTs and HF encoders / decoders.
+
+Tiny random-init models built from configs (nothing downloaded).
+"""
+
+import numpy as np
+import pytest
+import torch
+from timm.models.deit import VisionTransformerDistilled
+from timm.models.vision_transformer import VisionTransformer
+from torch.utils.data import DataLoader, TensorDataset
+
+import transformers as tr
+from layersim import models as M
+
+DEPTH = 3
+
+
+def make_vit(**kw):
+    torch.manual_seed(0)
+    args = dict(img_size=28, patch_size=7, in_chans=1, depth=DEPTH, embed_dim=32, num_heads=2,
+                num_classes=10, global_pool="token")
+    args.update(kw)
+    return VisionTransformer(**args).eval()
+
+
+def make_gpt2():
+    torch.manual_seed(0)
+    cfg = tr.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=61, n_positions=32,
+                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    return tr.GPT2LMHeadModel(cfg).eval()
+
+
+def make_llama():
+    torch.manual_seed(0)
+    cfg = tr.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=61,
+                         max_position_embeddings=32, bos_token_id=0, eos_token_id=0,
+                         pad_token_id=0)
+    return tr.LlamaForCausalLM(cfg).eval()
+
+
+def make_bert():
+    torch.manual_seed(0)
+    cfg = tr.BertConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                        num_attention_heads=2, vocab_size=61, max_position_embeddings=32,
+                        num_labels=3, pad_token_id=0)
+    return tr.BertForSequenceClassification(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def vit():
+    return make_vit()
+
+
+@pytest.fixture(scope="module")
+def images():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(10, 1, 28, 28, generator=g), torch.arange(10) % 4
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama", "bert"])
+def hf_model(request):
+    return {"gpt2": make_gpt2, "llama": make_llama, "bert": make_bert}[request.param]()
+
+
+SEQS = [torch.tensor(s) for s in ([5, 9, 3], [7, 1, 2, 8, 4, 6], [11, 12, 13, 14])]
+
+
+def padded(side):
+    """A padded batch of SEQS (pad id 0) on the given side, with its attention mask."""
+    T = max(len(s) for s in SEQS)
+    ids = torch.zeros(len(SEQS), T, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(SEQS):
+        sl = slice(T - len(s), T) if side == "left" else slice(0, len(s))
+        ids[i, sl], mask[i, sl] = s, 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def hs(model, batches, **kw):
+    return M.hidden_states(model, batches, progress=False, device="cpu", **kw)
+
+
+# ----------------------------------------------------------------------------- timm
+
+
+def test_vit_family_blocks_and_norms(vit):
+    assert M.family(vit) == "timm_vit"
+    assert M.n_layers(vit) == DEPTH
+    assert M.block_modules(vit) == list(vit.blocks)
+    assert M.final_norm(vit) is vit.norm
+    assert M.classifier_head(vit) is vit.head
+    assert not M.last_has_final_norm(vit)
+
+
+def test_vit_avg_pool_uses_fc_norm():
+    m = make_vit(global_pool="avg")
+    assert isinstance(m.norm, torch.nn.Identity)
+    assert M.final_norm(m) is m.fc_norm
+
+
+def test_vit_index0_is_embedding_and_last_is_last_block(vit, images):
+    x, _ = images
+    feats = hs(vit, [x], token="cls")
+    assert feats.shape == (DEPTH + 1, 10, 32) and feats.dtype == np.float32
+    with torch.no_grad():
+        emb = vit.norm_pre(vit._pos_embed(vit.patch_embed(x)))
+        np.testing.assert_allclose(feats[0], emb[:, 0].numpy(), atol=1e-6)
+        h = emb
+        for i, blk in enumerate(vit.blocks, start=1):
+            h = blk(h)
+            np.testing.assert_allclose(feats[i], h[:, 0].numpy(), atol=1e-5)
+        # model.norm on our last entry = forward_features (which ends with model.norm)
+        full = vit.forward_features(x)[:, 0]
+        normed = vit.norm(torch.from_numpy(feats[-1]))
+        np.testing.assert_allclose(normed.numpy(), full.numpy(), atol=1e-5)
+
+
+def test_vit_mean_and_int_tokens(vit, images):
+    x, _ = images
+    with torch.no_grad():
+        emb = vit.norm_pre(vit._pos_embed(vit.patch_embed(x)))
+        last = vit.blocks(emb)
+    mean = hs(vit, [x], token="mean")
+    np.testing.assert_allclose(mean[0], emb[:, 1:].mean(1).numpy(), atol=1e-6)
+    np.testing.assert_allclose(mean[-1], last[:, 1:].mean(1).numpy(), atol=1e-5)
+    pos = hs(vit, [x], token=5, layers=[0, -1])
+    assert pos.shape == (2, 10, 32)
+    np.testing.assert_allclose(pos[0], emb[:, 5].numpy(), atol=1e-6)
+    np.testing.assert_allclose(pos[1], last[:, 5].numpy(), atol=1e-5)
+
+
+def test_deit_distilled_prefix_tokens(images):
+    torch.manual_seed(0)
+    m = VisionTransformerDistilled(img_size=28, patch_size=7, in_chans=1, depth=2,
+                                   embed_dim=32, num_heads=2, num_classes=10).eval()
+    x, _ = images
+    with torch.no_grad():
+        emb = m.norm_pre(m._pos_embed(m.patch_embed(x)))
+    assert emb.shape[1] == 2 + 16
+    feats = hs(m, [x], token="mean")
+    assert feats.shape == (3, 10, 32)
+    np.testing.assert_allclose(feats[0], emb[:, 2:].mean(1).numpy(), atol=1e-6)  # no cls/dist
+    np.testing.assert_allclose(hs(m, [x], token="cls")[0], emb[:, 0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(hs(m, [x], token=1)[0], emb[:, 1].numpy(), atol=1e-6)
+
+
+def test_streaming_dataloader_equals_one_batch_and_keeps_labels(vit, images):
+    x, y = images
+    whole = M.collect(vit, [(x, y)], token="cls", progress=False, device="cpu")
+    loader = DataLoader(TensorDataset(x, y), batch_size=3)
+    streamed = M.collect(vit, loader, token="cls", progress=True, device="auto")
+    np.testing.assert_allclose(streamed.hidden, whole.hidden, atol=1e-5)
+    np.testing.assert_array_equal(streamed.labels, y.numpy())
+    assert streamed.layers == list(range(DEPTH + 1))
+    assert M.collect(vit, [x[:4], x[4:]], progress=False, device="cpu").labels is None
+
+
+def test_training_flag_restored(images):
+    m = make_vit().train()
+    hs(m, [images[0][:2]])
+    assert m.training
+
+
+@pytest.mark.parametrize("how", ["dataloader", "generator", "drop_last"])
+def test_memmap_output_equals_in_memory(vit, images, tmp_path, how):
+    x, y = images
+    if how == "dataloader":  # N known from len(dataset): preallocated
+        batches, n = DataLoader(TensorDataset(x, y), batch_size=4), 10
+    elif how == "generator":  # N unknown: grown by doubling, then trimmed
+        batches, n = ((x[i:i + 1], y[i:i + 1]) for i in range(10)), 10
+    else:  # fewer samples than len(dataset): trimmed
+        batches, n = DataLoader(TensorDataset(x, y), batch_size=4, drop_last=True), 8
+    path = tmp_path / "sub" / "feats.npy"
+    got = M.collect(vit, batches, token="mean", progress=False, device="cpu", out=path)
+    ref = hs(vit, [x[:n]], token="mean")
+    assert isinstance(got.hidden, np.memmap)
+    np.testing.assert_allclose(got.hidden, ref, atol=1e-5)
+    np.testing.assert_array_equal(got.labels, y[:n].numpy())
+    np.testing.assert_allclose(np.load(path, mmap_mode="r"), ref, atol=1e-5)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["feats.npy"]
+
+
+def test_bad_token_and_layers(vit, images):
+    with pytest.raises(ValueError):
+        hs(vit, [images[0][:2]], token="first")
+    with pytest.raises(IndexError):
+        hs(vit, [images[0][:2]], layers=[DEPTH + 1])
+
+
+# ----------------------------------------------------------------------------- HF
+
+
+def test_hf_families_and_conventions(hf_model):
+    fam = M.family(hf_model)
+    assert M.n_layers(hf_model) == 2
+    base = hf_model.base_model
+    if fam == "gpt2":
+        assert M.block_modules(hf_model) == list(base.h)
+        assert M.final_norm(hf_model) is base.ln_f
+        assert M.classifier_head(hf_model) is hf_model.lm_head
+    elif fam == "llama":
+        assert M.block_modules(hf_model) == list(base.layers)
+        assert M.final_norm(hf_model) is base.norm
+        assert M.classifier_head(hf_model) is hf_model.lm_head
+    else:
+        assert fam == "bert"
+        assert M.block_modules(hf_model) == list(base.encoder.layer)
+        assert isinstance(M.final_norm(hf_model), torch.nn.Identity)
+    assert M.last_has_final_norm(hf_model) == (fam in ("gpt2", "llama"))
+
+
+def test_hf_entries_match_hidden_states_and_last_block(hf_model):
+    batch = {"input_ids": torch.stack([SEQS[1], SEQS[1].flip(0)])}
+    feats = hs(hf_model, [batch], token=2)
+    with torch.no_grad():
+        out = hf_model(**batch, output_hidden_states=True).hidden_states
+        blocks = M.block_modules(hf_model)
+        seen = []
+        handle = blocks[-1].register_forward_hook(
+            lambda m, a, o: seen.append(o[0] if isinstance(o, tuple) else o))
+        hf_model(**batch)
+        handle.remove()
+    assert feats.shape == (M.n_layers(hf_model) + 1, 2, 32) == (len(out), 2, 32)
+    for i, h in enumerate(out):
+        np.testing.assert_allclose(feats[i], h[:, 2].numpy(), atol=1e-6)
+    last_block = seen[0][:, 2]
+    if M.last_has_final_norm(hf_model):  # HF applied ln_f / norm to hidden_states[-1]
+        with torch.no_grad():
+            last_block = M.final_norm(hf_model)(last_block)
+    np.testing.assert_allclose(feats[-1], last_block.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_last_and_mean_tokens_ignore_padding(hf_model, side):
+    if M.family(hf_model) == "bert" and side == "left":
+        pytest.skip("BERT's absolute positions assume right padding")
+    last = hs(hf_model, [padded(side)], token="last")
+    mean = hs(hf_model, [padded(side)], token="mean")
+    for i, s in enumerate(SEQS):
+        with torch.no_grad():
+            ref = hf_model.base_model(input_ids=s[None], output_hidden_states=True).hidden_states
+        for layer, h in enumerate(ref):
+            np.testing.assert_allclose(last[layer, i], h[0, -1].numpy(), atol=1e-5)
+            np.testing.assert_allclose(mean[layer, i], h[0].mean(0).numpy(), atol=1e-5)
+
+
+def test_hf_labels_and_ignored_keys(hf_model):
+    b1 = dict(padded("right"), labels=torch.tensor([0, 1, 2]), idx=torch.arange(3))
+    b2 = dict(padded("right"), labels=torch.tensor([2, 2, 1]), idx=torch.arange(3))
+    got = M.collect(hf_model, [b1, b2], token="cls", progress=False, device="cpu")
+    assert got.hidden.shape == (3, 6, 32)
+    np.testing.assert_array_equal(got.labels, [0, 1, 2, 2, 2, 1])
+    np.testing.assert_allclose(got.hidden[:, :3], got.hidden[:, 3:], atol=1e-6)
+
+
+def test_unsupported_model():
+    with pytest.raises(NotImplementedError):
+        M.family(torch.nn.Linear(2, 2))

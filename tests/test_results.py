@@ -1,0 +1,59 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from layersim import results
+
+
+def test_pick_merges_non_none_overrides():
+    presets = {"smoke": {"n": 10, "lr": 0.1}, "default": {"n": 100, "lr": 0.1}}
+    assert results.pick(presets, "default", n=None, lr=0.5) == {"n": 100, "lr": 0.5}
+    with pytest.raises(ValueError, match="unknown setting"):
+        results.pick(presets, "default", n_trian=5)
+    with pytest.raises(ValueError, match="unknown scale"):
+        results.pick(presets, "huge")
+    with pytest.raises(ValueError, match="no preset"):
+        results.pick(presets, "paper")
+
+
+def test_output_dir_keeps_other_scales_out_of_figures(tmp_path, monkeypatch):
+    monkeypatch.delenv("LAYERSIM_OUT", raising=False)
+    monkeypatch.setenv("LAYERSIM_ROOT", str(tmp_path))
+    assert results.output_dir("tracing", "t01", "default") == tmp_path / "figures" / "tracing" / "t01"
+    smoke = results.output_dir("tracing", "t01", "smoke")
+    assert smoke == tmp_path / "runs" / "smoke" / "tracing" / "t01" and smoke.is_dir()
+    monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "elsewhere"))
+    assert results.output_dir("a", "b", "paper") == tmp_path / "elsewhere" / "a" / "b"
+
+
+def test_claim_is_computed_from_the_value():
+    assert results.claim(0.95, 0.9)["holds"] is True
+    assert results.claim(0.85, 0.9)["holds"] is False
+    c = results.claim(2.0, 3.0, op="<=", note="gap in points")
+    assert c == {"holds": True, "value": 2.0, "threshold": 3.0, "op": "<=", "note": "gap in points"}
+    with pytest.raises(ValueError, match="measurement failed"):
+        results.claim(float("nan"), 0.9)
+    with pytest.raises(ValueError, match="comparison"):
+        results.claim(1.0, 0.9, op="=>")
+
+
+def test_write_metrics_round_trips_numpy_and_torch(tmp_path):
+    claims = {"c": results.claim(np.float32(0.95), 0.9)}
+    path = results.write_metrics(tmp_path, "tracing/t01", "smoke", {"seed": np.int64(3)}, claims,
+                                 curve=np.array([0.5, 1.0]), t=torch.tensor([1.5]), bad=math.inf)
+    data = json.loads(path.read_text())
+    assert data["notebook"] == "tracing/t01" and data["scale"] == "smoke"
+    assert data["params"] == {"seed": 3}
+    assert data["curve"] == [0.5, 1.0] and data["t"] == [1.5] and data["bad"] is None
+    assert data["claims"]["c"]["holds"] is True
+    with pytest.raises(ValueError, match="lacks"):
+        results.write_metrics(tmp_path, "x", "smoke", {}, {"c": {"value": 1.0}})
+
+
+def test_summary_rounds_and_keeps_claim_verdicts():
+    claims = {"a": {"holds": True, "value": 1.0}, "b": {"holds": False, "value": 0.1}}
+    s = results.summary(claims, digits=2, acc=[0.12345, 0.6789], r=np.float64(0.98765))
+    assert s == {"acc": [0.12, 0.68], "r": 0.99, "claims": {"a": True, "b": False}}

@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from layersim import training
+from layersim.training import TrainConfig, ViTConfig
+
+TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=2, embed_dim=16, depth=2, num_heads=2)
+
+
+def toy_data(n=64, seed=0):
+    """Two classes that differ in the brightness of the left half of the image."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    x = torch.randn(n, 1, 8, 8, generator=g) * 0.3
+    x[:, :, :, :4] += (2 * y - 1).float()[:, None, None, None]
+    return TensorDataset(x, y)
+
+
+def test_build_vit_matches_config_and_rejects_bad_shapes():
+    m = training.build_vit(TINY)
+    assert len(m.blocks) == 2 and m.head.out_features == 2 and m.embed_dim == 16
+    with pytest.raises(ValueError, match="divisible"):
+        training.build_vit(ViTConfig(embed_dim=30, num_heads=4))
+    with pytest.raises(ValueError, match="multiple"):
+        training.build_vit(ViTConfig(img_size=28, patch_size=5))
+
+
+def test_train_config_validation():
+    with pytest.raises(ValueError, match="objective"):
+        TrainConfig(objective="nope")
+    with pytest.raises(ValueError, match="schedule"):
+        TrainConfig(schedule="nope")
+    with pytest.raises(ValueError, match="positive"):
+        TrainConfig(epochs=0)
+
+
+def test_lr_schedules():
+    cos = TrainConfig(epochs=2, lr=1.0, warmup_epochs=0.5)
+    lrs = [training.lr_at(s, 10, cos) for s in range(20)]
+    assert lrs[0] == pytest.approx(0.2) and lrs[4] == pytest.approx(1.0)  # linear warm-up over 5 steps
+    assert all(a >= b for a, b in zip(lrs[4:], lrs[5:]))  # then non-increasing
+    assert lrs[-1] < 0.02
+    ms = TrainConfig(epochs=4, lr=1.0, schedule="multistep", milestones=(1, 3))
+    assert [training.lr_at(s, 10, ms) for s in (0, 9, 10, 29, 30)] == pytest.approx([1, 1, 0.1, 0.1, 0.01])
+
+
+def test_config_key_is_stable_and_sensitive():
+    a = training.config_key(TINY, TrainConfig(), {"n": 10})
+    assert a == training.config_key(TINY, TrainConfig(), {"n": 10})
+    assert a != training.config_key(TINY, TrainConfig(seed=1), {"n": 10})
+    assert a != training.config_key(TINY, TrainConfig(), {"n": 11})
+
+
+def test_training_learns_and_is_deterministic():
+    cfg = TrainConfig(epochs=4, batch_size=16, lr=3e-3, seed=3)
+    m1, m2 = training.build_vit(TINY), training.build_vit(TINY)
+    h1 = training.train_classifier(m1, toy_data(), cfg, device="cpu", progress=False)
+    training.train_classifier(m2, toy_data(), cfg, device="cpu", progress=False)
+    assert h1[-1]["loss"] < 0.5 * h1[0]["loss"]
+    for p1, p2 in zip(m1.state_dict().values(), m2.state_dict().values()):
+        torch.testing.assert_close(p1, p2, rtol=0, atol=0)
+
+
+def test_cached_vit_trains_once_then_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path))
+    cfg = TrainConfig(epochs=1, batch_size=16, seed=0)
+    desc = {"name": "toy", "n": 64}
+    m1, meta1 = training.cached_vit(TINY, cfg, toy_data(), desc, device="cpu", progress=False)
+    m2, meta2 = training.cached_vit(TINY, cfg, None, desc, device="cpu", progress=False)  # no data needed
+    assert meta1["from_cache"] is False and meta2["from_cache"] is True and meta1["key"] == meta2["key"]
+    x = toy_data()[:8][0]
+    torch.testing.assert_close(m1(x), m2(x))
+    # only the finished checkpoint is left: no temporary folders
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [f"vit-{meta1['key']}"]
+
+
+def test_interrupted_training_leaves_no_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path))
+
+    def exploding(model, x, y, cfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(training.OBJECTIVES, "explode", exploding)
+    with pytest.raises(KeyboardInterrupt):
+        training.cached_vit(TINY, TrainConfig(objective="explode"), toy_data(), {"n": 1}, device="cpu", progress=False)
+    assert not any((tmp_path / "checkpoints").iterdir())
+
+
+def test_divergence_raises(monkeypatch):
+    monkeypatch.setitem(training.OBJECTIVES, "nan", lambda m, x, y, c: m(x).sum() * float("nan"))
+    with pytest.raises(FloatingPointError, match="diverged"):
+        training.train_classifier(training.build_vit(TINY), toy_data(), TrainConfig(objective="nan"),
+                                  device="cpu", progress=False)
