@@ -150,7 +150,8 @@ def test_streaming_dataloader_equals_one_batch_and_keeps_labels(vit, images):
     x, y = images
     whole = M.collect(vit, [(x, y)], token="cls", progress=False, device="cpu")
     loader = DataLoader(TensorDataset(x, y), batch_size=3)
-    streamed = M.collect(vit, loader, token="cls", progress=True, device="auto")
+    fresh = make_vit()  # device="auto" may move the model to cuda
+    streamed = M.collect(fresh, loader, token="cls", progress=True, device="auto")
     np.testing.assert_allclose(streamed.hidden, whole.hidden, atol=1e-5)
     np.testing.assert_array_equal(streamed.labels, y.numpy())
     assert streamed.layers == list(range(DEPTH + 1))
@@ -234,10 +235,18 @@ def test_hf_entries_match_hidden_states_and_last_block(hf_model):
 
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_last_and_mean_tokens_ignore_padding(hf_model, side):
+    batch = padded(side)
+    last = hs(hf_model, [batch], token="last")
+    mean = hs(hf_model, [batch], token="mean")
     if M.family(hf_model) == "bert" and side == "left":
-        pytest.skip("BERT's absolute positions assume right padding")
-    last = hs(hf_model, [padded(side)], token="last")
-    mean = hs(hf_model, [padded(side)], token="mean")
+        # BERT's absolute positions assume right padding: check the token picked only
+        with torch.no_grad():
+            ref = hf_model.base_model(**batch, output_hidden_states=True).hidden_states
+        for layer, h in enumerate(ref):
+            np.testing.assert_allclose(last[layer], h[:, -1].numpy(), atol=1e-6)
+            m = batch["attention_mask"][:, :, None].float()
+            np.testing.assert_allclose(mean[layer], ((h * m).sum(1) / m.sum(1)).numpy(), atol=1e-6)
+        return
     for i, s in enumerate(SEQS):
         with torch.no_grad():
             ref = hf_model.base_model(input_ids=s[None], output_hidden_states=True).hidden_states
@@ -255,6 +264,10 @@ def test_hf_labels_and_ignored_keys(hf_model):
     np.testing.assert_allclose(got.hidden[:, :3], got.hidden[:, 3:], atol=1e-6)
 
 
-def test_unsupported_model():
+def test_unsupported_models():
     with pytest.raises(NotImplementedError):
         M.family(torch.nn.Linear(2, 2))
+    hf_vit = tr.ViTModel(tr.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=64, image_size=28, patch_size=7))
+    with pytest.raises(NotImplementedError):  # has a final layernorm: conventions differ
+        M.family(hf_vit)

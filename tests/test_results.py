@@ -57,3 +57,11 @@ def test_summary_rounds_and_keeps_claim_verdicts():
     claims = {"a": {"holds": True, "value": 1.0}, "b": {"holds": False, "value": 0.1}}
     s = results.summary(claims, digits=2, acc=[0.12345, 0.6789], r=np.float64(0.98765))
     assert s == {"acc": [0.12, 0.68], "r": 0.99, "claims": {"a": True, "b": False}}
+
+
+def test_claims_table_lists_every_claim_with_its_verdict():
+    claims = {"up": results.claim(0.95, 0.9, note="r"), "down": results.claim(0.5, 0.9)}
+    table = results.claims_table(claims).splitlines()
+    assert len(table) == 4
+    assert table[2] == "| `up` | yes | 0.950 | >= 0.9 | r |"
+    assert table[3].startswith("| `down` | **no** | 0.500 | >= 0.9 |")

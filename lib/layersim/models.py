@@ -65,6 +65,7 @@ __all__ = [
     "block_modules",
     "classifier_head",
     "collect",
+    "evaluating",
     "family",
     "final_norm",
     "hidden_states",
@@ -110,10 +111,11 @@ def family(model: nn.Module) -> str:
             getattr(base, "norm", None), nn.Module
         ):
             return "llama"
-        if hasattr(base, "encoder") and hasattr(base.encoder, "layer"):
-            return "bert"
-        if hasattr(base, "transformer") and hasattr(base.transformer, "layer"):
-            return "bert"  # DistilBERT: post-LN encoder, no final norm
+        text = hasattr(getattr(base, "embeddings", None), "word_embeddings")
+        if text and hasattr(getattr(base, "encoder", None), "layer"):
+            return "bert"  # BERT, RoBERTa, ELECTRA...: post-LN encoder, no final norm
+        if text and hasattr(getattr(base, "transformer", None), "layer"):
+            return "bert"  # DistilBERT
     raise NotImplementedError(
         f"unsupported model {type(model).__name__}: expected a timm VisionTransformer or a HF "
         "BERT-like encoder / GPT-2 / LLaMA-style decoder"

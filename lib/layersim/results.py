@@ -134,3 +134,13 @@ def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
     out = {k: rnd(v) for k, v in numbers.items()}
     out["claims"] = {k: bool(c["holds"]) for k, c in claims.items()}
     return out
+
+
+def claims_table(claims: dict) -> str:
+    """A Markdown table of the claims: name, verdict, measured value, threshold and note."""
+    rows = ["| claim | holds | value | threshold | note |", "|---|---|---|---|---|"]
+    for name, c in claims.items():
+        verdict = "yes" if c["holds"] else "**no**"
+        threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""
+        rows.append(f"| `{name}` | {verdict} | {c['value']:.3f} | {threshold} | {c.get('note', '')} |")
+    return "\n".join(rows)

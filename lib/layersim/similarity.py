@@ -14,9 +14,9 @@ zero-norm rows for cosine); no function returns a silent NaN.
 References
 ----------
 - *tracing*: "Tracing Representation Progression: Analyzing and Enhancing Layer-wise
-  Similarity" (ICLR 2025 submission): sample-wise COS (§2.1, unnumbered equation after
-  eq. 2; footnote 2: features centred by the global mean), linear CKA eq. (3), adjacent
-  cosine and norm ratio (App. B.2, Fig. 11).
+  Similarity" (ICLR 2025 submission): residual update eq. (1), linear CKA eq. (3),
+  sample-wise COS (§2.1, the unnumbered equation after eq. 3; footnote 2: features centred
+  by the global mean), adjacent cosine and norm ratio (App. B.2, Fig. 11).
 - *redundancy*: "Detecting and Approximating Redundant Computational Blocks in Neural
   Networks": Block Redundancy, eq. (1).
 - Kornblith, Norouzi, Lee, Hinton (2019), "Similarity of Neural Network Representations
@@ -178,7 +178,7 @@ def cosine_per_sample(X: Any, Y: Any, center: bool = True) -> np.ndarray:
     """Per-sample cosine similarity between row i of X and row i of Y.
 
     ``COS(h_i, h'_i) = <h_i, h'_i> / (||h_i||_2 ||h'_i||_2)`` (tracing paper, §2.1, the
-    unnumbered COS equation).  With ``center=True`` each representation first has its
+    unnumbered COS equation after eq. 3).  With ``center=True`` each representation first has its
     global mean over samples subtracted (tracing paper, footnote 2).
 
     Invariant to positive rescaling of individual samples (``center=False`` only) and to a
@@ -250,10 +250,12 @@ def _sq_distances(Xc: np.ndarray) -> np.ndarray:
 
 
 def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
-    """RBF Gram matrix ``exp(-||x_i - x_j||^2 / (2 sigma^2))``, ``sigma = threshold * median``.
+    """RBF Gram matrix ``exp(-||x_i - x_j||^2 / (2 sigma^2))``, ``sigma ~ threshold * median``.
 
-    ``median`` is the median pairwise Euclidean distance, taken, as in Kornblith et al.'s
-    demo notebook, over all N x N entries of the distance matrix (diagonal zeros included).
+    Exactly as in Kornblith et al.'s demo notebook: ``sigma^2 = threshold^2 * m`` with ``m``
+    the median of the *squared* pairwise distances over all N x N entries (diagonal zeros
+    included), i.e. ``sigma = threshold * median distance`` up to how the two middle values
+    are averaged when N^2 is even.
 
     Invariant to translation, orthogonal transforms and isotropic scaling of X (the
     bandwidth scales with the data).
@@ -385,8 +387,24 @@ def _choose_form(n: int, dims: Sequence[int]) -> str:
     return "feature"
 
 
-def _dot_matrix(Xcs: Sequence[np.ndarray], form: str = "auto") -> np.ndarray:
-    """``T[i, j] = <vec(X_i X_i^T), vec(X_j X_j^T)> = ||X_j^T X_i||_F^2`` for centred X_i."""
+def _concat_centred(Xs: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Centre every layer into one preallocated [N, sum d_l] array; return it and its views."""
+    dims = [x.shape[1] for x in Xs]
+    Z = np.empty((Xs[0].shape[0], sum(dims)))
+    views, s0 = [], 0
+    for i, (x, d) in enumerate(zip(Xs, dims)):
+        Z[:, s0:s0 + d] = _center(x, f"layer {i}")
+        views.append(Z[:, s0:s0 + d])
+        s0 += d
+    return Z, views
+
+
+def _dot_matrix(Xcs: Sequence[np.ndarray], form: str = "auto",
+                Z: np.ndarray | None = None) -> np.ndarray:
+    """``T[i, j] = <vec(X_i X_i^T), vec(X_j X_j^T)> = ||X_j^T X_i||_F^2`` for centred X_i.
+
+    ``Z``, if given, is ``np.concatenate(Xcs, axis=1)`` already (saves a copy).
+    """
     n = Xcs[0].shape[0]
     dims = [x.shape[1] for x in Xcs]
     L = len(Xcs)
@@ -401,10 +419,12 @@ def _dot_matrix(Xcs: Sequence[np.ndarray], form: str = "auto") -> np.ndarray:
         raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
     D = sum(dims)
     if D * D * 8 <= _MAX_BYTES:
-        Z = np.concatenate(Xcs, axis=1)
+        if Z is None:
+            Z = np.concatenate(Xcs, axis=1)
         C = Z.T @ Z
+        np.multiply(C, C, out=C)
         starts = np.concatenate([[0], np.cumsum(dims)[:-1]])
-        return np.add.reduceat(np.add.reduceat(C * C, starts, axis=0), starts, axis=1)
+        return np.add.reduceat(np.add.reduceat(C, starts, axis=0), starts, axis=1)
     T = np.empty((L, L))
     for i in range(L):
         for j in range(i, L):
@@ -425,6 +445,7 @@ def _debias(T: np.ndarray, R: np.ndarray, n: int) -> np.ndarray:
 def _cka_from_dots(T: np.ndarray, debiased: bool, ref: np.ndarray | None = None) -> np.ndarray:
     """Normalise dot products to CKA; ``ref`` (the biased self terms) sets the tolerance
     below which a debiased self-HSIC counts as non-positive (rounding noise)."""
+    T = 0.5 * (T + T.T)  # exactly symmetric despite rounding in the batched products
     d = np.diag(T).copy()
     floor = 0.0 if ref is None else 1e-10 * np.asarray(ref)
     if not np.all(d > floor):
@@ -439,8 +460,9 @@ def _cka_from_dots(T: np.ndarray, debiased: bool, ref: np.ndarray | None = None)
     return M
 
 
-def _linear_cka_matrix(Xcs: Sequence[np.ndarray], debiased: bool, form: str) -> np.ndarray:
-    T = _dot_matrix(Xcs, form)
+def _linear_cka_matrix(Xcs: Sequence[np.ndarray], debiased: bool, form: str,
+                       Z: np.ndarray | None = None) -> np.ndarray:
+    T = _dot_matrix(Xcs, form, Z)
     if not debiased:
         return _cka_from_dots(T, False)
     R = np.stack([np.einsum("nd,nd->n", X, X) for X in Xcs])
@@ -531,11 +553,13 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
     if metric == "cos":
         _same_dims(Xs)
         U = np.stack([_unit_rows(x, center, f"layer {i}").ravel() for i, x in enumerate(Xs)])
-        M = np.clip(U @ U.T / Xs[0].shape[0], -1.0, 1.0)
+        M = U @ U.T / Xs[0].shape[0]
+        M = np.clip(0.5 * (M + M.T), -1.0, 1.0)
         np.fill_diagonal(M, 1.0)
         return M
-    Xcs = [_center(x, f"layer {i}") for i, x in enumerate(Xs)]
-    return _linear_cka_matrix(Xcs, debiased, form)
+    Z, Xcs = _concat_centred(Xs)
+    del Xs
+    return _linear_cka_matrix(Xcs, debiased, form, Z)
 
 
 def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray:
@@ -597,7 +621,8 @@ def adjacent_cosine(layers: Any, center: bool = False) -> np.ndarray:
 def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
     """Per-sample ``||h|| / ||f(h)||`` with ``f(h) = h_next - h_prev`` (tracing App. B.2, Fig. 11).
 
-    The ratio of the skip branch to the residual branch of ``h_next = h_prev + f(h_prev)``.
+    The ratio of the skip branch to the residual branch of ``h_next = h_prev + f(h_prev)``
+    (tracing eq. 1).
     Uses **uncentred** features (norms of the actual residual stream).  Not invariant to
     anything but a common orthogonal transform or common scaling of both arguments.
 

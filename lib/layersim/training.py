@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from .models import resolve_device
 from .paths import cache_dir
 
 #: bump when a change to this module changes what a cached checkpoint would contain
@@ -121,13 +122,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` picks CUDA when available, else the CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
@@ -220,7 +214,7 @@ def _save_checkpoint(folder: Path, model: nn.Module, meta: dict) -> None:
 def cached_vit(
     model_cfg: ViTConfig,
     train_cfg: TrainConfig,
-    train_set: Dataset,
+    train_set: Dataset | Callable[[], Dataset],
     data_desc: dict,
     device: str | torch.device = "auto",
     progress: bool = True,
@@ -228,8 +222,9 @@ def cached_vit(
 ) -> tuple[nn.Module, dict]:
     """Build and train a ViT, or load it from the cache if this configuration was trained before.
 
-    ``data_desc`` describes ``train_set`` (name, split, size, seed, ...) and is part of the
-    cache key, so a different subset trains a different model. Returns ``(model, meta)``
+    ``train_set`` may be a callable that loads the data set: it is only called when the model
+    must be trained. ``data_desc`` describes it (name, split, size, seed, ...) and is part of
+    the cache key, so a different subset trains a different model. Returns ``(model, meta)``
     with ``meta`` holding the key, configurations, history and whether it came from the cache.
     """
     from safetensors.torch import load_model
@@ -243,6 +238,8 @@ def cached_vit(
         meta["from_cache"] = True
         return model.to(resolve_device(device)).eval(), meta
     t0 = time.perf_counter()
+    if callable(train_set) and not isinstance(train_set, Dataset):
+        train_set = train_set()
     history = train_classifier(model, train_set, train_cfg, device=device, progress=progress)
     meta = {
         "key": key,
@@ -256,3 +253,40 @@ def cached_vit(
     _save_checkpoint(folder, model, meta)
     meta["from_cache"] = False
     return model.eval(), meta
+
+
+def configs_from(settings: dict, in_chans: int, num_classes: int, seed: int = 0) -> tuple[ViTConfig, TrainConfig]:
+    """Split a flat settings dict (see :mod:`layersim.presets`) into model and training configs.
+
+    Keys that belong to neither (data set name, sizes, ...) are ignored; the channel and class
+    counts come from the data set.
+    """
+    vit_keys = {f.name for f in dataclasses.fields(ViTConfig)} - {"in_chans", "num_classes"}
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed"}
+    model_cfg = ViTConfig(in_chans=in_chans, num_classes=num_classes, **{k: v for k, v in settings.items() if k in vit_keys})
+    train = {k: v for k, v in settings.items() if k in train_keys}
+    if "milestones" in train:
+        train["milestones"] = tuple(train["milestones"])
+    return model_cfg, TrainConfig(seed=seed, **train)
+
+
+def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device = "auto",
+                      progress: bool = True, retrain: bool = False) -> tuple[nn.Module, dict]:
+    """The ViT that ``settings`` describe, trained on its data set's training split (or cached).
+
+    ``settings`` needs ``dataset``, ``n_train`` (0 = the whole split) and ``augment`` besides
+    the model and optimisation keys. The training data are only loaded when no cached
+    checkpoint exists.
+    """
+    from . import data
+
+    info = data.dataset_info(settings["dataset"])
+    model_cfg, train_cfg = configs_from(settings, info["channels"], info["classes"], seed=seed)
+    limit = settings.get("n_train") or None
+    desc = {"name": settings["dataset"], "split": "train", "limit": limit, "seed": seed,
+            "augment": bool(settings.get("augment", False))}
+
+    def load():
+        return data.image_dataset(settings["dataset"], "train", limit=limit, seed=seed, augment=desc["augment"])
+
+    return cached_vit(model_cfg, train_cfg, load, desc, device=device, progress=progress, retrain=retrain)

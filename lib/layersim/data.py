@@ -1,0 +1,494 @@
+"""Data sets as numpy arrays, tables and torch Datasets, offline first.
+
+Offline (smoke / default scale), from registry packages via :mod:`layersim.assets`:
+
+- :func:`load_fashion_mnist` — uint8 images [N, 28, 28] and int64 labels, parsed from the idx
+  files with numpy (:func:`read_idx`) and cached as ``.npz`` under ``data/cache/fashion-mnist``;
+- :func:`load_digits` — scikit-learn's 1797 8x8 digits;
+- :func:`load_austen` — the six Jane Austen novels as a table (novel, text) of lines or sentences.
+
+Paper scale (need the network once, then the project cache): :func:`load_torchvision`
+(MNIST, CIFAR-10, CIFAR-100), :func:`load_imagenet` (an ImageFolder root you provide),
+:func:`load_glue` and :func:`load_wikitext103` (Hugging Face ``datasets``).
+
+Uniform entries: :func:`image_dataset` gives a torch Dataset of normalised float images
+[C, H, W] with integer labels and a deterministic ``limit`` subset (:func:`subset_indices`);
+:func:`load_dataset` dispatches any data set name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from layersim import assets
+from layersim.paths import cache_dir
+
+__all__ = [
+    "read_idx",
+    "load_fashion_mnist",
+    "load_digits",
+    "load_austen",
+    "AUSTEN_NOVELS",
+    "FASHION_MNIST_CLASSES",
+    "GLUE_TASKS",
+    "IMAGE_DATASETS",
+    "load_torchvision",
+    "load_imagenet",
+    "load_glue",
+    "load_wikitext103",
+    "subset_indices",
+    "ImageDataset",
+    "image_dataset",
+    "load_dataset",
+]
+
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+                         "Shirt", "Sneaker", "Bag", "Ankle boot")
+# R object name in janeaustenr -> title, in the order of janeaustenr::austen_books().
+AUSTEN_NOVELS = {
+    "sensesensibility": "Sense & Sensibility",
+    "prideprejudice": "Pride & Prejudice",
+    "mansfieldpark": "Mansfield Park",
+    "emma": "Emma",
+    "northangerabbey": "Northanger Abbey",
+    "persuasion": "Persuasion",
+}
+GLUE_TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli", "ax")
+
+# Per-channel mean/std of the training images scaled to [0, 1] (ImageNet: the usual constants).
+_STATS = {
+    "fashion-mnist": ((0.2860,), (0.3530,)),
+    "digits": ((0.3053,), (0.3760,)),
+    "mnist": ((0.1307,), (0.3081,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+}
+IMAGE_DATASETS = tuple(_STATS)
+
+# ----- idx files ---------------------------------------------------------------------------
+
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Parse an idx file (MNIST format; gzipped if the name ends in .gz) into a numpy array.
+
+    Layout: two zero bytes, a dtype code, the number of dimensions, each dimension as a
+    big-endian uint32, then the data in C order. Raises ValueError for a malformed file.
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    return parse_idx(raw, str(path))
+
+
+def parse_idx(raw: bytes, where: str = "<bytes>") -> np.ndarray:
+    """Parse the bytes of an idx file (see :func:`read_idx`)."""
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise ValueError(f"{where}: not an idx file (bad magic {raw[:4]!r})")
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"{where}: truncated idx header")
+    shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
+    dtype = np.dtype(_IDX_DTYPES[raw[2]])
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header != expected:
+        raise ValueError(f"{where}: idx data is {len(raw) - header} bytes, shape {shape} "
+                         f"needs {expected}")
+    data = np.frombuffer(raw, dtype, offset=header).reshape(shape)
+    return data.astype(dtype.newbyteorder("="))
+
+
+# ----- offline data sets -------------------------------------------------------------------
+
+
+def _check_split(name: str, split: str, allowed: Sequence[str]) -> str:
+    """Return ``split`` if allowed, else a ValueError listing the valid ones."""
+    if split not in allowed:
+        raise ValueError(f"{name}: unknown split {split!r}; choose one of {list(allowed)}")
+    return split
+
+
+def load_fashion_mnist(split: str = "train", allow_download: bool | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Fashion-MNIST ``split`` ("train": 60k, "test": 10k) as (uint8 [N,28,28], int64 [N]).
+
+    Reads ``data/cache/fashion-mnist/<split>.npz`` when present; otherwise finds the idx files
+    along the asset chain (cache, data/system, /usr/share/datasets, download if allowed),
+    parses them and writes the ``.npz`` for next time.
+    """
+    _check_split("fashion-mnist", split, ("train", "test"))
+    npz = cache_dir("fashion-mnist") / f"{split}.npz"
+    if npz.is_file():
+        with np.load(npz) as z:
+            return z["images"], z["labels"]
+    folder = assets.resolve("fashion-mnist", allow_download=allow_download)
+    prefix = "train" if split == "train" else "t10k"
+    images = read_idx(folder / f"{prefix}-images-idx3-ubyte.gz").astype(np.uint8)
+    labels = read_idx(folder / f"{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
+    if images.shape[0] != labels.shape[0]:
+        raise ValueError(f"fashion-mnist {split}: {images.shape[0]} images but "
+                         f"{labels.shape[0]} labels in {folder}")
+    _save_npz(npz, images=images, labels=labels)
+    return images, labels
+
+
+def _save_npz(path: Path, **arrays: np.ndarray) -> None:
+    """Write an .npz atomically (temporary name, then rename)."""
+    tmp = path.with_name(f"{path.stem}.tmp-{os.getpid()}.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_digits(split: str = "all") -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as (float32 [N,8,8] with values 0..16, int64 [N]).
+
+    ``split``: "all" (1797), or a fixed stratified 80/20 "train" (1437) / "test" (360) split.
+    """
+    _check_split("digits", split, ("all", "train", "test"))
+    from sklearn.datasets import load_digits as sk_load_digits
+
+    bunch = sk_load_digits()
+    images = bunch.images.astype(np.float32)
+    labels = bunch.target.astype(np.int64)
+    if split == "all":
+        return images, labels
+    test = subset_indices(labels, 360, seed=0)
+    mask = np.zeros(len(labels), bool)
+    mask[test] = True
+    keep = mask if split == "test" else ~mask
+    return images[keep], labels[keep]
+
+
+def _read_rdb(folder: Path) -> dict[str, Any]:
+    """Read every object of an R lazy-load database (``Rdata.rdb``/``.rdx``) with rdata."""
+    import warnings
+    import zlib
+
+    import rdata
+
+    def parse(raw: bytes):
+        with warnings.catch_warnings():  # "Unknown file type: assumed RDS": expected here
+            warnings.simplefilter("ignore", UserWarning)
+            return rdata.conversion.convert(rdata.parser.parse_data(raw))
+
+    index = parse(gzip.decompress((folder / "Rdata.rdx").read_bytes()))
+    blob = (folder / "Rdata.rdb").read_bytes()
+    out = {}
+    for name, (offset, length) in index["variables"].items():
+        chunk = blob[int(offset): int(offset) + int(length)]
+        out[str(name)] = parse(zlib.decompress(chunk[4:]))  # 4-byte length, then zlib
+    return out
+
+
+def _austen_lines() -> dict[str, list[str]]:
+    """The raw lines of each novel, keyed by title, in publication order.
+
+    Parsing the R database takes ~2 s, so the lines are cached as JSON next to the
+    Fashion-MNIST arrays (``data/cache/text/janeaustenr.json``) for the next call.
+    """
+    import json
+
+    cached = cache_dir("text") / "janeaustenr.json"
+    if cached.is_file():
+        return json.loads(cached.read_text(encoding="utf-8"))
+    folder = assets.resolve("janeaustenr", allow_download=False) / "data"
+    objects = _read_rdb(folder)
+    missing = [k for k in AUSTEN_NOVELS if k not in objects]
+    if missing:
+        raise ValueError(f"janeaustenr data in {folder} lacks {missing}")
+    lines = {title: [str(x) for x in objects[key]] for key, title in AUSTEN_NOVELS.items()}
+    tmp = cached.with_name(f"{cached.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(lines), encoding="utf-8")
+    os.replace(tmp, cached)
+    return lines
+
+
+_ABBREV = re.compile(r"\b(Mr|Mrs|Messrs|Dr|St|Col|Capt|Gen|Sir|Lt)\.$")
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019_]))\s+(?=[\"'\u201c\u2018_]*[A-Z])")
+
+
+def _sentences(lines: list[str]) -> list[str]:
+    """Split a novel's lines into sentences: paragraphs at blank lines, then end punctuation."""
+    paragraphs, current = [], []
+    for line in lines + [""]:
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            paragraphs.append(" ".join(current))
+            current = []
+    sentences: list[str] = []
+    for para in paragraphs:
+        pieces = _SENTENCE_END.split(para)
+        merged: list[str] = []
+        for piece in pieces:
+            if merged and _ABBREV.search(merged[-1]):
+                merged[-1] = f"{merged[-1]} {piece}"
+            else:
+                merged.append(piece)
+        sentences += [s for s in merged if s.strip()]
+    return sentences
+
+
+def load_austen(unit: str = "line", drop_empty: bool = True):
+    """The six Jane Austen novels as a pandas DataFrame with columns novel, index, text.
+
+    ``unit="line"``: the printed lines (~73k with empty ones; ``drop_empty`` removes those;
+    ``index`` is then the line number in the novel); ``unit="sentence"``: sentences split at
+    blank lines and end punctuation (``index`` counts sentences). Novels in publication order.
+    """
+    import pandas as pd
+
+    _check_split("austen (unit)", unit, ("line", "sentence"))
+    rows: list[tuple[str, int, str]] = []
+    for title, lines in _austen_lines().items():
+        if unit == "sentence":
+            rows += [(title, i, s) for i, s in enumerate(_sentences(lines))]
+        else:
+            rows += [(title, i, s) for i, s in enumerate(lines) if s.strip() or not drop_empty]
+    frame = pd.DataFrame(rows, columns=["novel", "index", "text"])
+    frame["novel"] = pd.Categorical(frame["novel"], categories=list(AUSTEN_NOVELS.values()))
+    return frame
+
+
+# ----- paper-scale data sets -----------------------------------------------------------------
+
+_TV_SPLITS = ("train", "test")
+
+
+def load_torchvision(name: str, split: str = "train", transform: Callable | None = None,
+                     allow_download: bool | None = None):
+    """MNIST / CIFAR-10 / CIFAR-100 as the torchvision Dataset (PIL images).
+
+    The root comes from the asset chain (``$LAYERSIM_TORCHVISION_ROOT`` or
+    ``data/cache/torchvision``); the download happens only when allowed.
+    """
+    import torchvision.datasets as tvd
+
+    asset = assets.get_asset(name)
+    classes = {"mnist": tvd.MNIST, "cifar10": tvd.CIFAR10, "cifar100": tvd.CIFAR100}
+    if asset.name not in classes:
+        raise ValueError(f"{name!r} is not a torchvision data set; choose one of {list(classes)}")
+    _check_split(asset.name, split, _TV_SPLITS)
+    root = assets.resolve(asset.name, allow_download=allow_download)
+    return classes[asset.name](str(root), train=split == "train", transform=transform,
+                               download=False)
+
+
+def load_imagenet(split: str = "val", root: str | Path | None = None,
+                  transform: Callable | None = None):
+    """ImageNet as ``torchvision.datasets.ImageFolder(<root>/<split>)``.
+
+    ``root`` defaults to the asset chain (``$LAYERSIM_IMAGENET``, ``data/imagenet``,
+    ``data/cache/imagenet``); there is no download (ImageNet needs an account).
+    """
+    from torchvision.datasets import ImageFolder
+
+    _check_split("imagenet", split, ("train", "val"))
+    if root is None:
+        root = assets.resolve("imagenet", allow_download=False)
+    folder = Path(root) / split
+    if not folder.is_dir():
+        raise assets.AssetNotFoundError("imagenet", [str(folder)], assets.get_asset("imagenet").how)
+    return ImageFolder(str(folder), transform=transform)
+
+
+def _glue_splits(task: str) -> tuple[str, ...]:
+    """The splits of one GLUE task on the hub."""
+    if task == "mnli":
+        return ("train", "validation_matched", "validation_mismatched", "test_matched",
+                "test_mismatched")
+    return ("test",) if task == "ax" else ("train", "validation", "test")
+
+
+def load_glue(task: str, split: str = "train", allow_download: bool | None = None):
+    """One GLUE task split as a Hugging Face ``datasets.Dataset``.
+
+    Loaded from the project cache (``data/cache/hf-datasets/glue/<task>``, a ``save_to_disk``
+    folder); downloaded with ``datasets.load_dataset("nyu-mll/glue", task)`` when allowed.
+    """
+    import datasets
+
+    task = task.lower().replace("-", "")
+    if task not in GLUE_TASKS:
+        raise ValueError(f"unknown GLUE task {task!r}; choose one of {list(GLUE_TASKS)}")
+    _check_split(f"glue/{task}", split, _glue_splits(task))
+    path = assets.resolve(f"glue/{task}", allow_download=allow_download)
+    return datasets.load_from_disk(str(path))[split]
+
+
+def load_wikitext103(split: str = "train", allow_download: bool | None = None):
+    """WikiText-103 (raw) ``split`` as a Hugging Face ``datasets.Dataset`` (column ``text``)."""
+    import datasets
+
+    _check_split("wikitext-103", split, ("train", "validation", "test"))
+    path = assets.resolve("wikitext-103", allow_download=allow_download)
+    return datasets.load_from_disk(str(path))[split]
+
+
+# ----- subsets and the uniform image Dataset -------------------------------------------------
+
+
+def subset_indices(labels: Sequence[int] | np.ndarray, limit: int | None, seed: int = 0,
+                   stratified: bool = True) -> np.ndarray:
+    """Deterministic sorted indices of ``limit`` samples (all of them if ``limit`` is None or big).
+
+    Stratified: each class gets its share of ``limit`` (largest remainders get the leftovers),
+    drawn in the order of a ``seed``-ed permutation; otherwise the permutation's first
+    ``limit``. Same labels, limit and seed -> same indices.
+    """
+    labels = np.asarray(labels)
+    n = len(labels)
+    if limit is None or limit >= n:
+        return np.arange(n)
+    if limit <= 0:
+        raise ValueError(f"limit must be positive, got {limit}")
+    perm = np.random.default_rng(seed).permutation(n)
+    if not stratified:
+        return np.sort(perm[:limit])
+    classes, counts = np.unique(labels, return_counts=True)
+    exact = limit * counts / n
+    quota = np.floor(exact).astype(int)
+    leftovers = np.argsort(-(exact - quota), kind="stable")[: limit - quota.sum()]
+    quota[leftovers] += 1
+    permuted = labels[perm]
+    picked = [perm[permuted == c][:q] for c, q in zip(classes, quota)]
+    return np.sort(np.concatenate(picked))
+
+
+class ImageDataset(Dataset):
+    """A torch-style Dataset of ``(image float32 [C,H,W] normalised, label int)``.
+
+    ``get_image(i)`` returns an image of the base set as a float tensor in [0, 1] [C,H,W];
+    ``indices`` selects the subset; ``mean``/``std`` normalise per channel (skipped when
+    None); ``transform`` (optional) is applied last, to the normalised tensor. Attributes:
+    ``name``, ``split``, ``indices``, ``targets`` (numpy int64, of the subset), ``classes``.
+    """
+
+    def __init__(self, name: str, split: str, get_image: Callable[[int], Any],
+                 labels: np.ndarray, indices: np.ndarray, classes: Sequence[str],
+                 mean: Sequence[float] | None, std: Sequence[float] | None,
+                 transform: Callable | None = None):
+        self.name, self.split, self.classes = name, split, list(classes)
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.targets = np.asarray(labels, dtype=np.int64)[self.indices]
+        self._get, self.transform = get_image, transform
+        self._mean = None if mean is None else torch.tensor(mean).view(-1, 1, 1)
+        self._std = None if std is None else torch.tensor(std).view(-1, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int):
+        x = self._get(int(self.indices[i]))
+        if self._mean is not None:
+            x = (x - self._mean) / self._std
+        if self.transform is not None:
+            x = self.transform(x)
+        return x, int(self.targets[i])
+
+    def tensors(self):
+        """All samples stacked: (float32 [N,C,H,W], int64 [N]) — for small subsets."""
+        xs = [self[i][0] for i in range(len(self))]
+        return torch.stack(xs), torch.from_numpy(self.targets.copy())
+
+    def __repr__(self) -> str:
+        return f"ImageDataset({self.name!r}, split={self.split!r}, n={len(self)})"
+
+
+def _array_getter(images: np.ndarray, scale: float) -> Callable[[int], Any]:
+    """Image i of an array [N,H,W] or [N,H,W,C] as a float tensor [C,H,W] in [0, 1]."""
+
+    def get(i: int):
+        x = torch.from_numpy(np.asarray(images[i], dtype=np.float32) / scale)
+        return x.unsqueeze(0) if x.ndim == 2 else x.permute(2, 0, 1)
+
+    return get
+
+
+def _pil_getter(base, pre: Callable | None = None) -> Callable[[int], Any]:
+    """Image i of a torchvision data set (PIL) as a float tensor [C,H,W] in [0, 1]."""
+    from torchvision.transforms.functional import pil_to_tensor
+
+    def get(i: int):
+        img = base[i][0]
+        if pre is not None:
+            img = pre(img)
+        return pil_to_tensor(img.convert("RGB") if img.mode not in ("L", "RGB") else img
+                             ).float() / 255.0
+
+    return get
+
+
+def _image_source(name: str, split: str, allow_download: bool | None, root):
+    """(get_image, labels, classes) for one image data set split."""
+    if name == "fashion-mnist":
+        images, labels = load_fashion_mnist(split, allow_download)
+        return _array_getter(images, 255.0), labels, FASHION_MNIST_CLASSES
+    if name == "digits":
+        images, labels = load_digits(split)
+        return _array_getter(images, 16.0), labels, [str(d) for d in range(10)]
+    if name == "imagenet":
+        from torchvision import transforms
+
+        base = load_imagenet(split, root=root)
+        pre = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224)])
+        return _pil_getter(base, pre), np.asarray(base.targets), base.classes
+    base = load_torchvision(name, split, allow_download=allow_download)
+    return _pil_getter(base), np.asarray(base.targets), list(base.classes)
+
+
+def image_dataset(name: str, split: str = "train", transform: Callable | None = None,
+                  limit: int | None = None, seed: int = 0, stratified: bool = True,
+                  normalize: bool = True, allow_download: bool | None = None,
+                  root: str | Path | None = None) -> ImageDataset:
+    """An image data set as a torch Dataset of (normalised float [C,H,W], int label).
+
+    ``name``: fashion-mnist, digits (offline); mnist, cifar10, cifar100, imagenet (paper
+    scale). ``limit`` keeps a deterministic (``seed``, stratified by default) subset — smoke
+    runs use ~500. ``transform`` is applied after normalisation; ``root`` is for ImageNet.
+    """
+    key = assets.get_asset(name).name
+    if key not in _STATS:
+        raise ValueError(f"{name!r} is not an image data set; choose one of {list(_STATS)}")
+    get, labels, classes = _image_source(key, split, allow_download, root)
+    idx = subset_indices(labels, limit, seed=seed, stratified=stratified)
+    mean, std = _STATS[key] if normalize else (None, None)
+    return ImageDataset(key, split, get, labels, idx, classes, mean, std, transform)
+
+
+def load_dataset(name: str, split: str | None = None, **kwargs: Any):
+    """Load any data set by name; the return type follows the data.
+
+    - image sets (fashion-mnist, digits, mnist, cifar10, cifar100, imagenet):
+      :func:`image_dataset` (a torch Dataset; kwargs: transform, limit, seed, ...);
+    - "janeaustenr"/"austen": :func:`load_austen` (a DataFrame; split must be None or "all");
+    - "glue/<task>" (or "glue" with ``task=``): :func:`load_glue` (an HF Dataset);
+    - "wikitext-103": :func:`load_wikitext103` (an HF Dataset).
+    """
+    base, _, variant = name.partition("/")
+    asset = assets.get_asset(base)
+    if asset.kind != "data":
+        raise ValueError(f"{asset.name!r} is a model; use layersim.assets.load_model")
+    if asset.name in _STATS:
+        return image_dataset(asset.name, split or "train", **kwargs)
+    if asset.name == "janeaustenr":
+        _check_split("janeaustenr", split or "all", ("all",))
+        return load_austen(**kwargs)
+    if asset.name == "glue":
+        task = variant or kwargs.pop("task", None)
+        if not task:
+            raise ValueError("GLUE needs a task: load_dataset('glue/sst2') or task='sst2'")
+        return load_glue(task, split or "train", **kwargs)
+    return load_wikitext103(split or "train", **kwargs)

@@ -1,0 +1,242 @@
+"""layersim.readout: the last-layer classifier on every layer (logit lens), eq. (2) and
+saturation layers. Tiny random-init models built from configs (nothing downloaded)."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from timm.models.vision_transformer import VisionTransformer
+
+import transformers as tr
+from layersim import models as M
+from layersim import readout as R
+
+DEPTH = 3
+
+
+def make_vit(**kw):
+    torch.manual_seed(0)
+    args = dict(img_size=28, patch_size=7, in_chans=1, depth=DEPTH, embed_dim=32, num_heads=2,
+                num_classes=10, global_pool="token")
+    args.update(kw)
+    model = VisionTransformer(**args).eval()
+    with torch.no_grad():  # random-init biases / norms are zeros / ones: make them generic
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def make_decoder(kind):
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        cfg = tr.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=61, n_positions=32,
+                            bos_token_id=0, eos_token_id=0, pad_token_id=0)
+        return tr.GPT2LMHeadModel(cfg).eval()
+    cfg = tr.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=61,
+                         max_position_embeddings=32, bos_token_id=0, eos_token_id=0,
+                         pad_token_id=0)
+    return tr.LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def images():
+    return torch.randn(12, 1, 28, 28, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.fixture(scope="module")
+def vit():
+    return make_vit()
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def decoder(request):
+    return make_decoder(request.param)
+
+
+def text_batch():
+    """Right-padded token ids (pad 0) and the index of each sample's last real token."""
+    lengths = [3, 6, 5, 1]
+    ids = torch.zeros(4, 6, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    g = torch.Generator().manual_seed(2)
+    for i, n in enumerate(lengths):
+        ids[i, :n] = torch.randint(1, 61, (n,), generator=g)
+        mask[i, :n] = 1
+    return {"input_ids": ids, "attention_mask": mask}, torch.tensor(lengths) - 1
+
+
+def feats(model, batches, **kw):
+    return M.hidden_states(model, batches, progress=False, device="cpu", **kw)
+
+
+# ----------------------------------------------------------------------------- lens = model
+
+
+def test_vit_token_readout_last_layer_equals_model_logits(vit, images):
+    logits = R.layer_logits(vit, feats(vit, [images], token="cls"))
+    assert logits.shape == (DEPTH + 1, 12, 10) and logits.dtype == np.float32
+    with torch.no_grad():
+        np.testing.assert_allclose(logits[-1], vit(images).numpy(), atol=1e-5)
+
+
+def test_vit_avg_pool_readout_of_mean_token_equals_model_logits(images):
+    m = make_vit(global_pool="avg")  # fc_norm after pooling, model.norm is Identity
+    logits = R.layer_logits(m, feats(m, [images], token="mean"))
+    with torch.no_grad():
+        np.testing.assert_allclose(logits[-1], m(images).numpy(), atol=1e-5)
+
+
+def test_decoder_lens_last_layer_equals_model_logits(decoder):
+    batch, last = text_batch()
+    logits = R.layer_logits(decoder, feats(decoder, [batch], token="last"))
+    assert logits.shape == (3, 4, 61)
+    with torch.no_grad():
+        ref = decoder(**batch).logits[torch.arange(4), last]
+    np.testing.assert_allclose(logits[-1], ref.numpy(), atol=1e-5)
+
+
+def test_decoder_lens_on_intermediate_layers_applies_final_norm(decoder):
+    batch, last = text_batch()
+    logits = R.layer_logits(decoder, feats(decoder, [batch], token="last"))
+    with torch.no_grad():
+        hs = decoder(**batch, output_hidden_states=True).hidden_states
+        for layer in range(2):  # hidden_states[:-1] are pre-norm: lens = lm_head(norm(h))
+            h = hs[layer][torch.arange(4), last]
+            ref = decoder.lm_head(M.final_norm(decoder)(h))
+            np.testing.assert_allclose(logits[layer], ref.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])
+def test_encoder_cls_readout_equals_classification_logits(kind):
+    torch.manual_seed(0)
+    if kind == "distilbert":
+        cfg = tr.DistilBertConfig(n_layers=2, dim=32, hidden_dim=64, n_heads=2, vocab_size=61,
+                                  max_position_embeddings=32, num_labels=3, pad_token_id=0)
+        bert = tr.DistilBertForSequenceClassification(cfg).eval()
+    else:
+        config_cls, model_cls = {
+            "bert": (tr.BertConfig, tr.BertForSequenceClassification),
+            "roberta": (tr.RobertaConfig, tr.RobertaForSequenceClassification),
+        }[kind]
+        cfg = config_cls(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                         num_attention_heads=2, vocab_size=61, max_position_embeddings=40,
+                         num_labels=3, pad_token_id=0)
+        bert = model_cls(cfg).eval()
+    assert M.family(bert) == "bert" and not M.last_has_final_norm(bert)
+    batch, _ = text_batch()
+    logits = R.layer_logits(bert, feats(bert, [batch], token="cls"))
+    assert logits.shape == (3, 4, 3)
+    with torch.no_grad():
+        np.testing.assert_allclose(logits[-1], bert(**batch).logits.numpy(), atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- norm per layer
+
+
+def test_layernorm_is_recomputed_for_every_layer(vit):
+    """Entries a_l * base + b_l: LayerNorm removes a_l and b_l only if it uses each entry's own
+    statistics, so all layers must read out the same; reusing one layer's stats would not."""
+    base = torch.randn(5, 32, generator=torch.Generator().manual_seed(3))
+    scales, shifts = [0.5, 3.0, 10.0, 1.0], [2.0, -1.0, 0.0, 5.0]
+    hidden = torch.stack([a * base + b for a, b in zip(scales, shifts)]).numpy()
+    logits = R.layer_logits(vit, hidden, chunk=2)
+    with torch.no_grad():
+        ref = vit.head(F.layer_norm(base, (32,), vit.norm.weight, vit.norm.bias, vit.norm.eps))
+        for layer in range(DEPTH + 1):
+            np.testing.assert_allclose(logits[layer], ref.numpy(), atol=1e-4)
+        # the TransformerLens-style bug (last layer's LN statistics for every layer) differs
+        last = torch.from_numpy(hidden[-1])
+        mu, sd = last.mean(-1, keepdim=True), (last.var(-1, unbiased=False, keepdim=True)
+                                              + vit.norm.eps).sqrt()
+        reused = vit.head((torch.from_numpy(hidden[0]) - mu) / sd * vit.norm.weight + vit.norm.bias)
+    assert not np.allclose(logits[0], reused.numpy(), atol=1e-2)
+
+
+def test_rmsnorm_per_layer_and_last_entry_not_renormed():
+    llama = make_decoder("llama")
+    base = torch.randn(4, 32, generator=torch.Generator().manual_seed(4))
+    hidden = torch.stack([s * base for s in (0.1, 7.0, 2.0)]).numpy()
+    logits = R.layer_logits(llama, hidden)
+    with torch.no_grad():
+        ref = llama.lm_head(llama.model.norm(base)).numpy()
+        np.testing.assert_allclose(logits[0], ref, atol=1e-4)
+        np.testing.assert_allclose(logits[1], ref, atol=1e-4)
+        # the last entry already has the norm (HF hidden_states[-1]): head only
+        np.testing.assert_allclose(logits[2], llama.lm_head(2.0 * base).numpy(), atol=1e-4)
+
+
+def test_layer_subset_skips_norm_by_layer_index(decoder):
+    batch, _ = text_batch()
+    full = feats(decoder, [batch], token="last")
+    all_logits = R.layer_logits(decoder, full)
+    sub = R.layer_logits(decoder, full[[2, 0]], layers=[-1, 0])
+    np.testing.assert_allclose(sub, all_logits[[2, 0]], atol=1e-6)
+    with pytest.raises(ValueError):
+        R.layer_logits(decoder, full[[0, 2]])  # 2 entries without layers=
+
+
+def test_no_final_norm_option_chunks_and_memmap(vit, images, tmp_path):
+    hidden = feats(vit, [images], token="cls")
+    raw = R.layer_logits(vit, hidden, apply_final_norm=False)
+    with torch.no_grad():
+        np.testing.assert_allclose(raw, vit.head(torch.from_numpy(hidden)).numpy(), atol=1e-5)
+    whole = R.layer_logits(vit, hidden)
+    np.testing.assert_allclose(R.layer_logits(vit, hidden, chunk=5), whole, atol=1e-6)
+    mm = R.layer_logits(vit, hidden, chunk=5, out=tmp_path / "logits.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "logits.npy"), whole, atol=1e-6)
+    assert isinstance(mm, np.memmap)
+    np.testing.assert_allclose(R.layer_logits(vit, torch.from_numpy(hidden)), whole, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- pure functions
+
+# 3 layers (0..2), 4 samples, 3 classes; argmax per layer:
+#   layer 0: [0, 1, 2, 0]   layer 1: [1, 1, 2, 2]   layer 2: [1, 0, 2, 2]
+HAND = np.array([
+    [[5, 1, 0], [0, 5, 1], [0, 1, 5], [5, 0, 1]],
+    [[0, 5, 1], [1, 5, 0], [1, 0, 5], [0, 1, 5]],
+    [[0, 5, 1], [5, 1, 0], [0, 1, 5], [1, 0, 5]],
+], dtype=np.float32)
+LABELS = np.array([1, 0, 2, 2])
+
+
+def test_layer_accuracy_hand_made():
+    np.testing.assert_allclose(R.layer_accuracy(HAND, LABELS), [0.25, 0.75, 1.0])
+    np.testing.assert_allclose(R.layer_accuracy(R.predictions(HAND), LABELS), [0.25, 0.75, 1.0])
+
+
+def test_saturation_layer_hand_made():
+    # sample 0: 0,1,1 -> 1; sample 1: 1,1,0 -> 2; sample 2: 2,2,2 -> 0; sample 3: 0,2,2 -> 1
+    np.testing.assert_array_equal(R.saturation_layer(HAND), [1, 2, 0, 1])
+    # a prediction that returns to the final one after a detour saturates after the detour
+    preds = np.array([[3], [1], [3], [3]])
+    np.testing.assert_array_equal(R.saturation_layer(preds), [2])
+
+
+@settings(max_examples=50, deadline=None)
+@given(arrays(np.int64, st.tuples(st.integers(1, 6), st.integers(1, 5)), elements=st.integers(0, 2)))
+def test_saturation_layer_matches_definition(preds):
+    got = R.saturation_layer(preds)
+    for i in range(preds.shape[1]):
+        want = min(l for l in range(preds.shape[0]) if (preds[l:, i] == preds[-1, i]).all())
+        assert got[i] == want
+
+
+def test_layer_probs_hand_made():
+    logits = np.array([[[0.0, np.log(3.0)], [2.0, 2.0]]], dtype=np.float32)  # 1 layer, 2 samples
+    probs = R.layer_probs(logits, np.array([0, 1]))
+    np.testing.assert_allclose(probs.true, [[0.25, 0.5]], atol=1e-6)
+    np.testing.assert_allclose(probs.top, [[0.75, 0.5]], atol=1e-6)
+    assert R.layer_probs(logits).true is None
+    big = R.layer_probs(np.array([[[1000.0, 0.0]]]), np.array([1]))  # stable softmax
+    assert np.isfinite(big.true).all() and big.top[0, 0] == 1.0
+
+
+def test_effective_depth():
+    assert R.effective_depth(np.array([0.2, 0.91, 0.95, 0.99]), 0.1) == 1
+    assert R.effective_depth(np.array([0.2, 0.5, 0.8]), 0.1) == 2  # none: L

@@ -1,0 +1,602 @@
+"""Tests for layersim.similarity against published numbers, naive references and invariances."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.linalg
+from scipy.spatial.distance import cdist
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layersim import similarity as S
+
+FAST = settings(max_examples=30, deadline=None)
+
+
+# --------------------------------------------------------------------------------------
+# deliberately naive float64 references (explicit centring matrix, loops)
+# --------------------------------------------------------------------------------------
+def naive_hsic(K, L):
+    n = K.shape[0]
+    H = np.eye(n) - np.ones((n, n)) / n
+    return np.trace(K @ H @ L @ H) / (n - 1) ** 2
+
+
+def naive_linear_cka(X, Y):
+    K, L = X @ X.T, Y @ Y.T  # uncentred Gram matrices; H does the centring
+    return naive_hsic(K, L) / np.sqrt(naive_hsic(K, K) * naive_hsic(L, L))
+
+
+def naive_hsic_u(K, L):
+    """Unbiased HSIC as an explicit U-statistic over distinct index tuples (Song et al. 2012)."""
+    n = K.shape[0]
+    pairs = sum(K[i, j] * L[i, j] for i, j in itertools.permutations(range(n), 2))
+    quads = sum(K[i, j] * L[q, r] for i, j, q, r in itertools.permutations(range(n), 4))
+    trips = sum(K[i, j] * L[i, q] for i, j, q in itertools.permutations(range(n), 3))
+    return (pairs / (n * (n - 1)) + quads / (n * (n - 1) * (n - 2) * (n - 3))
+            - 2 * trips / (n * (n - 1) * (n - 2)))
+
+
+def naive_debiased_cka(X, Y):
+    K, L = X @ X.T, Y @ Y.T
+    return naive_hsic_u(K, L) / np.sqrt(naive_hsic_u(K, K) * naive_hsic_u(L, L))
+
+
+def naive_cosines(X, Y, center):
+    if center:
+        X = X - X.mean(0)
+        Y = Y - Y.mean(0)
+    return np.array([np.dot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y))
+                     for x, y in zip(X, Y)])
+
+
+def random_orthogonal(rng, d):
+    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+    return Q * np.sign(np.diag(R))
+
+
+def kornblith_demo():
+    np.random.seed(1337)
+    X = np.random.randn(100, 10)
+    Y = np.random.randn(100, 10) + X
+    return X, Y
+
+
+# --------------------------------------------------------------------------------------
+# published numbers
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("form", ["auto", "feature", "gram"])
+def test_kornblith_demo_linear_and_debiased(form):
+    X, Y = kornblith_demo()
+    assert S.linear_cka(X, Y, form=form) == pytest.approx(0.55761, abs=1e-5)
+    assert S.linear_cka(X, Y, debiased=True, form=form) == pytest.approx(0.51346, abs=1e-5)
+
+
+def test_kornblith_demo_rbf():
+    X, Y = kornblith_demo()
+    assert S.rbf_cka(X, Y, threshold=0.5) == pytest.approx(0.65483, abs=1e-5)
+
+
+# --------------------------------------------------------------------------------------
+# against naive references
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n,d1,d2", [(40, 5, 7), (12, 30, 25), (9, 9, 3), (50, 1, 60)])
+@pytest.mark.parametrize("form", ["auto", "feature", "gram"])
+def test_linear_cka_matches_naive(n, d1, d2, form):
+    rng = np.random.default_rng(n * 100 + d1)
+    X = rng.standard_normal((n, d1)) + 3.0
+    Y = X[:, :1] @ rng.standard_normal((1, d2)) + rng.standard_normal((n, d2)) - 2.0
+    assert S.linear_cka(X, Y, form=form) == pytest.approx(naive_linear_cka(X, Y), abs=1e-8)
+
+
+@pytest.mark.parametrize("n,d1,d2", [(6, 2, 3), (7, 12, 9), (8, 8, 1)])
+@pytest.mark.parametrize("form", ["feature", "gram"])
+def test_debiased_cka_matches_ustatistic_loops(n, d1, d2, form):
+    rng = np.random.default_rng(7 * n + d2)
+    X = rng.standard_normal((n, d1)) + 1.0
+    Y = np.tanh(X.sum(1, keepdims=True)) + rng.standard_normal((n, d2))
+    ref = naive_debiased_cka(X, Y)
+    assert S.linear_cka(X, Y, debiased=True, form=form) == pytest.approx(ref, abs=1e-8)
+
+
+@pytest.mark.parametrize("debiased", [False, True])
+def test_hsic_matches_naive_on_rbf_grams(debiased):
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((7, 3)), rng.standard_normal((7, 4))
+    K, L = S.gram_rbf(X, 0.7), S.gram_rbf(Y, 0.7)
+    ref = naive_hsic_u(K, L) if debiased else naive_hsic(K, L)
+    assert S.hsic(K, L, debiased=debiased) == pytest.approx(ref, abs=1e-10)
+
+
+def test_gram_rbf_matches_naive_bandwidth():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((15, 4)) * 3 + 100.0
+    D2 = cdist(X, X, "sqeuclidean")
+    ref = np.exp(-D2 / (2 * 0.5**2 * np.median(D2)))
+    np.testing.assert_allclose(S.gram_rbf(X, 0.5), ref, atol=1e-10)
+
+
+def test_gram_linear_and_center_gram():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((10, 4)) + 50
+    H = np.eye(10) - 1 / 10
+    np.testing.assert_allclose(S.gram_linear(X), H @ X @ X.T @ H, atol=1e-8)
+    np.testing.assert_allclose(S.center_gram(X @ X.T), H @ X @ X.T @ H, atol=1e-8)
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_cosine_matches_naive(center):
+    rng = np.random.default_rng(6)
+    X, Y = rng.standard_normal((20, 5)) + 1, rng.standard_normal((20, 5)) + 1
+    ref = naive_cosines(X, Y, center)
+    np.testing.assert_allclose(S.cosine_per_sample(X, Y, center=center), ref, atol=1e-12)
+    assert S.cosine(X, Y, center=center) == pytest.approx(ref.mean(), abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# whole-model matrices
+# --------------------------------------------------------------------------------------
+def random_layers(rng, n=30, dims=(6, 6, 6, 6), offset=0.0):
+    h = rng.standard_normal((n, dims[0]))
+    out = []
+    for d in dims:
+        A = rng.standard_normal((h.shape[1], d)) / np.sqrt(h.shape[1])
+        h = h @ A + 0.5 * rng.standard_normal((n, d))
+        out.append(h + offset)
+    return out
+
+
+@pytest.mark.parametrize("metric,pairwise", [
+    ("cka", lambda a, b: S.linear_cka(a, b)),
+    ("debiased_cka", lambda a, b: S.linear_cka(a, b, debiased=True)),
+    ("cos", lambda a, b: S.cosine(a, b)),
+])
+@pytest.mark.parametrize("form", ["auto", "feature", "gram"])
+def test_layer_matrix_equals_pairwise(metric, pairwise, form):
+    rng = np.random.default_rng(8)
+    layers = random_layers(rng, n=25, dims=(5, 40, 8, 12) if metric != "cos" else (9,) * 4,
+                           offset=4.0)
+    M = S.layer_matrix(layers, metric=metric, form=form)
+    L = len(layers)
+    assert M.shape == (L, L)
+    for i, j in itertools.product(range(L), range(L)):
+        assert M[i, j] == pytest.approx(pairwise(layers[i], layers[j]), abs=1e-8), (i, j)
+    np.testing.assert_array_equal(M, M.T)
+    np.testing.assert_array_equal(np.diag(M), 1.0)
+
+
+def test_layer_matrix_is_batched_not_pairwise(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("layer_matrix must not call the pairwise functions")
+    monkeypatch.setattr(S, "linear_cka", boom)
+    monkeypatch.setattr(S, "cosine", boom)
+    monkeypatch.setattr(S, "cosine_per_sample", boom)
+    layers = np.stack(random_layers(np.random.default_rng(9)))
+    for metric in S.METRICS:
+        assert S.layer_matrix(layers, metric=metric).shape == (4, 4)
+
+
+@pytest.mark.parametrize("metric", ["cka", "debiased_cka"])
+def test_layer_matrix_low_memory_fallback(monkeypatch, metric):
+    layers = random_layers(np.random.default_rng(23), n=20, dims=(3, 30, 4))
+    ref = S.layer_matrix(layers, metric, form="gram")
+    monkeypatch.setattr(S, "_MAX_BYTES", 64)  # forces the pair loop of the feature form
+    assert S._choose_form(20, [3, 30, 4]) == "feature"
+    np.testing.assert_allclose(S.layer_matrix(layers, metric), ref, atol=1e-12)
+
+
+def test_layer_matrix_stacked_equals_list():
+    layers = random_layers(np.random.default_rng(10))
+    for metric in S.METRICS:
+        np.testing.assert_allclose(S.layer_matrix(np.stack(layers), metric),
+                                   S.layer_matrix(layers, metric), atol=1e-12)
+
+
+@pytest.mark.parametrize("metric", S.METRICS)
+def test_to_last_is_last_column(metric):
+    layers = random_layers(np.random.default_rng(11), n=20, dims=(7,) * 5, offset=-3.0)
+    np.testing.assert_allclose(S.to_last(layers, metric),
+                               S.layer_matrix(layers, metric)[:, -1], atol=1e-10)
+
+
+def test_cos_center_flag_matters():
+    layers = random_layers(np.random.default_rng(12), offset=2.0)
+    a = S.layer_matrix(layers, "cos", center=True)
+    b = S.layer_matrix(layers, "cos", center=False)
+    assert np.abs(a - b).max() > 1e-3
+    assert b[0, 1] == pytest.approx(S.cosine(layers[0], layers[1], center=False), abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# residual-stream diagnostics and Block Redundancy
+# --------------------------------------------------------------------------------------
+def test_adjacent_cosine_matches_naive():
+    layers = random_layers(np.random.default_rng(13), offset=1.5)
+    A = S.adjacent_cosine(layers)
+    assert A.shape == (3, 30)
+    for l in range(3):
+        np.testing.assert_allclose(A[l], naive_cosines(layers[l], layers[l + 1], False),
+                                   atol=1e-12)
+    np.testing.assert_allclose(S.adjacent_cosine(layers, center=True)[1],
+                               naive_cosines(layers[1], layers[2], True), atol=1e-12)
+
+
+def test_residual_norm_ratio_is_uncentred():
+    rng = np.random.default_rng(14)
+    h = rng.standard_normal((10, 6)) + 5.0  # an offset: centring would change the answer
+    f = 0.1 * rng.standard_normal((10, 6))
+    ref = np.array([np.linalg.norm(h[i]) / np.linalg.norm(f[i]) for i in range(10)])
+    np.testing.assert_allclose(S.residual_norm_ratio(h, h + f), ref, rtol=1e-10)
+
+
+def test_block_redundancy():
+    layers = random_layers(np.random.default_rng(15))
+    ref = [-np.mean([(a - b) ** 2 for a, b in zip(x.ravel(), y.ravel())])
+           for x, y in zip(layers[:-1], layers[1:])]
+    np.testing.assert_allclose(S.block_redundancy(layers), ref, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# property tests
+# --------------------------------------------------------------------------------------
+shape = st.tuples(st.integers(5, 14), st.integers(2, 8), st.integers(1, 8))
+seeds = st.integers(0, 2**32 - 1)
+
+
+def draw(seed, n, d1, d2):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d1)) + rng.standard_normal(d1)
+    Y = X @ rng.standard_normal((d1, d2)) + rng.standard_normal((n, d2))
+    return rng, X, Y
+
+
+@FAST
+@given(seed=seeds, shp=shape, scale=st.floats(1e-3, 1e3), debiased=st.booleans())
+def test_cka_orthogonal_and_isotropic_invariance(seed, shp, scale, debiased):
+    rng, X, Y = draw(seed, *shp)
+    Q1, Q2 = random_orthogonal(rng, X.shape[1]), random_orthogonal(rng, Y.shape[1])
+    base = S.linear_cka(X, Y, debiased=debiased)
+    moved = S.linear_cka(scale * X @ Q1 + 7.0, Y @ Q2 / scale, debiased=debiased)
+    assert moved == pytest.approx(base, abs=1e-9)
+
+
+@FAST
+@given(seed=seeds, shp=shape, scale=st.floats(1e-2, 1e2))
+def test_rbf_cka_orthogonal_and_isotropic_invariance(seed, shp, scale):
+    rng, X, Y = draw(seed, *shp)
+    Q = random_orthogonal(rng, X.shape[1])
+    assert S.rbf_cka(scale * X @ Q, Y) == pytest.approx(S.rbf_cka(X, Y), abs=1e-9)
+
+
+@FAST
+@given(seed=seeds, shp=shape, debiased=st.booleans())
+def test_cka_symmetric_and_self_one(seed, shp, debiased):
+    _, X, Y = draw(seed, *shp)
+    assert S.linear_cka(X, Y, debiased=debiased) == pytest.approx(
+        S.linear_cka(Y, X, debiased=debiased), abs=1e-12)
+    assert S.linear_cka(X, X, debiased=debiased) == pytest.approx(1.0, abs=1e-12)
+    assert 0.0 <= S.linear_cka(X, Y) <= 1.0 + 1e-12
+
+
+@FAST
+@given(seed=seeds, n=st.integers(12, 30), d=st.integers(2, 6))
+def test_cka_not_invariant_to_ill_conditioned_map(seed, n, d):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    A = random_orthogonal(rng, d) @ np.diag(np.logspace(0, 3, d)) @ random_orthogonal(rng, d)
+    assert S.linear_cka(X, X @ A) < 0.99
+
+
+@FAST
+@given(seed=seeds, n=st.integers(2, 12), d=st.integers(1, 8), center=st.booleans())
+def test_cosine_matches_definition(seed, n, d, center):
+    rng = np.random.default_rng(seed)
+    X, Y = rng.standard_normal((n, d)) + 0.3, rng.standard_normal((n, d)) - 0.3
+    np.testing.assert_allclose(S.cosine_per_sample(X, Y, center=center),
+                               naive_cosines(X, Y, center), atol=1e-10)
+
+
+@FAST
+@given(seed=seeds, n=st.integers(2, 12), d=st.integers(1, 8))
+def test_cosine_invariant_to_positive_per_sample_scaling(seed, n, d):
+    rng = np.random.default_rng(seed)
+    X, Y = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    a, b = rng.uniform(0.01, 100, (n, 1)), rng.uniform(0.01, 100, (n, 1))
+    np.testing.assert_allclose(S.cosine_per_sample(a * X, b * Y, center=False),
+                               S.cosine_per_sample(X, Y, center=False), atol=1e-12)
+
+
+@FAST
+@given(seed=seeds, n=st.integers(4, 12), d=st.integers(3, 8), center=st.booleans())
+def test_cosine_not_invariant_to_one_sided_rotation(seed, n, d, center):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    u, v = random_orthogonal(rng, d)[:, :2].T  # a random plane, rotated by 90 degrees
+    Q = np.eye(d) - np.outer(u, u) - np.outer(v, v) + np.outer(v, u) - np.outer(u, v)
+    assert S.cosine(X, X, center=center) == pytest.approx(1.0)
+    assert S.cosine(X, X @ Q, center=center) < 0.999
+    # ... while rotating both arguments changes nothing
+    Y = rng.standard_normal((n, d))
+    assert S.cosine(X @ Q, Y @ Q, center=center) == pytest.approx(
+        S.cosine(X, Y, center=center), abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# numerical robustness
+# --------------------------------------------------------------------------------------
+def offset_pair(rng, n=300, d=48):
+    X = rng.standard_normal((n, d))
+    Y = X @ rng.standard_normal((d, d)) / np.sqrt(d) + 0.6 * rng.standard_normal((n, d))
+    return X, Y
+
+
+def test_float32_with_large_offset():
+    X, Y = offset_pair(np.random.default_rng(16))
+    ref_cka, ref_cos = S.linear_cka(X, Y), S.cosine(X, Y, center=True)
+    assert 0.3 < ref_cka < 0.95
+    X32, Y32 = (X + 1e3).astype(np.float32), (Y + 1e3).astype(np.float32)
+    assert S.linear_cka(X32, Y32) == pytest.approx(ref_cka, abs=1e-4)
+    assert S.linear_cka(X32, Y32, debiased=True) == pytest.approx(
+        S.linear_cka(X, Y, debiased=True), abs=1e-4)
+    assert S.cosine(X32, Y32, center=True) == pytest.approx(ref_cos, abs=1e-4)
+    np.testing.assert_allclose(S.layer_matrix([X32, Y32]), S.layer_matrix([X, Y]), atol=1e-4)
+    t = torch.from_numpy(np.stack([X32, Y32]))
+    np.testing.assert_allclose(S.layer_matrix(t, "cos"), S.layer_matrix([X, Y], "cos"),
+                               atol=1e-4)
+    # the trap this guards against: a float32 Gram matrix formed before centring
+    K = torch.from_numpy(X32) @ torch.from_numpy(X32).T
+    L = torch.from_numpy(Y32) @ torch.from_numpy(Y32).T
+    H = torch.eye(len(X)) - 1.0 / len(X)
+    Kc, Lc = H @ K @ H, H @ L @ H
+    naive32 = float((Kc * Lc).sum() / (Kc.norm() * Lc.norm()))
+    assert abs(naive32 - ref_cka) > 1e-3
+
+
+def test_bfloat16_and_half_tensors_accepted():
+    X, Y = offset_pair(np.random.default_rng(17), n=50, d=8)
+    for dt in (torch.float16, torch.bfloat16):
+        a, b = torch.from_numpy(X).to(dt), torch.from_numpy(Y).to(dt)
+        ref = S.linear_cka(a.double().numpy(), b.double().numpy())
+        assert S.linear_cka(a, b) == pytest.approx(ref, abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# torch input
+# --------------------------------------------------------------------------------------
+def test_torch_tensors_match_numpy():
+    X, Y = offset_pair(np.random.default_rng(18), n=40, d=6)
+    tX, tY = torch.from_numpy(X).requires_grad_(), torch.from_numpy(Y)
+    assert S.linear_cka(tX, tY) == S.linear_cka(X, Y)
+    assert S.linear_cka(tX, tY, debiased=True) == S.linear_cka(X, Y, debiased=True)
+    assert S.rbf_cka(tX, tY) == S.rbf_cka(X, Y)
+    assert S.cosine(tX, tY) == S.cosine(X, Y)
+    np.testing.assert_array_equal(S.cosine_per_sample(tX, tY), S.cosine_per_sample(X, Y))
+    np.testing.assert_array_equal(S.layer_matrix(torch.stack([tX, tY])),
+                                  S.layer_matrix([X, Y]))
+    np.testing.assert_array_equal(S.layer_matrix([tX, tY], "cos"), S.layer_matrix([X, Y], "cos"))
+    X32 = X.astype(np.float32)
+    assert S.linear_cka(torch.from_numpy(X32), tY) == S.linear_cka(X32, Y)
+    assert isinstance(S.linear_cka(tX, tY), float)
+    assert isinstance(S.cosine(tX, tY), float)
+
+
+# --------------------------------------------------------------------------------------
+# input validation
+# --------------------------------------------------------------------------------------
+def good(n=10, d=3, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, d))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("fn", [S.linear_cka, S.cosine, S.rbf_cka, S.procrustes_similarity,
+                                lambda a, b: S.layer_matrix([a, b])])
+def test_rejects_nonfinite(fn, bad):
+    X = good()
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match="NaN or inf"):
+        fn(X, good(seed=1))
+
+
+@pytest.mark.parametrize("fn", [S.linear_cka, S.rbf_cka, S.procrustes_similarity, S.cca_r2,
+                                lambda a, b: S.layer_matrix([a, b])])
+def test_rejects_mismatched_n(fn):
+    with pytest.raises(ValueError, match="same number of samples"):
+        fn(good(10), good(9))
+
+
+def test_cosine_rejects_mismatched_shape():
+    with pytest.raises(ValueError, match="same shape"):
+        S.cosine(good(10, 3), good(9, 3))
+    with pytest.raises(ValueError, match="same shape"):
+        S.cosine(good(10, 3), good(10, 4))
+    with pytest.raises(ValueError, match="same feature dimension"):
+        S.layer_matrix([good(10, 3), good(10, 4)], "cos")
+
+
+def test_rejects_too_few_samples():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        S.linear_cka(good(1), good(1))
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        S.cosine(good(1), good(1))
+    with pytest.raises(ValueError, match="at least 4 samples"):
+        S.linear_cka(good(3), good(3), debiased=True)
+    with pytest.raises(ValueError, match="at least 4 samples"):
+        S.layer_matrix([good(3), good(3)], "debiased_cka")
+    with pytest.raises(ValueError, match="at least 4 samples"):
+        S.hsic(np.eye(3), np.eye(3), debiased=True)
+    assert np.isfinite(S.linear_cka(good(2), good(2, seed=1)))
+    assert np.isfinite(S.linear_cka(good(4), good(4, seed=1), debiased=True))
+
+
+@pytest.mark.parametrize("fn", [S.linear_cka, S.rbf_cka, S.procrustes_similarity,
+                                lambda a, b: S.linear_cka(a, b, debiased=True),
+                                lambda a, b: S.layer_matrix([b, a])])
+def test_rejects_constant_representation(fn):
+    const = np.full((10, 3), 1e3 + 0.1)
+    with pytest.raises(ValueError, match="constant"):
+        fn(const, good())
+
+
+def test_rejects_constant_in_every_path():
+    const = np.full((10, 3), -7.3)
+    for form in ("feature", "gram"):
+        with pytest.raises(ValueError, match="constant"):
+            S.layer_matrix([good(), const], form=form)
+    with pytest.raises(ValueError, match="constant"):
+        S.to_last([const, good()])
+    with pytest.raises(ValueError, match="constant"):
+        S.StreamingCKA().update([good(), const]).result()
+
+
+def test_rejects_nonpositive_debiased_self_hsic():
+    X = np.array([[0.0], [0.0], [0.0], [1.0]])  # unbiased self-HSIC is exactly 0
+    with pytest.raises(ValueError, match="not positive"):
+        S.linear_cka(X, good(4), debiased=True)
+    with pytest.raises(ValueError, match="not positive"):
+        S.gram_cka(S.gram_linear(X), S.gram_linear(good(4)), debiased=True)
+
+
+@pytest.mark.parametrize("arr", [np.ones(10), np.ones((2, 10, 3)), np.ones((1, 2, 10, 3))])
+def test_rejects_wrong_ndim(arr):
+    with pytest.raises(ValueError, match="2-D"):
+        S.linear_cka(arr, good())
+    with pytest.raises(ValueError, match="2-D"):
+        S.cosine(good(), arr)
+
+
+def test_layers_wrong_ndim():
+    with pytest.raises(ValueError, match="3-D stacked"):
+        S.layer_matrix(np.ones((2, 3, 10, 3)))
+    with pytest.raises(ValueError, match="2-D"):
+        S.layer_matrix([np.ones((2, 10, 3)), good()])  # [B, T, D] per layer
+    with pytest.raises(ValueError, match="same number of samples"):
+        S.layer_matrix([good(10), good(11)])
+    with pytest.raises(ValueError, match="empty"):
+        S.layer_matrix([])
+    with pytest.raises(ValueError, match="metric"):
+        S.layer_matrix([good(), good()], metric="CKA")
+    with pytest.raises(ValueError, match="center=False"):
+        S.layer_matrix([good(), good()], metric="cka", center=False)
+
+
+def test_cosine_rejects_zero_norm_rows():
+    X = good()
+    X[4] = 0.0
+    with pytest.raises(ValueError, match="zero-norm"):
+        S.cosine(X, good(), center=False)
+    with pytest.raises(ValueError, match="zero-norm"):
+        S.adjacent_cosine([good(), X])
+    Z = good() + 1e3
+    Z[2] = np.delete(Z, 2, axis=0).mean(0)  # the global mean itself: zero after centring
+    with pytest.raises(ValueError, match="zero-norm row.*after centring"):
+        S.cosine(Z, good(), center=True)
+    with pytest.raises(ValueError, match="zero-norm"):
+        S.layer_matrix([Z, good()], "cos")
+
+
+def test_residual_norm_ratio_rejects_zero_residual():
+    h = good() + 10
+    h2 = h.copy()
+    h2[1:] += 0.5
+    with pytest.raises(ValueError, match="zero-norm residual"):
+        S.residual_norm_ratio(h, h2)
+
+
+def test_gram_validation():
+    with pytest.raises(ValueError, match="square"):
+        S.hsic(np.ones((3, 4)), np.ones((3, 4)))
+    with pytest.raises(ValueError, match="symmetric"):
+        S.hsic(np.triu(np.ones((4, 4))), np.eye(4))
+    with pytest.raises(ValueError, match="threshold"):
+        S.gram_rbf(good(), threshold=0.0)
+
+
+# --------------------------------------------------------------------------------------
+# streaming and minibatch CKA
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("debiased", [False, True])
+def test_streaming_cka_is_exact(debiased):
+    rng = np.random.default_rng(19)
+    layers = [x.astype(np.float32) for x in random_layers(rng, n=64, dims=(5, 9, 3, 7),
+                                                          offset=1e3)]
+    metric = "debiased_cka" if debiased else "cka"
+    ref = S.layer_matrix(layers, metric)
+    acc = S.StreamingCKA(debiased=debiased)
+    cuts = [0, 3, 20, 21, 50, 64]
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        acc.update([torch.from_numpy(x[a:b]) for x in layers])
+    assert acc.n == 64
+    np.testing.assert_allclose(acc.result(), ref, atol=1e-9)
+
+
+def test_streaming_cka_validation():
+    acc = S.StreamingCKA()
+    with pytest.raises(ValueError, match="no batches"):
+        acc.result()
+    acc.update([good(3, 2), good(3, 4)])
+    with pytest.raises(ValueError, match="dimensions changed"):
+        acc.update([good(3, 2), good(3, 5)])
+    with pytest.raises(ValueError, match="at least 4 samples"):
+        S.StreamingCKA(debiased=True).update([good(3), good(3)]).result()
+
+
+def test_minibatch_cka_matches_naive_estimator():
+    rng = np.random.default_rng(20)
+    layers = random_layers(rng, n=40, dims=(4, 6, 5))
+    batches = [[x[a:a + 10] for x in layers] for a in range(0, 40, 10)]
+    M = S.minibatch_cka_matrix(batches)
+    np.testing.assert_array_equal(np.diag(M), 1.0)
+    for i, j in [(0, 1), (0, 2), (1, 2)]:
+        K = [S.gram_linear(b[i]) for b in batches]
+        L = [S.gram_linear(b[j]) for b in batches]
+        kl = sum(S.hsic(k, l, True) for k, l in zip(K, L))
+        kk = sum(S.hsic(k, k, True) for k in K)
+        ll = sum(S.hsic(l, l, True) for l in L)
+        assert M[i, j] == pytest.approx(kl / np.sqrt(kk * ll), abs=1e-10)
+        assert S.minibatch_cka([(b[i], b[j]) for b in batches]) == pytest.approx(M[i, j])
+    # one batch: the estimator is debiased CKA; it is not the full-data CKA in general
+    assert S.minibatch_cka([(layers[0], layers[1])]) == pytest.approx(
+        S.linear_cka(layers[0], layers[1], debiased=True), abs=1e-12)
+    with pytest.raises(ValueError, match="at least 4 samples"):
+        S.minibatch_cka([(good(3), good(3))])
+
+
+# --------------------------------------------------------------------------------------
+# Procrustes and CCA
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n,d", [(30, 5), (8, 20)])
+def test_procrustes_matches_scipy(n, d):
+    rng = np.random.default_rng(21)
+    X, Y = rng.standard_normal((n, d)) + 2, rng.standard_normal((n, d)) - 1
+    Xt, Yt = X - X.mean(0), Y - Y.mean(0)
+    Xt, Yt = Xt / np.linalg.norm(Xt), Yt / np.linalg.norm(Yt)
+    R, _ = scipy.linalg.orthogonal_procrustes(Yt, Xt)
+    dist2 = np.linalg.norm(Xt - Yt @ R) ** 2
+    assert S.procrustes_similarity(X, Y) == pytest.approx(1 - dist2 / 2, abs=1e-10)
+    Q = random_orthogonal(rng, d)
+    assert S.procrustes_similarity(3 * X @ Q, Y) == pytest.approx(
+        S.procrustes_similarity(X, Y), abs=1e-10)
+    assert S.procrustes_similarity(X, -2 * X @ Q + 5) == pytest.approx(1.0, abs=1e-10)
+
+
+def test_cca_matches_whitening_formula_and_invariance():
+    rng = np.random.default_rng(22)
+    X = rng.standard_normal((60, 4))
+    Y = X @ rng.standard_normal((4, 3)) + rng.standard_normal((60, 3))
+    Xc, Yc = X - X.mean(0), Y - Y.mean(0)
+    Wx = np.linalg.inv(scipy.linalg.sqrtm(Xc.T @ Xc))
+    Wy = np.linalg.inv(scipy.linalg.sqrtm(Yc.T @ Yc))
+    rho = np.linalg.svd(Wx @ Xc.T @ Yc @ Wy, compute_uv=False)
+    np.testing.assert_allclose(S.canonical_correlations(X, Y), rho, atol=1e-10)
+    assert S.cca_r2(X, Y) == pytest.approx(np.mean(rho**2), abs=1e-10)
+    A = rng.standard_normal((4, 4)) @ np.diag([1, 10, 100, 1000])  # invertible, ill-conditioned
+    assert S.cca_r2(X @ A, Y) == pytest.approx(S.cca_r2(X, Y), abs=1e-8)
+    assert S.svcca(X, Y, keep=1.0) == pytest.approx(np.mean(rho), abs=1e-10)
+    Q = random_orthogonal(rng, 4)
+    assert S.svcca(2 * X @ Q, Y) == pytest.approx(S.svcca(X, Y), abs=1e-10)
+    with pytest.raises(ValueError, match="too few samples for CCA"):
+        S.cca_r2(good(10, 6), good(10, 6, seed=1))
