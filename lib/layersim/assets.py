@@ -108,6 +108,7 @@ class Asset:
     auto_class: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
     files: tuple[str, ...] = ()
+    has_tokenizer: bool = True
     system_paths: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
 
@@ -116,13 +117,14 @@ _MAKE = "run `make assets` (scripts/provision.sh)"
 _NET = "needs internet: run on a machine that can reach the Hugging Face hub / dataset hosts, or copy"
 
 
-def _hf(name, hub_id, description, model_type, auto_class="AutoModel", aliases=(), **config):
+def _hf(name, hub_id, description, model_type, auto_class="AutoModel", aliases=(),
+        has_tokenizer=True, **config):
     """A paper-scale Hugging Face transformers model, with its random-init config."""
     return Asset(
         name, "model", "paper", "transformers", description,
         f"{_NET} a `save_pretrained` folder to data/cache/models/{name}/ (hub id {hub_id})",
         hub_id=hub_id, auto_class=auto_class, config={"model_type": model_type, **config},
-        files=("config.json",), aliases=aliases,
+        files=("config.json",), has_tokenizer=has_tokenizer, aliases=aliases,
     )
 
 
@@ -131,7 +133,7 @@ def _timm(name, tag, description, aliases=()):
     return Asset(
         name, "model", "paper", "timm", description,
         f"{_NET} model.safetensors to data/cache/models/{name}/ (hub id timm/{name}.{tag})",
-        hub_id=f"timm/{name}.{tag}", aliases=aliases,
+        hub_id=f"timm/{name}.{tag}", has_tokenizer=False, aliases=aliases,
     )
 
 
@@ -193,12 +195,12 @@ _ASSET_LIST = [
     _timm("deit_base_patch16_224", "fb_in1k", "DeiT-B/16 (timm), ImageNet-1k",
           aliases=("deit-base", "deit-b")),
     _hf("vit-small-patch16-224", "WinKawaks/vit-small-patch16-224", "ViT-S/16 (HF)", "vit",
-        aliases=("vit-small", "vit-s"), hidden_size=384, num_attention_heads=6,
+        aliases=("vit-small", "vit-s"), has_tokenizer=False, hidden_size=384, num_attention_heads=6,
         intermediate_size=1536),
     _hf("vit-base-patch16-224", "google/vit-base-patch16-224", "ViT-B/16 (HF)", "vit",
-        aliases=("vit-base", "vit-b")),
+        aliases=("vit-base", "vit-b"), has_tokenizer=False),
     _hf("dinov2-small", "facebook/dinov2-small", "DINOv2 ViT-S/14 (HF)", "dinov2",
-        aliases=("dino-s", "dinov2-s"), hidden_size=384, num_attention_heads=6, patch_size=14,
+        aliases=("dino-s", "dinov2-s"), has_tokenizer=False, hidden_size=384, num_attention_heads=6, patch_size=14,
         image_size=518),
     _hf("bert-base-uncased", "google-bert/bert-base-uncased", "BERT-base uncased", "bert",
         aliases=("bert", "bert-base")),
@@ -664,7 +666,7 @@ def load_model(
         model, tok = _load_transformers(asset, random_init, allow_download, dict(config or {}),
                                         auto_class or asset.auto_class or "AutoModel", dtype,
                                         kwargs)
-    if dtype is not None and asset.source == "timm":
+    if dtype is not None and (asset.source == "timm" or random_init):
         model = model.to(dtype)
     if device is not None:
         model = model.to(device)
@@ -697,7 +699,6 @@ def _random_config(asset: Asset, overrides: dict[str, Any]):
 def _load_transformers(asset, random_init, allow_download, overrides, auto_class, dtype, kwargs):
     """The transformers branch of :func:`load_model`."""
     import torch
-    from transformers import AutoTokenizer
 
     cls = _auto(auto_class)
     if random_init:
@@ -712,13 +713,11 @@ def _load_transformers(asset, random_init, allow_download, overrides, auto_class
     if source is None:
         return _download_transformers(asset, cls, allow_download, kwargs)
     model = cls.from_pretrained(source, **kwargs)
-    return model, _maybe_tokenizer(AutoTokenizer, source, local_only=True)
+    return model, _maybe_tokenizer(asset, source, local_only=True)
 
 
 def _download_transformers(asset, cls, allow_download, kwargs):
     """``from_pretrained(hub_id)`` when allowed; any failure becomes AssetNotFoundError."""
-    from transformers import AutoTokenizer
-
     extra = [f"online download (transformers, {asset.hub_id})"]
     if not downloads_allowed(allow_download):
         raise not_found(asset.name, _offline_reason(), extra)
@@ -726,14 +725,24 @@ def _download_transformers(asset, cls, allow_download, kwargs):
         model = cls.from_pretrained(asset.hub_id, **kwargs)
     except Exception as exc:  # noqa: BLE001
         raise not_found(asset.name, f"download failed: {type(exc).__name__}: {exc}", extra) from exc
-    return model, _maybe_tokenizer(AutoTokenizer, asset.hub_id, local_only=False)
+    return model, _maybe_tokenizer(asset, asset.hub_id, local_only=False)
 
 
-def _maybe_tokenizer(auto_tokenizer, source, local_only: bool):
-    """The tokenizer stored with a checkpoint, or None (vision models have none)."""
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
+                    "spiece.model", "tokenizer.model")
+
+
+def _maybe_tokenizer(asset: Asset, source, local_only: bool):
+    """The tokenizer stored with a checkpoint, or None (vision models, or no tokenizer files)."""
+    from transformers import AutoTokenizer
+
+    if not asset.has_tokenizer:
+        return None
+    if local_only and not any((Path(source) / f).is_file() for f in _TOKENIZER_FILES):
+        return None
     try:
-        return auto_tokenizer.from_pretrained(source, local_files_only=local_only)
-    except Exception:  # noqa: BLE001 - no tokenizer files: an image model
+        return AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    except Exception:  # noqa: BLE001 - a checkpoint without a usable tokenizer
         return None
 
 

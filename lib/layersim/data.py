@@ -73,6 +73,9 @@ _STATS = {
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
 }
 IMAGE_DATASETS = tuple(_STATS)
+# (number of classes, image side in pixels as the models see it)
+_SHAPES = {"fashion-mnist": (10, 28), "digits": (10, 8), "mnist": (10, 28), "cifar10": (10, 32),
+           "cifar100": (100, 32), "imagenet": (1000, 224)}
 
 # ----- idx files ---------------------------------------------------------------------------
 
@@ -215,7 +218,7 @@ def _austen_lines() -> dict[str, list[str]]:
     return lines
 
 
-_ABBREV = re.compile(r"\b(Mr|Mrs|Messrs|Dr|St|Col|Capt|Gen|Sir|Lt)\.$")
+_ABBREV = re.compile(r"(?<![A-Za-z])(Mr|Mrs|Messrs|Dr|St|Col|Capt|Gen|Lt)\._?$")
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019_]))\s+(?=[\"'\u201c\u2018_]*[A-Z])")
 
 
@@ -449,23 +452,53 @@ def _image_source(name: str, split: str, allow_download: bool | None, root):
     return _pil_getter(base), np.asarray(base.targets), list(base.classes)
 
 
+def dataset_info(name: str) -> dict:
+    """Channels, number of classes and image side of an image data set, without loading it."""
+    key = assets.get_asset(name).name
+    if key not in _STATS:
+        raise ValueError(f"{name!r} is not an image data set; choose one of {list(_STATS)}")
+    classes, side = _SHAPES[key]
+    return {"name": key, "channels": len(_STATS[key][0]), "classes": classes, "image_size": side}
+
+
+def train_augmentation(image_size: int, flip: bool = True) -> Callable:
+    """The tracing paper's training augmentation (appendix B): random crop with padding
+    (1/8 of the side), a horizontal flip with probability 0.5 and a rotation within 15 degrees,
+    applied to normalised image tensors."""
+    from torchvision import transforms
+
+    steps = [transforms.RandomCrop(image_size, padding=max(1, image_size // 8))]
+    if flip:
+        steps.append(transforms.RandomHorizontalFlip(0.5))
+    steps.append(transforms.RandomRotation(15))
+    return transforms.Compose(steps)
+
+
 def image_dataset(name: str, split: str = "train", transform: Callable | None = None,
                   limit: int | None = None, seed: int = 0, stratified: bool = True,
                   normalize: bool = True, allow_download: bool | None = None,
-                  root: str | Path | None = None) -> ImageDataset:
+                  root: str | Path | None = None, augment: bool = False) -> ImageDataset:
     """An image data set as a torch Dataset of (normalised float [C,H,W], int label).
 
     ``name``: fashion-mnist, digits (offline); mnist, cifar10, cifar100, imagenet (paper
     scale). ``limit`` keeps a deterministic (``seed``, stratified by default) subset — smoke
-    runs use ~500. ``transform`` is applied after normalisation; ``root`` is for ImageNet.
+    runs use ~500. ``transform`` is applied after normalisation; ``augment=True`` puts
+    :func:`train_augmentation` before it (digits are not flipped); ``root`` is for ImageNet.
     """
-    key = assets.get_asset(name).name
-    if key not in _STATS:
-        raise ValueError(f"{name!r} is not an image data set; choose one of {list(_STATS)}")
+    key = dataset_info(name)["name"]
+    if augment:
+        aug = train_augmentation(_SHAPES[key][1], flip=key not in ("digits", "mnist"))
+        transform = aug if transform is None else _compose(aug, transform)
     get, labels, classes = _image_source(key, split, allow_download, root)
     idx = subset_indices(labels, limit, seed=seed, stratified=stratified)
     mean, std = _STATS[key] if normalize else (None, None)
     return ImageDataset(key, split, get, labels, idx, classes, mean, std, transform)
+
+
+def _compose(first: Callable, second: Callable) -> Callable:
+    from torchvision import transforms
+
+    return transforms.Compose([first, second])
 
 
 def load_dataset(name: str, split: str | None = None, **kwargs: Any):
@@ -478,7 +511,7 @@ def load_dataset(name: str, split: str | None = None, **kwargs: Any):
     - "wikitext-103": :func:`load_wikitext103` (an HF Dataset).
     """
     base, _, variant = name.partition("/")
-    asset = assets.get_asset(base)
+    asset = assets.ASSETS[assets.canonical_name(base)]
     if asset.kind != "data":
         raise ValueError(f"{asset.name!r} is a model; use layersim.assets.load_model")
     if asset.name in _STATS:

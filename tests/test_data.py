@@ -1,0 +1,353 @@
+"""Tests of layersim.data: idx parsing, the offline data sets, subsets, paper-scale loaders.
+
+Offline throughout (LAYERSIM_OFFLINE=1). Tests of provisioned data (Fashion-MNIST, Jane
+Austen) skip with a reason when `make assets` has not been run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import urllib.error
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layersim import assets, data
+from layersim.assets import AssetNotFoundError
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No test may reach the network."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("LAYERSIM_OFFLINE", "1")
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    """A private, empty project cache."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LAYERSIM_CACHE", str(cache))
+    return cache
+
+
+@pytest.fixture
+def no_system(tmp_path, monkeypatch):
+    """System copies live only under tmp_path/sys."""
+    root = tmp_path / "sys"
+    monkeypatch.setattr(assets, "system_roots", lambda: [root])
+    return root
+
+
+def idx_bytes(array: np.ndarray, code: int) -> bytes:
+    """An idx file for ``array`` (big-endian data), written the long way for independence."""
+    head = bytes([0, 0, code, array.ndim]) + b"".join(struct.pack(">I", d) for d in array.shape)
+    return head + array.astype(array.dtype.newbyteorder(">")).tobytes()
+
+
+needs_fmnist = pytest.mark.skipif(not assets.is_available("fashion-mnist"),
+                                  reason="Fashion-MNIST not provisioned: run `make assets`")
+needs_austen = pytest.mark.skipif(not assets.is_available("janeaustenr"),
+                                  reason="r-cran-janeaustenr not extracted: run `make assets`")
+
+
+# ----- idx ----------------------------------------------------------------------------------
+
+
+def test_read_idx_parses_known_bytes(tmp_path):
+    raw = bytes([0, 0, 0x08, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3]) + bytes(range(12))
+    (tmp_path / "a-idx3-ubyte").write_bytes(raw)
+    with gzip.open(tmp_path / "a-idx3-ubyte.gz", "wb") as fh:
+        fh.write(raw)
+    expected = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    for name in ("a-idx3-ubyte", "a-idx3-ubyte.gz"):
+        got = data.read_idx(tmp_path / name)
+        assert got.dtype == np.uint8 and np.array_equal(got, expected)
+
+
+def test_read_idx_big_endian_int32_and_float(tmp_path):
+    labels = bytes([0, 0, 0x0C, 1, 0, 0, 0, 3]) + bytes([0, 0, 0, 7, 0, 0, 1, 0, 0xFF, 0xFF, 0xFF, 0xFE])
+    assert data.parse_idx(labels).tolist() == [7, 256, -2]
+    floats = bytes([0, 0, 0x0D, 1, 0, 0, 0, 1]) + struct.pack(">f", 1.5)
+    assert data.parse_idx(floats).tolist() == [1.5]
+
+
+@pytest.mark.parametrize("raw,msg", [
+    (bytes([1, 0, 8, 1, 0, 0, 0, 1, 5]), "magic"),
+    (bytes([0, 0, 0x42, 1, 0, 0, 0, 1, 5]), "magic"),
+    (bytes([0, 0, 8, 2, 0, 0, 0, 2]), "header"),
+    (bytes([0, 0, 8, 1, 0, 0, 0, 3, 1, 2]), "needs 3"),
+])
+def test_parse_idx_rejects_malformed_bytes(raw, msg):
+    with pytest.raises(ValueError, match=msg):
+        data.parse_idx(raw)
+
+
+# ----- Fashion-MNIST ------------------------------------------------------------------------
+
+
+def _fake_fmnist(folder, n_train=20, n_test=10):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        y = (np.arange(n) % 10).astype(np.uint8)
+        for kind, arr, code in (("images-idx3", x, 0x08), ("labels-idx1", y, 0x08)):
+            with gzip.open(folder / f"{prefix}-{kind}-ubyte.gz", "wb") as fh:
+                fh.write(idx_bytes(arr, code))
+        arrays[prefix] = (x, y)
+    return arrays
+
+
+def test_fashion_mnist_loader_parses_a_system_copy_and_caches_npz(tmp_cache, no_system):
+    arrays = _fake_fmnist(no_system / "usr/share/datasets/fashion-mnist")
+    x, y = data.load_fashion_mnist("train")
+    assert x.dtype == np.uint8 and y.dtype == np.int64 and x.shape == (20, 28, 28)
+    assert np.array_equal(x, arrays["train"][0]) and np.array_equal(y, arrays["train"][1])
+    assert (tmp_cache / "fashion-mnist" / "train.npz").is_file()
+    x2, y2 = data.load_fashion_mnist("train")  # from the .npz now
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
+    assert data.load_fashion_mnist("test")[0].shape == (10, 28, 28)
+
+
+def test_fashion_mnist_missing_everywhere_is_the_clear_error(tmp_cache, no_system):
+    with pytest.raises(AssetNotFoundError, match="apt-get install dataset-fashion-mnist"):
+        data.load_fashion_mnist("train")
+
+
+def test_fashion_mnist_bad_split():
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        data.load_fashion_mnist("val")
+
+
+@needs_fmnist
+def test_fashion_mnist_real_shapes_and_label_counts(tmp_cache):
+    for split, n in (("train", 60000), ("test", 10000)):
+        x, y = data.load_fashion_mnist(split)  # parses the real idx files (cache is empty)
+        assert x.shape == (n, 28, 28) and x.dtype == np.uint8
+        assert y.shape == (n,) and y.dtype == np.int64
+        assert np.array_equal(np.bincount(y), np.full(10, n // 10))
+        assert 0.27 < x.mean() / 255 < 0.30
+
+
+@needs_fmnist
+def test_fashion_mnist_image_dataset_smoke_subset():
+    ds = data.image_dataset("fashion-mnist", "train", limit=500)
+    assert isinstance(ds, torch.utils.data.Dataset) and len(ds) == 500
+    x, label = ds[0]
+    assert x.shape == (1, 28, 28) and x.dtype == torch.float32 and isinstance(label, int)
+    assert np.array_equal(np.bincount(ds.targets), np.full(10, 50))
+    xs, ys = ds.tensors()
+    assert abs(xs.mean().item()) < 0.1 and abs(xs.std().item() - 1) < 0.1
+    assert ds.classes[9] == "Ankle boot"
+
+
+# ----- digits, subsets ------------------------------------------------------------------------
+
+
+def test_digits_splits():
+    x, y = data.load_digits()
+    assert x.shape == (1797, 8, 8) and x.dtype == np.float32 and x.max() == 16
+    xtr, ytr = data.load_digits("train")
+    xte, yte = data.load_digits("test")
+    assert len(ytr) == 1437 and len(yte) == 360
+    assert sorted(np.bincount(yte)) [0] >= 35  # stratified: ~36 per class
+
+
+def test_subset_indices_deterministic_and_seeded():
+    labels = np.repeat(np.arange(10), 100)
+    a = data.subset_indices(labels, 50, seed=0)
+    b = data.subset_indices(labels, 50, seed=0)
+    c = data.subset_indices(labels, 50, seed=1)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert np.array_equal(np.bincount(labels[a]), np.full(10, 5))
+    assert np.array_equal(data.subset_indices(labels, None), np.arange(1000))
+    assert np.array_equal(data.subset_indices(labels, 5000), np.arange(1000))
+    flat = data.subset_indices(labels, 50, seed=0, stratified=False)
+    assert len(flat) == 50 and not np.array_equal(flat, a)
+    with pytest.raises(ValueError):
+        data.subset_indices(labels, 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=200), st.integers(1, 250),
+       st.integers(0, 2**31))
+def test_subset_indices_properties(labels, limit, seed):
+    labels = np.asarray(labels)
+    idx = data.subset_indices(labels, limit, seed=seed)
+    n = len(labels)
+    assert len(idx) == min(limit, n) and len(np.unique(idx)) == len(idx)
+    assert np.all(np.diff(idx) > 0) and idx.min() >= 0 and idx.max() < n
+    if limit < n:  # stratified: each class within one of its proportional share
+        for c in np.unique(labels):
+            share = limit * np.sum(labels == c) / n
+            assert np.floor(share) <= np.sum(labels[idx] == c) <= np.ceil(share)
+
+
+def test_image_dataset_limit_is_deterministic():
+    a = data.image_dataset("digits", "all", limit=100, seed=3)
+    b = data.image_dataset("digits", "all", limit=100, seed=3)
+    c = data.image_dataset("digits", "all", limit=100, seed=4)
+    assert np.array_equal(a.indices, b.indices) and not np.array_equal(a.indices, c.indices)
+    assert torch.equal(a[7][0], b[7][0]) and len(a) == 100
+    assert a[0][0].shape == (1, 8, 8)
+
+
+def test_image_dataset_transform_and_normalize_flags():
+    raw = data.image_dataset("digits", "test", limit=10, normalize=False)
+    x, _ = raw[0]
+    assert 0 <= x.min() and x.max() <= 1
+    flipped = data.image_dataset("digits", "test", limit=10, normalize=False,
+                                 transform=lambda t: t.flip(-1))
+    assert torch.equal(flipped[0][0], x.flip(-1))
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda: data.image_dataset("nope"), "unknown asset"),
+    (lambda: data.image_dataset("gpt2"), "not an image data set"),
+    (lambda: data.image_dataset("digits", "validation"), "unknown split"),
+    (lambda: data.load_dataset("gpt2"), "is a model"),
+    (lambda: data.load_dataset("glue"), "task"),
+    (lambda: data.load_glue("sst3"), "unknown GLUE task"),
+    (lambda: data.load_glue("mnli", "validation"), "unknown split"),
+    (lambda: data.load_wikitext103("dev"), "unknown split"),
+    (lambda: data.load_imagenet("test", root="/nonexistent"), "unknown split"),
+    (lambda: data.load_torchvision("cifar10", "val"), "unknown split"),
+    (lambda: data.load_austen(unit="word"), "unknown split"),
+])
+def test_clear_value_errors(call, msg):
+    with pytest.raises(ValueError, match=msg):
+        call()
+
+
+# ----- Jane Austen --------------------------------------------------------------------------
+
+
+@needs_austen
+def test_austen_six_novels_lines_and_sentences(tmp_cache):
+    lines = data.load_austen()  # parses the R database (cache is empty)
+    assert list(lines.columns) == ["novel", "index", "text"]
+    assert list(lines["novel"].cat.categories) == list(data.AUSTEN_NOVELS.values())
+    counts = lines["novel"].value_counts()
+    assert len(counts) == 6 and counts.min() > 6000
+    assert len(data.load_austen(drop_empty=False)) == 73422
+    assert lines["text"].str.strip().ne("").all()
+    assert (tmp_cache / "text" / "janeaustenr.json").is_file()
+    sentences = data.load_dataset("austen", unit="sentence")
+    assert sentences["novel"].nunique() == 6 and 25000 < len(sentences) < 40000
+    assert not sentences["text"].str.endswith("Mr.").any()
+
+
+def test_austen_missing_is_the_clear_error(tmp_cache, no_system):
+    with pytest.raises(AssetNotFoundError, match="apt-get download r-cran-janeaustenr"):
+        data.load_austen()
+
+
+def test_sentence_splitter():
+    lines = ["Mr. Darcy came. \"Why?\" said she;", "then _Mrs._ Bennet left.", "",
+             "A new one!\" Yes."]
+    assert data._sentences(lines) == ["Mr. Darcy came.", "\"Why?\" said she; then _Mrs._ Bennet left.",
+                                      "A new one!\"", "Yes."]
+
+
+# ----- paper-scale loaders, exercised offline --------------------------------------------------
+
+
+def test_cifar_offline_is_the_clear_error(tmp_cache):
+    with pytest.raises(AssetNotFoundError, match="cifar10") as info:
+        data.image_dataset("cifar10", "train", limit=10)
+    assert str(tmp_cache / "torchvision") in str(info.value)
+
+
+def test_cifar_failed_download_is_the_clear_error(tmp_cache, monkeypatch):
+    import torchvision.datasets.cifar as cifar
+
+    def refuse(*a, **k):
+        raise urllib.error.URLError("no network in tests")
+
+    monkeypatch.setattr(cifar, "download_and_extract_archive", refuse)
+    with pytest.raises(AssetNotFoundError, match="download failed.*no network"):
+        data.load_torchvision("cifar100", "test", allow_download=True)
+
+
+def test_mnist_through_torchvision_from_a_local_root(tmp_cache):
+    raw = tmp_cache / "torchvision" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    for prefix, n in (("train", 30), ("t10k", 10)):
+        x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        y = (np.arange(n) % 10).astype(np.uint8)
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(idx_bytes(x, 0x08))
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(idx_bytes(y, 0x08))
+    ds = data.image_dataset("mnist", "train", limit=10, seed=0)
+    assert len(ds) == 10 and np.array_equal(np.bincount(ds.targets), np.ones(10))
+    x, label = ds[0]
+    assert x.shape == (1, 28, 28) and x.dtype == torch.float32
+
+
+def test_imagenet_image_folder(tmp_path, monkeypatch):
+    from PIL import Image
+
+    for split in ("train", "val"):
+        for cls in ("n01", "n02"):
+            folder = tmp_path / "imnet" / split / cls
+            folder.mkdir(parents=True)
+            for i in range(2):
+                Image.new("RGB", (300, 260), (i * 100, 50, 200)).save(folder / f"{i}.JPEG")
+    ds = data.image_dataset("imagenet", "val", root=tmp_path / "imnet")
+    x, label = ds[3]
+    assert x.shape == (3, 224, 224) and label == 1 and ds.classes == ["n01", "n02"]
+    monkeypatch.setenv("LAYERSIM_IMAGENET", str(tmp_path / "imnet"))
+    assert len(data.load_imagenet("train")) == 4
+
+
+def test_glue_and_wikitext_from_the_project_cache(tmp_cache):
+    import datasets
+
+    sst2 = datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"sentence": ["good", "bad"], "label": [1, 0]}),
+        "validation": datasets.Dataset.from_dict({"sentence": ["ok"], "label": [1]}),
+        "test": datasets.Dataset.from_dict({"sentence": ["?"], "label": [-1]}),
+    })
+    sst2.save_to_disk(str(tmp_cache / "hf-datasets" / "glue" / "sst2"))
+    train = data.load_dataset("glue/sst2", "train")
+    assert train["sentence"] == ["good", "bad"]
+    assert len(data.load_glue("SST-2", "validation")) == 1
+    wiki = datasets.DatasetDict({s: datasets.Dataset.from_dict({"text": [f"= {s} ="]})
+                                 for s in ("train", "validation", "test")})
+    wiki.save_to_disk(str(tmp_cache / "hf-datasets" / "wikitext-103"))
+    assert data.load_dataset("wikitext-103", "test")["text"] == ["= test ="]
+
+
+def test_glue_offline_is_the_clear_error(tmp_cache):
+    with pytest.raises(AssetNotFoundError) as info:
+        data.load_glue("rte", "train")
+    text = str(info.value)
+    assert "glue/rte" in text and str(tmp_cache / "hf-datasets" / "glue" / "rte") in text
+    assert "nyu-mll/glue" in text
+
+
+def test_dataset_info_needs_no_data():
+    assert data.dataset_info("fashion_mnist") == {"name": "fashion-mnist", "channels": 1, "classes": 10,
+                                                  "image_size": 28}
+    assert data.dataset_info("cifar100")["classes"] == 100 and data.dataset_info("cifar10")["channels"] == 3
+    with pytest.raises(ValueError, match="not an image data set"):
+        data.dataset_info("glue/sst2")
+
+
+def test_augmentation_changes_images_but_keeps_shape():
+    import torch
+
+    torch.manual_seed(0)
+    x = torch.rand(1, 28, 28)
+    aug = data.train_augmentation(28)
+    outs = [aug(x) for _ in range(4)]
+    assert all(o.shape == x.shape for o in outs)
+    assert any(not torch.equal(o, x) for o in outs)
