@@ -18,21 +18,10 @@ from layersim.assets import AssetNotFoundError
 FMNIST_FILES = assets.get_asset("fashion-mnist").files
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """No test may reach the network: downloads off, hub offline."""
-    import huggingface_hub.constants as hc
-
-    monkeypatch.setenv("LAYERSIM_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
-
-
 @pytest.fixture
-def tmp_cache(tmp_path, monkeypatch):
-    """A private project cache and private system roots (system copies found nowhere)."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("LAYERSIM_CACHE", str(cache))
+def tmp_cache(tmp_cache, tmp_path, monkeypatch):
+    """The private project cache, plus private system roots (system copies found nowhere)."""
+    cache = tmp_cache
     roots = [tmp_path / "sys1", tmp_path / "sys2"]
     monkeypatch.setattr(assets, "system_roots", lambda: list(roots))
     return cache

@@ -20,23 +20,6 @@ from layersim import assets, data
 from layersim.assets import AssetNotFoundError
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """No test may reach the network."""
-    import huggingface_hub.constants as hc
-
-    monkeypatch.setenv("LAYERSIM_OFFLINE", "1")
-    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
-
-
-@pytest.fixture
-def tmp_cache(tmp_path, monkeypatch):
-    """A private, empty project cache."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("LAYERSIM_CACHE", str(cache))
-    return cache
-
-
 @pytest.fixture
 def no_system(tmp_path, monkeypatch):
     """System copies live only under tmp_path/sys."""

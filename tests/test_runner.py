@@ -75,3 +75,18 @@ def test_bad_scale_and_empty_selection(fake_repo, capsys):
 def test_parse_value():
     assert runner.parse_value("3") == 3 and runner.parse_value("0.5") == 0.5
     assert runner.parse_value("[1, 2]") == [1, 2] and runner.parse_value("cifar10") == "cifar10"
+
+
+@pytest.mark.slow
+def test_refs_keep_only_the_checked_outputs(fake_repo):
+    nb = _notebook(fake_repo / "notebooks" / "p" / "r.ipynb", ["print('noise')", "6 * 7"])
+    data = json.loads(nb.read_text())
+    data["cells"][2]["metadata"]["tags"] = ["nbval-check-output"]
+    nb.write_text(json.dumps(data))
+    assert runner.main(["--refs", "--nb", "r"]) == 0
+    ref = json.loads((fake_repo / "tests" / "notebooks" / "p" / "r.ipynb").read_text())
+    outputs = {"".join(c["source"]): c.get("outputs") for c in ref["cells"] if c["cell_type"] == "code"}
+    assert outputs["print('noise')"] == []
+    assert outputs["6 * 7"][0]["data"]["text/plain"] == "42"
+    assert 'scale = "smoke"' in "".join(ref["cells"][1]["source"])  # the injected parameters
+    assert "papermill" not in ref["metadata"]

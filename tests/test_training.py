@@ -63,8 +63,7 @@ def test_training_learns_and_is_deterministic():
         torch.testing.assert_close(p1, p2, rtol=0, atol=0)
 
 
-def test_cached_vit_trains_once_then_loads(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path))
+def test_cached_vit_trains_once_then_loads(tmp_cache):
     cfg = TrainConfig(epochs=1, batch_size=16, seed=0)
     desc = {"name": "toy", "n": 64}
     m1, meta1 = training.cached_vit(TINY, cfg, toy_data(), desc, device="cpu", progress=False)
@@ -73,11 +72,10 @@ def test_cached_vit_trains_once_then_loads(tmp_path, monkeypatch):
     x = toy_data()[:8][0]
     torch.testing.assert_close(m1(x), m2(x))
     # only the finished checkpoint is left: no temporary folders
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [f"vit-{meta1['key']}"]
+    assert sorted(p.name for p in (tmp_cache / "checkpoints").iterdir()) == [f"vit-{meta1['key']}"]
 
 
-def test_interrupted_training_leaves_no_checkpoint(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path))
+def test_interrupted_training_leaves_no_checkpoint(tmp_cache, monkeypatch):
 
     def exploding(model, x, y, cfg):
         raise KeyboardInterrupt
@@ -85,7 +83,7 @@ def test_interrupted_training_leaves_no_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setitem(training.OBJECTIVES, "explode", exploding)
     with pytest.raises(KeyboardInterrupt):
         training.cached_vit(TINY, TrainConfig(objective="explode"), toy_data(), {"n": 1}, device="cpu", progress=False)
-    assert not any((tmp_path / "checkpoints").iterdir())
+    assert not any((tmp_cache / "checkpoints").iterdir())
 
 
 def test_divergence_raises(monkeypatch):
@@ -93,3 +91,15 @@ def test_divergence_raises(monkeypatch):
     with pytest.raises(FloatingPointError, match="diverged"):
         training.train_classifier(training.build_vit(TINY), toy_data(), TrainConfig(objective="nan"),
                                   device="cpu", progress=False)
+
+
+def test_configs_from_takes_the_image_shape_from_the_data_set():
+    from layersim import presets
+
+    info = {"image_size": 32, "channels": 3, "classes": 100}
+    model_cfg, train_cfg = training.configs_from(presets.TRACING_VIT["paper"], info, seed=7)
+    assert (model_cfg.img_size, model_cfg.in_chans, model_cfg.num_classes) == (32, 3, 100)
+    assert (model_cfg.depth, model_cfg.embed_dim, model_cfg.num_heads) == (12, 384, 6)  # DeiT-S
+    assert train_cfg.schedule == "multistep" and train_cfg.milestones == (100, 150) and train_cfg.seed == 7
+    # the built model is DeiT-S-sized: 21.3M parameters at 32x32 with patches of 4 and 100 classes
+    assert 21e6 < sum(p.numel() for p in training.build_vit(model_cfg).parameters()) < 22e6

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 TRACING_VIT: dict[str, dict] = {
     "smoke": dict(
-        dataset="fashion-mnist", n_train=512, img_size=28, patch_size=7, depth=4, embed_dim=32, num_heads=2,
+        dataset="fashion-mnist", n_train=512, patch_size=7, depth=4, embed_dim=32, num_heads=2,
         mlp_ratio=2.0, epochs=1, batch_size=64, lr=1e-3, weight_decay=0.05, schedule="cosine", milestones=(),
         augment=False,
     ),
     "default": dict(
-        dataset="fashion-mnist", n_train=30000, img_size=28, patch_size=7, depth=12, embed_dim=128, num_heads=4,
+        dataset="fashion-mnist", n_train=30000, patch_size=7, depth=12, embed_dim=128, num_heads=4,
         mlp_ratio=2.0, epochs=5, batch_size=128, lr=1e-3, weight_decay=0.05, schedule="cosine", milestones=(),
         augment=False,
     ),
     "paper": dict(
-        dataset="cifar10", n_train=0, img_size=32, patch_size=4, depth=12, embed_dim=384, num_heads=6,
+        dataset="cifar10", n_train=0, patch_size=4, depth=12, embed_dim=384, num_heads=6,
         mlp_ratio=4.0, epochs=200, batch_size=256, lr=2.5e-4, weight_decay=0.05, schedule="multistep",
         milestones=(100, 150), augment=True,
     ),

@@ -102,7 +102,26 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         return Outcome(nb, False, time.perf_counter() - t0, error)
     if publish is not None:
         shutil.copyfile(executed, publish)
+    if refs:
+        strip_reference(executed)
     return Outcome(nb, True, time.perf_counter() - t0)
+
+
+def strip_reference(path: Path) -> None:
+    """Keep only what nbval compares in a smoke reference: the outputs of the cells tagged
+    ``nbval-check-output``. Other outputs, execution timings and papermill's run metadata are
+    dropped so that the reference stays small and its diffs show real changes."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code" and "nbval-check-output" not in cell.metadata.get("tags", []):
+            cell.outputs = []
+            cell.execution_count = None
+    nb.metadata.pop("papermill", None)
+    nbformat.write(nb, str(path))
 
 
 def parse_value(text: str):

@@ -255,15 +255,17 @@ def cached_vit(
     return model.eval(), meta
 
 
-def configs_from(settings: dict, in_chans: int, num_classes: int, seed: int = 0) -> tuple[ViTConfig, TrainConfig]:
+def configs_from(settings: dict, data_info: dict, seed: int = 0) -> tuple[ViTConfig, TrainConfig]:
     """Split a flat settings dict (see :mod:`layersim.presets`) into model and training configs.
 
-    Keys that belong to neither (data set name, sizes, ...) are ignored; the channel and class
-    counts come from the data set.
+    Keys that belong to neither (data set name, sizes, ...) are ignored; the image size and the
+    channel and class counts come from the data set (``data.dataset_info``).
     """
-    vit_keys = {f.name for f in dataclasses.fields(ViTConfig)} - {"in_chans", "num_classes"}
+    from_data = {"img_size": data_info["image_size"], "in_chans": data_info["channels"],
+                 "num_classes": data_info["classes"]}
+    vit_keys = {f.name for f in dataclasses.fields(ViTConfig)} - set(from_data)
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed"}
-    model_cfg = ViTConfig(in_chans=in_chans, num_classes=num_classes, **{k: v for k, v in settings.items() if k in vit_keys})
+    model_cfg = ViTConfig(**from_data, **{k: v for k, v in settings.items() if k in vit_keys})
     train = {k: v for k, v in settings.items() if k in train_keys}
     if "milestones" in train:
         train["milestones"] = tuple(train["milestones"])
@@ -281,7 +283,7 @@ def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device 
     from . import data
 
     info = data.dataset_info(settings["dataset"])
-    model_cfg, train_cfg = configs_from(settings, info["channels"], info["classes"], seed=seed)
+    model_cfg, train_cfg = configs_from(settings, info, seed=seed)
     limit = settings.get("n_train") or None
     desc = {"name": settings["dataset"], "split": "train", "limit": limit, "seed": seed,
             "augment": bool(settings.get("augment", False))}
