@@ -103,3 +103,12 @@ def test_configs_from_takes_the_image_shape_from_the_data_set():
     assert train_cfg.schedule == "multistep" and train_cfg.milestones == (100, 150) and train_cfg.seed == 7
     # the built model is DeiT-S-sized: 21.3M parameters at 32x32 with patches of 4 and 100 classes
     assert 21e6 < sum(p.numel() for p in training.build_vit(model_cfg).parameters()) < 22e6
+
+
+def test_cached_multi_exit_model_keeps_its_heads(tmp_cache):
+    cfg = TrainConfig(epochs=1, batch_size=16, objective="multi_exit")
+    m1, meta1 = training.cached_vit(TINY, cfg, toy_data(), {"n": 64}, device="cpu", progress=False)
+    m2, meta2 = training.cached_vit(TINY, cfg, None, {"n": 64}, device="cpu", progress=False)
+    assert meta2["from_cache"] and len(m2.exit_heads) == TINY.depth - 1
+    for a, b in zip(m1.exit_heads.parameters(), m2.exit_heads.parameters()):
+        torch.testing.assert_close(a, b)

@@ -7,7 +7,7 @@ head on the class token) but small enough for two CPU cores.
 
 One loop serves every objective: an *objective* maps ``(model, images, labels)`` to a scalar
 loss, and :data:`OBJECTIVES` names the ones the project provides. Later notebooks add the
-aligned loss and its variants there.
+aligned loss and its variants there (:mod:`layersim.objectives`).
 
 A trained model is cached under ``<cache>/checkpoints/<key>/`` where ``key`` hashes the model
 configuration, the training configuration and the data set description; a run that is
@@ -115,6 +115,13 @@ def ce_objective(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainC
 
 #: name -> objective(model, images, labels, train_config) -> scalar loss
 OBJECTIVES: dict[str, Callable[..., torch.Tensor]] = {"ce": ce_objective}
+
+# the tracing paper's objectives (aligned, alternating, ce_reg, multi_exit, ...); objectives.py
+# does not import this module, so there is no import cycle
+from .objectives import MODEL_SETUP  # noqa: E402
+from .objectives import OBJECTIVES as _PAPER_OBJECTIVES  # noqa: E402
+
+OBJECTIVES.update(_PAPER_OBJECTIVES)
 
 
 def seed_everything(seed: int) -> None:
@@ -232,6 +239,8 @@ def cached_vit(
     key = config_key(model_cfg, train_cfg, data_desc)
     folder = cache_dir("checkpoints") / f"vit-{key}"
     model = build_vit(model_cfg, seed=train_cfg.seed)
+    if train_cfg.objective in MODEL_SETUP:  # e.g. the multi-exit baseline's per-layer heads
+        MODEL_SETUP[train_cfg.objective](model, seed=train_cfg.seed)
     if folder.is_dir() and (folder / "meta.json").is_file() and not retrain:
         load_model(model, str(folder / "model.safetensors"))
         meta = json.loads((folder / "meta.json").read_text())
