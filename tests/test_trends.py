@@ -60,3 +60,18 @@ def test_closer_more_similar_needs_three_layers():
         trends.closer_more_similar(np.eye(2))
     with pytest.raises(ValueError, match="square"):
         trends.closer_more_similar(np.ones((2, 3)))
+
+
+def test_max_drop():
+    assert trends.max_drop([0.1, 0.2, 0.3]) == 0.0
+    assert trends.max_drop([0.5, 0.4, 0.45, 0.2]) == pytest.approx(0.25)
+    assert trends.max_drop([1.0, 1.0]) == 0.0
+    with pytest.raises(ValueError):
+        trends.max_drop([1.0])
+
+
+def test_mean_abs_gap():
+    assert trends.mean_abs_gap([0.1, 0.5, 0.9], [0.2, 0.5, 0.6]) == pytest.approx((0.1 + 0 + 0.3) / 3)
+    assert trends.mean_abs_gap([0.3, 0.4], [0.3, 0.4]) == 0.0
+    with pytest.raises(ValueError, match="equal length"):
+        trends.mean_abs_gap([0.1], [0.1, 0.2])

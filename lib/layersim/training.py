@@ -218,8 +218,10 @@ def _save_checkpoint(folder: Path, model: nn.Module, meta: dict) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cached_vit(
-    model_cfg: ViTConfig,
+def cached_model(
+    prefix: str,
+    build: Callable[[], nn.Module],
+    model_cfg: object,
     train_cfg: TrainConfig,
     train_set: Dataset | Callable[[], Dataset],
     data_desc: dict,
@@ -227,20 +229,19 @@ def cached_vit(
     progress: bool = True,
     retrain: bool = False,
 ) -> tuple[nn.Module, dict]:
-    """Build and train a ViT, or load it from the cache if this configuration was trained before.
+    """Train ``build()`` with :func:`train_classifier`, or load it if this configuration was trained before.
 
-    ``train_set`` may be a callable that loads the data set: it is only called when the model
-    must be trained. ``data_desc`` describes it (name, split, size, seed, ...) and is part of
-    the cache key, so a different subset trains a different model. Returns ``(model, meta)``
-    with ``meta`` holding the key, configurations, history and whether it came from the cache.
+    The checkpoint lives in ``<cache>/checkpoints/<prefix>-<key>/`` with ``key`` hashing
+    ``model_cfg``, ``train_cfg`` and ``data_desc`` (:func:`config_key`), so a different subset
+    trains a different model. ``train_set`` may be a callable that loads the data set: it is
+    only called when the model must be trained. Returns ``(model in eval mode, meta)`` with
+    ``meta`` holding the key, configurations, history and whether it came from the cache.
     """
     from safetensors.torch import load_model
 
     key = config_key(model_cfg, train_cfg, data_desc)
-    folder = cache_dir("checkpoints") / f"vit-{key}"
-    model = build_vit(model_cfg, seed=train_cfg.seed)
-    if train_cfg.objective in MODEL_SETUP:  # e.g. the multi-exit baseline's per-layer heads
-        MODEL_SETUP[train_cfg.objective](model, seed=train_cfg.seed)
+    folder = cache_dir("checkpoints") / f"{prefix}-{key}"
+    model = build()
     if folder.is_dir() and (folder / "meta.json").is_file() and not retrain:
         load_model(model, str(folder / "model.safetensors"))
         meta = json.loads((folder / "meta.json").read_text())
@@ -252,7 +253,7 @@ def cached_vit(
     history = train_classifier(model, train_set, train_cfg, device=device, progress=progress)
     meta = {
         "key": key,
-        "model": dataclasses.asdict(model_cfg),
+        "model": dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else model_cfg,
         "train": dataclasses.asdict(train_cfg),
         "data": data_desc,
         "history": history,
@@ -262,6 +263,27 @@ def cached_vit(
     _save_checkpoint(folder, model, meta)
     meta["from_cache"] = False
     return model.eval(), meta
+
+
+def cached_vit(
+    model_cfg: ViTConfig,
+    train_cfg: TrainConfig,
+    train_set: Dataset | Callable[[], Dataset],
+    data_desc: dict,
+    device: str | torch.device = "auto",
+    progress: bool = True,
+    retrain: bool = False,
+) -> tuple[nn.Module, dict]:
+    """:func:`cached_model` for a ViT: built from ``model_cfg`` with the training seed, plus
+    whatever the objective needs (``MODEL_SETUP``, e.g. the multi-exit baseline's heads)."""
+
+    def build() -> nn.Module:
+        model = build_vit(model_cfg, seed=train_cfg.seed)
+        if train_cfg.objective in MODEL_SETUP:
+            MODEL_SETUP[train_cfg.objective](model, seed=train_cfg.seed)
+        return model
+
+    return cached_model("vit", build, model_cfg, train_cfg, train_set, data_desc, device, progress, retrain)
 
 
 def configs_from(settings: dict, data_info: dict, seed: int = 0) -> tuple[ViTConfig, TrainConfig]:

@@ -81,3 +81,23 @@ def closer_more_similar(matrix) -> float:
     if total == 0:
         raise ValueError("the matrix is too small for any row comparison (need at least 3 layers)")
     return agree / total
+
+
+def max_drop(curve) -> float:
+    """The largest decrease between adjacent entries, ``max_i (curve[i] - curve[i+1])``, or 0 if
+    the curve never decreases (a monotonicity statement with a tolerance: "never drops by more
+    than ...")."""
+    c = _curve(curve)
+    if c.size < 2:
+        raise ValueError("a curve needs at least two points to have steps")
+    return float(max(0.0, np.max(c[:-1] - c[1:])))
+
+
+def mean_abs_gap(curve, reference) -> float:
+    """Mean absolute difference between two equally long layer curves on a common scale,
+    e.g. a similarity-to-last curve and the layer-wise accuracy (tracing paper, Fig. 12:
+    how far a similarity measure lies from the accuracy it is read as predicting)."""
+    a, b = _curve(curve, "curve"), _curve(reference, "reference")
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError(f"need two non-empty curves of equal length, got {a.shape} and {b.shape}")
+    return float(np.mean(np.abs(a - b)))
