@@ -34,3 +34,61 @@ TRACING_VIT: dict[str, dict] = {
         milestones=(100, 150), augment=True,
     ),
 }
+
+#: beta of the CE + cosine regulariser (appendix B.3, ``objectives.ce_reg``). The paper gives no
+#: value; 1.0 puts the regulariser (at most 1, its layer weights sum to 1) on the scale of the CE term.
+CE_REG_BETA = 1.0
+
+#: the training variants the aligned-training notebooks (t02 saturation, t03 aligned training,
+#: t04 early exit) compare: figure label -> the settings that differ from ``TRACING_VIT[scale]``
+#: (only the objective, so every comparison is at equal data, epochs and optimiser settings).
+#: ``"standard"`` adds nothing, so it is the same cached checkpoint as t01's.
+TRACING_VARIANTS: dict[str, dict] = {
+    "standard": dict(),
+    "aligned": dict(objective="aligned"),
+    "multi-exit": dict(objective="multi_exit"),
+    "CE-reg": dict(objective="ce_reg", extra={"beta": CE_REG_BETA}),
+    "aligned (uniform)": dict(objective="aligned_uniform"),
+}
+
+#: a smaller training budget for the ablations of t03 (CE-reg, uniform weights, multi-exit heads,
+#: standard 6- and 9-block models): each ablation is compared with a standard and an aligned model
+#: trained with the *same* reduced budget. At paper scale nothing is reduced.
+TRACING_ABLATION_BUDGET: dict[str, dict] = {
+    "smoke": dict(n_train=256),
+    "default": dict(n_train=10000, epochs=3),
+    "paper": dict(),
+}
+
+
+def tracing_vit(scale: str, variant: str = "standard", reduced: bool = False, **overrides) -> dict:
+    """Settings of a tracing ViT: ``TRACING_VIT[scale]`` with the ``TRACING_VARIANTS[variant]``
+    objective, optionally the reduced ablation budget, then ``overrides`` (e.g. ``depth=6``)."""
+    if variant not in TRACING_VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; known: {sorted(TRACING_VARIANTS)}")
+    settings = {**TRACING_VIT[scale], **TRACING_VARIANTS[variant]}
+    if reduced:
+        settings.update(TRACING_ABLATION_BUDGET[scale])
+    settings.update(overrides)
+    return settings
+
+
+#: The 9-layer MLPs of the tracing paper's appendix B.2 (Figure 12), trained with and without
+#: residual connections (``residual`` is set per model by the notebook, so it is not here).
+#: The paper gives neither width nor optimiser for them; ours: width 256, ReLU, no final norm,
+#: AdamW with a cosine schedule. ``default``: Fashion-MNIST (offline, 28x28 like MNIST);
+#: ``paper``: MNIST (downloaded), the whole training split.
+TRACING_MLP: dict[str, dict] = {
+    "smoke": dict(
+        dataset="fashion-mnist", n_train=512, depth=9, width=32, final_norm=False,
+        epochs=1, batch_size=64, lr=1e-3, weight_decay=0.05, schedule="cosine", milestones=(),
+    ),
+    "default": dict(
+        dataset="fashion-mnist", n_train=30000, depth=9, width=256, final_norm=False,
+        epochs=5, batch_size=128, lr=1e-3, weight_decay=0.05, schedule="cosine", milestones=(),
+    ),
+    "paper": dict(
+        dataset="mnist", n_train=0, depth=9, width=256, final_norm=False,
+        epochs=20, batch_size=128, lr=1e-3, weight_decay=0.05, schedule="cosine", milestones=(),
+    ),
+}
