@@ -65,3 +65,8 @@ def test_claims_table_lists_every_claim_with_its_verdict():
     assert len(table) == 4
     assert table[2] == "| `up` | yes | 0.950 | >= 0.9 | r |"
     assert table[3].startswith("| `down` | **no** | 0.500 | >= 0.9 |")
+
+
+def test_claims_table_shows_tiny_values():
+    table = results.claims_table({"exact": results.claim(6.5e-11, 1e-8, op="<=")})
+    assert "| 6.5e-11 | <= 1e-08 |" in table

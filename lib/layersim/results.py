@@ -136,11 +136,16 @@ def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
     return out
 
 
+def _fmt(value: float) -> str:
+    """Three decimals, or three significant digits for values too small to show that way."""
+    return f"{value:.3f}" if value == 0 or abs(value) >= 1e-3 else f"{value:.3g}"
+
+
 def claims_table(claims: dict) -> str:
     """A Markdown table of the claims: name, verdict, measured value, threshold and note."""
     rows = ["| claim | holds | value | threshold | note |", "|---|---|---|---|---|"]
     for name, c in claims.items():
         verdict = "yes" if c["holds"] else "**no**"
         threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""
-        rows.append(f"| `{name}` | {verdict} | {c['value']:.3f} | {threshold} | {c.get('note', '')} |")
+        rows.append(f"| `{name}` | {verdict} | {_fmt(c['value'])} | {threshold} | {c.get('note', '')} |")
     return "\n".join(rows)
