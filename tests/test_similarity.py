@@ -184,9 +184,94 @@ def test_layer_matrix_is_batched_not_pairwise(monkeypatch):
 def test_layer_matrix_low_memory_fallback(monkeypatch, metric):
     layers = random_layers(np.random.default_rng(23), n=20, dims=(3, 30, 4))
     ref = S.layer_matrix(layers, metric, form="gram")
-    monkeypatch.setattr(S, "_MAX_BYTES", 64)  # forces the pair loop of the feature form
+    monkeypatch.setattr(S, "_MAX_BYTES", 64)  # forces the block-row loop of the feature form
     assert S._choose_form(20, [3, 30, 4]) == "feature"
     np.testing.assert_allclose(S.layer_matrix(layers, metric), ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["cka", "debiased_cka"])
+def test_gram_form_in_row_blocks(monkeypatch, metric):
+    # a Gram buffer of 3 rows of all layers: 9 row blocks of 3, and a last one of 1
+    layers = random_layers(np.random.default_rng(24), n=28, dims=(5, 40, 8, 12), offset=3.0)
+    ref = S.layer_matrix(layers, metric, form="feature")
+    monkeypatch.setattr(S, "_MAX_BYTES", 4 * 8 * 4 * 28 * 3)
+    np.testing.assert_allclose(S.layer_matrix(layers, metric, form="gram"), ref, atol=1e-12)
+    monkeypatch.setattr(S, "_MAX_BYTES", 1)  # one row per block
+    np.testing.assert_allclose(S.layer_matrix(layers, metric, form="gram"), ref, atol=1e-12)
+
+
+def test_auto_form_follows_shape():
+    # Gram form when N is well below sum(d), feature form when well above
+    assert S._choose_form(500, [768] * 13) == "gram"
+    assert S._choose_form(20000, [384] * 13) == "feature"
+    assert S._choose_form(100, [3, 4]) == "feature"
+    assert S._choose_form(10, [300, 400]) == "gram"
+
+
+def _traced_peak(fn):
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_layer_matrix_memory_no_float64_copies():
+    # float32 [L, N, d]: the only big allocations are Z = [N, sum d] float64 and Z^T Z;
+    # a float64 copy of every layer beforehand would add another |Z|
+    rng = np.random.default_rng(25)
+    L, n, d = 4, 20000, 16
+    X = (rng.standard_normal((L, n, d)) + 1e3).astype(np.float32)
+    M, peak = _traced_peak(lambda: S.layer_matrix(X))
+    z_bytes = n * L * d * 8
+    assert peak < 1.35 * z_bytes, (peak, z_bytes)
+    Xc = X.astype(np.float64) - X.astype(np.float64).mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(M, S.layer_matrix(Xc), atol=1e-6)
+
+
+def test_gram_form_memory_is_bounded(monkeypatch):
+    # all L Gram matrices at once would be L N^2 8 bytes = 29 MB; the row blocks stay in 1 MB
+    rng = np.random.default_rng(26)
+    L, n, d = 4, 960, 3
+    layers = [rng.standard_normal((n, d)) for _ in range(L)]
+    ref = S.layer_matrix(layers, form="feature")
+    monkeypatch.setattr(S, "_MAX_BYTES", 4 << 20)
+    M, peak = _traced_peak(lambda: S.layer_matrix(layers, form="gram"))
+    assert peak < 3 << 20, peak
+    np.testing.assert_allclose(M, ref, atol=1e-12)
+
+
+def test_streaming_update_accumulates_in_place():
+    # after the first batch, an update allocates only its own [b, D] block, not D x D
+    rng = np.random.default_rng(27)
+    L, d, b = 4, 100, 20
+    acc = S.StreamingCKA()
+    acc.update((rng.standard_normal((L, b, d)) + 50).astype(np.float32))
+    batch = (rng.standard_normal((L, b, d)) + 50).astype(np.float32)
+    _, peak = _traced_peak(lambda: acc.update(batch))
+    D = L * d
+    assert peak < 0.25 * D * D * 8, (peak, D * D * 8)
+    for _ in range(10):  # and the memory does not grow with the number of batches seen
+        _, p = _traced_peak(lambda: acc.update(batch))
+        assert p <= peak + 4096
+
+
+def test_streaming_result_reads_the_triangle_in_block_rows():
+    rng = np.random.default_rng(28)
+    L, d, b = 8, 50, 40
+    layers = (rng.standard_normal((L, 3 * b, d)) @ rng.standard_normal((d, d)) + 30.0)
+    for debiased in (False, True):
+        acc = S.StreamingCKA(debiased=debiased)
+        for a in range(0, 3 * b, b):
+            acc.update(layers[:, a:a + b])
+        M, peak = _traced_peak(acc.result)
+        D = L * d
+        assert peak < 0.5 * D * D * 8, (peak, D * D * 8)  # no full D x D temporaries
+        np.testing.assert_allclose(
+            M, S.layer_matrix(layers, "debiased_cka" if debiased else "cka"), atol=1e-10)
 
 
 def test_layer_matrix_stacked_equals_list():
@@ -285,9 +370,16 @@ def test_cka_symmetric_and_self_one(seed, shp, debiased):
 @FAST
 @given(seed=seeds, n=st.integers(12, 30), d=st.integers(2, 6))
 def test_cka_not_invariant_to_ill_conditioned_map(seed, n, d):
+    # X is whitened (centred, X^T X = n I), so that no unlucky small sample makes X nearly
+    # one-dimensional (seed=24872, n=12, d=2 gave 0.99005 for a raw Gaussian X); then
+    # CKA(X, XA) = sum s^2 / (sqrt(d) sqrt(sum s^4)) exactly, s = singular values of A.
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))
-    A = random_orthogonal(rng, d) @ np.diag(np.logspace(0, 3, d)) @ random_orthogonal(rng, d)
+    X = np.linalg.qr(X - X.mean(0))[0] * np.sqrt(n)
+    s = np.logspace(0, 3, d)
+    A = random_orthogonal(rng, d) @ np.diag(s) @ random_orthogonal(rng, d)
+    expected = np.sum(s**2) / (np.sqrt(d) * np.sqrt(np.sum(s**4)))
+    assert S.linear_cka(X, X @ A) == pytest.approx(expected, abs=1e-9)
     assert S.linear_cka(X, X @ A) < 0.99
 
 
@@ -600,3 +692,19 @@ def test_cca_matches_whitening_formula_and_invariance():
     assert S.svcca(2 * X @ Q, Y) == pytest.approx(S.svcca(X, Y), abs=1e-10)
     with pytest.raises(ValueError, match="too few samples for CCA"):
         S.cca_r2(good(10, 6), good(10, 6, seed=1))
+
+
+# --------------------------------------------------------------------------------------
+# the benchmark's baselines (python -m layersim.bench)
+# --------------------------------------------------------------------------------------
+def test_bench_baselines_and_smoke_run(capsys):
+    from layersim import bench
+    X = bench.ResidualStream(d=12, n_layers=4, seed=3).batch(60)
+    assert X.dtype == np.float32 and X.shape == (4, 60, 12)
+    ref = bench.reference_from_product(bench.floor_product(bench.centred_stack(X)), 4)
+    np.testing.assert_allclose(ref, S.layer_matrix(X), atol=1e-12)
+    assert bench.naive_pair(X[0], X[2]) == pytest.approx(
+        naive_linear_cka(X[0].astype(np.float64), X[2].astype(np.float64)), abs=1e-10)
+    assert bench.main(["--quick", "--no-torch-cka", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| 4×400×16 | (a) naive" in out and "StreamingCKA memory vs N" in out

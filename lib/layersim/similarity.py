@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.linalg import blas as _blas
 
 __all__ = [
     "cosine",
@@ -77,16 +78,25 @@ _MAX_BYTES = 1 << 30
 # --------------------------------------------------------------------------------------
 # input handling
 # --------------------------------------------------------------------------------------
-def _to_numpy(x: Any) -> np.ndarray:
-    """Any array-like or torch tensor -> float64 numpy array on the CPU (no validation)."""
+def _to_numpy(x: Any, native: bool = False) -> np.ndarray:
+    """Any array-like or torch tensor -> numpy array on the CPU (no validation).
+
+    float64 by default.  With ``native=True`` float16/32/64 data keep their dtype (no
+    copy); the batched CKA paths cast each layer to float64 only while centring it into
+    their one float64 work array, so they never hold a float64 copy of every layer.
+    """
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
         x = x.detach().cpu()
         if x.is_complex():
             raise ValueError("complex tensors are not supported")
-        x = x.double().numpy()
+        if not (native and str(x.dtype) in ("torch.float16", "torch.float32", "torch.float64")):
+            x = x.double()
+        x = x.numpy()
     arr = np.asarray(x)
     if np.iscomplexobj(arr):
         raise ValueError("complex arrays are not supported")
+    if native and arr.dtype in (np.float16, np.float32, np.float64):
+        return arr
     return np.asarray(arr, dtype=np.float64)
 
 
@@ -96,9 +106,12 @@ def _check_finite(arr: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} contains NaN or inf ({bad} non-finite entries)")
 
 
-def _as_2d(x: Any, name: str, min_n: int = 2) -> np.ndarray:
-    """Validate one representation: 2-D ``[N, d]``, finite, ``N >= min_n``, ``d >= 1``."""
-    arr = _to_numpy(x)
+def _as_2d(x: Any, name: str, min_n: int = 2, native: bool = False) -> np.ndarray:
+    """Validate one representation: 2-D ``[N, d]``, finite, ``N >= min_n``, ``d >= 1``.
+
+    float64 out, or the input's float dtype with ``native=True`` (see :func:`_to_numpy`).
+    """
+    arr = _to_numpy(x, native)
     if arr.ndim != 2:
         hint = ""
         if arr.ndim == 3:
@@ -120,8 +133,9 @@ def _same_n(X: np.ndarray, Y: np.ndarray, names: str = "X and Y") -> None:
             f"{names} must have the same number of samples N, got {X.shape[0]} and {Y.shape[0]}")
 
 
-def _as_layers(layers: Any, min_n: int = 2) -> list[np.ndarray]:
-    """A list of ``[N, d_l]`` arrays or a stacked ``[L, N, d]`` array -> validated list."""
+def _as_layers(layers: Any, min_n: int = 2, native: bool = False) -> list[np.ndarray]:
+    """A list of ``[N, d_l]`` arrays or a stacked ``[L, N, d]`` array -> validated list
+    (float64, or the input's float dtype with ``native=True``)."""
     if isinstance(layers, (list, tuple)):
         items = list(layers)
     else:
@@ -136,7 +150,7 @@ def _as_layers(layers: Any, min_n: int = 2) -> list[np.ndarray]:
             items = [layers[i] for i in range(layers.shape[0])]
     if len(items) == 0:
         raise ValueError("layers is empty; need at least one layer")
-    out = [_as_2d(x, f"layer {i}", min_n=min_n) for i, x in enumerate(items)]
+    out = [_as_2d(x, f"layer {i}", min_n=min_n, native=native) for i, x in enumerate(items)]
     n0 = out[0].shape[0]
     for i, x in enumerate(out):
         if x.shape[0] != n0:
@@ -378,25 +392,111 @@ def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> f
 # linear CKA, batched over layers
 # --------------------------------------------------------------------------------------
 def _choose_form(n: int, dims: Sequence[int]) -> str:
-    """'feature' (d x d cross-covariances) or 'gram' (N x N Gram matrices), by cost."""
+    """'feature' (d x d cross-covariances) or 'gram' (N x N Gram matrices), by cost.
+
+    Multiply-adds, both forms using the symmetry of their products: the feature form is
+    one ``Z^T Z`` of the centred ``Z = [X_1 ... X_L]`` (``N D^2 / 2`` with ``D = sum d_l``,
+    one large BLAS syrk); the Gram form builds every ``K_l = X_l X_l^T`` in row blocks
+    (``N^2 D / 2``) and all ``<K_i, K_j>`` (``N^2 L^2 / 2``, memory-bound).  The Gram
+    form's many smaller products ran at about half the syrk's rate on our 2-core OpenBLAS
+    (``python -m layersim.bench``), hence the weights; it wins roughly when ``N < D / 2``.
+    It is used only if one row of all L Gram matrices fits in ``_MAX_BYTES`` (see
+    :func:`_gram_dots`).
+    """
     L, D = len(dims), int(sum(dims))
-    gram_cost = n * n * (D + L * L)
-    feature_cost = n * D * D
-    if gram_cost < feature_cost and L * n * n * 8 <= _MAX_BYTES:
+    gram_cost = 2.0 * n * n * D / 2 + 4.0 * n * n * L * L / 2
+    feature_cost = n * D * D / 2
+    if gram_cost < feature_cost and 8 * L * n <= _MAX_BYTES:
         return "gram"
     return "feature"
 
 
 def _concat_centred(Xs: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Centre every layer into one preallocated [N, sum d_l] array; return it and its views."""
+    """Centre every layer into one preallocated float64 ``[N, sum d_l]`` array.
+
+    Each layer (any float dtype) is cast into its block of ``Z``, and its float64 column
+    mean is subtracted there, before any product is formed; no other full-size copy is
+    made.  Raises for a constant layer (as :func:`_center`).  Returns ``Z`` and the
+    per-layer views into it.
+    """
     dims = [x.shape[1] for x in Xs]
-    Z = np.empty((Xs[0].shape[0], sum(dims)))
+    n = Xs[0].shape[0]
+    Z = np.empty((n, sum(dims)))
     views, s0 = [], 0
     for i, (x, d) in enumerate(zip(Xs, dims)):
-        Z[:, s0:s0 + d] = _center(x, f"layer {i}")
-        views.append(Z[:, s0:s0 + d])
+        blk = Z[:, s0:s0 + d]
+        blk[...] = x
+        blk -= blk.mean(axis=0)
+        tol = 64 * _EPS * np.sqrt(x.size) * float(np.abs(x).max())
+        if np.sqrt(np.einsum("nd,nd->", blk, blk)) <= tol:
+            raise ValueError(
+                f"layer {i} is constant across samples (zero variance after centring); "
+                "CKA and other centred similarities are undefined")
+        views.append(blk)
         s0 += d
     return Z, views
+
+
+def _starts(dims: Sequence[int]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(dims)[:-1]]).astype(np.intp)
+
+
+def _feature_dots(Z: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """All ``||X_i^T X_j||_F^2`` from the centred ``Z = [X_1 ... X_L]``, ``[N, D]``.
+
+    If the ``D x D`` cross-covariance fits in ``_MAX_BYTES``: one symmetric product
+    ``C = Z^T Z`` (BLAS syrk), then the blocks' squared Frobenius norms by two
+    ``reduceat`` sums of ``C * C`` -- the whole matrix from one product, no loop over
+    pairs.  Otherwise one block row ``X_i^T [X_i ... X_L]`` per layer (``d_i x D``
+    memory, the upper triangle only).
+    """
+    D = Z.shape[1]
+    starts = _starts(dims)
+    if D * D * 8 <= _MAX_BYTES:
+        C = Z.T @ Z
+        np.multiply(C, C, out=C)
+        return np.add.reduceat(np.add.reduceat(C, starts, axis=0), starts, axis=1)
+    L = len(dims)
+    T = np.empty((L, L))
+    for i in range(L):
+        s0 = starts[i]
+        Ci = Z[:, s0:s0 + dims[i]].T @ Z[:, s0:]
+        np.multiply(Ci, Ci, out=Ci)
+        row = np.add.reduceat(Ci.sum(axis=0), starts[i:] - s0)
+        T[i, i:] = row
+        T[i:, i] = row
+    return T
+
+
+def _gram_dots(Xcs: Sequence[np.ndarray]) -> np.ndarray:
+    """All ``<K_i, K_j>_F`` with ``K_l = X_l X_l^T``, built in row blocks of the Gram matrices.
+
+    For a block of rows ``r`` the diagonal blocks ``K_l[r, r]`` and the blocks right of
+    them ``K_l[r, r+]`` of all layers are formed (``L b N`` floats at most, ``b`` chosen so
+    that this stays within ``_MAX_BYTES / 4``), and ``<K_i, K_j>`` is accumulated as
+    ``sum_r <K_i[r,r], K_j[r,r]> + 2 <K_i[r,r+], K_j[r,r+]>`` (K symmetric), each by one
+    product of the stacked, flattened blocks.  Memory does not grow with ``N^2``.
+    """
+    L, n = len(Xcs), Xcs[0].shape[0]
+    b = int(max(1, min(n, (_MAX_BYTES // 4) // (8 * L * n))))
+    buf = np.empty(L * b * n)
+    T = np.zeros((L, L))
+    for r0 in range(0, n, b):
+        r1 = min(n, r0 + b)
+        m, w = r1 - r0, n - r1
+        Gd = buf[:L * m * m].reshape(L, m, m)
+        Go = buf[L * m * m:L * m * (m + w)].reshape(L, m, w)
+        for i, X in enumerate(Xcs):
+            A = X[r0:r1]
+            np.matmul(A, A.T, out=Gd[i])
+            if w:
+                np.matmul(A, X[r1:].T, out=Go[i])
+        g = Gd.reshape(L, m * m)
+        T += g @ g.T
+        if w:
+            g = Go.reshape(L, m * w)
+            T += 2.0 * (g @ g.T)
+    return T
 
 
 def _dot_matrix(Xcs: Sequence[np.ndarray], form: str = "auto",
@@ -407,29 +507,15 @@ def _dot_matrix(Xcs: Sequence[np.ndarray], form: str = "auto",
     """
     n = Xcs[0].shape[0]
     dims = [x.shape[1] for x in Xcs]
-    L = len(Xcs)
     if form == "auto":
         form = _choose_form(n, dims)
     if form == "gram":
-        G = np.empty((L, n * n))
-        for i, X in enumerate(Xcs):
-            G[i] = (X @ X.T).ravel()
-        return G @ G.T
+        return _gram_dots(Xcs)
     if form != "feature":
         raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
-    D = sum(dims)
-    if D * D * 8 <= _MAX_BYTES:
-        if Z is None:
-            Z = np.concatenate(Xcs, axis=1)
-        C = Z.T @ Z
-        np.multiply(C, C, out=C)
-        starts = np.concatenate([[0], np.cumsum(dims)[:-1]])
-        return np.add.reduceat(np.add.reduceat(C, starts, axis=0), starts, axis=1)
-    T = np.empty((L, L))
-    for i in range(L):
-        for j in range(i, L):
-            T[i, j] = T[j, i] = np.sum((Xcs[i].T @ Xcs[j]) ** 2)
-    return T
+    if Z is None:
+        Z = np.concatenate(Xcs, axis=1)
+    return _feature_dots(Z, dims)
 
 
 def _debias(T: np.ndarray, R: np.ndarray, n: int) -> np.ndarray:
@@ -487,7 +573,8 @@ def linear_cka(X: Any, Y: Any, debiased: bool = False, form: str = "auto") -> fl
     Y : array or tensor, [N, d2]
     debiased : bool
     form : {'auto', 'feature', 'gram'}
-        'auto' uses the feature form when ``d1 + d2 <= N`` (roughly), else the Gram form.
+        'auto' uses the Gram form when N is below about ``(d1 + d2) / 2``, else the feature
+        form (see ``_choose_form``); the result does not depend on it.
 
     Returns
     -------
@@ -523,9 +610,14 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
     """Symmetric L x L similarity matrix between all layers, computed in one batch.
 
     - ``'cka'``: linear CKA (tracing eq. 3 / Kornblith et al. §3).  Every layer is
-      centred once; then either all cross-covariances come from one product of the
-      concatenated features, or all Gram matrices are stacked and compared with one
-      product (chosen by cost, see ``form``).
+      centred once, in float64, into one ``[N, sum d_l]`` array ``Z`` (float32 input is
+      not copied to float64 beforehand).  Then either the feature form: one symmetric
+      product ``Z^T Z`` gives all cross-covariances, and the CKA matrix is read off the
+      blocks' squared Frobenius norms; or the Gram form: all ``N x N`` Gram matrices are
+      built in row blocks and compared with one product per block.  ``form='auto'``
+      picks the cheaper (the Gram form only when N is below about ``sum d_l / 2``, see
+      ``_choose_form``).  Peak memory: ``Z`` plus ``(sum d_l)^2`` floats (feature) or a
+      bounded Gram buffer (gram).
     - ``'debiased_cka'``: the same with Song et al.'s unbiased HSIC_1 (N >= 4).
     - ``'cos'``: mean sample-wise cosine (tracing §2.1, heatmaps of Fig. 2c,d): rows of
       every (centred, if ``center``) layer are normalised, then one product gives all
@@ -549,7 +641,7 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
     """
     _check_metric(metric, center)
     debiased = metric == "debiased_cka"
-    Xs = _as_layers(layers, min_n=4 if debiased else 2)
+    Xs = _as_layers(layers, min_n=4 if debiased else 2, native=metric != "cos")
     if metric == "cos":
         _same_dims(Xs)
         U = np.stack([_unit_rows(x, center, f"layer {i}").ravel() for i, x in enumerate(Xs)])
@@ -694,7 +786,10 @@ class StreamingCKA:
     by Song et al.'s HSIC_1 (``sum_n q_in q_jn`` and ``sum_n q_in y_jn`` with
     ``q = ||y||^2``), so that estimator is exact too.
 
-    Memory: ``8 (sum_l d_l)^2`` bytes (e.g. 13 layers x 768: 0.8 GB).
+    Memory: ``8 (sum_l d_l)^2`` bytes (e.g. 13 layers x 768: 0.8 GB), independent of N;
+    each batch is added in place by one BLAS ``syrk`` (upper triangle), so an update
+    allocates only its own ``[b, sum d_l]`` float64 block; ``result`` reads that
+    triangle one block row (``d_l x sum d_l``) at a time.
     Invariances: those of linear CKA (see :func:`linear_cka`).
     """
 
@@ -705,15 +800,16 @@ class StreamingCKA:
 
     def update(self, layers: Any) -> "StreamingCKA":
         """Add one minibatch: a list of [b, d_l] arrays or a stacked [L, b, d] array."""
-        Xs = _as_layers(layers, min_n=1)
+        Xs = _as_layers(layers, min_n=1, native=True)
         dims = [x.shape[1] for x in Xs]
         if self._dims is None:
             self._dims = dims
-            self._starts = np.concatenate([[0], np.cumsum(dims)[:-1]]).astype(int)
-            self._shift = np.concatenate([x.mean(0) for x in Xs])
+            self._starts = _starts(dims)
+            self._shift = np.concatenate([x.mean(0, dtype=np.float64) for x in Xs])
             D, L = sum(dims), len(dims)
             self._s = np.zeros(D)
-            self._S = np.zeros((D, D))
+            # upper triangle of sum_n y_n y_n^T, Fortran order: updated in place by syrk
+            self._Su = np.zeros((D, D), order="F")
             self._absmax = np.zeros(L)
             if self.debiased:
                 self._A = np.zeros((L, L))
@@ -721,11 +817,17 @@ class StreamingCKA:
                 self._t = np.zeros(L)
         elif dims != self._dims:
             raise ValueError(f"layer dimensions changed between batches: {self._dims} -> {dims}")
-        Y = np.concatenate(Xs, axis=1) - self._shift
+        Y = np.empty((Xs[0].shape[0], sum(dims)))
+        for x, s0, d in zip(Xs, self._starts, dims):
+            Y[:, s0:s0 + d] = x
+        Y -= self._shift
         self.n += Y.shape[0]
         self._s += Y.sum(0)
-        self._S += Y.T @ Y
-        self._absmax = np.maximum(self._absmax, [np.abs(x).max() for x in Xs])
+        # S += Y^T Y in place (upper triangle only): no D x D temporary per batch
+        out = _blas.dsyrk(1.0, Y.T, beta=1.0, c=self._Su, trans=0, lower=0, overwrite_c=1)
+        if not np.shares_memory(out, self._Su):  # pragma: no cover - f2py copied after all
+            self._Su = out
+        self._absmax = np.maximum(self._absmax, [float(np.abs(x).max()) for x in Xs])
         if self.debiased:
             Q = np.add.reduceat(Y * Y, self._starts, axis=1)  # [b, L] row squared norms
             self._A += Q.T @ Q
@@ -733,8 +835,25 @@ class StreamingCKA:
             self._t += Q.sum(0)
         return self
 
-    def _block_sums(self, M: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(np.add.reduceat(M, self._starts, axis=0), self._starts, axis=1)
+    def _centred_dots(self, mu: np.ndarray) -> np.ndarray:
+        """``T_ij = ||C_ij||_F^2`` for ``C = S - n mu mu^T``, one block row at a time.
+
+        Reads only the upper triangle of ``S`` (blocks ``j >= i``; a diagonal block's
+        strict upper part counts twice), so the extra memory is ``d_i x D``, not ``D^2``.
+        """
+        n, starts, dims = self.n, self._starts, self._dims
+        L = len(dims)
+        T = np.empty((L, L))
+        for i in range(L):
+            s0, d = starts[i], dims[i]
+            Ci = self._Su[s0:s0 + d, s0:] - n * np.outer(mu[s0:s0 + d], mu[s0:])
+            Ci *= Ci
+            diag = np.triu(Ci[:, :d])
+            row = np.add.reduceat(Ci.sum(axis=0), starts[i:] - s0)
+            row[0] = 2.0 * diag.sum() - np.trace(diag)
+            T[i, i:] = row
+            T[i:, i] = row
+        return T
 
     def result(self) -> np.ndarray:
         """The L x L (debiased) linear CKA matrix of all samples seen so far."""
@@ -745,16 +864,15 @@ class StreamingCKA:
             raise ValueError(
                 f"only N={n} samples seen; need at least {4 if self.debiased else 2} samples")
         mu = self._s / n
-        C = self._S - n * np.outer(mu, mu)
         dims = np.array(self._dims)
-        var = np.diag(self._block_sums(np.diag(np.diag(C))))  # ||X_c||_F^2 per layer
+        var = np.add.reduceat(np.diag(self._Su) - n * mu * mu, self._starts)  # ||X_c||_F^2
         tol = 64 * _EPS * np.sqrt(n * dims) * self._absmax
         bad = np.flatnonzero(np.sqrt(np.maximum(var, 0)) <= tol)
         if bad.size:
             raise ValueError(
                 f"layer {int(bad[0])} is constant across samples (zero variance after "
                 "centring); CKA is undefined")
-        T = self._block_sums(C * C)
+        T = self._centred_dots(mu)
         ref = np.diag(T).copy()
         if self.debiased:
             L = len(dims)
@@ -764,7 +882,8 @@ class StreamingCKA:
             Mu = E * mu[:, None]                       # block-diagonal means, [D, L]
             m = (Mu * Mu).sum(0)                       # ||mu_i||^2
             BM = self._B @ Mu                          # sum_n q_in (y_jn . mu_j)
-            RR = (self._A - 2 * BM - 2 * BM.T + 4 * Mu.T @ self._S @ Mu
+            SMu = _blas.dsymm(1.0, self._Su, Mu, side=0, lower=0)  # S @ Mu from S's triangle
+            RR = (self._A - 2 * BM - 2 * BM.T + 4 * Mu.T @ SMu
                   + np.outer(self._t, m) + np.outer(m, self._t) - 3 * n * np.outer(m, m))
             s = self._t - n * m                        # sum_n ||x_in - mu_i||^2
             T = T - n / (n - 2.0) * RR + np.outer(s, s) / ((n - 1.0) * (n - 2.0))
