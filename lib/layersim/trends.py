@@ -21,24 +21,24 @@ def _curve(x, name: str = "curve") -> np.ndarray:
     return arr
 
 
-def pearson(a, b) -> float:
-    """Pearson correlation of two equally long curves (ValueError if either is constant)."""
+def _correlatable(a, b, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Two finite, non-constant curves of equal length >= 3, or a ValueError saying which test failed."""
     a, b = _curve(a, "a"), _curve(b, "b")
     if a.shape != b.shape or a.size < 3:
         raise ValueError(f"need two curves of equal length >= 3, got {a.shape} and {b.shape}")
     if np.ptp(a) == 0 or np.ptp(b) == 0:
-        raise ValueError("a constant curve has no correlation")
-    return float(stats.pearsonr(a, b).statistic)
+        raise ValueError(f"a constant curve has no {what}")
+    return a, b
+
+
+def pearson(a, b) -> float:
+    """Pearson correlation of two equally long curves (ValueError if either is constant)."""
+    return float(stats.pearsonr(*_correlatable(a, b, "correlation")).statistic)
 
 
 def spearman(a, b) -> float:
     """Spearman rank correlation of two equally long curves (ValueError if either is constant)."""
-    a, b = _curve(a, "a"), _curve(b, "b")
-    if a.shape != b.shape or a.size < 3:
-        raise ValueError(f"need two curves of equal length >= 3, got {a.shape} and {b.shape}")
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        raise ValueError("a constant curve has no rank correlation")
-    return float(stats.spearmanr(a, b).statistic)
+    return float(stats.spearmanr(*_correlatable(a, b, "rank correlation")).statistic)
 
 
 def fraction_increasing(curve, strict: bool = True) -> float:
