@@ -7,22 +7,12 @@ import numpy as np
 import pytest
 import torch
 from timm.models.deit import VisionTransformerDistilled
-from timm.models.vision_transformer import VisionTransformer
 from torch.utils.data import DataLoader, TensorDataset
 
 import transformers as tr
+from builders import DEPTH
+from builders import tiny_vit as make_vit
 from layersim import models as M
-
-DEPTH = 3
-
-
-def make_vit(**kw):
-    torch.manual_seed(0)
-    args = dict(img_size=28, patch_size=7, in_chans=1, depth=DEPTH, embed_dim=32, num_heads=2,
-                num_classes=10, global_pool="token")
-    args.update(kw)
-    return VisionTransformer(**args).eval()
-
 
 def make_gpt2():
     torch.manual_seed(0)

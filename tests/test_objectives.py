@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from builders import toy_data
 from layersim import models as M
 from layersim import objectives as O
 from layersim import readout as R
@@ -31,15 +32,6 @@ def make(depth=3, seed=0, **kw):
 def batch(n=12, seed=0, k=3):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, k, (n,), generator=g)
-
-
-def toy_data(n=64, seed=0):
-    """Two classes that differ in the brightness of the left half of the image."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 2, (n,), generator=g)
-    x = torch.randn(n, 1, 8, 8, generator=g) * 0.3
-    x[:, :, :, :4] += (2 * y - 1).float()[:, None, None, None]
-    return TensorDataset(x, y)
 
 
 def cfg(objective="aligned", **extra):

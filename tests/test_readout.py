@@ -8,27 +8,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-from timm.models.vision_transformer import VisionTransformer
 
 import transformers as tr
+from builders import DEPTH, tiny_vit
 from layersim import models as M
 from layersim import readout as R
-
-DEPTH = 3
-
-
-def make_vit(**kw):
-    torch.manual_seed(0)
-    args = dict(img_size=28, patch_size=7, in_chans=1, depth=DEPTH, embed_dim=32, num_heads=2,
-                num_classes=10, global_pool="token")
-    args.update(kw)
-    model = VisionTransformer(**args).eval()
-    with torch.no_grad():  # random-init biases / norms are zeros / ones: make them generic
-        for p in model.parameters():
-            if p.ndim == 1:
-                p.add_(0.1 * torch.randn_like(p))
-    return model
-
 
 def make_decoder(kind):
     torch.manual_seed(0)
@@ -50,7 +34,7 @@ def images():
 
 @pytest.fixture(scope="module")
 def vit():
-    return make_vit()
+    return tiny_vit(perturb=True)
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
@@ -85,7 +69,7 @@ def test_vit_token_readout_last_layer_equals_model_logits(vit, images):
 
 
 def test_vit_avg_pool_readout_of_mean_token_equals_model_logits(images):
-    m = make_vit(global_pool="avg")  # fc_norm after pooling, model.norm is Identity
+    m = tiny_vit(perturb=True, global_pool="avg")  # fc_norm after pooling, model.norm is Identity
     logits = R.layer_logits(m, feats(m, [images], token="mean"))
     with torch.no_grad():
         np.testing.assert_allclose(logits[-1], m(images).numpy(), atol=1e-5)

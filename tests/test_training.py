@@ -1,21 +1,11 @@
-import numpy as np
 import pytest
 import torch
-from torch.utils.data import TensorDataset
 
+from builders import toy_data
 from layersim import training
 from layersim.training import TrainConfig, ViTConfig
 
 TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=2, embed_dim=16, depth=2, num_heads=2)
-
-
-def toy_data(n=64, seed=0):
-    """Two classes that differ in the brightness of the left half of the image."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 2, (n,), generator=g)
-    x = torch.randn(n, 1, 8, 8, generator=g) * 0.3
-    x[:, :, :, :4] += (2 * y - 1).float()[:, None, None, None]
-    return TensorDataset(x, y)
 
 
 def test_build_vit_matches_config_and_rejects_bad_shapes():
