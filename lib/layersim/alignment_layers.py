@@ -1,0 +1,228 @@
+"""Where the label vector sits in a network's representations: the alignment paper's Figures 2 and 7.
+
+Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``):
+
+* **Figure 2** (Sections 4 and 4.2) plots, against the index ``i`` of the singular values, the squared
+  projections ``(u_i^T y)^2`` of the label vector on the left singular vectors of a representation:
+  raw MNIST pixels with the true labels (large on the top few directions), with shuffled labels
+  (spread "more or less uniformly"), and the last hidden layer of a network trained on the shuffled
+  labels, before and after training. :func:`top_share` turns "mostly on the top singular vectors"
+  into a number (chance, for a label vector spread evenly over ``n`` directions, is ``k / n``);
+  :func:`plot_label_projections` draws one panel.
+* **Figure 7** (Section 5) compares the alignment curves (eq. 2) of the input and of every hidden
+  layer, before and after training: :func:`layer_alignment` (input first, then each hidden layer).
+* The tasks: balanced binary image tasks (:func:`binary_task`; Fashion-MNIST and scikit-learn's
+  digits offline, MNIST / CIFAR through torchvision at the paper's scale), a regression task with
+  its label moved to ``[-1, 1]`` as the paper does for CT Position (:func:`regression_task`), and
+  label shuffling (:func:`shuffled`).
+
+Representations are put in the paper's form by :func:`layersim.alignment.prepare` (a constant-1
+column, then unit-length rows) before any SVD here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import alignment as al
+
+#: image data sets read through torchvision (the paper's scale; not offline)
+_TORCHVISION = ("mnist", "cifar10", "cifar100")
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+def _images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """Raw images, labels and the pixel maximum of one split of an image data set."""
+    from . import data
+
+    if dataset == "fashion-mnist":
+        images, labels = data.load_fashion_mnist(split)
+        return images, labels, 255.0
+    if dataset == "digits":
+        images, labels = data.load_digits("all" if split == "train" else split)
+        return images, labels, 16.0
+    if dataset in _TORCHVISION:
+        base = data.load_torchvision(dataset, split)
+        return np.asarray(base.data), np.asarray(base.targets), 255.0
+    raise ValueError(f"unknown image data set {dataset!r}; use fashion-mnist, digits, {', '.join(_TORCHVISION)}")
+
+
+def balanced_indices(labels, classes: Sequence[int], n_per_class: int, seed: int = 0) -> np.ndarray:
+    """``n_per_class`` random indices of each of the two ``classes``, in a random order.
+
+    ValueError if a class has fewer samples than asked for, or ``classes`` is not two distinct labels.
+    """
+    labels = np.asarray(labels)
+    if len(classes) != 2 or classes[0] == classes[1]:
+        raise ValueError(f"a binary task needs two distinct classes, got {classes}")
+    if n_per_class < 1:
+        raise ValueError(f"n_per_class must be positive, got {n_per_class}")
+    rng = np.random.default_rng(seed)
+    picked = []
+    for c in classes:
+        pool = np.flatnonzero(labels == c)
+        if len(pool) < n_per_class:
+            raise ValueError(f"class {c} has {len(pool)} samples, fewer than {n_per_class}")
+        picked.append(rng.choice(pool, size=n_per_class, replace=False))
+    return rng.permutation(np.concatenate(picked))
+
+
+def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: int = 0,
+                split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """A balanced binary task as the paper builds it from "the first two classes" of MNIST or CIFAR-10.
+
+    Returns ``X`` float64 ``[2 n_per_class, pixels]`` (raw pixels scaled to ``[0, 1]``, flattened) and
+    ``t`` int ``[2 n_per_class]`` (1 for ``classes[1]``, 0 for ``classes[0]``), in a random order.
+    ``dataset``: ``fashion-mnist``, ``digits`` (offline; digits' ``train`` split means all 1797 images),
+    ``mnist``, ``cifar10``, ``cifar100`` (torchvision, for the paper's scale).
+    """
+    images, labels, top = _images(dataset, split)
+    idx = balanced_indices(labels, classes, n_per_class, seed)
+    X = images[idx].reshape(len(idx), -1).astype(np.float64) / top
+    return X, (labels[idx] == classes[1]).astype(int)
+
+
+def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A regression task with standardised features and its label moved linearly to ``[-1, 1]``
+    (Figure 6's caption: "the label vector for the regression task was moved to the interval [-1, 1]").
+
+    ``dataset``: ``diabetes`` (scikit-learn's bundled 442 patients, 10 features; the offline stand-in
+    for UCI CT Position, which no loader here reaches). ``n``: a random subset of that size (all if None).
+    """
+    if dataset != "diabetes":
+        raise ValueError(f"unknown regression data set {dataset!r}; use 'diabetes'")
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(X)) if n is None else rng.choice(len(X), size=n, replace=False)
+    X = (X - X.mean(0)) / X.std(0)
+    return X[idx], unit_interval(y[idx])
+
+
+def unit_interval(y) -> np.ndarray:
+    """``y`` moved linearly onto ``[-1, 1]`` (min to -1, max to 1); ValueError if it is constant."""
+    y = np.asarray(y, dtype=np.float64)
+    lo, hi = y.min(), y.max()
+    if hi == lo:
+        raise ValueError("a constant label vector cannot be moved onto [-1, 1]")
+    return 2.0 * (y - lo) / (hi - lo) - 1.0
+
+
+def shuffled(y, seed: int = 0) -> np.ndarray:
+    """A random permutation of the label vector (Figure 2b-d): same labels, no tie to the inputs."""
+    return np.random.default_rng(seed).permutation(np.asarray(y))
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def top_share(Phi, y, k: int) -> float | np.ndarray:
+    """The fraction of ``||y||^2`` on the ``k`` left singular vectors with the largest singular values,
+    ``sum_{i <= k} (u_i^T y)^2 / ||y||^2``.
+
+    ``Phi`` as given (call :func:`layersim.alignment.prepare` first) or its :class:`~layersim.alignment.SVD`.
+    A label vector spread evenly over all ``n`` directions has a share of ``k / n``; one lying in the span
+    of the top ``k`` has 1. ``y`` [n] gives a float, ``[n, m]`` an array of ``m``.
+    """
+    if int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k}")
+    sp = al.spectrum(Phi, y)
+    if np.any(sp.norm2 == 0):
+        raise ValueError("a zero label vector has no share")
+    share = sp.proj2[:, : int(k)].sum(axis=1) / sp.norm2
+    return float(share[0]) if np.ndim(y) == 1 else share
+
+
+def label_projections(Phi, y) -> tuple[np.ndarray, np.ndarray]:
+    """Figure 2's two series for one label vector: the singular values ``sigma_i`` (descending) and
+    ``(u_i^T y)^2`` for ``i = 1..min(n, d)``."""
+    if np.ndim(y) != 1:
+        raise ValueError("label_projections takes one label vector [n]")
+    sp = al.spectrum(Phi, y)
+    return sp.sigma, sp.proj2[0]
+
+
+def layer_alignment(model, X, y, thresholds) -> np.ndarray:
+    """Eq. 2's alignment curve of the input and of every hidden layer of an :class:`~layersim.alignment.MLP`
+    (Figure 7): ``[1 + hidden layers, len(thresholds)]``, the input's curve first.
+
+    Each representation gets the paper's form (:func:`~layersim.alignment.prepare`: bias column, unit rows).
+    """
+    X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+    reps = [X, *al.hidden_representations(model, X)]
+    return np.stack([al.alignment_curve(al.prepare(R), y, thresholds) for R in reps])
+
+
+def mean_se(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error of the mean (``s.d. with ddof=1 / sqrt(m)``) over ``axis``; with one
+    sample the standard error is 0."""
+    v = np.asarray(values, dtype=np.float64)
+    m = v.shape[axis]
+    if m == 0:
+        raise ValueError("no samples")
+    se = v.std(axis=axis, ddof=1) / np.sqrt(m) if m > 1 else np.zeros_like(v.mean(axis=axis))
+    return v.mean(axis=axis), se
+
+
+def cpu_for_small_models(threads: int = 1) -> None:
+    """Set PyTorch for training small MLPs on a shared CPU: ``threads`` intra-op threads (one is as
+    fast as two for batch-64 MLPs and far faster when other processes hold the cores) and denormal
+    numbers flushed to zero (tiny gradients late in training otherwise slow every step down)."""
+    import torch
+
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    torch.set_num_threads(int(threads))
+    torch.set_flush_denormal(True)
+
+
+# ----------------------------------------------------------------------------- plotting
+
+
+def plot_label_projections(sigma, proj2, ax, show: int = 50, title: str | None = None):
+    """One panel of Figure 2: bars of ``(u_i^T y)^2`` against the index ``i`` (the first ``show``),
+    the singular values as a line on a second axis. Returns ``(ax, twin axis)``."""
+    sigma, proj2 = np.asarray(sigma, float), np.asarray(proj2, float)
+    m = min(show, len(proj2))
+    idx = np.arange(1, m + 1)
+    ax.bar(idx, proj2[:m], color="tab:blue", width=0.8, label=r"$(u_i^\top y)^2$")
+    ax.set_xlabel("index $i$ of the singular value")
+    ax.set_ylabel(r"$(u_i^\top y)^2$", color="tab:blue")
+    ax.set_xlim(0.3, m + 0.7)
+    tw = ax.twinx()
+    tw.plot(idx, sigma[:m], color="tab:red", lw=1.5)
+    tw.set_ylabel(r"singular value $\sigma_i$", color="tab:red")
+    tw.set_ylim(0, None)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax, tw
+
+
+def plot_layer_curves(ax, thresholds, mean, se=None, labels: Sequence[str] | None = None, ls: str = "-",
+                      colors: Sequence | None = None, normalize: bool = True):
+    """Figure 7's curves: one line per layer (``mean`` ``[L, T]``), a shaded band of one standard error.
+
+    ``normalize``: divide each curve (and its band) by its value at the first threshold (``tau = 0``:
+    ``||y||^2``). ``colors`` default to a light-to-dark ramp (darker = closer to the output).
+    """
+    import matplotlib.pyplot as plt
+
+    mean = np.atleast_2d(np.asarray(mean, float))
+    se = np.zeros_like(mean) if se is None else np.atleast_2d(np.asarray(se, float))
+    t = np.asarray(thresholds, float)
+    colors = colors or plt.cm.viridis_r(np.linspace(0.15, 0.95, len(mean)))
+    labels = labels or [f"layer {i}" for i in range(len(mean))]
+    for c, s, lab, col in zip(mean, se, labels, colors):
+        scale = c[0] if normalize else 1.0
+        ax.plot(t, c / scale, ls=ls, color=col, label=lab, lw=1.8)
+        if np.any(s > 0):
+            ax.fill_between(t, (c - s) / scale, (c + s) / scale, color=col, alpha=0.2, lw=0)
+    ax.set_xlabel(r"threshold $\tau$ on singular values")
+    ax.set_ylabel(r"alignment / $\|y\|^2$" if normalize else "alignment")
+    ax.grid(alpha=0.3)
+    return ax

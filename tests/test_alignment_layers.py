@@ -1,0 +1,171 @@
+"""layersim.alignment_layers: tasks, label shares and layer-wise alignment (alignment paper, Figures 2 and 7)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from layersim import alignment as al  # noqa: E402
+from layersim import alignment_layers as la  # noqa: E402
+
+
+def orthonormal(n, m, seed=0):
+    q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(n, m)))
+    return q
+
+
+def known_svd(n=40, d=6, seed=0):
+    """Phi = U diag(s) V^T with known pieces (s descending, distinct)."""
+    U, V = orthonormal(n, d, seed), orthonormal(d, d, seed + 1)
+    s = np.array([9.0, 6.0, 4.0, 2.0, 1.0, 0.5])[:d]
+    return U, s, U @ np.diag(s) @ V.T
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+def test_balanced_indices():
+    labels = np.r_[np.zeros(30, int), np.ones(20, int), np.full(10, 2)]
+    idx = la.balanced_indices(labels, [2, 0], 7, seed=3)
+    assert len(idx) == 14 and len(set(idx)) == 14
+    assert np.sum(labels[idx] == 2) == 7 and np.sum(labels[idx] == 0) == 7
+    assert np.array_equal(idx, la.balanced_indices(labels, [2, 0], 7, seed=3))
+    assert not np.array_equal(idx, la.balanced_indices(labels, [2, 0], 7, seed=4))
+    # the order is mixed, not one class after the other
+    assert len(set(labels[idx[:7]])) == 2
+    for bad in ([0], [1, 1], [0, 1, 2]):
+        with pytest.raises(ValueError):
+            la.balanced_indices(labels, bad, 3)
+    with pytest.raises(ValueError, match="fewer"):
+        la.balanced_indices(labels, [0, 2], 11)
+    with pytest.raises(ValueError):
+        la.balanced_indices(labels, [0, 1], 0)
+
+
+def test_binary_task_on_digits():
+    from sklearn.datasets import load_digits
+
+    X, t = la.binary_task("digits", [0, 1], 50, seed=1)
+    assert X.shape == (100, 64) and t.sum() == 50
+    assert X.min() >= 0 and X.max() <= 1 and X.max() > 0.9
+    # every row is a real digit image of the right class (pixels / 16)
+    ref = load_digits()
+    for x, tt in zip(X[:10], t[:10]):
+        match = np.flatnonzero(np.all(np.isclose(ref.data / 16.0, x), axis=1))
+        assert len(match) >= 1 and set(ref.target[match]) == {int(tt)}
+    with pytest.raises(ValueError, match="unknown image"):
+        la.binary_task("svhn", [0, 1], 5)
+
+
+def test_regression_task_and_unit_interval():
+    X, y = la.regression_task("diabetes")
+    assert X.shape == (442, 10) and y.shape == (442,)
+    assert y.min() == -1.0 and y.max() == 1.0
+    assert np.allclose(X.mean(0), 0, atol=0.2) and np.allclose(X.std(0), 1, atol=0.2)
+    Xs, ys = la.regression_task("diabetes", n=100, seed=2)
+    assert Xs.shape == (100, 10) and -1 <= ys.min() and ys.max() <= 1
+    assert np.allclose(la.unit_interval([2.0, 4.0, 3.0]), [-1.0, 1.0, 0.0])
+    with pytest.raises(ValueError):
+        la.unit_interval([1.0, 1.0])
+    with pytest.raises(ValueError):
+        la.regression_task("ct-position")
+
+
+def test_shuffled_keeps_labels_and_is_seeded():
+    y = al.binary_targets(np.r_[np.zeros(50), np.ones(50)].astype(int))
+    s = la.shuffled(y, seed=1)
+    assert np.array_equal(np.sort(s), np.sort(y)) and not np.array_equal(s, y)
+    assert np.array_equal(s, la.shuffled(y, seed=1))
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def test_top_share_on_a_known_decomposition():
+    U, s, Phi = known_svd()
+    y = 3.0 * U[:, 0] + 1.0 * U[:, 2] + 2.0 * U[:, 4]  # ||y||^2 = 14
+    assert la.top_share(Phi, y, 1) == pytest.approx(9 / 14)
+    assert la.top_share(Phi, y, 3) == pytest.approx(10 / 14)
+    assert la.top_share(al.svd(Phi), y, 6) == pytest.approx(1.0)
+    # a part of y outside the span counts in ||y||^2 but in no share
+    out = orthonormal(40, 7, 0)[:, 6]
+    out = out - U @ (U.T @ out)
+    out /= np.linalg.norm(out)
+    assert la.top_share(Phi, y + np.sqrt(14) * out, 6) == pytest.approx(0.5)
+    both = la.top_share(Phi, np.stack([y, U[:, 1]], axis=1), 2)
+    assert np.allclose(both, [9 / 14, 1.0])
+    for bad in (0, 1.5, -1):
+        with pytest.raises(ValueError):
+            la.top_share(Phi, y, bad)
+    with pytest.raises(ValueError):
+        la.top_share(Phi, np.zeros(40), 1)
+
+
+def test_top_share_of_random_labels_is_k_over_n():
+    """Chance level: a label vector spread evenly over n directions puts k/n of its norm on any k."""
+    n = 60
+    Phi = np.random.default_rng(0).normal(size=(n, n))
+    Y = np.random.default_rng(1).normal(size=(n, 4000))
+    assert la.top_share(Phi, Y, 6).mean() == pytest.approx(6 / n, rel=0.05)
+
+
+def test_label_projections_sum_to_the_norm_in_the_span():
+    U, s, Phi = known_svd()
+    y = U @ np.array([1.0, -2.0, 0.5, 0.0, 3.0, 1.0])
+    sigma, p = la.label_projections(Phi, y)
+    assert np.allclose(sigma, s) and np.allclose(p, [1, 4, 0.25, 0, 9, 1])
+    with pytest.raises(ValueError):
+        la.label_projections(Phi, np.stack([y, y], 1))
+
+
+def test_layer_alignment_is_each_layer_in_the_papers_form():
+    r = np.random.default_rng(0)
+    X = r.normal(size=(50, 5))
+    y = al.binary_targets((X[:, 0] > 0).astype(int))
+    net = al.make_mlp(5, [8, 7, 6], seed=0)
+    tau = np.linspace(0, 5, 11)
+    curves = la.layer_alignment(net, X, y, tau)
+    assert curves.shape == (4, 11)
+    reps = [X, *al.hidden_representations(net, X)]
+    for c, R in zip(curves, reps):
+        assert np.allclose(c, al.alignment_loop(al.prepare(R), y, tau))
+    assert np.allclose(curves[:, 0], 50.0)
+
+
+def test_mean_se_matches_scipy():
+    v = np.random.default_rng(0).normal(size=(5, 3))
+    m, se = la.mean_se(v)
+    assert np.allclose(m, v.mean(0)) and np.allclose(se, stats.sem(v, axis=0))
+    m1, se1 = la.mean_se(v[:1])
+    assert np.allclose(m1, v[0]) and np.all(se1 == 0)
+    with pytest.raises(ValueError):
+        la.mean_se(np.zeros((0, 3)))
+
+
+def test_plots_draw():
+    U, s, Phi = known_svd()
+    fig, axes = plt.subplots(1, 2)
+    sigma, p = la.label_projections(Phi, U[:, 0])
+    ax, tw = la.plot_label_projections(sigma, p, axes[0], show=4, title="t")
+    assert len(ax.patches) == 4 and len(tw.lines) == 1
+    la.plot_layer_curves(axes[1], [0, 1, 2], [[4, 2, 1], [4, 3, 2]], [[0, 0.1, 0.1], [0, 0, 0]], labels=["a", "b"])
+    assert len(axes[1].lines) == 2 and axes[1].lines[0].get_ydata()[0] == 1.0
+    plt.close(fig)
+
+
+def test_cpu_for_small_models():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        la.cpu_for_small_models(1)
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ValueError):
+            la.cpu_for_small_models(0)
+    finally:
+        torch.set_num_threads(before)
+        torch.set_flush_denormal(False)
