@@ -169,3 +169,29 @@ def test_cpu_for_small_models():
     finally:
         torch.set_num_threads(before)
         torch.set_flush_denormal(False)
+
+
+def test_binary_task_reads_torchvision_arrays(monkeypatch):
+    """The paper-scale path (MNIST / CIFAR through torchvision) without the download: a stand-in
+    Dataset with torchvision's ``data`` (uint8 images) and ``targets`` attributes."""
+    import torch
+
+    from layersim import data
+
+    class Fake:
+        data = torch.arange(6 * 4, dtype=torch.uint8).reshape(6, 2, 2) * 10
+        targets = torch.tensor([0, 1, 0, 1, 2, 2])
+
+    seen = {}
+
+    def fake_loader(name, split="train", **kw):
+        seen["args"] = (name, split)
+        return Fake()
+
+    monkeypatch.setattr(data, "load_torchvision", fake_loader)
+    X, t = la.binary_task("mnist", [1, 0], 2, seed=0, split="test")
+    assert seen["args"] == ("mnist", "test")
+    assert X.shape == (4, 4) and t.sum() == 2
+    for x, tt in zip(X, t):  # each row is one of the images of its class, scaled by 255
+        rows = [i for i in range(6) if np.allclose(Fake.data[i].numpy().ravel() / 255.0, x)]
+        assert len(rows) == 1 and int(Fake.targets[rows[0]]) == (0 if tt else 1)
