@@ -334,3 +334,54 @@ def test_augmentation_changes_images_but_keeps_shape():
     outs = [aug(x) for _ in range(4)]
     assert all(o.shape == x.shape for o in outs)
     assert any(not torch.equal(o, x) for o in outs)
+
+
+def test_cifar102_from_the_project_cache_is_normalised_like_cifar10(tmp_cache):
+    folder = tmp_cache / "cifar10.2"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 20), ("test", 10)):
+        np.savez(folder / f"cifar102_{split}.npz", images=rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
+                 labels=np.arange(n) % 10)
+    ds = data.image_dataset("cifar-10.2", "test")
+    assert len(ds) == 10 and ds.classes[0] == "airplane"
+    x, label = ds[3]
+    raw = np.load(folder / "cifar102_test.npz")["images"][3]
+    mean, std = np.array([0.4914, 0.4822, 0.4465]), np.array([0.2470, 0.2435, 0.2616])
+    np.testing.assert_allclose(x.numpy(), ((raw / 255.0 - mean) / std).transpose(2, 0, 1), atol=1e-5)
+    assert label == 3
+
+
+def test_cifar102_download_writes_whole_files_only(tmp_cache, monkeypatch):
+    import urllib.request
+
+    calls = []
+
+    def fake(url, path):
+        calls.append(url)
+        if url.endswith("test.npz"):
+            raise urllib.error.URLError("no network in tests")
+        np.savez(open(path, "wb"), images=np.zeros((1, 32, 32, 3), np.uint8), labels=np.zeros(1, int))
+
+    monkeypatch.setattr(urllib.request, "urlretrieve", fake)
+    with pytest.raises(AssetNotFoundError, match="download failed.*no network"):
+        data.load_cifar102("test", allow_download=True)
+    assert calls[0].startswith("https://github.com/modestyachts/cifar-10.2/")
+    assert sorted(p.name for p in (tmp_cache / "cifar10.2").iterdir()) == ["cifar102_train.npz"]
+
+
+def test_as_model_input_resizes_converts_and_normalises():
+    digits, _ = data.image_dataset("digits", "test", limit=5, normalize=False).tensors()
+    x = data.as_model_input(digits, "fashion-mnist")
+    assert x.shape == (5, 1, 28, 28)
+    np.testing.assert_allclose(x.mean().item() * 0.3530 + 0.2860, digits.mean().item(), atol=0.02)
+    rgb = data.as_model_input(digits, "cifar10")
+    assert rgb.shape == (5, 3, 32, 32)
+    # the same grey image in every channel, each normalised with its channel's statistics
+    grey = rgb * torch.tensor([0.2470, 0.2435, 0.2616]).view(1, 3, 1, 1) + torch.tensor(
+        [0.4914, 0.4822, 0.4465]).view(1, 3, 1, 1)
+    torch.testing.assert_close(grey[:, 0], grey[:, 2], atol=1e-5, rtol=0)
+    back = data.as_model_input(torch.rand(2, 3, 28, 28), "fashion-mnist")
+    assert back.shape == (2, 1, 28, 28)
+    with pytest.raises(ValueError, match="1 or 3"):
+        data.as_model_input(torch.rand(2, 2, 8, 8), "fashion-mnist")

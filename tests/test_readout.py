@@ -224,3 +224,17 @@ def test_layer_probs_hand_made():
 def test_effective_depth():
     assert R.effective_depth(np.array([0.2, 0.91, 0.95, 0.99]), 0.1) == 1
     assert R.effective_depth(np.array([0.2, 0.5, 0.8]), 0.1) == 2  # none: L
+
+
+def test_other_head_and_identity_head(vit, images):
+    """``head=`` replaces the model's classifier: a probe's logits are its own map of the normed
+    features, and Identity returns those features (LayerNorm per layer)."""
+    hidden = feats(vit, [images], token="cls")
+    normed = R.layer_logits(vit, hidden, head=torch.nn.Identity())
+    assert normed.shape == (DEPTH + 1, 12, 32)
+    with torch.no_grad():
+        ref = F.layer_norm(torch.from_numpy(hidden[2]), (32,), vit.norm.weight, vit.norm.bias, vit.norm.eps)
+        np.testing.assert_allclose(normed[2], ref.numpy(), atol=1e-5)
+        probe = torch.nn.Linear(32, 3)
+        np.testing.assert_allclose(R.layer_logits(vit, hidden, head=probe), probe(torch.from_numpy(normed)).numpy(),
+                                   atol=1e-5)

@@ -94,7 +94,7 @@ class Asset:
 
     ``kind`` is ``"data"`` or ``"model"``; ``scale`` is ``"offline"`` (available from package
     registries, used at smoke/default scale) or ``"paper"`` (the papers' own, needs internet);
-    ``source`` names the mechanism (debian, sklearn, pypi, torchvision, hf-datasets,
+    ``source`` names the mechanism (debian, sklearn, pypi, torchvision, url, hf-datasets,
     transformers, timm, user); ``how`` tells a user how to get it.
     """
 
@@ -114,6 +114,7 @@ class Asset:
 
 
 _MAKE = "run `make assets` (scripts/provision.sh)"
+_CIFAR102_URL = "https://github.com/modestyachts/cifar-10.2/raw/master"
 _NET = "needs internet: run on a machine that can reach the Hugging Face hub / dataset hosts, or copy"
 
 
@@ -165,6 +166,12 @@ _ASSET_LIST = [
           f"{_NET} cifar-10-batches-py/ to data/cache/torchvision/", aliases=("cifar-10",)),
     Asset("cifar100", "data", "paper", "torchvision", "CIFAR-100, 50k + 10k 32x32, 100 classes",
           f"{_NET} cifar-100-python/ to data/cache/torchvision/", aliases=("cifar-100",)),
+    Asset("cifar10.2", "data", "paper", "url",
+          "CIFAR-10.2 (Lu et al. 2020), a re-collected CIFAR-10: 10k + 2k 32x32 images, 10 classes",
+          f"{_NET} cifar102_train.npz and cifar102_test.npz to data/cache/cifar10.2/ "
+          f"(from {_CIFAR102_URL})",
+          files=("cifar102_train.npz", "cifar102_test.npz"),
+          config={"base_url": _CIFAR102_URL}, aliases=("cifar-10.2", "cifar102")),
     Asset("imagenet", "data", "paper", "user",
           "ImageNet-1k (ILSVRC2012) as an ImageFolder tree <root>/{train,val}/<class>/*.JPEG",
           "download ILSVRC2012 from image-net.org (needs an account), arrange train/ and val/ "
@@ -451,6 +458,7 @@ def _timm_locations(asset: Asset) -> list[_Location]:
 
 _LOCATIONS: dict[str, Callable[[Asset], list[_Location]]] = {
     "debian": _file_locations,
+    "url": _file_locations,
     "sklearn": _sklearn_locations,
     "torchvision": _torchvision_locations,
     "user": _imagenet_locations,
@@ -540,6 +548,26 @@ def _download_fashion_mnist(asset: Asset) -> Path:
     return dest
 
 
+def _download_files(asset: Asset) -> Path:
+    """Download each of ``asset.files`` from ``asset.config["base_url"]`` into the project
+    cache (each file under a temporary name first, so an interrupted download leaves no
+    truncated file behind)."""
+    import urllib.request
+
+    dest = cache_dir(asset.name)
+    for fname in asset.files:
+        target = dest / fname
+        if target.exists():
+            continue
+        tmp = target.with_name(f"{fname}.part-{os.getpid()}")
+        try:
+            urllib.request.urlretrieve(f"{asset.config['base_url']}/{fname}", tmp)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return dest
+
+
 def _download_hub_snapshot(asset: Asset) -> Path:
     """Download a hub model's config, tokenizer and weights (safetensors) into the HF cache."""
     from huggingface_hub import snapshot_download
@@ -572,6 +600,7 @@ def _downloader(asset: Asset) -> Callable[[Asset, str | None], Path] | None:
         return lambda a, v: _download_fashion_mnist(a)
     return {
         "torchvision": lambda a, v: _download_torchvision(a),
+        "url": lambda a, v: _download_files(a),
         "hf-datasets": _download_hf_dataset,
         "transformers": lambda a, v: _download_hub_snapshot(a),
         "pypi": lambda a, v: _download_hub_snapshot(a),

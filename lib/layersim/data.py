@@ -50,6 +50,8 @@ __all__ = [
     "load_dataset",
 ]
 
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+                   "truck")
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
                          "Shirt", "Sneaker", "Bag", "Ankle boot")
 # R object name in janeaustenr -> title, in the order of janeaustenr::austen_books().
@@ -70,12 +72,14 @@ _STATS = {
     "mnist": ((0.1307,), (0.3081,)),
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    # CIFAR-10.2 is read by CIFAR-10 models: the source's statistics, not its own
+    "cifar10.2": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
 }
 IMAGE_DATASETS = tuple(_STATS)
 # (number of classes, image side in pixels as the models see it)
 _SHAPES = {"fashion-mnist": (10, 28), "digits": (10, 8), "mnist": (10, 28), "cifar10": (10, 32),
-           "cifar100": (100, 32), "imagenet": (1000, 224)}
+           "cifar10.2": (10, 32), "cifar100": (100, 32), "imagenet": (1000, 224)}
 
 # ----- idx files ---------------------------------------------------------------------------
 
@@ -289,6 +293,25 @@ def load_torchvision(name: str, split: str = "train", transform: Callable | None
                                download=False)
 
 
+def load_cifar102(split: str = "test", allow_download: bool | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """CIFAR-10.2 (Lu et al. 2020; tracing paper appendix B.4) as (uint8 [N,32,32,3], int64 [N]).
+
+    A re-collected CIFAR-10 with the same ten classes: 10k training and 2k test images, read
+    from the data set's ``cifar102_{train,test}.npz`` files (keys ``images`` and ``labels``)
+    found by the asset chain (project cache; downloaded from the authors' GitHub repository
+    at paper scale).
+    """
+    _check_split("cifar10.2", split, _TV_SPLITS)
+    folder = assets.resolve("cifar10.2", allow_download=allow_download)
+    with np.load(folder / f"cifar102_{split}.npz", allow_pickle=False) as f:
+        images, labels = f["images"], f["labels"].astype(np.int64)
+    if images.ndim != 4 or images.shape[1:] != (32, 32, 3) or len(images) != len(labels):
+        raise ValueError(f"{folder}/cifar102_{split}.npz: expected images [N,32,32,3] and N labels, "
+                         f"got {images.shape} and {labels.shape}")
+    return images, labels
+
+
 def load_imagenet(split: str = "val", root: str | Path | None = None,
                   transform: Callable | None = None):
     """ImageNet as ``torchvision.datasets.ImageFolder(<root>/<split>)``.
@@ -442,6 +465,9 @@ def _image_source(name: str, split: str, allow_download: bool | None, root):
     if name == "digits":
         images, labels = load_digits(split)
         return _array_getter(images, 16.0), labels, [str(d) for d in range(10)]
+    if name == "cifar10.2":
+        images, labels = load_cifar102(split, allow_download)
+        return _array_getter(images, 255.0), labels, CIFAR10_CLASSES
     if name == "imagenet":
         from torchvision import transforms
 
@@ -480,8 +506,8 @@ def image_dataset(name: str, split: str = "train", transform: Callable | None = 
                   root: str | Path | None = None, augment: bool = False) -> ImageDataset:
     """An image data set as a torch Dataset of (normalised float [C,H,W], int label).
 
-    ``name``: fashion-mnist, digits (offline); mnist, cifar10, cifar100, imagenet (paper
-    scale). ``limit`` keeps a deterministic (``seed``, stratified by default) subset — smoke
+    ``name``: fashion-mnist, digits (offline); mnist, cifar10, cifar10.2, cifar100, imagenet
+    (paper scale). ``limit`` keeps a deterministic (``seed``, stratified by default) subset — smoke
     runs use ~500. ``transform`` is applied after normalisation; ``augment=True`` puts
     :func:`train_augmentation` before it (digits are not flipped); ``root`` is for ImageNet.
     """
@@ -493,6 +519,28 @@ def image_dataset(name: str, split: str = "train", transform: Callable | None = 
     idx = subset_indices(labels, limit, seed=seed, stratified=stratified)
     mean, std = _STATS[key] if normalize else (None, None)
     return ImageDataset(key, split, get, labels, idx, classes, mean, std, transform)
+
+
+def as_model_input(images: torch.Tensor, like: str) -> torch.Tensor:
+    """Images in [0, 1] ``float [N,C,H,W]`` prepared as the input of a model trained on the
+    image data set ``like``: resized (bilinear, antialiased) to its side, grey turned to RGB
+    (channel repeated) or RGB to grey (channel mean) to match its channels, and normalised with
+    its per-channel mean and standard deviation. Used to read a *different* data set with a
+    pretrained model (a linear probe on frozen features) or a shifted test set.
+    """
+    if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.shape[1] not in (1, 3):
+        raise ValueError(f"expected images float [N, 1 or 3, H, W], got shape {tuple(getattr(images, 'shape', ()))}")
+    info = dataset_info(like)
+    side, channels = info["image_size"], info["channels"]
+    x = images.float()
+    if x.shape[-2:] != (side, side):
+        from torchvision.transforms.functional import resize
+
+        x = resize(x, [side, side], antialias=True).clamp_(0.0, 1.0)
+    if x.shape[1] != channels:
+        x = x.repeat(1, channels, 1, 1) if x.shape[1] == 1 else x.mean(dim=1, keepdim=True)
+    mean, std = (torch.tensor(v, dtype=x.dtype).view(1, -1, 1, 1) for v in _STATS[info["name"]])
+    return (x - mean) / std
 
 
 def _compose(first: Callable, second: Callable) -> Callable:

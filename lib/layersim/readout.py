@@ -53,6 +53,7 @@ def layer_logits(
     chunk: int = 1024,
     layers: Sequence[int] | None = None,
     out: str | os.PathLike | None = None,
+    head: nn.Module | None = None,
 ) -> np.ndarray:
     """Float32 logits ``[n_entries, N, K]`` of the last-layer classifier on every layer.
 
@@ -63,7 +64,9 @@ def layer_logits(
     layer's), except on layer ``L`` when ``last_has_final_norm(model)`` (it has it already;
     with ``apply_final_norm=False`` that entry stays normed). Runs under ``torch.no_grad`` in
     eval mode on the device of the classifier's parameters. ``out``: an optional ``.npy`` path
-    to write the logits into (a memmap, for big vocabularies).
+    to write the logits into (a memmap, for big vocabularies). ``head``: another classifier to
+    use instead of the model's own (e.g. a linear probe fitted for a new task,
+    ``layersim.probe``); ``torch.nn.Identity()`` returns the normed features themselves.
     """
     L = n_layers(model)
     ids = _layer_ids(layers, L) if layers is not None else list(range(hidden.shape[0]))
@@ -72,7 +75,7 @@ def layer_logits(
     if layers is None and hidden.shape[0] != L + 1:
         raise ValueError(f"hidden has {hidden.shape[0]} entries, model has {L + 1}: pass layers=")
     norm = final_norm(model) if apply_final_norm else nn.Identity()
-    head = classifier_head(model)
+    head = classifier_head(model) if head is None else head
     skip = L if last_has_final_norm(model) else None
     ref = _param_of(head, norm)
     device = ref.device if ref is not None else torch.device("cpu")
