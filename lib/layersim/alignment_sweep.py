@@ -1,0 +1,202 @@
+"""Alignment before and after training across network designs (alignment paper, Section 5, Figures 6, 17, 18).
+
+Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``) train
+fully connected networks in five families of settings, each varying one design choice around a base
+network (depth 4, width 128, Adam, ReLU, batch 64): depth, width, optimiser, activation (tanh,
+PReLU, LeakyReLU, linear) and batch size (32, 128, 256). For every setting they compare the
+alignment (eq. 2) of the final hidden layer after training with the input features and with the same
+layer at initialisation, on training and test data, averaged over 5 runs.
+
+* :func:`settings_grid` -- the five families as ``(family, label, config)`` rows, and the distinct
+  configurations to train (:func:`unique_configs`);
+* :func:`alignment_task` -- the data of one task: binary classification (labels +-1) or regression
+  (targets moved to [-1, 1], Figure 6's caption);
+* :func:`alignment_before_after` -- train one network and measure the three alignment curves on both
+  splits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import alignment as al
+
+#: The base network every family varies around (Section 5).
+BASE = {"depth": 4, "width": 128, "optimizer": "adam", "activation": "relu", "batch_size": 64}
+#: Step size of each optimiser (the paper gives none; Adam's is the demo's 0.001).
+OPTIMIZER_LR = {"adam": 1e-3, "rmsprop": 1e-3, "sgd": 1e-2, "momentum": 1e-2}
+#: Binary classification tasks: (data set, the two classes); the paper takes the first two classes.
+CLASSIFICATION = {"fashion-mnist": (0, 1), "digits": (0, 1), "mnist": (0, 1), "cifar10": (0, 1)}
+#: Regression tasks (continuous targets).
+REGRESSION = ("diabetes",)
+
+
+def settings_grid(families: dict[str, Sequence]) -> list[tuple[str, str, dict]]:
+    """Rows ``(family, label, config)``: for each family (a key of :data:`BASE`) every value in turn,
+    the other design choices at the base. ``families`` e.g. ``{"depth": [1, 2, 3, 4]}``."""
+    rows = []
+    for family, values in families.items():
+        if family not in BASE:
+            raise ValueError(f"unknown family {family!r}; use keys of BASE {sorted(BASE)}")
+        for v in values:
+            rows.append((family, f"{family}={v}", {**BASE, family: v}))
+    return rows
+
+
+def config_name(config: dict) -> str:
+    """A stable short name of a configuration, e.g. ``d4-w128-adam-relu-b64``."""
+    return (f"d{config['depth']}-w{config['width']}-{config['optimizer']}-{config['activation']}"
+            f"-b{config['batch_size']}")
+
+
+def unique_configs(rows) -> dict[str, dict]:
+    """The distinct configurations of :func:`settings_grid` rows, by :func:`config_name` (the base
+    network appears in every family but is trained once)."""
+    return {config_name(c): c for _, _, c in rows}
+
+
+def _scale_to_unit(t, lo, hi):
+    return 2.0 * (np.asarray(t, dtype=np.float64) - lo) / (hi - lo) - 1.0
+
+
+def alignment_task(name: str, n_train: int, n_test: int, seed: int = 0) -> dict:
+    """Inputs and labels of one task: ``X_train [n, m]``, ``y_train [n]``, ``X_test``, ``y_test``,
+    ``kind`` ("classification" or "regression").
+
+    Classification (:data:`CLASSIFICATION`): images of the task's two classes, pixels in [0, 1],
+    labels ``y = 2t - 1``; fashion-mnist and digits offline, mnist and cifar10 through torchvision
+    (paper scale). Regression: scikit-learn's bundled diabetes data (442 patients, 10 standardised
+    features), the target moved to [-1, 1] with the training range. ``n_train + n_test`` distinct
+    samples are drawn at random (``seed``) from the training split (diabetes: from all 442).
+    """
+    rng = np.random.default_rng(seed)
+    if name in CLASSIFICATION:
+        X, labels = _images(name)
+        a, b = CLASSIFICATION[name]
+        pool = np.flatnonzero(np.isin(labels, (a, b)))
+        t = (labels == b).astype(int)
+        kind = "classification"
+    elif name == "diabetes":
+        from sklearn.datasets import load_diabetes
+
+        X, t = load_diabetes(return_X_y=True)
+        pool = np.arange(len(X))
+        kind = "regression"
+    else:
+        raise ValueError(f"unknown task {name!r}; use one of {sorted(CLASSIFICATION) + list(REGRESSION)}")
+    if n_train < 2 or n_test < 1 or n_train + n_test > len(pool):
+        raise ValueError(f"{name}: need n_train >= 2, n_test >= 1 and n_train + n_test <= {len(pool)}")
+    idx = rng.permutation(pool)[: n_train + n_test]
+    i_tr, i_te = idx[:n_train], idx[n_train:]
+    X = X.reshape(len(X), -1)
+    if kind == "classification":
+        y_tr, y_te = al.binary_targets(t[i_tr]), al.binary_targets(t[i_te])
+    else:
+        lo, hi = t[i_tr].min(), t[i_tr].max()
+        y_tr, y_te = _scale_to_unit(t[i_tr], lo, hi), _scale_to_unit(t[i_te], lo, hi)
+    return {"X_train": np.asarray(X[i_tr], dtype=np.float64), "y_train": y_tr,
+            "X_test": np.asarray(X[i_te], dtype=np.float64), "y_test": y_te, "kind": kind}
+
+
+def _images(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels in [0, 1] ``[N, ...]`` and labels of a data set's training split."""
+    from . import data
+
+    if name == "fashion-mnist":
+        images, labels = data.load_fashion_mnist("train")
+        return images.astype(np.float64) / 255.0, labels
+    if name == "digits":
+        images, labels = data.load_digits("all")
+        return images.astype(np.float64) / 16.0, labels
+    base = data.load_torchvision(name, "train")
+    return np.asarray(base.data, dtype=np.float64) / 255.0, np.asarray(base.targets)
+
+
+def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0, thresholds=None,
+                           input_curves: dict | None = None) -> dict:
+    """Train ``make_mlp`` with ``config`` (:data:`BASE` keys) on ``task`` (:func:`alignment_task`) and
+    measure the alignment of the labels with the input features, the last hidden layer at
+    initialisation and after training, on the training and the test data.
+
+    Loss: binary cross-entropy on logits for classification (the authors' demo), mean squared error
+    for regression; step size :data:`OPTIMIZER_LR`. Every representation is put in the paper's form
+    (:func:`layersim.alignment.prepare`) and each curve divided by ``||y||^2`` (it starts at 1).
+    ``thresholds`` default: :func:`split_thresholds` for each split's ``n``. ``input_curves``: the input
+    features' curves from :func:`input_alignment` (the same for every network on a task), reused instead
+    of recomputed.
+
+    Returns ``{"train"|"test": {"thresholds", "curves": {"input"|"init"|"trained": [T]}, "areas": {...}}}``
+    plus the training loss ``history``.
+    """
+    missing = set(BASE) - set(config)
+    if missing:
+        raise ValueError(f"config lacks {sorted(missing)}")
+    if config["optimizer"] not in OPTIMIZER_LR:
+        raise ValueError(f"unknown optimizer {config['optimizer']!r}; use one of {sorted(OPTIMIZER_LR)}")
+    X_tr, X_te = task["X_train"], task["X_test"]
+    net = al.make_mlp(X_tr.shape[1], [config["width"]] * config["depth"], activation=config["activation"], seed=seed)
+    init = [al.hidden_representations(net, X)[-1] for X in (X_tr, X_te)]
+    loss = "bce" if task["kind"] == "classification" else "mse"
+    history = al.train_mlp(net, X_tr, task["y_train"], loss=loss, epochs=epochs, batch_size=config["batch_size"],
+                           lr=OPTIMIZER_LR[config["optimizer"]], optimizer=config["optimizer"], seed=seed)
+    trained = [al.hidden_representations(net, X)[-1] for X in (X_tr, X_te)]
+    inputs = input_alignment(task, thresholds) if input_curves is None else input_curves
+    out = {"history": history}
+    for j, split in enumerate(("train", "test")):
+        y = task[f"y_{split}"]
+        tau = split_thresholds(len(y)) if thresholds is None else np.asarray(thresholds)
+        curves = {"input": np.asarray(inputs[split]), "init": _curve(init[j], y, tau), "trained": _curve(trained[j], y, tau)}
+        out[split] = {"thresholds": tau, "curves": curves,
+                      "areas": {k: float(al.alignment_area(c, tau)) for k, c in curves.items()}}
+    return out
+
+
+def split_thresholds(n: int) -> np.ndarray:
+    """The authors' demo grid (62 thresholds, 0..30, made for 1000 unit rows) scaled by ``sqrt(n / 1000)``:
+    with ``n`` unit rows every singular value is at most ``sqrt(n)``."""
+    return al.default_thresholds() * np.sqrt(n / 1000)
+
+
+def _curve(Phi, y, tau) -> np.ndarray:
+    """Eq. 2 on the paper's form of ``Phi`` (bias column, unit rows), as a fraction of ``||y||^2``."""
+    return al.alignment_curve(al.prepare(Phi), y, tau) / float(y @ y)
+
+
+def input_alignment(task: dict, thresholds=None) -> dict:
+    """Alignment curves of the input features of a task, ``{"train"|"test": [T]}`` (fractions of ``||y||^2``)."""
+    out = {}
+    for split in ("train", "test"):
+        y = task[f"y_{split}"]
+        tau = split_thresholds(len(y)) if thresholds is None else np.asarray(thresholds)
+        out[split] = _curve(task[f"X_{split}"], y, tau)
+    return out
+
+
+def plot_family(ax, thresholds, input_curves, settings: dict, title: str | None = None):
+    """One panel of Figures 6, 17, 18: the input features (orange, mean of the runs), and for every
+    setting its last hidden layer at initialisation (dashed) and after training (solid, shaded with the
+    standard error over runs).
+
+    ``input_curves`` [runs, T]; ``settings`` ``{label: (init [runs, T], trained [runs, T])}``.
+    """
+    import matplotlib.pyplot as plt
+
+    from .transfer import mean_se
+
+    t = np.asarray(thresholds, dtype=np.float64)
+    ax.plot(t, mean_se(input_curves)[0], color="tab:orange", lw=2.5, label="input")
+    colors = plt.cm.viridis(np.linspace(0.0, 0.85, max(len(settings), 1)))
+    for color, (label, (init, trained)) in zip(colors, settings.items()):
+        ax.plot(t, mean_se(init)[0], ls="--", color=color, lw=1)
+        m, se = mean_se(trained)
+        ax.plot(t, m, color=color, lw=1.8, label=label)
+        ax.fill_between(t, m - se, m + se, color=color, alpha=0.2)
+    ax.set_xlabel(r"threshold $\tau$")
+    ax.set_ylabel(r"alignment / $\|y\|^2$")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False, fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

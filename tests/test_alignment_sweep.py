@@ -1,0 +1,132 @@
+"""Alignment across network designs (alignment paper, Section 5): layersim.alignment_sweep."""
+
+import numpy as np
+import pytest
+
+from layersim import alignment as al
+from layersim import alignment_sweep as sw
+
+
+def test_settings_grid_varies_one_choice_around_the_base():
+    rows = sw.settings_grid({"depth": [1, 4], "optimizer": ["sgd", "adam"]})
+    assert [r[1] for r in rows] == ["depth=1", "depth=4", "optimizer=sgd", "optimizer=adam"]
+    for family, _, cfg in rows:
+        assert {k: v for k, v in cfg.items() if k != family} == {k: v for k, v in sw.BASE.items() if k != family}
+    # the base network (depth 4 / adam) appears twice but is trained once
+    assert len(sw.unique_configs(rows)) == 3
+    assert sw.config_name(sw.BASE) == "d4-w128-adam-relu-b64"
+    with pytest.raises(ValueError):
+        sw.settings_grid({"dropout": [0.1]})
+
+
+def test_classification_task_has_pm1_labels_and_disjoint_samples():
+    task = sw.alignment_task("digits", 200, 100, seed=1)
+    assert task["kind"] == "classification"
+    assert task["X_train"].shape == (200, 64) and task["X_test"].shape == (100, 64)
+    assert set(np.unique(task["y_train"])) == {-1.0, 1.0}
+    assert 0.0 <= task["X_train"].min() and task["X_train"].max() <= 1.0
+    rows_tr = {r.tobytes() for r in task["X_train"]}
+    # digits has a few duplicate images; nearly all test rows are new
+    assert np.mean([r.tobytes() not in rows_tr for r in task["X_test"]]) > 0.95
+    again = sw.alignment_task("digits", 200, 100, seed=1)
+    np.testing.assert_array_equal(task["X_train"], again["X_train"])
+
+
+def test_regression_task_is_moved_to_minus_one_one():
+    task = sw.alignment_task("diabetes", 300, 142, seed=0)
+    assert task["kind"] == "regression"
+    assert task["y_train"].min() == pytest.approx(-1.0) and task["y_train"].max() == pytest.approx(1.0)
+    from sklearn.datasets import load_diabetes
+
+    X, t = load_diabetes(return_X_y=True)
+    idx = [int(np.flatnonzero((X == row).all(axis=1))[0]) for row in task["X_train"]]
+    raw = t[idx]
+    np.testing.assert_allclose(task["y_train"], 2 * (raw - raw.min()) / (raw.max() - raw.min()) - 1)
+
+
+def test_task_rejects_bad_requests():
+    with pytest.raises(ValueError):
+        sw.alignment_task("diabetes", 400, 100)
+    with pytest.raises(ValueError):
+        sw.alignment_task("ct-position", 10, 10)
+
+
+@pytest.fixture(scope="module")
+def digits_task():
+    return sw.alignment_task("digits", 250, 100, seed=0)
+
+
+def test_before_after_curves_follow_eq2(digits_task):
+    cfg = {**sw.BASE, "depth": 1, "width": 16}
+    out = sw.alignment_before_after(digits_task, cfg, epochs=1, seed=2)
+    for split in ("train", "test"):
+        for c in out[split]["curves"].values():
+            assert c[0] == pytest.approx(1.0) and np.all(np.diff(c) <= 1e-12)
+    tau = out["train"]["thresholds"]
+    y = digits_task["y_train"]
+    ref = [al.alignment_loop(al.prepare(digits_task["X_train"]), y, [t])[0] / len(y) for t in tau[::7]]
+    np.testing.assert_allclose(out["train"]["curves"]["input"][::7], ref, atol=1e-9)
+    net = al.make_mlp(64, [16], seed=2)
+    H = al.hidden_representations(net, digits_task["X_test"])[-1]
+    ref_init = al.alignment_curve(al.prepare(H), digits_task["y_test"], out["test"]["thresholds"]) / 100
+    np.testing.assert_allclose(out["test"]["curves"]["init"], ref_init, atol=1e-6)
+    assert out["train"]["thresholds"][-1] == pytest.approx(30 * np.sqrt(0.25))
+
+
+def test_training_raises_alignment_of_the_last_layer(digits_task):
+    out = sw.alignment_before_after(digits_task, {**sw.BASE, "depth": 2, "width": 32}, epochs=20, seed=0)
+    a = out["train"]["areas"]
+    assert a["trained"] > a["init"] and a["trained"] > a["input"]
+    assert out["history"][-1] < out["history"][0]
+
+
+def test_before_after_rejects_bad_configs(digits_task):
+    with pytest.raises(ValueError):
+        sw.alignment_before_after(digits_task, {"depth": 1}, epochs=1)
+    with pytest.raises(ValueError):
+        sw.alignment_before_after(digits_task, {**sw.BASE, "optimizer": "lbfgs"}, epochs=1)
+
+
+def test_plot_family_draws_input_and_every_setting():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tau = np.linspace(0, 1, 5)
+    runs = np.tile(np.linspace(1, 0, 5), (3, 1))
+    _, ax = plt.subplots()
+    sw.plot_family(ax, tau, runs, {"a": (runs, runs), "b": (runs * 0.5, runs)}, title="t")
+    assert len(ax.lines) == 1 + 2 * 2
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), runs[0])
+    plt.close("all")
+
+
+def test_input_curves_can_be_shared_between_networks(digits_task):
+    inp = sw.input_alignment(digits_task)
+    cfg = {**sw.BASE, "depth": 1, "width": 8}
+    a = sw.alignment_before_after(digits_task, cfg, epochs=1, seed=0, input_curves=inp)
+    b = sw.alignment_before_after(digits_task, cfg, epochs=1, seed=0)
+    for split in ("train", "test"):
+        for rep in ("input", "init", "trained"):
+            np.testing.assert_allclose(a[split]["curves"][rep], b[split]["curves"][rep], atol=1e-6)
+    np.testing.assert_allclose(sw.split_thresholds(4000), 2 * al.default_thresholds())
+
+
+def test_paper_scale_tasks_read_torchvision_arrays(monkeypatch):
+    """mnist / cifar10 (paper scale) go through data.load_torchvision; a stand-in with torchvision's
+    attributes (uint8 ``data``, tensor ``targets``) checks the path offline."""
+    import torch
+
+    from layersim import data
+
+    class Fake:
+        data = torch.arange(40 * 4 * 4 * 3, dtype=torch.int64).reshape(40, 4, 4, 3).remainder(256).to(torch.uint8)
+        targets = torch.tensor([0, 1, 2, 3] * 10)
+
+    monkeypatch.setattr(data, "load_torchvision", lambda name, split="train": Fake())
+    task = sw.alignment_task("cifar10", 12, 8, seed=0)
+    assert task["X_train"].shape == (12, 48) and task["X_test"].shape == (8, 48)
+    assert task["X_train"].max() <= 1.0 and set(np.unique(task["y_test"])) <= {-1.0, 1.0}
+    with pytest.raises(ValueError):
+        sw.alignment_task("mnist", 15, 10)  # only 20 images of classes 0 and 1
