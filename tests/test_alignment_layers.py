@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from scipy import stats  # noqa: E402
+import torch  # noqa: E402
 
 from layersim import alignment as al  # noqa: E402
 from layersim import alignment_layers as la  # noqa: E402
@@ -136,16 +136,6 @@ def test_layer_alignment_is_each_layer_in_the_papers_form():
     assert np.allclose(curves[:, 0], 50.0)
 
 
-def test_mean_se_matches_scipy():
-    v = np.random.default_rng(0).normal(size=(5, 3))
-    m, se = la.mean_se(v)
-    assert np.allclose(m, v.mean(0)) and np.allclose(se, stats.sem(v, axis=0))
-    m1, se1 = la.mean_se(v[:1])
-    assert np.allclose(m1, v[0]) and np.all(se1 == 0)
-    with pytest.raises(ValueError):
-        la.mean_se(np.zeros((0, 3)))
-
-
 def test_plots_draw():
     U, s, Phi = known_svd()
     fig, axes = plt.subplots(1, 2)
@@ -157,25 +147,9 @@ def test_plots_draw():
     plt.close(fig)
 
 
-def test_cpu_for_small_models():
-    import torch
-
-    before = torch.get_num_threads()
-    try:
-        la.cpu_for_small_models(1)
-        assert torch.get_num_threads() == 1
-        with pytest.raises(ValueError):
-            la.cpu_for_small_models(0)
-    finally:
-        torch.set_num_threads(before)
-        torch.set_flush_denormal(False)
-
-
 def test_binary_task_reads_torchvision_arrays(monkeypatch):
     """The paper-scale path (MNIST / CIFAR through torchvision) without the download: a stand-in
     Dataset with torchvision's ``data`` (uint8 images) and ``targets`` attributes."""
-    import torch
-
     from layersim import data
 
     class Fake:

@@ -102,3 +102,15 @@ def test_cached_multi_exit_model_keeps_its_heads(tmp_cache):
     assert meta2["from_cache"] and len(m2.exit_heads) == TINY.depth - 1
     for a, b in zip(m1.exit_heads.parameters(), m2.exit_heads.parameters()):
         torch.testing.assert_close(a, b)
+
+
+def test_cpu_for_small_models():
+    before = torch.get_num_threads()
+    try:
+        training.cpu_for_small_models(1)
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ValueError):
+            training.cpu_for_small_models(0)
+    finally:
+        torch.set_num_threads(before)
+        torch.set_flush_denormal(False)

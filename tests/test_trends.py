@@ -75,3 +75,25 @@ def test_mean_abs_gap():
     assert trends.mean_abs_gap([0.3, 0.4], [0.3, 0.4]) == 0.0
     with pytest.raises(ValueError, match="equal length"):
         trends.mean_abs_gap([0.1], [0.1, 0.2])
+
+
+def test_mean_se_matches_the_textbook_formula():
+    x = np.array([[1.0, 2.0], [3.0, 6.0], [5.0, 7.0]])
+    m, se = trends.mean_se(x)
+    np.testing.assert_allclose(m, [3.0, 5.0])
+    np.testing.assert_allclose(se, [np.std([1, 3, 5], ddof=1) / np.sqrt(3), np.std([2, 6, 7], ddof=1) / np.sqrt(3)])
+
+
+def test_mean_se_skips_nan_and_single_values_have_zero_error():
+    m, se = trends.mean_se([[1.0, np.nan], [3.0, 4.0]])
+    np.testing.assert_allclose(m, [2.0, 4.0])
+    np.testing.assert_allclose(se, [1.0, 0.0])
+    m1, se1 = trends.mean_se([[2.0, 5.0]])
+    np.testing.assert_allclose(m1, [2.0, 5.0]) and np.testing.assert_allclose(se1, [0.0, 0.0])
+    with pytest.raises(ValueError):
+        trends.mean_se(np.zeros((0, 3)))
+
+
+def test_lower_bound_is_mean_minus_k_errors():
+    x = [1.0, 2.0, 4.0, 7.0]
+    assert trends.lower_bound(x, k=2) == pytest.approx(np.mean(x) - 2 * np.std(x, ddof=1) / 2.0)

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
+from .training import cpu_for_small_models  # noqa: F401 - the notebooks call it from here
+from .trends import mean_se  # noqa: F401 - the notebooks read it from here
 
 #: image data sets read through torchvision (the paper's scale; not offline)
 _TORCHVISION = ("mnist", "cifar10", "cifar100")
@@ -156,29 +158,6 @@ def layer_alignment(model, X, y, thresholds) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
     reps = [X, *al.hidden_representations(model, X)]
     return np.stack([al.alignment_curve(al.prepare(R), y, thresholds) for R in reps])
-
-
-def mean_se(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error of the mean (``s.d. with ddof=1 / sqrt(m)``) over ``axis``; with one
-    sample the standard error is 0."""
-    v = np.asarray(values, dtype=np.float64)
-    m = v.shape[axis]
-    if m == 0:
-        raise ValueError("no samples")
-    se = v.std(axis=axis, ddof=1) / np.sqrt(m) if m > 1 else np.zeros_like(v.mean(axis=axis))
-    return v.mean(axis=axis), se
-
-
-def cpu_for_small_models(threads: int = 1) -> None:
-    """Set PyTorch for training small MLPs on a shared CPU: ``threads`` intra-op threads (one is as
-    fast as two for batch-64 MLPs and far faster when other processes hold the cores) and denormal
-    numbers flushed to zero (tiny gradients late in training otherwise slow every step down)."""
-    import torch
-
-    if threads < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
-    torch.set_num_threads(int(threads))
-    torch.set_flush_denormal(True)
 
 
 # ----------------------------------------------------------------------------- plotting

@@ -131,6 +131,18 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def cpu_for_small_models(threads: int = 1) -> None:
+    """Set PyTorch for training small MLPs on a shared CPU: ``threads`` intra-op threads (one is as
+    fast as two for batch-64 MLPs and far faster when other processes hold the cores) and denormal
+    numbers flushed to zero (tiny gradients late in training otherwise slow every step down)."""
+    import torch
+
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    torch.set_num_threads(int(threads))
+    torch.set_flush_denormal(True)
+
+
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
     """The learning rate at optimiser step ``step`` (0-based) under ``cfg``'s schedule."""
     epoch = step / steps_per_epoch

@@ -8,6 +8,8 @@ diagonal". These functions turn those sentences into numbers.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import stats
 
@@ -101,3 +103,30 @@ def mean_abs_gap(curve, reference) -> float:
     if a.shape != b.shape or a.size == 0:
         raise ValueError(f"need two non-empty curves of equal length, got {a.shape} and {b.shape}")
     return float(np.mean(np.abs(a - b)))
+
+
+# ----- several runs (seeds) of one measurement
+
+
+def mean_se(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error ``std(ddof=1) / sqrt(n)`` along ``axis`` (the paper's error bars).
+
+    NaN entries are left out (``n`` counts the finite ones); with a single value the standard error
+    is 0. Raises ``ValueError`` for an empty axis.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.shape[axis] == 0:
+        raise ValueError("mean_se needs at least one value")
+    n = np.sum(np.isfinite(v), axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a column with one finite value: se set to 0 below
+        mean = np.nanmean(v, axis=axis)
+        sd = np.nanstd(v, axis=axis, ddof=1) if v.shape[axis] > 1 else np.zeros_like(mean)
+        se = np.where(n > 1, sd / np.sqrt(np.maximum(n, 1)), 0.0)
+    return mean, se
+
+
+def lower_bound(values, k: float = 2.0) -> float:
+    """``mean - k * standard error`` of a 1-d sample: positive when the mean is ``k`` errors above 0."""
+    m, se = mean_se(np.ravel(values))
+    return float(m - k * se)
