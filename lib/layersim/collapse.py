@@ -35,7 +35,11 @@ def nc1(features: np.ndarray, labels: np.ndarray) -> float:
     means /= counts[:, None]
     centred = (means - h.mean(axis=0)) / np.sqrt(K)  # rows: (m_k - m) / sqrt(K)
     u, s, _ = np.linalg.svd(centred.T, full_matrices=False)  # Sigma_B = u diag(s^2) u^T
-    tol = s.max(initial=0.0) * max(centred.shape) * np.finfo(np.float64).eps
+    # Sigma_B has rank K - 1 for balanced classes (the centred means sum to 0): its null direction
+    # comes out of the SVD at ~1e-16 relative, sometimes just above a machine-epsilon cut-off, and
+    # would then dominate the trace. Directions below sqrt(eps) of the largest (1e-16 relative in
+    # Sigma_B's eigenvalues) carry no between-class spread that float64 can resolve.
+    tol = s.max(initial=0.0) * np.sqrt(np.finfo(np.float64).eps)
     keep = s > tol
     if not keep.any():
         raise ValueError("all class means coincide: Sigma_B is zero")
