@@ -183,7 +183,7 @@ def plot_family(ax, thresholds, input_curves, settings: dict, title: str | None 
     """
     import matplotlib.pyplot as plt
 
-    from .transfer import mean_se
+    from .trends import mean_se
 
     t = np.asarray(thresholds, dtype=np.float64)
     ax.plot(t, mean_se(input_curves)[0], color="tab:orange", lw=2.5, label="input")
