@@ -119,6 +119,9 @@ def test_finetune_learns_and_leaves_model_alone():
     assert hist["train_loss"][-1] < hist["train_loss"][0]
     assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
     assert pt.accuracy(net, (X[90:], y[90:])) == hist["final_accuracy"]
+    _, sparse = pt.finetune(m, (X[:90], y[:90]), (X[90:], y[90:]), num_classes=3, epochs=15, lr=0.05, eval_every=10)
+    assert sparse["eval_epochs"] == [0, 10, 15] and sparse["final_accuracy"] == hist["final_accuracy"]
+    assert sparse["train_loss"] == hist["train_loss"]  # evaluating does not change the training
     with pytest.raises(ValueError, match="positive"):
         pt.finetune(m, (X, y), (X, y), 3, epochs=0)
 

@@ -381,13 +381,14 @@ def _descend(opt: torch.optim.Optimizer, loss: torch.Tensor) -> float:
 
 def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: int = 10, lr: float = 0.01,
              momentum: float = 0.9, weight_decay: float = 1e-4, batch_size: int = 64, seed: int = 0,
-             new_head: bool = True, device: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
+             new_head: bool = True, device: str | torch.device = "cpu", eval_every: int = 1) -> tuple[nn.Module, dict]:
     """Fine-tune a copy of ``model`` end to end (the paper's appendix D: SGD with momentum 0.9, weight
     decay 1e-4, cross-entropy) on ``train_data``; ``new_head``: first replace its classifier by a fresh
     ``num_classes``-way layer (:func:`replace_head`). Data: ``(images, labels)`` tensors or Datasets.
 
-    Returns ``(fine-tuned copy, history)``; history has ``train_loss`` and ``test_accuracy`` per epoch
-    (``test_accuracy[0]`` is before training) and ``final_accuracy``. ``model`` itself is not changed.
+    Returns ``(fine-tuned copy, history)``; history has ``train_loss`` per epoch, ``test_accuracy`` at the
+    epochs ``eval_epochs`` (0 = before training, then every ``eval_every`` epochs and the last one; evaluating a
+    large test set every epoch costs more than the training) and ``final_accuracy``. ``model`` is not changed.
     """
     import torch.nn.functional as F
 
@@ -399,17 +400,19 @@ def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: 
         replace_head(net, num_classes, seed=seed)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     loader = _loader(train_data, batch_size, shuffle=True, seed=seed)
-    hist = {"train_loss": [], "test_accuracy": [accuracy(net, test_data, device=dev)]}
+    hist = {"train_loss": [], "test_accuracy": [accuracy(net, test_data, device=dev)], "eval_epochs": [0]}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for _ in range(epochs):
+        for epoch in range(1, epochs + 1):
             net.train()
             total = n = 0
             for x, y in loader:
                 total += _descend(opt, F.cross_entropy(net(x.to(dev)), y.to(dev))) * len(y)
                 n += len(y)
             hist["train_loss"].append(total / n)
-            hist["test_accuracy"].append(accuracy(net, test_data, device=dev))
+            if epoch % max(1, eval_every) == 0 or epoch == epochs:
+                hist["test_accuracy"].append(accuracy(net, test_data, device=dev))
+                hist["eval_epochs"].append(epoch)
     net.eval()
     hist["final_accuracy"] = hist["test_accuracy"][-1]
     return net, hist
