@@ -1,0 +1,688 @@
+"""Pre-trained CNNs and feature transfer for the alignment paper's Sections 7.2-7.3 (Figures 13-16, 19-20, Table 1).
+
+Imani, Hu & White (``../shared/papers/001_*``) take a CNN trained on a source task, read its hidden
+layers on images of a target task and measure how well they align with the target's labels (eq. 2,
+:mod:`layersim.alignment`); then they fine-tune the network on the target. This module holds what the
+three notebooks ``a08_pretrained_cnn``, ``a09_source_similarity`` and ``a10_negative_transfer`` share:
+
+* **the networks**: :class:`SmallCNN` (conv-ReLU-maxpool blocks, then fully connected ReLU layers), the
+  offline stand-in trained here on Fashion-MNIST; at paper scale a torchvision model (``resnet18``,
+  ``resnet50``, ``resnet101``, ``vgg16``), optionally with its ImageNet weights (downloaded by
+  torchvision). :func:`build_cnn` makes either from a :class:`CNNConfig`.
+* **pre-training, cached**: :func:`pretrain_cnn` trains a network with :func:`layersim.training.cached_model`
+  (checkpoint keyed by the model, training and data configurations), so the notebooks share checkpoints;
+  ``init_from`` continues from another checkpoint (a10's random-label pre-training starts from a08's model).
+* **data**: :func:`class_indices` (a balanced subset of some classes, relabelled ``0..k-1``),
+  :class:`LabelledSubset` (any Dataset restricted, relabelled, optionally transformed), :func:`stack`,
+  :func:`random_labels`, :func:`domain_shift` (a10's offline domains).
+* **per-layer features**: :func:`feature_layers` names the hidden layers, :func:`extract_features`
+  returns them as float64 ``[n, d]`` arrays (forward hooks on torchvision models).
+* **fine-tuning**: :func:`replace_head` and :func:`finetune` (SGD with momentum, the paper's appendix D),
+  :func:`accuracy`.
+* **alignment of many binary tasks**: :func:`binary_pairs`, :func:`gram_svd` (the SVD of a wide
+  representation from its n x n Gram matrix) and :func:`alignment_areas`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from . import alignment as al
+from . import training
+from .models import resolve_device
+
+#: Fashion-MNIST's classes split like Cifar10-Natural (6 classes) / Cifar10-Artificial (4 classes):
+#: garments (T-shirt/top, trouser, pullover, dress, coat, shirt) and footwear/bags (sandal, sneaker,
+#: bag, ankle boot).
+FASHION_GROUPS = {"clothing": (0, 1, 2, 3, 4, 6), "footwear_bags": (5, 7, 8, 9)}
+#: The paper's appendix D: Cifar10-Natural (bird, cat, deer, dog, frog, horse) and Cifar10-Artificial
+#: (airplane, automobile, ship, truck).
+CIFAR10_GROUPS = {"natural": (2, 3, 4, 5, 6, 7), "artificial": (0, 1, 8, 9)}
+TORCHVISION_ARCHS = ("resnet18", "resnet34", "resnet50", "resnet101", "vgg11", "vgg16")
+DOMAINS = ("clean", "lowres", "inverted")
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+@dataclass(frozen=True)
+class CNNConfig:
+    """A CNN: ``arch="small"`` (:class:`SmallCNN` with ``channels`` and ``fc``) or a torchvision name
+    from :data:`TORCHVISION_ARCHS` (``weights``: a torchvision weights name such as ``"IMAGENET1K_V1"``,
+    downloaded on first use; None = random initialisation; with weights the head has 1000 outputs
+    until :func:`replace_head`)."""
+
+    arch: str = "small"
+    in_chans: int = 1
+    img_size: int = 28
+    num_classes: int = 10
+    channels: tuple[int, ...] = (16, 32, 64)
+    fc: tuple[int, ...] = (256, 128)
+    weights: str | None = None
+
+    def __post_init__(self):
+        if self.arch != "small" and self.arch not in TORCHVISION_ARCHS:
+            raise ValueError(f"unknown arch {self.arch!r}; use 'small' or one of {TORCHVISION_ARCHS}")
+        if self.arch == "small" and self.img_size // 2 ** len(self.channels) < 1:
+            raise ValueError(f"{len(self.channels)} pooling blocks leave nothing of a {self.img_size}-pixel image")
+        if self.num_classes < 1:
+            raise ValueError(f"num_classes must be positive, got {self.num_classes}")
+
+
+class SmallCNN(nn.Module):
+    """``len(channels)`` blocks of 3x3 convolution (padding 1), ReLU and 2x2 max-pooling, then fully
+    connected ReLU layers ``fc`` and a linear ``head``. Its hidden layers (:attr:`layer_names`:
+    ``conv1, conv2, ..., fc1, fc2, ...``) are the block and layer outputs after their ReLU (and pooling)."""
+
+    def __init__(self, cfg: CNNConfig):
+        super().__init__()
+        blocks, c_in = [], cfg.in_chans
+        for c in cfg.channels:
+            blocks.append(nn.Sequential(nn.Conv2d(c_in, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)))
+            c_in = c
+        self.blocks = nn.ModuleList(blocks)
+        side = cfg.img_size
+        for _ in cfg.channels:
+            side //= 2
+        dims = [c_in * side * side, *cfg.fc]
+        self.fcs = nn.ModuleList(nn.Sequential(nn.Linear(a, b), nn.ReLU()) for a, b in zip(dims[:-1], dims[1:]))
+        self.head = nn.Linear(dims[-1], cfg.num_classes)
+        self.layer_names = [f"conv{i + 1}" for i in range(len(cfg.channels))] + [f"fc{i + 1}" for i in range(len(cfg.fc))]
+
+    def hidden(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Every hidden layer's output, in :attr:`layer_names` order (conv maps as ``[B, C, H, W]``)."""
+        out = []
+        for b in self.blocks:
+            x = b(x)
+            out.append(x)
+        x = x.flatten(1)
+        for f in self.fcs:
+            x = f(x)
+            out.append(x)
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.hidden(x)[-1])
+
+
+def build_cnn(cfg: CNNConfig, seed: int | None = 0) -> nn.Module:
+    """The network ``cfg`` describes; random weights drawn from ``seed`` (global state untouched)."""
+    def make():
+        if cfg.arch == "small":
+            return SmallCNN(cfg)
+        import torchvision
+
+        kwargs = {} if cfg.weights else {"num_classes": cfg.num_classes}
+        return getattr(torchvision.models, cfg.arch)(weights=cfg.weights, **kwargs)
+
+    if seed is None:
+        return make()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make()
+
+
+def _head_slot(model: nn.Module) -> tuple[nn.Module, str]:
+    """(parent module, attribute) of the classifier layer of a SmallCNN, ResNet or VGG."""
+    if isinstance(model, SmallCNN):
+        return model, "head"
+    if hasattr(model, "fc") and isinstance(model.fc, nn.Linear):  # torchvision ResNet
+        return model, "fc"
+    if hasattr(model, "classifier") and isinstance(model.classifier, nn.Sequential):  # torchvision VGG
+        return model.classifier, str(len(model.classifier) - 1)
+    raise ValueError(f"no known classifier head on {type(model).__name__}")
+
+
+def replace_head(model: nn.Module, num_classes: int, seed: int = 0) -> nn.Module:
+    """Put a freshly initialised linear classifier with ``num_classes`` outputs on ``model`` (in place)."""
+    parent, name = _head_slot(model)
+    old = getattr(parent, name)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        new = nn.Linear(old.in_features, num_classes)
+    setattr(parent, name, new.to(old.weight.device))
+    return model
+
+
+def feature_layers(model: nn.Module) -> list[str]:
+    """Names of the hidden layers :func:`extract_features` reads, input side first.
+
+    SmallCNN: ``conv1..convK, fc1..fcM``. ResNet: ``layer1..layer4`` and ``avgpool`` (the last hidden
+    layer, the features the paper transfers). VGG: ``features`` (after the last pooling),
+    ``classifier.1`` and ``classifier.4`` (after the first two fully connected layers' ReLU).
+    """
+    if isinstance(model, SmallCNN):
+        return list(model.layer_names)
+    if hasattr(model, "layer4") and hasattr(model, "avgpool"):
+        return ["layer1", "layer2", "layer3", "layer4", "avgpool"]
+    if hasattr(model, "features") and hasattr(model, "classifier"):
+        return ["features", "classifier.1", "classifier.4"]
+    raise ValueError(f"no known hidden layers on {type(model).__name__}")
+
+
+def _flat(h: torch.Tensor, spatial: str) -> torch.Tensor:
+    if h.ndim == 4 and spatial == "avg":
+        return h.mean(dim=(2, 3))
+    return h.flatten(1)
+
+
+def _batches(images, batch_size: int):
+    """Image batches from a tensor ``[N, C, H, W]`` or a Dataset of ``(image, label)``."""
+    if isinstance(images, torch.Tensor):
+        for i in range(0, len(images), batch_size):
+            yield images[i:i + batch_size]
+    else:
+        for x, _ in DataLoader(images, batch_size=batch_size, shuffle=False):
+            yield x
+
+
+def extract_features(model: nn.Module, images, layers: Sequence[str] | None = None, batch_size: int = 256,
+                     device: str | torch.device = "cpu", spatial: str = "flatten") -> dict[str, np.ndarray]:
+    """Hidden representations ``{layer: float64 [n, d]}`` of ``images`` (a tensor ``[N, C, H, W]`` or a
+    Dataset of ``(image, label)``), for ``layers`` (default: all of :func:`feature_layers`).
+
+    Convolutional maps are flattened (``spatial="flatten"``) or averaged over positions (``"avg"``,
+    for the large maps of torchvision models). The model is run in eval mode without gradients.
+    """
+    if spatial not in ("flatten", "avg"):
+        raise ValueError(f"spatial must be 'flatten' or 'avg', got {spatial!r}")
+    names = feature_layers(model)
+    layers = list(names if layers is None else layers)
+    unknown = [n for n in layers if n not in names]
+    if unknown:
+        raise ValueError(f"unknown layer(s) {unknown}; this model has {names}")
+    dev = resolve_device(device)
+    was_training = model.training
+    model.to(dev).eval()
+    parts: dict[str, list[np.ndarray]] = {n: [] for n in layers}
+    hooks, store = [], {}
+    if not isinstance(model, SmallCNN):
+        modules = dict(model.named_modules())
+        for n in layers:
+            hooks.append(modules[n].register_forward_hook(lambda m, i, o, n=n: store.__setitem__(n, o)))
+    try:
+        with torch.no_grad():
+            for x in _batches(images, batch_size):
+                x = x.to(dev)
+                if isinstance(model, SmallCNN):
+                    store = dict(zip(names, model.hidden(x)))
+                else:
+                    model(x)
+                for n in layers:
+                    parts[n].append(_flat(store[n], spatial).double().cpu().numpy())
+    finally:
+        for h in hooks:
+            h.remove()
+        model.train(was_training)
+    return {n: np.concatenate(p) for n, p in parts.items()}
+
+
+# ----------------------------------------------------------------------------- data
+
+
+class LabelledSubset(Dataset):
+    """``base[indices]`` with new integer ``labels`` (remapped classes, or random labels), and an
+    optional ``transform`` of the image tensor."""
+
+    def __init__(self, base: Dataset, indices, labels, transform=None):
+        self.base, self.transform = base, transform
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.targets = np.asarray(labels, dtype=np.int64)
+        if len(self.indices) != len(self.targets):
+            raise ValueError(f"{len(self.indices)} indices but {len(self.targets)} labels")
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int):
+        x = self.base[int(self.indices[i])][0]
+        if self.transform is not None:
+            x = self.transform(x)
+        return x, int(self.targets[i])
+
+
+def class_indices(targets, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
+                  exclude=None) -> tuple[np.ndarray, np.ndarray]:
+    """A class-balanced subset: ``(indices, labels)`` with ``per_class`` samples of every class in
+    ``classes`` (all of them when None), drawn by a ``seed``-ed permutation, skipping ``exclude``;
+    labels are the positions in ``classes`` (``0..k-1``). Indices are sorted."""
+    targets = np.asarray(targets)
+    if len(set(classes)) != len(classes) or not len(classes):
+        raise ValueError(f"classes must be distinct and non-empty, got {classes}")
+    perm = np.random.default_rng(seed).permutation(len(targets))
+    if exclude is not None:
+        perm = perm[~np.isin(perm, np.asarray(exclude))]
+    chosen = []
+    for c in classes:
+        idx = perm[targets[perm] == c]
+        if per_class is not None:
+            if len(idx) < per_class:
+                raise ValueError(f"class {c} has {len(idx)} samples, {per_class} requested")
+            idx = idx[:per_class]
+        chosen.append(idx)
+    idx = np.sort(np.concatenate(chosen))
+    lookup = {c: i for i, c in enumerate(classes)}
+    return idx, np.array([lookup[t] for t in targets[idx]], dtype=np.int64)
+
+
+def random_labels(n: int, num_classes: int, seed: int = 0) -> np.ndarray:
+    """``n`` labels drawn uniformly from ``0..num_classes-1`` (a10's randomised source task)."""
+    return np.random.default_rng(seed).integers(0, num_classes, size=n).astype(np.int64)
+
+
+def stack(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """All samples of a (small) Dataset as ``(float32 [N, C, H, W], int64 [N])``."""
+    xs, ys = zip(*(dataset[i] for i in range(len(dataset))))
+    return torch.stack(xs).float(), torch.as_tensor(ys, dtype=torch.int64)
+
+
+def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1) -> torch.Tensor:
+    """a10's offline stand-in for Office-31's domains, on images with pixels in [0, 1] ``[N, C, H, W]``.
+
+    ``"clean"``: unchanged (Amazon's product shots on a plain background); ``"lowres"``: averaged over
+    2x2 pixels, upsampled back bilinearly, plus Gaussian pixel noise of s.d. ``noise`` (the low-resolution
+    webcam); ``"inverted"``: ``1 - x`` (light background, dark object: a different camera and scene).
+    Values stay in [0, 1]; the noise is drawn from ``seed``.
+    """
+    X = torch.as_tensor(X, dtype=torch.float32)
+    if X.ndim != 4:
+        raise ValueError(f"images must be [N, C, H, W], got shape {tuple(X.shape)}")
+    if domain == "clean":
+        return X.clone()
+    if domain == "lowres":
+        import torch.nn.functional as F
+
+        small = F.avg_pool2d(X, 2)
+        up = F.interpolate(small, size=X.shape[-2:], mode="bilinear", align_corners=False)
+        gen = torch.Generator().manual_seed(seed)
+        return (up + noise * torch.randn(up.shape, generator=gen)).clamp(0.0, 1.0)
+    if domain == "inverted":
+        return 1.0 - X
+    raise ValueError(f"unknown domain {domain!r}; use one of {DOMAINS}")
+
+
+def standardize(X: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """Per-channel ``(x - mean) / std`` of images ``[N, C, H, W]``."""
+    m = torch.as_tensor(mean, dtype=X.dtype).view(1, -1, 1, 1)
+    s = torch.as_tensor(std, dtype=X.dtype).view(1, -1, 1, 1)
+    return (X - m) / s
+
+
+# ----------------------------------------------------------------------------- pre-training and fine-tuning
+
+
+def pretrain_cnn(cfg: CNNConfig, train_cfg: training.TrainConfig, train_set, data_desc: dict,
+                 init_from: tuple[nn.Module, str] | None = None, device: str | torch.device = "auto",
+                 progress: bool = False, retrain: bool = False) -> tuple[nn.Module, dict]:
+    """Train the network of ``cfg`` on ``train_set`` (a Dataset, or a callable returning one, called only
+    when no checkpoint exists), or load it from the cache: :func:`layersim.training.cached_model` with
+    prefix ``"cnn"`` (AdamW, ``train_cfg``'s schedule and cross-entropy).
+
+    ``init_from=(model, key)``: start from a copy of ``model`` (whose checkpoint key is ``key``) with a new
+    ``cfg.num_classes``-way head instead of a random initialisation; the key enters the cache key.
+    Returns ``(model in eval mode, meta)``.
+    """
+    desc = dict(data_desc)
+    if init_from is not None:
+        base, base_key = init_from
+        desc["init_from"] = base_key
+
+        def build():
+            return replace_head(copy.deepcopy(base).cpu(), cfg.num_classes, seed=train_cfg.seed)
+    else:
+        def build():
+            return build_cnn(cfg, seed=train_cfg.seed)
+
+    return training.cached_model("cnn", build, cfg, train_cfg, train_set, desc, device=device,
+                                 progress=progress, retrain=retrain)
+
+
+def _loader(data, batch_size: int, shuffle: bool, seed: int = 0) -> DataLoader:
+    if isinstance(data, (tuple, list)):
+        data = TensorDataset(torch.as_tensor(data[0]), torch.as_tensor(data[1]))
+    gen = torch.Generator().manual_seed(seed)
+    return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=gen if shuffle else None)
+
+
+def accuracy(model: nn.Module, data, batch_size: int = 512, device: str | torch.device = "cpu") -> float:
+    """Top-1 accuracy of ``model`` on ``data``: ``(images, labels)`` tensors or a Dataset."""
+    dev = resolve_device(device)
+    was_training = model.training
+    model.to(dev).eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in _loader(data, batch_size, shuffle=False):
+            correct += int((model(x.to(dev)).argmax(1).cpu() == y).sum())
+            total += len(y)
+    model.train(was_training)
+    if total == 0:
+        raise ValueError("accuracy of an empty data set")
+    return correct / total
+
+
+def _descend(opt: torch.optim.Optimizer, loss: torch.Tensor) -> float:
+    """One optimiser step on ``loss`` (refused when it is not finite); returns the loss value."""
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"fine-tuning diverged (loss {loss.item()})")
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: int = 10, lr: float = 0.01,
+             momentum: float = 0.9, weight_decay: float = 1e-4, batch_size: int = 64, seed: int = 0,
+             new_head: bool = True, device: str | torch.device = "cpu", eval_every: int = 1) -> tuple[nn.Module, dict]:
+    """Fine-tune a copy of ``model`` end to end (the paper's appendix D: SGD with momentum 0.9, weight
+    decay 1e-4, cross-entropy) on ``train_data``; ``new_head``: first replace its classifier by a fresh
+    ``num_classes``-way layer (:func:`replace_head`). Data: ``(images, labels)`` tensors or Datasets.
+
+    Returns ``(fine-tuned copy, history)``; history has ``train_loss`` per epoch, ``test_accuracy`` at the
+    epochs ``eval_epochs`` (0 = before training, then every ``eval_every`` epochs and the last one; evaluating a
+    large test set every epoch costs more than the training) and ``final_accuracy``. ``model`` is not changed.
+    """
+    import torch.nn.functional as F
+
+    if epochs < 1 or lr <= 0:
+        raise ValueError(f"epochs and lr must be positive, got {epochs}, {lr}")
+    dev = resolve_device(device)
+    net = copy.deepcopy(model).to(dev)
+    if new_head:
+        replace_head(net, num_classes, seed=seed)
+    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    loader = _loader(train_data, batch_size, shuffle=True, seed=seed)
+    hist = {"train_loss": [], "test_accuracy": [accuracy(net, test_data, device=dev)], "eval_epochs": [0]}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for epoch in range(1, epochs + 1):
+            net.train()
+            total = n = 0
+            for x, y in loader:
+                total += _descend(opt, F.cross_entropy(net(x.to(dev)), y.to(dev))) * len(y)
+                n += len(y)
+            hist["train_loss"].append(total / n)
+            if epoch % max(1, eval_every) == 0 or epoch == epochs:
+                hist["test_accuracy"].append(accuracy(net, test_data, device=dev))
+                hist["eval_epochs"].append(epoch)
+    net.eval()
+    hist["final_accuracy"] = hist["test_accuracy"][-1]
+    return net, hist
+
+
+# ----------------------------------------------------------------------------- alignment of binary tasks
+
+
+def binary_pairs(classes: Sequence[int]) -> list[tuple[int, int]]:
+    """All unordered pairs of ``classes`` (the paper's binary target tasks: 15 from 6 classes, 6 from 4)."""
+    return list(itertools.combinations(classes, 2))
+
+
+def gram_svd(Phi) -> al.SVD:
+    """Left singular vectors and singular values of ``Phi [n, d]`` as an :class:`layersim.alignment.SVD`.
+
+    For wide representations (``d > n``) from the eigendecomposition of the Gram matrix ``Phi Phi^T``
+    (``sigma = sqrt(eigenvalue)``; several times faster than a thin SVD; ``U`` is then a full ``n x n``
+    basis, the extra directions with ``sigma = 0``), else :func:`layersim.alignment.svd`. Accepted by
+    :func:`layersim.alignment.alignment_curve` in place of ``Phi``.
+    """
+    Phi = np.asarray(Phi, dtype=np.float64)
+    if Phi.ndim != 2:
+        raise ValueError(f"Phi must be 2-d [n, d], got shape {Phi.shape}")
+    n, d = Phi.shape
+    if d <= n:
+        return al.svd(Phi)
+    lam, U = np.linalg.eigh(Phi @ Phi.T)
+    order = np.argsort(lam)[::-1]
+    return al.SVD(U=U[:, order], sigma=np.sqrt(np.maximum(lam[order], 0.0)), shape=(n, n))
+
+
+def alignment_areas(reps: dict[str, np.ndarray], y, thresholds) -> tuple[dict, dict]:
+    """Alignment curves (eq. 2) and their normalised areas (:func:`layersim.alignment.alignment_area`) of
+    several representations of the same points, each put in the paper's form first
+    (:func:`layersim.alignment.prepare`: bias column, unit rows). Returns ``(curves, areas)`` keyed like
+    ``reps``."""
+    curves = {k: al.alignment_curve(gram_svd(al.prepare(v)), y, thresholds) for k, v in reps.items()}
+    return curves, {k: float(al.alignment_area(c, thresholds)) for k, c in curves.items()}
+
+
+def thresholds_for(n: int, num: int = 62) -> np.ndarray:
+    """The authors' demo grid (62 thresholds, 0 to 30, made for 1000 unit-length rows) scaled by
+    ``sqrt(n / 1000)``: with n unit rows every singular value is at most ``sqrt(n)``."""
+    return al.default_thresholds(num=num) * np.sqrt(n / 1000.0)
+
+
+# ----------------------------------------------------------------------------- the shared source networks
+
+#: ImageNet's natural / artificial halves for a09 at paper scale. The paper uses Yosinski et al. (2014)'s
+#: lists (449 natural, 551 artificial classes), which are not bundled here; this approximation takes the
+#: animals (class indices 0-397), the geological formations (970-980) and the plants and fungi (984-998)
+#: as natural (424 classes) and the rest as artificial (576). Give the exact lists with ``classes=``.
+IMAGENET_GROUPS = {
+    "natural": tuple(list(range(0, 398)) + list(range(970, 981)) + list(range(984, 999))),
+}
+IMAGENET_GROUPS["artificial"] = tuple(c for c in range(1000) if c not in set(IMAGENET_GROUPS["natural"]))
+SOURCE_GROUPS = {"fashion-mnist": FASHION_GROUPS, "imagenet": IMAGENET_GROUPS, "cifar10": CIFAR10_GROUPS}
+
+#: The source networks the three notebooks share (same settings -> same cache key -> same checkpoint).
+#: ``default``: the small CNN pre-trained here on 12000 Fashion-MNIST training images of one class group
+#: (a few CPU minutes). ``paper``: ResNet-18 trained from scratch on an ImageNet half (appendix D: 40 epochs,
+#: learning rate x0.1 after 30 epochs, weight decay 1e-4, crop and flip augmentation; the cached training
+#: loop is AdamW, so its rate is AdamW's 1e-3 rather than SGD's 0.1). ``weights``: a torchvision weights name
+#: (e.g. ``"IMAGENET1K_V1"``) to download an ImageNet-trained ``arch`` instead of training one (a08 at paper scale).
+SOURCE_CNN: dict[str, dict] = {
+    "smoke": dict(dataset="fashion-mnist", arch="small", channels=(4, 8, 8), fc=(32, 16), n_source=480, epochs=1,
+                  batch_size=64, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(), augment=False, weights=None),
+    "default": dict(dataset="fashion-mnist", arch="small", channels=(8, 16, 32), fc=(256, 128), n_source=12000,
+                    epochs=4, batch_size=128, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(),
+                    augment=False, weights=None),
+    "paper": dict(dataset="imagenet", arch="resnet18", channels=(), fc=(), n_source=0, epochs=40, batch_size=256,
+                  lr=1e-3, weight_decay=1e-4, schedule="multistep", milestones=(30,), augment=True, weights=None),
+}
+
+
+def source_settings(scale: str, **overrides) -> dict:
+    """``SOURCE_CNN[scale]`` with ``overrides``."""
+    if scale not in SOURCE_CNN:
+        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(SOURCE_CNN)}")
+    unknown = sorted(set(overrides) - set(SOURCE_CNN[scale]))
+    if unknown:
+        raise ValueError(f"unknown source setting(s) {unknown}")
+    return {**SOURCE_CNN[scale], **overrides}
+
+
+def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[int] | None = None,
+                 device: str | torch.device = "auto", progress: bool = False) -> tuple[nn.Module, dict]:
+    """The network of ``settings`` (:func:`source_settings`) pre-trained on the ``source`` class group
+    (a key of ``SOURCE_GROUPS[dataset]``, or explicit ``classes``) of its data set's training split:
+    ``n_source`` images, balanced over the classes (0 = all), drawn with ``seed``; cached.
+
+    ``meta["source_indices"]`` lists the training-split images it saw (so that target data can avoid them).
+    """
+    from . import data
+
+    s = settings
+    if classes is None:
+        groups = SOURCE_GROUPS.get(s["dataset"], {})
+        if source not in groups:
+            raise ValueError(f"unknown source {source!r} for {s['dataset']}; known: {sorted(groups)}")
+        classes = groups[source]
+    classes = tuple(int(c) for c in classes)
+    info = data.dataset_info(s["dataset"])
+    cfg = CNNConfig(arch=s["arch"], in_chans=info["channels"], img_size=info["image_size"], num_classes=len(classes),
+                    channels=tuple(s["channels"]), fc=tuple(s["fc"]))
+    tc = training.TrainConfig(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
+                              weight_decay=s["weight_decay"], schedule=s["schedule"],
+                              milestones=tuple(s["milestones"]), warmup_epochs=0.2, seed=seed)
+    per_class = s["n_source"] // len(classes) if s["n_source"] else None
+    base = data.image_dataset(s["dataset"], "train", augment=bool(s["augment"]))
+    idx, labels = class_indices(base.targets, classes, per_class, seed=seed)
+    desc = {"name": s["dataset"], "split": "train", "classes": list(classes), "per_class": per_class, "seed": seed,
+            "augment": bool(s["augment"])}
+    model, meta = pretrain_cnn(cfg, tc, lambda: LabelledSubset(base, idx, labels), desc, device=device,
+                               progress=progress)
+    meta["source_indices"] = idx
+    return model, meta
+
+
+def imagenet_input(size: int = 224):
+    """Transform for torchvision ImageNet models applied to a [0, 1] image tensor: resize the short side to
+    ``size`` and normalise with ImageNet's mean and s.d. (use with ``data.image_dataset(..., normalize=False)``)."""
+    from torchvision import transforms
+
+    return transforms.Compose([transforms.Resize(size, antialias=True),
+                               transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+
+
+def load_office31(domain: str, root=None, size: int = 224):
+    """Office-31 (Saenko et al. 2010) ``domain`` ("amazon", "webcam", "dslr") as an ImageFolder of
+    ``<root>/<domain>/images/<class>/*.jpg`` (the original archive's layout), resized to ``size`` and
+    ImageNet-normalised. ``root``: ``$LAYERSIM_OFFICE31`` or ``<cache>/office31``. Paper scale only:
+    Office-31 is not bundled offline."""
+    import os
+    from pathlib import Path
+
+    from torchvision import transforms
+    from torchvision.datasets import ImageFolder
+
+    from .paths import cache_dir
+
+    if domain not in ("amazon", "webcam", "dslr"):
+        raise ValueError(f"unknown Office-31 domain {domain!r}")
+    root = Path(root or os.environ.get("LAYERSIM_OFFICE31") or cache_dir("office31"))
+    folder = root / domain / "images"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"Office-31 not found at {folder}: download it and set $LAYERSIM_OFFICE31")
+    tf = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor(),
+                             transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+    return ImageFolder(str(folder), transform=tf)
+
+
+def subset_dataset(dataset: str, split: str, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
+                   exclude=None, transform=None, normalize: bool = True) -> LabelledSubset:
+    """A class-balanced subset (:func:`class_indices`) of an image data set as a lazy :class:`LabelledSubset`
+    (labels ``0..k-1``); ``transform`` and ``normalize`` as in :func:`layersim.data.image_dataset`."""
+    from . import data
+
+    ds = data.image_dataset(dataset, split, transform=transform, normalize=normalize)
+    idx, labels = class_indices(ds.targets, classes, per_class, seed=seed, exclude=exclude)
+    return LabelledSubset(ds, idx, labels)
+
+
+def load_images(dataset: str, split: str, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
+                exclude=None, domain: str | None = None, transform=None, normalize: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """:func:`subset_dataset` stacked in memory: ``(X [N, C, H, W], labels 0..k-1, indices into the split)``.
+    ``domain``: apply :func:`domain_shift` to the [0, 1] pixels first, then normalise with the data set's
+    statistics (when ``normalize``)."""
+    from . import data
+
+    sub = subset_dataset(dataset, split, classes, per_class, seed, exclude, transform,
+                         normalize=normalize and domain is None)
+    X, y = stack(sub)
+    if domain is not None:
+        X = domain_shift(X, domain, seed=seed)
+        if normalize:
+            X = standardize(X, *data._STATS[sub.base.name])
+    return X, y, sub.indices
+
+
+def model_input(X01: torch.Tensor, dataset: str, transform=None) -> torch.Tensor:
+    """What a network sees of images with pixels in [0, 1]: ``transform(X01)`` (e.g. :func:`imagenet_input` for
+    torchvision ImageNet models) or the data set's own per-channel standardisation."""
+    from . import data
+
+    return transform(X01) if transform is not None else standardize(X01, *data._STATS[data.dataset_info(dataset)["name"]])
+
+
+def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str | torch.device = "auto",
+                        progress: bool = False) -> tuple[nn.Module, nn.Module, dict, object]:
+    """A pre-trained network and the same architecture at random initialisation (the paper's "transfer"
+    and "init", Figures 13 and 19), with the checkpoint's meta and the input transform its images need.
+
+    With ``settings["weights"]`` (paper scale): torchvision's ``arch`` with those ImageNet weights
+    (downloaded), the init network drawn from ``seed``, inputs resized to 224 and ImageNet-normalised.
+    Otherwise :func:`source_model` on ``source``; the init network is that model's own initialisation
+    (same seed), and the transform is None (the data set's standardisation, :func:`model_input`).
+    """
+    if settings.get("weights"):
+        cfg = CNNConfig(arch=settings["arch"], in_chans=3, img_size=224, num_classes=1000, weights=settings["weights"])
+        meta = {"model": dataclasses.asdict(cfg), "from_cache": None, "source": "ImageNet (torchvision weights)"}
+        return (build_cnn(cfg, seed=None), build_cnn(dataclasses.replace(cfg, weights=None), seed=seed), meta,
+                imagenet_input(224))
+    model, meta = source_model(settings, source, seed=seed, device=device, progress=progress)
+    m = meta["model"]
+    cfg = CNNConfig(**{**m, "channels": tuple(m["channels"]), "fc": tuple(m["fc"])})
+    return model, build_cnn(cfg, seed=meta["train"]["seed"]), meta, None
+
+
+# ----------------------------------------------------------------------------- a10: domains
+
+#: a10's offline domains and the Office-31 domain each stands in for (by role: the largest, clean product
+#: shots; the low-resolution webcam; the smallest, a different camera and scene).
+OFFICE_STANDIN = {"clean": "amazon", "lowres": "webcam", "inverted": "dslr"}
+
+
+def domain_sets(dataset: str, domain: str, train_per_class: int | None, test_per_class: int | None,
+                classes: Sequence[int] = tuple(range(10)), seed: int = 0, exclude=None, test_fraction: float = 0.2):
+    """Training and test data of one domain: ``(train, test, train indices)``.
+
+    Offline (``dataset`` an image data set): :func:`load_images` of the training / test split with
+    :func:`domain_shift` ``domain``, ``train_per_class`` / ``test_per_class`` images of every class, skipping
+    ``exclude`` (training split), as ``(X, y)`` tensors. ``dataset="office31"`` (paper scale): the Office-31
+    ``domain`` (:func:`load_office31`) split at random into ``test_fraction`` test images and the rest, as
+    :class:`LabelledSubset` Datasets (``*_per_class`` and ``classes`` are ignored: all 31 classes, all images).
+    """
+    if dataset == "office31":
+        ds = load_office31(domain)
+        targets = np.asarray(ds.targets)
+        perm = np.random.default_rng(seed).permutation(len(targets))
+        n_test = int(round(test_fraction * len(perm)))
+        te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+        return LabelledSubset(ds, tr, targets[tr]), LabelledSubset(ds, te, targets[te]), tr
+    X_tr, y_tr, idx = load_images(dataset, "train", classes, train_per_class, seed=seed, exclude=exclude, domain=domain)
+    X_te, y_te, _ = load_images(dataset, "test", classes, test_per_class, seed=seed, domain=domain)
+    return (X_tr, y_tr), (X_te, y_te), idx
+
+
+def relabelled(data, labels) -> Dataset:
+    """The images of ``data`` (``(X, y)`` tensors or a :class:`LabelledSubset`) with other ``labels``
+    (a10's random-label source task)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    if isinstance(data, LabelledSubset):
+        return LabelledSubset(data.base, data.indices, labels, data.transform)
+    X = data[0]
+    if len(X) != len(labels):
+        raise ValueError(f"{len(X)} images but {len(labels)} labels")
+    return TensorDataset(X, torch.as_tensor(labels))
+
+
+def labels_of(data) -> np.ndarray:
+    """The labels of ``(X, y)`` tensors or of a Dataset with ``targets``."""
+    return np.asarray(data[1] if isinstance(data, (tuple, list)) else data.targets)
+
+
+def images_of(data):
+    """What :func:`extract_features` reads: the image tensor of ``(X, y)``, or the Dataset itself."""
+    return data[0] if isinstance(data, (tuple, list)) else data
+
+
+def random_label_model(base: nn.Module, base_key: str, cfg: CNNConfig, train_data, num_classes: int,
+                       train_cfg: training.TrainConfig, data_desc: dict, device: str | torch.device = "auto",
+                       progress: bool = False) -> tuple[nn.Module, dict]:
+    """a10's negative-transfer source (Section 7.3, after Wang et al. 2019): ``base`` (checkpoint ``base_key``)
+    with a new ``num_classes``-way head, trained (:func:`pretrain_cnn`, cached) on the images of ``train_data``
+    with labels drawn uniformly at random (``random_labels`` seeded by ``train_cfg.seed``)."""
+    labels = random_labels(len(labels_of(train_data)), num_classes, seed=train_cfg.seed)
+    cfg = dataclasses.replace(cfg, num_classes=num_classes)
+    desc = {**data_desc, "labels": "uniform random", "n": len(labels)}
+    return pretrain_cnn(cfg, train_cfg, relabelled(train_data, labels), desc, init_from=(base, base_key),
+                        device=device, progress=progress)
