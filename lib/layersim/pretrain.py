@@ -11,10 +11,14 @@ three notebooks ``a08_pretrained_cnn``, ``a09_source_similarity`` and ``a10_nega
   torchvision). :func:`build_cnn` makes either from a :class:`CNNConfig`.
 * **pre-training, cached**: :func:`pretrain_cnn` trains a network with :func:`layersim.training.cached_model`
   (checkpoint keyed by the model, training and data configurations), so the notebooks share checkpoints;
-  ``init_from`` continues from another checkpoint (a10's random-label pre-training starts from a08's model).
+  ``init_from`` continues from another checkpoint (a10's random-label pre-training starts from a08's model,
+  :func:`random_label_model`). The shared source networks: :data:`SOURCE_CNN` (per scale),
+  :func:`source_model` (pre-trained on one class group of :data:`SOURCE_GROUPS`), :func:`pretrained_and_init`
+  (that network and its own initialisation, or torchvision ImageNet weights at paper scale).
 * **data**: :func:`class_indices` (a balanced subset of some classes, relabelled ``0..k-1``),
-  :class:`LabelledSubset` (any Dataset restricted, relabelled, optionally transformed), :func:`stack`,
-  :func:`random_labels`, :func:`domain_shift` (a10's offline domains).
+  :class:`LabelledSubset` (any Dataset restricted, relabelled, optionally transformed), :func:`subset_dataset`,
+  :func:`load_images`, :func:`stack`, :func:`random_labels`, :func:`model_input`; a10's domains:
+  :func:`domain_shift` (offline) and :func:`domain_sets` (offline or Office-31, :func:`load_office31`).
 * **per-layer features**: :func:`feature_layers` names the hidden layers, :func:`extract_features`
   returns them as float64 ``[n, d]`` arrays (forward hooks on torchvision models).
 * **fine-tuning**: :func:`replace_head` and :func:`finetune` (SGD with momentum, the paper's appendix D),
@@ -96,7 +100,8 @@ class SmallCNN(nn.Module):
         dims = [c_in * side * side, *cfg.fc]
         self.fcs = nn.ModuleList(nn.Sequential(nn.Linear(a, b), nn.ReLU()) for a, b in zip(dims[:-1], dims[1:]))
         self.head = nn.Linear(dims[-1], cfg.num_classes)
-        self.layer_names = [f"conv{i + 1}" for i in range(len(cfg.channels))] + [f"fc{i + 1}" for i in range(len(cfg.fc))]
+        self.layer_names = ([f"conv{i + 1}" for i in range(len(cfg.channels))]
+                            + [f"fc{i + 1}" for i in range(len(cfg.fc))])
 
     def hidden(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Every hidden layer's output, in :attr:`layer_names` order (conv maps as ``[B, C, H, W]``)."""
@@ -480,7 +485,8 @@ SOURCE_GROUPS = {"fashion-mnist": FASHION_GROUPS, "imagenet": IMAGENET_GROUPS, "
 #: (e.g. ``"IMAGENET1K_V1"``) to download an ImageNet-trained ``arch`` instead of training one (a08 at paper scale).
 SOURCE_CNN: dict[str, dict] = {
     "smoke": dict(dataset="fashion-mnist", arch="small", channels=(4, 8, 8), fc=(32, 16), n_source=480, epochs=1,
-                  batch_size=64, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(), augment=False, weights=None),
+                  batch_size=64, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(), augment=False,
+                  weights=None),
     "default": dict(dataset="fashion-mnist", arch="small", channels=(8, 16, 32), fc=(256, 128), n_source=12000,
                     epochs=4, batch_size=128, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(),
                     augment=False, weights=None),
@@ -600,7 +606,9 @@ def model_input(X01: torch.Tensor, dataset: str, transform=None) -> torch.Tensor
     torchvision ImageNet models) or the data set's own per-channel standardisation."""
     from . import data
 
-    return transform(X01) if transform is not None else standardize(X01, *data._STATS[data.dataset_info(dataset)["name"]])
+    if transform is not None:
+        return transform(X01)
+    return standardize(X01, *data._STATS[data.dataset_info(dataset)["name"]])
 
 
 def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str | torch.device = "auto",
