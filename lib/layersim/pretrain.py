@@ -315,13 +315,6 @@ def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1
     raise ValueError(f"unknown domain {domain!r}; use one of {DOMAINS}")
 
 
-def standardize(X: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
-    """Per-channel ``(x - mean) / std`` of images ``[N, C, H, W]``."""
-    m = torch.as_tensor(mean, dtype=X.dtype).view(1, -1, 1, 1)
-    s = torch.as_tensor(std, dtype=X.dtype).view(1, -1, 1, 1)
-    return (X - m) / s
-
-
 # ----------------------------------------------------------------------------- pre-training and fine-tuning
 
 
@@ -597,7 +590,7 @@ def load_images(dataset: str, split: str, classes: Sequence[int], per_class: int
     if domain is not None:
         X = domain_shift(X, domain, seed=seed)
         if normalize:
-            X = standardize(X, *data._STATS[sub.base.name])
+            X = data.as_model_input(X, sub.base.name)
     return X, y, sub.indices
 
 
@@ -608,7 +601,7 @@ def model_input(X01: torch.Tensor, dataset: str, transform=None) -> torch.Tensor
 
     if transform is not None:
         return transform(X01)
-    return standardize(X01, *data._STATS[data.dataset_info(dataset)["name"]])
+    return data.as_model_input(X01, dataset)
 
 
 def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str | torch.device = "auto",
