@@ -110,7 +110,7 @@ def test_input_curves_can_be_shared_between_networks(digits_task):
     for split in ("train", "test"):
         for rep in ("input", "init", "trained"):
             np.testing.assert_allclose(a[split]["curves"][rep], b[split]["curves"][rep], atol=1e-6)
-    np.testing.assert_allclose(sw.split_thresholds(4000), 2 * al.default_thresholds())
+    np.testing.assert_allclose(al.thresholds_for(4000), 2 * al.default_thresholds())
 
 
 def test_paper_scale_tasks_read_torchvision_arrays(monkeypatch):

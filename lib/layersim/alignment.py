@@ -200,6 +200,12 @@ def default_thresholds(sigma_max: float | None = None, num: int = 62) -> np.ndar
     return np.linspace(0.0, 30.0 if sigma_max is None else float(sigma_max), num)
 
 
+def thresholds_for(n: int, num: int = 62) -> np.ndarray:
+    """The authors' demo grid (:func:`default_thresholds`: 0 to 30, made for 1000 unit-length rows)
+    scaled by ``sqrt(n / 1000)``: with ``n`` unit rows every singular value is at most ``sqrt(n)``."""
+    return default_thresholds(num=num) * np.sqrt(n / 1000.0)
+
+
 def alignment_area(curve, thresholds) -> np.ndarray:
     """Mean of an alignment curve over its threshold grid, as a fraction of the curve at ``tau = 0``.
 

@@ -37,7 +37,7 @@ _TORCHVISION = ("mnist", "cifar10", "cifar100")
 # ----------------------------------------------------------------------------- tasks
 
 
-def _images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]:
+def raw_images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]:
     """Raw images, labels and the pixel maximum of one split of an image data set."""
     from . import data
 
@@ -82,7 +82,7 @@ def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: in
     ``dataset``: ``fashion-mnist``, ``digits`` (offline; digits' ``train`` split means all 1797 images),
     ``mnist``, ``cifar10``, ``cifar100`` (torchvision, for the paper's scale).
     """
-    images, labels, top = _images(dataset, split)
+    images, labels, top = raw_images(dataset, split)
     idx = balanced_indices(labels, classes, n_per_class, seed)
     X = images[idx].reshape(len(idx), -1).astype(np.float64) / top
     return X, (labels[idx] == classes[1]).astype(int)
@@ -106,10 +106,13 @@ def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int =
     return X[idx], unit_interval(y[idx])
 
 
-def unit_interval(y) -> np.ndarray:
-    """``y`` moved linearly onto ``[-1, 1]`` (min to -1, max to 1); ValueError if it is constant."""
+def unit_interval(y, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """``y`` moved linearly so that ``lo`` goes to -1 and ``hi`` to 1 (default: ``y``'s own min and
+    max, so ``y`` fills ``[-1, 1]``; pass a training set's range to move test targets the same way).
+    ValueError if the range is empty."""
     y = np.asarray(y, dtype=np.float64)
-    lo, hi = y.min(), y.max()
+    lo = y.min() if lo is None else lo
+    hi = y.max() if hi is None else hi
     if hi == lo:
         raise ValueError("a constant label vector cannot be moved onto [-1, 1]")
     return 2.0 * (y - lo) / (hi - lo) - 1.0

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
+from .alignment import thresholds_for
+from .alignment_layers import raw_images, unit_interval
 
 #: The base network every family varies around (Section 5).
 BASE = {"depth": 4, "width": 128, "optimizer": "adam", "activation": "relu", "batch_size": 64}
@@ -57,10 +59,6 @@ def unique_configs(rows) -> dict[str, dict]:
     return {config_name(c): c for _, _, c in rows}
 
 
-def _scale_to_unit(t, lo, hi):
-    return 2.0 * (np.asarray(t, dtype=np.float64) - lo) / (hi - lo) - 1.0
-
-
 def alignment_task(name: str, n_train: int, n_test: int, seed: int = 0) -> dict:
     """Inputs and labels of one task: ``X_train [n, m]``, ``y_train [n]``, ``X_test``, ``y_test``,
     ``kind`` ("classification" or "regression").
@@ -73,7 +71,7 @@ def alignment_task(name: str, n_train: int, n_test: int, seed: int = 0) -> dict:
     """
     rng = np.random.default_rng(seed)
     if name in CLASSIFICATION:
-        X, labels = _images(name)
+        X, labels, top = raw_images(name, "train")
         a, b = CLASSIFICATION[name]
         pool = np.flatnonzero(np.isin(labels, (a, b)))
         t = (labels == b).astype(int)
@@ -82,6 +80,7 @@ def alignment_task(name: str, n_train: int, n_test: int, seed: int = 0) -> dict:
         from sklearn.datasets import load_diabetes
 
         X, t = load_diabetes(return_X_y=True)
+        top = 1.0
         pool = np.arange(len(X))
         kind = "regression"
     else:
@@ -95,23 +94,9 @@ def alignment_task(name: str, n_train: int, n_test: int, seed: int = 0) -> dict:
         y_tr, y_te = al.binary_targets(t[i_tr]), al.binary_targets(t[i_te])
     else:
         lo, hi = t[i_tr].min(), t[i_tr].max()
-        y_tr, y_te = _scale_to_unit(t[i_tr], lo, hi), _scale_to_unit(t[i_te], lo, hi)
-    return {"X_train": np.asarray(X[i_tr], dtype=np.float64), "y_train": y_tr,
-            "X_test": np.asarray(X[i_te], dtype=np.float64), "y_test": y_te, "kind": kind}
-
-
-def _images(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Pixels in [0, 1] ``[N, ...]`` and labels of a data set's training split."""
-    from . import data
-
-    if name == "fashion-mnist":
-        images, labels = data.load_fashion_mnist("train")
-        return images.astype(np.float64) / 255.0, labels
-    if name == "digits":
-        images, labels = data.load_digits("all")
-        return images.astype(np.float64) / 16.0, labels
-    base = data.load_torchvision(name, "train")
-    return np.asarray(base.data, dtype=np.float64) / 255.0, np.asarray(base.targets)
+        y_tr, y_te = unit_interval(t[i_tr], lo, hi), unit_interval(t[i_te], lo, hi)
+    return {"X_train": np.asarray(X[i_tr], dtype=np.float64) / top, "y_train": y_tr,
+            "X_test": np.asarray(X[i_te], dtype=np.float64) / top, "y_test": y_te, "kind": kind}
 
 
 def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0, thresholds=None,
@@ -123,7 +108,7 @@ def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0,
     Loss: binary cross-entropy on logits for classification (the authors' demo), mean squared error
     for regression; step size :data:`OPTIMIZER_LR`. Every representation is put in the paper's form
     (:func:`layersim.alignment.prepare`) and each curve divided by ``||y||^2`` (it starts at 1).
-    ``thresholds`` default: :func:`split_thresholds` for each split's ``n``. ``input_curves``: the input
+    ``thresholds`` default: :func:`layersim.alignment.thresholds_for` for each split's ``n``. ``input_curves``: the input
     features' curves from :func:`input_alignment` (the same for every network on a task), reused instead
     of recomputed.
 
@@ -146,17 +131,11 @@ def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0,
     out = {"history": history}
     for j, split in enumerate(("train", "test")):
         y = task[f"y_{split}"]
-        tau = split_thresholds(len(y)) if thresholds is None else np.asarray(thresholds)
+        tau = thresholds_for(len(y)) if thresholds is None else np.asarray(thresholds)
         curves = {"input": np.asarray(inputs[split]), "init": _curve(init[j], y, tau), "trained": _curve(trained[j], y, tau)}
         out[split] = {"thresholds": tau, "curves": curves,
                       "areas": {k: float(al.alignment_area(c, tau)) for k, c in curves.items()}}
     return out
-
-
-def split_thresholds(n: int) -> np.ndarray:
-    """The authors' demo grid (62 thresholds, 0..30, made for 1000 unit rows) scaled by ``sqrt(n / 1000)``:
-    with ``n`` unit rows every singular value is at most ``sqrt(n)``."""
-    return al.default_thresholds() * np.sqrt(n / 1000)
 
 
 def _curve(Phi, y, tau) -> np.ndarray:
@@ -169,7 +148,7 @@ def input_alignment(task: dict, thresholds=None) -> dict:
     out = {}
     for split in ("train", "test"):
         y = task[f"y_{split}"]
-        tau = split_thresholds(len(y)) if thresholds is None else np.asarray(thresholds)
+        tau = thresholds_for(len(y)) if thresholds is None else np.asarray(thresholds)
         out[split] = _curve(task[f"X_{split}"], y, tau)
     return out
 

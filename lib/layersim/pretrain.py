@@ -41,6 +41,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from . import alignment as al
+from .alignment import thresholds_for  # noqa: F401 - the notebooks call pt.thresholds_for
 from . import training
 from .models import resolve_device
 
@@ -308,8 +309,9 @@ def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1
 
         small = F.avg_pool2d(X, 2)
         up = F.interpolate(small, size=X.shape[-2:], mode="bilinear", align_corners=False)
-        gen = torch.Generator().manual_seed(seed)
-        return (up + noise * torch.randn(up.shape, generator=gen)).clamp(0.0, 1.0)
+        from .shift import gaussian_noise
+
+        return gaussian_noise(up, noise, seed=seed)
     if domain == "inverted":
         return 1.0 - X
     raise ValueError(f"unknown domain {domain!r}; use one of {DOMAINS}")
@@ -450,12 +452,6 @@ def alignment_areas(reps: dict[str, np.ndarray], y, thresholds) -> tuple[dict, d
     ``reps``."""
     curves = {k: al.alignment_curve(gram_svd(al.prepare(v)), y, thresholds) for k, v in reps.items()}
     return curves, {k: float(al.alignment_area(c, thresholds)) for k, c in curves.items()}
-
-
-def thresholds_for(n: int, num: int = 62) -> np.ndarray:
-    """The authors' demo grid (62 thresholds, 0 to 30, made for 1000 unit-length rows) scaled by
-    ``sqrt(n / 1000)``: with n unit rows every singular value is at most ``sqrt(n)``."""
-    return al.default_thresholds(num=num) * np.sqrt(n / 1000.0)
 
 
 # ----------------------------------------------------------------------------- the shared source networks
