@@ -130,3 +130,23 @@ def test_paper_scale_tasks_read_torchvision_arrays(monkeypatch):
     assert task["X_train"].max() <= 1.0 and set(np.unique(task["y_test"])) <= {-1.0, 1.0}
     with pytest.raises(ValueError):
         sw.alignment_task("mnist", 15, 10)  # only 20 images of classes 0 and 1
+
+
+@pytest.mark.parametrize("families, message", [
+    ({"dropout": [0.1]}, "unknown family 'dropout'"),
+    ({}, "non-empty dict"),
+    ({"depth": []}, "non-empty list"),
+    ({"depth": "4"}, "non-empty list"),
+    ({"depth": [2, 0]}, r"family 'depth': \[0\] not allowed; use integers >= 1"),
+    ({"width": [64, 1.5]}, r"family 'width': \[1.5\] not allowed"),
+    ({"optimizer": ["adamw"]}, r"family 'optimizer': \['adamw'\] not allowed; use \['adam', 'momentum'"),
+    ({"activation": ["gelu"]}, r"family 'activation': \['gelu'\] not allowed"),
+])
+def test_check_families_names_the_bad_family_and_value(families, message):
+    with pytest.raises(ValueError, match=message):
+        sw.check_families(families)
+
+
+def test_every_listed_activation_builds():
+    for act in sw.ACTIVATIONS:
+        al.make_mlp(3, [4], activation=act)

@@ -75,3 +75,92 @@ def test_t01_runs_the_paper_recipe_offline_on_tiny_settings(tmp_path, monkeypatc
     assert metrics["params"]["schedule"] == "multistep" and metrics["params"]["augment"] is True
     assert len(metrics["cos_to_last"]) == 4 and set(metrics["claims"]) == {
         "cos_tracks_cka", "similarity_increases_toward_last", "cos_tracks_accuracy", "closer_layers_more_similar"}
+
+
+# ----- parameters: every one validated by settings.pick before anything loads -----------------------------------
+
+
+def setup_source(path):
+    """The source of the cell after the parameters cell (presets, settings.pick, output folder)."""
+    srcs = code_sources(path)
+    return srcs[1]
+
+
+def parameter_names(path):
+    import ast
+
+    tree = ast.parse("".join(tagged(path, "parameters")[0]["source"]))
+    return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
+def test_every_parameter_goes_through_settings_pick(nb):
+    src = setup_source(nb)
+    assert "settings.pick(PRESETS, scale," in src, "merge the presets with layersim.settings.pick"
+    for name in parameter_names(nb):
+        if name != "scale":
+            assert f"{name}={name}" in src, f"parameter {name!r} is not passed to settings.pick"
+
+
+@pytest.fixture
+def run_setup(tmp_path, monkeypatch):
+    """Execute a notebook's parameters cell, the given overrides, then its setup cell, in-process, with
+    outputs and the cache in tmp_path; returns the namespace. Restores torch's global settings."""
+    import torch
+
+    monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+
+    def run(nb, **params):
+        ns = {}
+        exec("".join(tagged(nb, "parameters")[0]["source"]), ns)
+        ns.update(params)
+        exec(setup_source(nb), ns)
+        return ns
+
+    yield run
+    torch.set_num_threads(threads)
+    torch.set_flush_denormal(False)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+@pytest.mark.parametrize("scale", ["smoke", "default", "paper"])
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
+def test_presets_of_every_scale_pass_their_rules(nb, scale, run_setup, tmp_path):
+    """Every scale's presets (paper included, which no test runs) satisfy the notebook's rules,
+    and the setup cell loads nothing: the cache stays empty."""
+    ns = run_setup(nb, scale=scale)
+    assert isinstance(ns["P"], dict) and ns["P"]
+    cache = tmp_path / "cache"
+    assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*"))
+
+
+T01 = ROOT / "notebooks" / "tracing" / "t01_cos_vs_cka.ipynb"
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"n_train": "abc"}, "parameter 'n_train': 'abc' is not allowed; n_train must be an integer >= 0"),
+    ({"depth": -3}, "parameter 'depth': -3 is not allowed; depth must be an integer >= 1"),
+    ({"depth": 0}, "parameter 'depth': 0 is not allowed; depth must be an integer >= 1"),
+    ({"seed": 1.5}, "parameter 'seed': 1.5 is not allowed; seed must be an integer in [0, 4.29497e+09]"),
+    ({"dataset": "cifar"}, "parameter 'dataset': 'cifar' is not allowed; dataset must be one of 'fashion-mnist'"),
+    ({"patch_size": 5}, "parameter 'patch_size': 5 does not divide the 28-pixel images of 'fashion-mnist'"),
+    ({"embed_dim": 33}, "parameter 'embed_dim': 33 is not a multiple of num_heads=2"),
+    ({"device": "gpu"}, "parameter 'device': 'gpu' is not allowed"),
+])
+def test_a_bad_parameter_stops_t01_before_anything_loads(run_setup, tmp_path, params, message):
+    with pytest.raises(ValueError) as info:
+        run_setup(T01, scale="smoke", **params)
+    assert message in str(info.value)
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dataset, patch", [("cifar10", 4), ("cifar100", 4), ("digits", 2), ("mnist", 7)])
+def test_t01_chooses_the_patch_size_for_the_data_set(run_setup, dataset, patch):
+    for scale in ("smoke", "default"):
+        assert run_setup(T01, scale=scale, dataset=dataset)["P"]["patch_size"] == patch
+    assert run_setup(T01, scale="smoke", dataset=dataset, patch_size=1)["P"]["patch_size"] == 1

@@ -222,3 +222,18 @@ def test_random_label_model_trains_from_base(tmp_cache):
     assert meta["data"]["labels"] == "uniform random" and meta["data"]["n"] == 60
     assert not torch.equal(m.blocks[0][0].weight, base.blocks[0][0].weight)  # trained further, base untouched
     assert torch.equal(base.blocks[0][0].weight, pt.build_cnn(TINY, seed=0).blocks[0][0].weight)
+
+
+def test_domain_and_group_checks_name_the_parameter():
+    ok = {"dataset": "fashion-mnist", "domains": ["clean", "lowres", "inverted"], "train_per_class": [1, 2, 3]}
+    pt.check_domains(ok)
+    pt.check_domains({"dataset": "office31", "domains": ["amazon", "webcam", "dslr"], "train_per_class": [0, 0, 0]})
+    with pytest.raises(ValueError, match=r"parameter 'domains': \['amazon'\] are not domains of 'fashion-mnist'"):
+        pt.check_domains({**ok, "domains": ["clean", "amazon", "inverted"]})
+    with pytest.raises(ValueError, match="parameter 'train_per_class'"):
+        pt.check_domains({**ok, "train_per_class": [1, 2]})
+    with pytest.raises(ValueError, match="parameter 'dataset'"):
+        pt.check_domains({**ok, "dataset": "mnist"})
+    pt.check_groups({"target": "cifar10", "groups": ["natural", "artificial"]})
+    with pytest.raises(ValueError, match=r"parameter 'groups': \['natural'\] are not class groups of 'fashion-mnist'"):
+        pt.check_groups({"target": "fashion-mnist", "groups": ["clothing", "natural"]})

@@ -8,17 +8,6 @@ import torch
 from layersim import results
 
 
-def test_pick_merges_non_none_overrides():
-    presets = {"smoke": {"n": 10, "lr": 0.1}, "default": {"n": 100, "lr": 0.1}}
-    assert results.pick(presets, "default", n=None, lr=0.5) == {"n": 100, "lr": 0.5}
-    with pytest.raises(ValueError, match="unknown setting"):
-        results.pick(presets, "default", n_trian=5)
-    with pytest.raises(ValueError, match="unknown scale"):
-        results.pick(presets, "huge")
-    with pytest.raises(ValueError, match="no preset"):
-        results.pick(presets, "paper")
-
-
 def test_output_dir_keeps_other_scales_out_of_figures(tmp_path, monkeypatch):
     monkeypatch.delenv("LAYERSIM_OUT", raising=False)
     monkeypatch.setenv("LAYERSIM_ROOT", str(tmp_path))
@@ -27,6 +16,16 @@ def test_output_dir_keeps_other_scales_out_of_figures(tmp_path, monkeypatch):
     assert smoke == tmp_path / "runs" / "smoke" / "tracing" / "t01" and smoke.is_dir()
     monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "elsewhere"))
     assert results.output_dir("a", "b", "paper") == tmp_path / "elsewhere" / "a" / "b"
+
+
+@pytest.mark.parametrize("scale", ["smoke", "paper"])
+def test_output_dir_refuses_other_scales_pointed_into_figures(tmp_path, monkeypatch, scale):
+    monkeypatch.setenv("LAYERSIM_ROOT", str(tmp_path))
+    monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "figures"))
+    with pytest.raises(ValueError, match="may not write into"):
+        results.output_dir("tracing", "t01", scale)
+    assert not (tmp_path / "figures").exists()
+    assert results.output_dir("tracing", "t01", "default") == tmp_path / "figures" / "tracing" / "t01"
 
 
 def test_claim_is_computed_from_the_value():

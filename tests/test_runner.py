@@ -6,9 +6,9 @@ import pytest
 from layersim import runner
 
 
-def _notebook(path, cells):
+def _notebook(path, cells, params_source='scale = "default"'):
     nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('scale = "default"')
+    params = nbformat.v4.new_code_cell(params_source)
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params] + [nbformat.v4.new_code_cell(src) for src in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -65,11 +65,90 @@ def test_smoke_run_never_touches_notebooks(fake_repo):
     assert (fake_repo / "runs" / "smoke" / "p" / "n" / "n.ipynb").is_file()
 
 
-def test_bad_scale_and_empty_selection(fake_repo, capsys):
+def test_empty_selection(fake_repo, capsys):
     _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
-    with pytest.raises(ValueError, match="unknown scale"):
-        runner.main(["--scale", "huge"])
     assert runner.main(["--nb", "zzz"]) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scale", "huge"], "invalid choice: 'huge'"),
+    (["--refs", "--scale", "huge"], "invalid choice: 'huge'"),
+    (["--refs", "--scale", "default"], "--scale default is not allowed"),
+    (["--scale", "default", "-p", "scale", "smoke"], "not -p scale"),
+    (["--scale", "smoke", "-p", "scale", "default"], "not -p scale"),
+    (["--refs", "-p", "n", "3"], "-p is not allowed"),
+    (["-p", "n", "3", "-p", "n", "4"], "-p n given more than once"),
+    (["-p", "nosuch", "1"], "p/n has no parameter 'nosuch'; its parameters are seed, n"),
+])
+def test_bad_arguments_are_usage_errors_and_nothing_runs(fake_repo, capsys, argv, message):
+    _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [], 'scale = "default"\nseed = 0\nn = None')
+    with pytest.raises(SystemExit) as exit_info:
+        runner.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (fake_repo / "runs").exists() and not (fake_repo / "tests").exists()
+
+
+def test_unknown_parameter_is_named_for_each_notebook_that_lacks_it(fake_repo):
+    _notebook(fake_repo / "notebooks" / "p" / "a.ipynb", [], 'scale = "default"\nn = None')
+    _notebook(fake_repo / "notebooks" / "p" / "b.ipynb", [], 'scale = "default"\nm = None')
+    lines = runner.unknown_parameters(runner.discover(""), {"n": 1})
+    assert lines == ["p/b has no parameter 'n'; its parameters are m"]
+
+
+@pytest.mark.parametrize("scale", ["smoke", "default", "paper"])
+@pytest.mark.parametrize("refs", [False, True])
+@pytest.mark.parametrize("params", [{}, {"n": 1}])
+@pytest.mark.parametrize("user_out", [None, "elsewhere", "figures"])
+def test_only_a_plain_default_run_may_write_committed_results(fake_repo, monkeypatch, scale, refs, params, user_out):
+    """Every combination of the runner's options: only --scale default without -p publishes into
+    notebooks/ and leaves the notebook's output root at figures/; no other plan points there."""
+    nb = _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
+    if user_out:
+        monkeypatch.setenv("LAYERSIM_OUT", str(fake_repo / user_out))
+    committed = [(fake_repo / "notebooks").resolve(), (fake_repo / "figures").resolve()]
+
+    def inside(path):
+        return path is not None and any(path.resolve().is_relative_to(c) for c in committed)
+
+    refused = (refs and (scale != "smoke" or params)) or (
+        user_out == "figures" and not refs and (scale != "default" or params))
+    if refused:
+        with pytest.raises(ValueError):
+            runner.plan(nb, scale, refs, params)
+        return
+    target = runner.plan(nb, scale, refs, params)
+    plain_default = scale == "default" and not refs and not params
+    assert (target.publish == nb) == plain_default and (target.publish is None) != plain_default
+    assert not inside(target.executed)
+    assert not inside(target.out_root)
+    if scale == "default" and params and not refs:  # the kernel is pointed away from figures/
+        assert target.out_root == (fake_repo / user_out if user_out else fake_repo / "runs" / "default")
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_runs_with_parameters_or_other_scales_leave_committed_files_alone(fake_repo):
+    """Real papermill runs of a notebook that writes through results.output_dir: the committed
+    notebook and figures/ change only in the plain default run (the control)."""
+    writes = ("from layersim import results\n"
+              "(results.output_dir('p', 'n', scale) / 'out.txt').write_text(f'{scale} {n}')")
+    nb = _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [writes], 'scale = "default"\nn = None')
+    (fake_repo / "figures" / "p" / "n").mkdir(parents=True)
+    (fake_repo / "figures" / "p" / "n" / "out.txt").write_text("committed")
+    before = {**_snapshot(fake_repo / "notebooks"), **_snapshot(fake_repo / "figures")}
+    for argv in (["--scale", "default", "-p", "n", "7"], ["--scale", "smoke"], ["--scale", "paper"], ["--refs"]):
+        assert runner.main(argv) == 0, argv
+        assert {**_snapshot(fake_repo / "notebooks"), **_snapshot(fake_repo / "figures")} == before, argv
+    assert (fake_repo / "runs" / "default" / "p" / "n" / "out.txt").read_text() == "default 7"
+    assert (fake_repo / "runs" / "smoke" / "p" / "n" / "out.txt").read_text() == "smoke None"
+    assert (fake_repo / "runs" / "paper" / "p" / "n" / "out.txt").read_text() == "paper None"
+    assert runner.main(["--scale", "default"]) == 0  # the control: only this run publishes
+    assert (fake_repo / "figures" / "p" / "n" / "out.txt").read_text() == "default None"
+    assert nb.read_text() != before["p/n.ipynb"].decode()
 
 
 def test_parse_value():
@@ -90,3 +169,13 @@ def test_refs_keep_only_the_checked_outputs(fake_repo):
     assert "".join(outputs["6 * 7"][0]["data"]["text/plain"]) == "42"
     assert 'scale = "smoke"' in "".join(ref["cells"][1]["source"])  # the injected parameters
     assert "papermill" not in ref["metadata"]
+
+
+def test_unknown_parameter_of_a_real_notebook_lists_its_parameters(monkeypatch):
+    monkeypatch.delenv("LAYERSIM_ROOT", raising=False)
+    t01 = runner.discover("t01_cos_vs_cka")
+    assert len(t01) == 1
+    (line,) = runner.unknown_parameters(t01, {"nosuch": 1, "depth": 3})
+    assert line.startswith("tracing/t01_cos_vs_cka has no parameter 'nosuch'; its parameters are seed, device, ")
+    assert "patch_size" in line and "depth" in line
+    assert runner.unknown_parameters(t01, {"depth": 3}) == []

@@ -93,3 +93,20 @@ def test_shifted_inputs_clean_equals_the_normalised_test_set():
 def test_shifted_inputs_rejects_malformed_specs(spec, msg):
     with pytest.raises(ValueError, match=msg):
         shift.shifted_inputs("fashion-mnist", spec, limit=10)
+
+
+@pytest.mark.parametrize("spec", [
+    {"corruption": "fog", "severity": 1}, {"corruption": "contrast"}, {"severity": 1.0},
+    {"corruption": "contrast", "severity": -0.5}, {"corruption": "translate", "severity": 1.5},
+    {"corruption": "gaussian_blur", "severity": float("nan")}, {"corruption": "contrast", "severity": "high"},
+    {"dataset": "cifar10.2", "severity": 1}, {"dataset": ""}, {"noise": 0.1}, ["contrast", 0.5],
+])
+def test_check_spec_refuses_what_shifted_inputs_cannot_run(spec):
+    with pytest.raises(ValueError):
+        shift.check_spec(spec)
+
+
+def test_check_spec_accepts_the_three_forms():
+    assert shift.check_spec({}) == {}
+    assert shift.check_spec({"dataset": "cifar10.2"}) == {"dataset": "cifar10.2"}
+    assert shift.check_spec({"corruption": "translate", "severity": 2}) == {"corruption": "translate", "severity": 2}

@@ -35,13 +35,38 @@ CLASSIFICATION = {"fashion-mnist": (0, 1), "digits": (0, 1), "mnist": (0, 1), "c
 REGRESSION = ("diabetes",)
 
 
-def settings_grid(families: dict[str, Sequence]) -> list[tuple[str, str, dict]]:
-    """Rows ``(family, label, config)``: for each family (a key of :data:`BASE`) every value in turn,
-    the other design choices at the base. ``families`` e.g. ``{"depth": [1, 2, 3, 4]}``."""
-    rows = []
+#: the activations the sweep's networks accept (``alignment.make_mlp``)
+ACTIVATIONS = ("relu", "tanh", "prelu", "leakyrelu", "linear", "sigmoid")
+
+
+def check_families(families: dict[str, Sequence]) -> dict[str, list]:
+    """``families`` as ``{family: [values]}`` if every family is a key of :data:`BASE` with a non-empty
+    list of valid values (depth, width, batch size: integers >= 1; an optimiser of :data:`OPTIMIZER_LR`;
+    an activation of :data:`ACTIVATIONS`), else ``ValueError`` naming the family and value."""
+    valid = {"optimizer": lambda v: v in OPTIMIZER_LR, "activation": lambda v: v in ACTIVATIONS}
+    is_count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
+    if not isinstance(families, dict) or not families:
+        raise ValueError(f"families is a non-empty dict {{family: [values]}}, got {families!r}")
+    out = {}
     for family, values in families.items():
         if family not in BASE:
             raise ValueError(f"unknown family {family!r}; use keys of BASE {sorted(BASE)}")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise ValueError(f"family {family!r} needs a non-empty list of values, got {values!r}")
+        bad = [v for v in values if not valid.get(family, is_count)(v)]
+        if bad:
+            allowed = {"optimizer": sorted(OPTIMIZER_LR), "activation": list(ACTIVATIONS)}.get(family, "integers >= 1")
+            raise ValueError(f"family {family!r}: {bad} not allowed; use {allowed}")
+        out[family] = list(values)
+    return out
+
+
+def settings_grid(families: dict[str, Sequence]) -> list[tuple[str, str, dict]]:
+    """Rows ``(family, label, config)``: for each family (a key of :data:`BASE`) every value in turn,
+    the other design choices at the base. ``families`` e.g. ``{"depth": [1, 2, 3, 4]}``
+    (checked by :func:`check_families`)."""
+    rows = []
+    for family, values in check_families(families).items():
         for v in values:
             rows.append((family, f"{family}={v}", {**BASE, family: v}))
     return rows

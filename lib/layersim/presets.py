@@ -17,6 +17,8 @@ checkpoint, as every other notebook at that scale.
 
 from __future__ import annotations
 
+from . import settings as st
+
 TRACING_VIT: dict[str, dict] = {
     "smoke": dict(
         dataset="fashion-mnist", n_train=512, patch_size=7, depth=4, embed_dim=32, num_heads=2,
@@ -34,6 +36,53 @@ TRACING_VIT: dict[str, dict] = {
         milestones=(100, 150), augment=True,
     ),
 }
+
+#: image data sets a tracing ViT or MLP can be trained on (offline: fashion-mnist, digits)
+TRAINABLE_IMAGE_SETS = ("fashion-mnist", "digits", "mnist", "cifar10", "cifar100")
+
+#: the patch side chosen for each image side: 4x4 patches on 8 and 28 px (digits, MNIST-like),
+#: 8x8 on 32 px (CIFAR, the paper's DeiT-S on CIFAR-10)
+PATCH_FOR_SIDE = {8: 2, 28: 7, 32: 4}
+
+
+def patch_size_for(dataset: str) -> int:
+    """The patch side of a tracing ViT on ``dataset``: :data:`PATCH_FOR_SIDE` of its image side."""
+    from .data import dataset_info
+
+    return PATCH_FOR_SIDE[dataset_info(dataset)["image_size"]]
+
+
+def check_vit_shape(settings: dict) -> None:
+    """The ViT settings fit together: ``patch_size`` divides the data set's image side and
+    ``embed_dim`` is a multiple of ``num_heads``; else one ``ValueError`` naming the parameter."""
+    from .data import dataset_info
+
+    side = dataset_info(settings["dataset"])["image_size"]
+    patch = settings["patch_size"]
+    if side % patch:
+        divisors = ", ".join(str(d) for d in range(1, side + 1) if side % d == 0)
+        raise ValueError(f"parameter 'patch_size': {patch} does not divide the {side}-pixel images of "
+                         f"{settings['dataset']!r}; patch_size must be one of {divisors}")
+    heads = settings["num_heads"]
+    if settings["embed_dim"] % heads:
+        raise ValueError(f"parameter 'embed_dim': {settings['embed_dim']} is not a multiple of num_heads={heads}; "
+                         f"embed_dim must be a multiple of {heads}")
+
+
+#: validation of :data:`TRACING_VIT` settings (:func:`layersim.settings.pick`); ``patch_size`` is
+#: ``derived`` from the data set unless given, and :func:`check_vit_shape` checks the combination
+TRACING_VIT_RULES: dict[str, st.Rule] = {
+    "dataset": st.choice(*TRAINABLE_IMAGE_SETS),
+    "n_train": st.integer(0, meaning="0 means the whole training split"),
+    "patch_size": st.integer(1),
+    "num_heads": st.integer(1),
+    "mlp_ratio": st.real(0, open_low=True),
+    "schedule": st.choice("cosine", "multistep", "constant"),
+    "milestones": st.seq(st.integer(1), min_length=0),
+    "augment": st.flag(),
+}
+TRACING_VIT_DERIVED = {"patch_size": lambda s: patch_size_for(s["dataset"])}
+
 
 #: beta of the CE + cosine regulariser (appendix B.3, ``objectives.ce_reg``). The paper gives no
 #: value; 1.0 puts the regulariser (at most 1, its layer weights sum to 1) on the scale of the CE term.
@@ -91,4 +140,11 @@ TRACING_MLP: dict[str, dict] = {
         dataset="mnist", n_train=0, depth=9, width=256, final_norm=False,
         epochs=20, batch_size=128, lr=1e-3, weight_decay=0.05, schedule="cosine", milestones=(),
     ),
+}
+
+#: validation of :data:`TRACING_MLP` settings (:func:`layersim.settings.pick`)
+TRACING_MLP_RULES: dict[str, st.Rule] = {
+    **{k: TRACING_VIT_RULES[k] for k in ("dataset", "n_train", "schedule", "milestones")},
+    "width": st.integer(1),
+    "final_norm": st.flag(),
 }

@@ -626,6 +626,33 @@ def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str 
 #: a10's offline domains and the Office-31 domain each stands in for (by role: the largest, clean product
 #: shots; the low-resolution webcam; the smallest, a different camera and scene).
 OFFICE_STANDIN = {"clean": "amazon", "lowres": "webcam", "inverted": "dslr"}
+#: the domains of each data set :func:`domain_sets` reads
+DATASET_DOMAINS = {"fashion-mnist": DOMAINS, "office31": tuple(OFFICE_STANDIN.values())}
+
+
+def check_domains(settings: dict) -> None:
+    """a10's settings: ``domains`` are domains of ``dataset`` (:data:`DATASET_DOMAINS`) and
+    ``train_per_class`` has one entry per domain; else one ``ValueError`` naming the parameter."""
+    known = DATASET_DOMAINS.get(settings["dataset"])
+    if known is None:
+        raise ValueError(f"parameter 'dataset': {settings['dataset']!r} has no domains; dataset must be one of "
+                         f"{sorted(DATASET_DOMAINS)}")
+    bad = [d for d in settings["domains"] if d not in known]
+    if bad:
+        raise ValueError(f"parameter 'domains': {bad} are not domains of {settings['dataset']!r}; "
+                         f"domains must be taken from {list(known)}")
+    if len(settings["train_per_class"]) != len(settings["domains"]):
+        raise ValueError(f"parameter 'train_per_class': {settings['train_per_class']!r} needs one entry per domain "
+                         f"({len(settings['domains'])})")
+
+
+def check_groups(settings: dict, groups_key: str = "groups", dataset_key: str = "target") -> None:
+    """``settings[groups_key]`` are class groups of ``settings[dataset_key]`` (:data:`SOURCE_GROUPS`)."""
+    known = SOURCE_GROUPS.get(settings[dataset_key], {})
+    bad = [g for g in settings[groups_key] if g not in known]
+    if bad:
+        raise ValueError(f"parameter {groups_key!r}: {bad} are not class groups of {settings[dataset_key]!r}; "
+                         f"{groups_key} must be taken from {sorted(known)}")
 
 
 def domain_sets(dataset: str, domain: str, train_per_class: int | None, test_per_class: int | None,

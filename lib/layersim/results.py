@@ -2,7 +2,9 @@
 
 Layout (the design card): a default-scale run writes ``figures/<paper>/<stem>/`` (committed);
 runs at any other scale write ``runs/<scale>/<paper>/<stem>/`` and never touch ``figures/``.
-``$LAYERSIM_OUT`` moves the output root (``<root>/<paper>/<stem>``) for any scale.
+``$LAYERSIM_OUT`` moves the output root (``<root>/<paper>/<stem>``) for any scale (never into
+``figures/`` for a scale other than default). The settings of a run are merged from the presets
+and validated by :func:`layersim.settings.pick`.
 
 ``metrics.json`` is ``{"notebook", "scale", "params", "claims": {name: {"holds", "value",
 "threshold" or "note", ...}}, ...measured numbers}``. A claim is one of the paper's
@@ -35,26 +37,13 @@ def check_scale(scale: str) -> str:
     return scale
 
 
-def pick(presets: dict[str, dict], scale: str, **overrides: Any) -> dict:
-    """The settings for ``scale`` from a notebook's ``presets``, with non-``None`` overrides.
-
-    Notebooks keep one dict of settings per scale; a papermill parameter left at ``None``
-    means "the scale's choice", any other value replaces it. Unknown override names raise
-    ``ValueError`` so that a typo in ``-p`` is not silently ignored.
-    """
-    check_scale(scale)
-    if scale not in presets:
-        raise ValueError(f"no preset for scale {scale!r}; presets have {sorted(presets)}")
-    settings = dict(presets[scale])
-    unknown = sorted(k for k in overrides if k not in settings)
-    if unknown:
-        raise ValueError(f"unknown setting(s) {unknown}; settings are {sorted(settings)}")
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    return settings
-
-
 def output_dir(paper: str, stem: str, scale: str) -> Path:
-    """The folder a run writes to (created): ``figures/...`` at default scale, ``runs/<scale>/...`` else."""
+    """The folder a run writes to (created): ``figures/...`` at default scale, ``runs/<scale>/...`` else.
+
+    ``$LAYERSIM_OUT`` replaces the root for any scale, but only a default-scale run may write
+    into the repository's ``figures/`` (the committed results): another scale pointed there
+    raises ``ValueError``.
+    """
     check_scale(scale)
     env = os.environ.get("LAYERSIM_OUT")
     if env:
@@ -64,6 +53,10 @@ def output_dir(paper: str, stem: str, scale: str) -> Path:
     else:
         base = repo_root() / "runs" / scale
     folder = base / paper / stem
+    committed = (repo_root() / "figures").resolve()
+    if scale != "default" and folder.resolve().is_relative_to(committed):
+        raise ValueError(f"a {scale}-scale run may not write into {committed} (the committed default-scale "
+                         f"results): LAYERSIM_OUT={env!r} points there; unset it or choose another folder")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -5,30 +5,39 @@
 notebook with its wall time. A failing notebook is named with the cell that failed; the batch
 goes on and the command exits non-zero at the end.
 
-Where the executed notebook goes:
+The runner owns ``scale`` (``--scale``; ``-p scale`` is refused) and refuses, before anything
+runs, a ``-p NAME`` that a selected notebook does not have (listing the parameters it has).
+Values are validated by the notebook itself (``layersim.settings.pick``) before it loads anything.
 
-- ``--scale default``: executed into ``runs/default/<paper>/<stem>/<stem>.ipynb`` first; on
-  success it replaces ``notebooks/<paper>/<stem>.ipynb`` (notebooks are committed with the
-  outputs of their last default-scale run). Its figures and ``metrics.json`` are written by
+Where the executed notebook goes (:func:`plan`); only the first case writes anything committed:
+
+- ``--scale default`` without ``-p``: executed into ``runs/default/<paper>/<stem>/<stem>.ipynb``
+  first; on success it replaces ``notebooks/<paper>/<stem>.ipynb`` (notebooks are committed with
+  the outputs of their last default-scale run). Its figures and ``metrics.json`` are written by
   the notebook itself into ``figures/<paper>/<stem>/``. A failed run leaves the committed
   notebook untouched.
-- other scales: ``runs/<scale>/<paper>/<stem>/<stem>.ipynb`` (never ``notebooks/`` or ``figures/``).
+- ``--scale default`` with ``-p``: a variation, not the committed result: the notebook and its
+  outputs go to ``runs/default/<paper>/<stem>/`` (``LAYERSIM_OUT`` is set for it, unless you set it).
+- other scales: ``runs/<scale>/<paper>/<stem>/`` (never ``notebooks/`` or ``figures/``).
 - ``--refs``: the smoke-scale reference copies under ``tests/notebooks/<paper>/`` that the
-  nbval regression tests compare against (``make smoke-refs``).
+  nbval regression tests compare against (``make smoke-refs``); no ``-p`` and no other scale.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
+import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .paths import repo_root
-from .results import check_scale
+from .results import SCALES
 
 KERNEL = "python3"
 
@@ -74,36 +83,107 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def target_paths(nb: Path, scale: str, refs: bool, root: Path) -> tuple[Path, Path | None]:
-    """``(executed, publish)``: where papermill writes, and where a successful run is copied."""
+@dataclass(frozen=True)
+class Plan:
+    """Where one run writes: ``executed`` (papermill's output notebook), ``publish`` (the
+    committed notebook it replaces on success, or ``None``) and ``out_root`` (the
+    ``LAYERSIM_OUT`` the kernel gets, or ``None`` to let ``results.output_dir`` choose:
+    ``figures/`` at the default scale, ``runs/<scale>/`` else)."""
+
+    executed: Path
+    publish: Path | None
+    out_root: Path | None
+
+
+def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None) -> Plan:
+    """Where a run of ``nb`` writes. Only a default-scale run without parameters (and not a
+    reference run) publishes into ``notebooks/`` and lets the notebook write ``figures/``.
+
+    Raises ``ValueError`` for a combination that would clobber committed results: a reference
+    run at another scale or with parameters, a ``scale`` parameter, or a non-publishing run
+    whose ``$LAYERSIM_OUT`` points into ``figures/``.
+    """
+    root = root or repo_root()
+    params = params or {}
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
+    if "scale" in params:
+        raise ValueError("scale is set with --scale, not with -p scale")
+    if refs and (scale != "smoke" or params):
+        raise ValueError("smoke references are runs at scale smoke with the presets: no --scale, no -p")
     rel = nb.relative_to(root / "notebooks")
     paper, stem = rel.parent.as_posix(), nb.stem
     if refs:
-        return root / "tests" / "notebooks" / paper / nb.name, None
+        return Plan(root / "tests" / "notebooks" / paper / nb.name, None, None)
     executed = root / "runs" / scale / paper / stem / nb.name
-    return executed, (nb if scale == "default" else None)
+    if scale == "default" and not params:
+        return Plan(executed, nb, None)
+    user_out = os.environ.get("LAYERSIM_OUT")
+    out_root = Path(user_out) if user_out else root / "runs" / scale
+    if (out_root / paper).resolve().is_relative_to((root / "figures").resolve()):
+        raise ValueError(f"LAYERSIM_OUT={user_out!r} points into figures/, which only a default-scale run "
+                         "without parameters may write")
+    return Plan(executed, None, out_root if scale == "default" else None)
+
+
+@contextlib.contextmanager
+def _environment(**values: str | None) -> Iterator[None]:
+    """Set (or leave alone, for ``None``) environment variables for the block; restore them after."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: v for k, v in values.items() if v is not None})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def notebook_parameters(nb: Path) -> list[str]:
+    """The names in ``nb``'s ``parameters`` cell (papermill's inspection; nothing is executed)."""
+    import papermill as pm
+
+    return list(pm.inspect_notebook(str(nb)))
+
+
+def unknown_parameters(notebooks: list[Path], params: dict, root: Path | None = None) -> list[str]:
+    """One line per selected notebook that lacks a parameter of ``params``, listing those it has."""
+    root = root or repo_root()
+    lines = []
+    for nb in notebooks:
+        names = notebook_parameters(nb)
+        missing = [p for p in params if p not in names]
+        if missing:
+            rel = nb.relative_to(root / "notebooks").with_suffix("").as_posix()
+            lines.append(f"{rel} has no parameter {', '.join(map(repr, missing))}; its parameters are "
+                         f"{', '.join(n for n in names if n != 'scale')}")
+    return lines
 
 
 def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None) -> Outcome:
-    """Execute one notebook with papermill at ``scale``; never raises for notebook errors."""
+    """Execute one notebook with papermill at ``scale`` where :func:`plan` says; never raises
+    for notebook errors (``ValueError`` for a combination :func:`plan` refuses)."""
     import papermill as pm
 
     root = root or repo_root()
-    executed, publish = target_paths(nb, scale, refs, root)
-    executed.parent.mkdir(parents=True, exist_ok=True)
+    target = plan(nb, scale, refs, params, root)
+    target.executed.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
-        pm.execute_notebook(
-            str(nb), str(executed), parameters={"scale": scale, **(params or {})},
-            kernel_name=KERNEL, progress_bar=False, cwd=str(nb.parent),
-        )
+        with _environment(LAYERSIM_OUT=str(target.out_root) if target.out_root else None):
+            pm.execute_notebook(
+                str(nb), str(target.executed), parameters={"scale": scale, **(params or {})},
+                kernel_name=KERNEL, progress_bar=False, cwd=str(nb.parent),
+            )
     except Exception as exc:  # papermill raises on the first failing cell
-        error = f"{describe_failure(exc)} -- see {executed.relative_to(root)}"
+        error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
         return Outcome(nb, False, time.perf_counter() - t0, error)
-    if publish is not None:
-        shutil.copyfile(executed, publish)
+    if target.publish is not None:
+        shutil.copyfile(target.executed, target.publish)
     if refs:
-        strip_reference(executed)
+        strip_reference(target.executed)
     return Outcome(nb, True, time.perf_counter() - t0)
 
 
@@ -136,13 +216,24 @@ def parse_value(text: str):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m layersim.runner", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scale", default="default", help="smoke, default or paper (default: default)")
+    ap.add_argument("--scale", choices=SCALES, default=None, help="smoke, default or paper (default: default)")
     ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> to run (default: all)")
     ap.add_argument("--refs", action="store_true", help="write smoke-scale nbval references under tests/notebooks/")
-    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="extra papermill parameter")
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="a notebook parameter (not scale); a run with -p never replaces committed results")
     ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
     args = ap.parse_args(argv)
-    scale = "smoke" if args.refs else check_scale(args.scale)
+    if args.refs and args.scale not in (None, "smoke"):
+        ap.error(f"--refs writes smoke-scale references: --scale {args.scale} is not allowed with it")
+    scale = args.scale or ("smoke" if args.refs else "default")
+    names = [name for name, _ in args.p]
+    if "scale" in names:
+        ap.error("set the scale with --scale, not -p scale")
+    if args.refs and names:
+        ap.error("--refs runs the smoke presets: -p is not allowed with it")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        ap.error(f"-p {', '.join(repeated)} given more than once")
     notebooks = discover(args.nb)
     if not notebooks:
         print(f"no notebook matches {args.nb!r} under notebooks/", file=sys.stderr)
@@ -151,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(str(p.relative_to(repo_root())) for p in notebooks))
         return 0
     params = {name: parse_value(value) for name, value in args.p}
+    problems = unknown_parameters(notebooks, params)
+    if problems:
+        ap.error("unknown parameter(s), nothing was run:\n  " + "\n  ".join(problems))
+    if scale == "default" and params:
+        print("parameters given: this run goes to runs/default/ and leaves notebooks/ and figures/ as they are",
+              flush=True)
     outcomes = []
     for i, nb in enumerate(notebooks, 1):
         name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()

@@ -120,6 +120,30 @@ def corrupt(x: torch.Tensor, kind: str, severity: float, seed: int = 0) -> torch
     return fn(x, **kwargs)
 
 
+def check_spec(spec: Mapping) -> dict:
+    """``spec`` as a dict if it is a shift :func:`shifted_inputs` understands, else ``ValueError``:
+    ``{}``, ``{"dataset": name}`` or ``{"corruption": kind, "severity": s}`` with ``kind`` a key of
+    :data:`CORRUPTIONS` and ``s`` a number >= 0 (an integer number of pixels for ``translate``)."""
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"a shift is a dict, got {type(spec).__name__}")
+    spec = dict(spec)
+    unknown = set(spec) - {"dataset", "corruption", "severity"}
+    if unknown or ("dataset" in spec and ("corruption" in spec or "severity" in spec)):
+        raise ValueError(f"a shift is {{'dataset': name}} or {{'corruption': kind, 'severity': s}}, got {spec}")
+    if "dataset" in spec and not (isinstance(spec["dataset"], str) and spec["dataset"]):
+        raise ValueError(f"the data set of a shift is a name, got {spec['dataset']!r}")
+    if "corruption" in spec or "severity" in spec:
+        kind, severity = spec.get("corruption"), spec.get("severity")
+        if kind not in CORRUPTIONS:
+            raise ValueError(f"unknown corruption {kind!r}; choose one of {sorted(CORRUPTIONS)}")
+        integral = kind == "translate"
+        if (isinstance(severity, bool) or not isinstance(severity, int if integral else (int, float))
+                or not math.isfinite(severity) or severity < 0):
+            raise ValueError(f"corruption {kind!r} needs a 'severity' >= 0{' in whole pixels' if integral else ''}, "
+                             f"got {severity!r}")
+    return spec
+
+
 def shifted_inputs(source: str, spec: Mapping, limit: int | None = None, seed: int = 0
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """A shifted test set for a model trained on the image data set ``source``.
@@ -132,11 +156,7 @@ def shifted_inputs(source: str, spec: Mapping, limit: int | None = None, seed: i
     """
     from . import data
 
-    unknown = set(spec) - {"dataset", "corruption", "severity"}
-    if unknown or ("dataset" in spec and "corruption" in spec):
-        raise ValueError(f"a shift is {{'dataset': name}} or {{'corruption': kind, 'severity': s}}, got {dict(spec)}")
-    if "corruption" in spec and "severity" not in spec:
-        raise ValueError(f"corruption {spec['corruption']!r} needs a 'severity'")
+    spec = check_spec(spec)
     name = spec.get("dataset", source)
     images, labels = data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False).tensors()
     if "corruption" in spec:
