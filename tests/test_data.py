@@ -7,8 +7,10 @@ Austen) skip with a reason when `make assets` has not been run.
 from __future__ import annotations
 
 import gzip
+import re
 import struct
 import urllib.error
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 
 from layersim import assets, data
 from layersim.assets import AssetNotFoundError
+from layersim.paths import CacheWarning
 
 
 @pytest.fixture
@@ -98,6 +101,41 @@ def test_fashion_mnist_loader_parses_a_system_copy_and_caches_npz(tmp_cache, no_
     x2, y2 = data.load_fashion_mnist("train")  # from the .npz now
     assert np.array_equal(x, x2) and np.array_equal(y, y2)
     assert data.load_fashion_mnist("test")[0].shape == (10, 28, 28)
+
+
+def _flip_100_bytes(path):
+    raw = bytearray(path.read_bytes())
+    for i in range(len(raw) // 2, len(raw) // 2 + 100):
+        raw[i] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+CACHE_FAULTS = {
+    "garbage": lambda p: p.write_bytes(b"\x93NUMPY garbage" * 50),
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "empty": lambda p: p.write_bytes(b""),
+    "100 flipped bytes": _flip_100_bytes,
+}
+
+
+@pytest.mark.parametrize("fault", list(CACHE_FAULTS))
+def test_fashion_mnist_broken_npz_is_moved_aside_and_rebuilt(tmp_cache, no_system, fault):
+    arrays = _fake_fmnist(no_system / "usr/share/datasets/fashion-mnist")
+    data.load_fashion_mnist("train")
+    npz = tmp_cache / "fashion-mnist" / "train.npz"
+    CACHE_FAULTS[fault](npz)
+    damaged = npz.read_bytes()
+    with pytest.warns(CacheWarning, match=re.escape(str(npz))):
+        x, y = data.load_fashion_mnist("train")
+    assert np.array_equal(x, arrays["train"][0]) and np.array_equal(y, arrays["train"][1])
+    [aside] = npz.parent.glob("train.npz.corrupt-*")
+    assert aside.read_bytes() == damaged
+    for gz in no_system.rglob("*.gz"):  # the rebuilt cache is read next time
+        gz.unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x2, y2 = data.load_fashion_mnist("train")
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
 
 
 def test_fashion_mnist_missing_everywhere_is_the_clear_error(tmp_cache, no_system):
@@ -226,6 +264,30 @@ def test_austen_six_novels_lines_and_sentences(tmp_cache):
     sentences = data.load_dataset("austen", unit="sentence")
     assert sentences["novel"].nunique() == 6 and 25000 < len(sentences) < 40000
     assert not sentences["text"].str.endswith("Mr.").any()
+
+
+@pytest.mark.parametrize("fault", ["garbage", "truncated", "empty", "wrong content"])
+def test_austen_broken_json_cache_is_moved_aside_and_rebuilt(tmp_cache, tmp_path, monkeypatch, fault):
+    fake = {key: [f"{key} line {i}" for i in range(3)] for key in data.AUSTEN_NOVELS}
+    parsed = []
+    monkeypatch.setattr(assets, "resolve", lambda name, allow_download=None: tmp_path)
+    monkeypatch.setattr(data, "_read_rdb", lambda folder: parsed.append(folder) or fake)
+    expected = {title: fake[key] for key, title in data.AUSTEN_NOVELS.items()}
+    assert data._austen_lines() == expected and len(parsed) == 1
+    cached = tmp_cache / "text" / "janeaustenr.json"
+    if fault == "wrong content":
+        cached.write_text('{"Emma": []}')
+    else:
+        CACHE_FAULTS[fault](cached)
+    damaged = cached.read_bytes()
+    with pytest.warns(CacheWarning, match=re.escape(str(cached))):
+        assert data._austen_lines() == expected
+    assert len(parsed) == 2
+    [aside] = cached.parent.glob("janeaustenr.json.corrupt-*")
+    assert aside.read_bytes() == damaged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert data._austen_lines() == expected and len(parsed) == 2  # from the rebuilt cache
 
 
 def test_austen_missing_is_the_clear_error(tmp_cache, no_system):

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Dataset
 
 from layersim import assets
-from layersim.paths import cache_dir
+from layersim.paths import cache_dir, quarantine
 
 __all__ = [
     "read_idx",
@@ -133,13 +133,20 @@ def load_fashion_mnist(split: str = "train", allow_download: bool | None = None
 
     Reads ``data/cache/fashion-mnist/<split>.npz`` when present; otherwise finds the idx files
     along the asset chain (cache, data/system, /usr/share/datasets, download if allowed),
-    parses them and writes the ``.npz`` for next time.
+    parses them and writes the ``.npz`` for next time. An unreadable ``.npz`` is moved aside with
+    a warning (:func:`layersim.paths.quarantine`) and rebuilt.
     """
     _check_split("fashion-mnist", split, ("train", "test"))
     npz = cache_dir("fashion-mnist") / f"{split}.npz"
     if npz.is_file():
-        with np.load(npz) as z:
-            return z["images"], z["labels"]
+        try:
+            with np.load(npz) as z:  # zip CRCs catch damaged bytes
+                images, labels = z["images"], z["labels"]
+            if images.ndim != 3 or labels.shape != images.shape[:1]:
+                raise ValueError(f"images {images.shape} and labels {labels.shape} do not match")
+            return images, labels
+        except Exception as err:  # noqa: BLE001 - any damage: move it aside and rebuild
+            quarantine(npz, err)
     folder = assets.resolve("fashion-mnist", allow_download=allow_download)
     prefix = "train" if split == "train" else "t10k"
     images = read_idx(folder / f"{prefix}-images-idx3-ubyte.gz").astype(np.uint8)
@@ -203,13 +210,20 @@ def _austen_lines() -> dict[str, list[str]]:
     """The raw lines of each novel, keyed by title, in publication order.
 
     Parsing the R database takes ~2 s, so the lines are cached as JSON next to the
-    Fashion-MNIST arrays (``data/cache/text/janeaustenr.json``) for the next call.
+    Fashion-MNIST arrays (``data/cache/text/janeaustenr.json``) for the next call; an unreadable
+    cache is moved aside with a warning (:func:`layersim.paths.quarantine`) and rebuilt.
     """
     import json
 
     cached = cache_dir("text") / "janeaustenr.json"
     if cached.is_file():
-        return json.loads(cached.read_text(encoding="utf-8"))
+        try:
+            lines = json.loads(cached.read_text(encoding="utf-8"))
+            if not isinstance(lines, dict) or list(lines) != list(AUSTEN_NOVELS.values()):
+                raise ValueError("not the lines of the six novels")
+            return lines
+        except Exception as err:  # noqa: BLE001 - any damage: move it aside and rebuild
+            quarantine(cached, err)
     folder = assets.resolve("janeaustenr", allow_download=False) / "data"
     objects = _read_rdb(folder)
     missing = [k for k in AUSTEN_NOVELS if k not in objects]
