@@ -74,6 +74,18 @@ def test_unknown_name_is_a_value_error_with_suggestion():
         assets.resolve("gpt2/small")
 
 
+@pytest.mark.parametrize("typo", ["fashion-mnis", "fashon-mnist", "Fashion_MNST", "vit-smal"])
+def test_suggestions_name_each_asset_once(typo):
+    # fashion-mnist is reachable by several keys (its name and aliases); each is suggested once
+    with pytest.raises(ValueError, match="did you mean") as err:
+        assets.canonical_name(typo)
+    hint = str(err.value).split("did you mean ", 1)[1].split("?", 1)[0]
+    names = [n.strip().strip("'") for n in hint.split(",")]
+    assert len(names) == len(set(names)), hint
+    assert all(n in assets.ASSETS for n in names), hint
+    assert names[0] == ("vit-small-patch16-224" if typo == "vit-smal" else "fashion-mnist")
+
+
 def test_download_policy(monkeypatch):
     import huggingface_hub.constants as hc
 

@@ -68,11 +68,13 @@ def test_t01_runs_the_paper_recipe_offline_on_tiny_settings(tmp_path, monkeypatc
     monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path / "cache"))
     nb = ROOT / "notebooks" / "tracing" / "t01_cos_vs_cka.ipynb"
     pm.execute_notebook(str(nb), str(tmp_path / "t01.ipynb"), kernel_name="python3", progress_bar=False,
-                        cwd=str(nb.parent), parameters=dict(scale="paper", dataset="fashion-mnist", n_train=256,
-                                                            n_eval=128, depth=4, embed_dim=24, epochs=1))
+                        cwd=str(nb.parent), parameters=dict(scale="paper", dataset="fashion-mnist", patch_size=4,
+                                                            n_train=256, n_eval=128, depth=4, embed_dim=24,
+                                                            epochs=1))
     metrics = json.loads((tmp_path / "out" / "tracing" / "t01_cos_vs_cka" / "metrics.json").read_text())
     assert metrics["scale"] == "paper"
     assert metrics["params"]["schedule"] == "multistep" and metrics["params"]["augment"] is True
+    assert metrics["params"]["patch_size"] == 4 and metrics["params"]["num_heads"] == 6
     assert len(metrics["cos_to_last"]) == 4 and set(metrics["claims"]) == {
         "cos_tracks_cka", "similarity_increases_toward_last", "cos_tracks_accuracy", "closer_layers_more_similar"}
 

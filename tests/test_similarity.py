@@ -708,3 +708,207 @@ def test_bench_baselines_and_smoke_run(capsys):
     assert bench.main(["--quick", "--no-torch-cka", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "| 4×400×16 | (a) naive" in out and "StreamingCKA memory vs N" in out
+
+
+# --------------------------------------------------------------------------------------
+# scale: values do not depend on the magnitude of the inputs in floating point either
+# --------------------------------------------------------------------------------------
+def scale_pair():
+    rng = np.random.default_rng(29)
+    X = rng.standard_normal((40, 6)) * 3 + 5
+    Y = X @ rng.standard_normal((6, 6)) + rng.standard_normal((40, 6))
+    Z = 0.01 * rng.standard_normal((40, 6)) + 0.3
+    return X, Y, Z
+
+
+_, _, _Z = scale_pair()
+INVARIANT = {
+    "cosine": lambda a, b: S.cosine(a, b),
+    "cosine_uncentred": lambda a, b: S.cosine(a, b, center=False),
+    "cosine_per_sample": lambda a, b: S.cosine_per_sample(a, b),
+    "linear_cka_feature": lambda a, b: S.linear_cka(a, b, form="feature"),
+    "linear_cka_gram": lambda a, b: S.linear_cka(a, b, form="gram"),
+    "debiased_cka": lambda a, b: S.linear_cka(a, b, debiased=True),
+    "rbf_cka": lambda a, b: S.rbf_cka(a, b),
+    "rbf_cka_debiased": lambda a, b: S.rbf_cka(a, b, debiased=True),
+    "gram_rbf": lambda a, b: S.gram_rbf(a),
+    "gram_cka": lambda a, b: S.gram_cka(S.gram_rbf(a), S.gram_rbf(b), debiased=True),
+    "layer_matrix_cka": lambda a, b: S.layer_matrix([a, b, _Z]),
+    "layer_matrix_cka_gram": lambda a, b: S.layer_matrix([a, b, _Z], form="gram"),
+    "layer_matrix_debiased": lambda a, b: S.layer_matrix([a, b, _Z], "debiased_cka"),
+    "layer_matrix_cos": lambda a, b: S.layer_matrix([a, b, _Z], "cos"),
+    "to_last_cka": lambda a, b: S.to_last([a, _Z, b]),
+    "to_last_debiased": lambda a, b: S.to_last([a, _Z, b], "debiased_cka"),
+    "to_last_cos": lambda a, b: S.to_last([a, _Z, b], "cos"),
+    "adjacent_cosine": lambda a, b: S.adjacent_cosine([a, b, _Z]),
+    "streaming": lambda a, b: S.StreamingCKA().update([a[:15], b[:15]]).update(
+        [a[15:], b[15:]]).result(),
+    "streaming_debiased": lambda a, b: S.StreamingCKA(debiased=True).update(
+        [a[:15], b[:15]]).update([a[15:], b[15:]]).result(),
+    "minibatch_cka_matrix": lambda a, b: S.minibatch_cka_matrix(
+        [[a[:20], b[:20]], [a[20:], b[20:]]]),
+    "minibatch_cka": lambda a, b: S.minibatch_cka([(a[:20], b[:20]), (a[20:], b[20:])]),
+    "procrustes_similarity": lambda a, b: S.procrustes_similarity(a, b),
+    "canonical_correlations": lambda a, b: S.canonical_correlations(a, b),
+    "cca_r2": lambda a, b: S.cca_r2(a, b),
+    "svcca": lambda a, b: S.svcca(a, b),
+}
+SCALES = [(1e100, 1.0), (1e-100, 1.0), (1.0, 1e150), (1e300, 1e-300), (1e-300, 1e300)]
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("name", sorted(INVARIANT))
+def test_scale_invariant_functions_at_extreme_scales(name):
+    fn = INVARIANT[name]
+    X, Y, _ = scale_pair()
+    ref = np.asarray(fn(X, Y))
+    for sx, sy in SCALES:
+        np.testing.assert_allclose(fn(X * sx, Y * sy), ref, rtol=1e-12, atol=1e-15,
+                                   err_msg=f"{name} at X*{sx:g}, Y*{sy:g}")
+
+
+@pytest.mark.filterwarnings("error")
+def test_user_example_cka_at_1e100():
+    X, Y = kornblith_demo()
+    for a, b in [(X * 1e100, Y), (X, Y * 1e-100), (X * 1e160, Y * 1e-160)]:
+        assert S.linear_cka(a, b) == pytest.approx(0.55761, abs=1e-5)
+        assert S.linear_cka(a, b) == pytest.approx(S.linear_cka(X, Y), rel=1e-12)
+    assert S.cosine(X * 1e160, X) == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.filterwarnings("error")
+def test_ordinary_inputs_are_bit_identical_after_power_of_two_scaling():
+    # the rescaling is by powers of two: exact, so results do not move by a single bit
+    X, Y, Z = scale_pair()
+    for k in (-300, -37, 5, 200):
+        c = 2.0**k
+        assert S.linear_cka(X * c, Y) == S.linear_cka(X, Y)
+        assert S.linear_cka(X * c, Y * c, debiased=True) == S.linear_cka(X, Y, debiased=True)
+        np.testing.assert_array_equal(S.layer_matrix([X * c, Y, Z]), S.layer_matrix([X, Y, Z]))
+        np.testing.assert_array_equal(S.cosine_per_sample(X * c, Y), S.cosine_per_sample(X, Y))
+        np.testing.assert_array_equal(S.residual_norm_ratio(X * c, Y * c),
+                                      S.residual_norm_ratio(X, Y))
+        np.testing.assert_array_equal(S.block_redundancy([X * c, Y * c]),
+                                      S.block_redundancy([X, Y]) * c * c)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("k", [100, 120, -100, -110])
+def test_float32_near_its_range(k):
+    # max |Y| * 2^120 ~ 6e37 (float32 max 3.4e38); 2^-110 ~ 8e-34: exact multiples of the data
+    X, Y, Z = (a.astype(np.float32) for a in scale_pair())
+    c = np.float32(2.0**k)
+    Xc, Yc, Zc = X * c, Y * c, Z * c
+    for a, ac in [(X, Xc), (Y, Yc), (Z, Zc)]:
+        assert ac.dtype == np.float32 and np.array_equal(ac / c, a)  # no overflow, no subnormals
+    assert S.linear_cka(Xc, Yc) == S.linear_cka(X, Y)
+    np.testing.assert_array_equal(S.layer_matrix(np.stack([Xc, Yc, Zc])),
+                                  S.layer_matrix(np.stack([X, Y, Z])))
+    np.testing.assert_array_equal(S.layer_matrix(torch.from_numpy(np.stack([Xc, Yc, Zc])), "cos"),
+                                  S.layer_matrix(np.stack([X, Y, Z]), "cos"))
+    np.testing.assert_array_equal(S.StreamingCKA().update([Xc, Yc]).result(),
+                                  S.StreamingCKA().update([X, Y]).result())
+    assert S.cosine(torch.from_numpy(Xc), Yc) == S.cosine(X, Y)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("c", [1e100, 1e-100, 1e300, 1e-300])
+def test_residual_norm_ratio_under_common_scaling(c):
+    X, Y, _ = scale_pair()
+    np.testing.assert_allclose(S.residual_norm_ratio(X * c, Y * c), S.residual_norm_ratio(X, Y),
+                               rtol=1e-12)
+    # not invariant to scaling one argument
+    assert not np.allclose(S.residual_norm_ratio(X * 2, Y), S.residual_norm_ratio(X, Y))
+
+
+@pytest.mark.filterwarnings("error")
+def test_scale_dependent_functions_scale_exactly_or_raise():
+    X, Y, Z = scale_pair()
+    K, L = S.gram_linear(X), S.gram_linear(Y)
+    # values scale with the inputs and are computed without intermediate overflow
+    for c in (1e100, 1e-100, 1e150):
+        np.testing.assert_allclose(S.gram_linear(X * c), K * c * c, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(S.block_redundancy([X * c, Y * c, Z * c]),
+                                   S.block_redundancy([X, Y, Z]) * c * c, rtol=1e-12)
+    for a, b in [(1e300, 1e-300), (1e200, 1e100), (1e-150, 1e-150), (1e300, 1.0)]:
+        for debiased in (False, True):
+            assert S.hsic(K * a, L * b, debiased) == pytest.approx(
+                S.hsic(K, L, debiased) * a * b, rel=1e-12)
+    np.testing.assert_allclose(S.center_gram(K * 1e300), S.center_gram(K) * 1e300, rtol=1e-12,
+                               atol=1e-12 * 1e300 * np.abs(K).max())
+    # a value beyond float64's range is an error, not inf with a warning
+    with pytest.raises(ValueError, match="beyond the range of float64"):
+        S.hsic(K * 1e160, K * 1e160)
+    with pytest.raises(ValueError, match="beyond the range of float64"):
+        S.gram_linear(X * 1e200)
+    with pytest.raises(ValueError, match="beyond the range of float64"):
+        S.block_redundancy([X * 1e160, Y * 1e160])
+    # the CKA of such Gram matrices is fine: it is scale invariant
+    assert S.gram_cka(K * 1e300, L) == pytest.approx(S.gram_cka(K, L), rel=1e-12)
+
+
+@pytest.mark.parametrize("c", [1e-100, 1e100, 1e-300])
+def test_constant_and_nonfinite_still_rejected_at_any_scale(c):
+    const = np.full((10, 3), 1e3 + 0.1) * c
+    for fn in (S.linear_cka, S.rbf_cka, S.procrustes_similarity, S.cca_r2,
+               lambda a, b: S.layer_matrix([b, a]), lambda a, b: S.to_last([a, b]),
+               lambda a, b: S.StreamingCKA().update([a, b]).result()):
+        with pytest.raises(ValueError, match="constant"):
+            fn(const, good())
+        # a small (or large) but varying representation is not constant
+        assert np.all(np.isfinite(fn(good(seed=2) * c, good())))
+    X = good() * c
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf"):
+        S.linear_cka(X, good())
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("debiased", [False, True])
+def test_streaming_batches_share_one_scale(monkeypatch, debiased):
+    # batches of very different magnitude: the result is the CKA of the concatenated data,
+    # so no batch may be rescaled on its own
+    rng = np.random.default_rng(30)
+    layers = random_layers(rng, n=48, dims=(5, 7, 4), offset=2.0)
+    big = [np.concatenate([x[:16], 4.0 * x[16:32], 0.5 * x[32:]]) for x in layers]
+    metric = "debiased_cka" if debiased else "cka"
+    ref = S.layer_matrix(big, metric)
+    for headroom in (32, 0):  # 0: every larger batch rescales the accumulators
+        monkeypatch.setattr(S, "_STREAM_HEADROOM", headroom)
+        for c in (1.0, 1e150, 1e-150):
+            acc = S.StreamingCKA(debiased=debiased)
+            for a in (0, 16, 32):
+                acc.update([x[a:a + 16] * c for x in big])
+            np.testing.assert_allclose(acc.result(), ref, rtol=1e-12, atol=1e-13)
+    # a stream whose later batch is 2^200 times larger: rescaled, no overflow
+    monkeypatch.setattr(S, "_STREAM_HEADROOM", 32)
+    acc = S.StreamingCKA(debiased=debiased)
+    acc.update([x[:16] * 1e-100 for x in layers]).update([x[16:] * 1e-100 * 2.0**200 for x in layers])
+    ref = S.layer_matrix([np.concatenate([x[:16], x[16:] * 2.0**200]) for x in layers], metric)
+    np.testing.assert_allclose(acc.result(), ref, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.filterwarnings("error")
+def test_minibatch_batches_share_one_scale():
+    rng = np.random.default_rng(31)
+    layers = random_layers(rng, n=40, dims=(4, 6, 5))
+    batches = [[x[a:a + 10] * w for x in layers] for a, w in zip(range(0, 40, 10), (1, 4, 0.25, 2))]
+    ref = S.minibatch_cka_matrix(batches)
+    for c in (1e100, 1e-100, 1e300):
+        np.testing.assert_allclose(S.minibatch_cka_matrix([[x * c for x in b] for b in batches]),
+                                   ref, rtol=1e-12)
+    # the estimator weights each batch by its HSIC, so the relative scales matter
+    assert not np.allclose(S.minibatch_cka_matrix([[x / w for x in b] for b, w in
+                                                   zip(batches, (1, 4, 0.25, 2))]), ref)
+
+
+@FAST
+@given(seed=seeds, shp=shape, kx=st.integers(-300, 300), ky=st.integers(-300, 300),
+       debiased=st.booleans())
+def test_cka_and_cosine_scale_free(seed, shp, kx, ky, debiased):
+    _, X, Y = draw(seed, *shp)
+    sx, sy = 10.0**kx, 10.0**ky
+    assert S.linear_cka(X * sx, Y * sy, debiased=debiased) == pytest.approx(
+        S.linear_cka(X, Y, debiased=debiased), rel=1e-12, abs=1e-14)
+    Yd = Y[:, :1] * np.ones(X.shape[1])  # same d for cosine
+    assert S.cosine(X * sx, Yd * sy) == pytest.approx(S.cosine(X, Yd), rel=1e-12, abs=1e-14)

@@ -248,8 +248,10 @@ def canonical_name(name: str) -> str:
     try:
         return _BY_KEY[_key(name)]
     except KeyError:
-        close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=3)
-        hint = f"; did you mean {', '.join(repr(_BY_KEY[c]) for c in close)}?" if close else ""
+        # closest keys first; an asset reached by several of its aliases is named once
+        close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=len(_BY_KEY))
+        close = list(dict.fromkeys(_BY_KEY[c] for c in close))[:3]
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown asset {name!r}{hint} (known: {', '.join(sorted(ASSETS))})"
         ) from None

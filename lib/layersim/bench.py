@@ -468,35 +468,125 @@ def table(rows: list[Row], infos: dict) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+# --------------------------------------------------------------------------------------
+# command line: every argument is checked by argparse (usage error, exit code 2)
+# --------------------------------------------------------------------------------------
+ONLY_CHOICES = ("floor_centred", "auto", "feature", "gram", "streaming", "minibatch", "torch_cka",
+                "naive")
+
+
+def _int_at_least(lo: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}")
+        return v
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v >= 0:  # NaN fails too; inf is allowed (never stop early / never extrapolate)
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return v
+
+
+def _shapes(text: str) -> list[tuple[int, int]]:
+    """``"3000x384,10000x768"`` -> ``[(3000, 384), (10000, 768)]``; N >= 4, d >= 1."""
+    out = []
+    for item in filter(str.strip, text.split(",")):
+        parts = item.strip().lower().split("x")
+        try:
+            n, d = (int(v) for v in parts)
+        except ValueError:
+            n = d = None
+        if n is None or n < 4 or d < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated NxD shapes with integers N >= 4 and d >= 1 "
+                f"(e.g. 3000x384,10000x768), got {item.strip()!r} in {text!r}")
+        out.append((n, d))
+    if not out:
+        raise argparse.ArgumentTypeError("expected at least one NxD shape, e.g. 3000x384")
+    return out
+
+
+def _stream_ns(text: str) -> list[int]:
+    """``"3000,10000"`` -> ``[3000, 10000]`` (each N >= 2); ``""`` -> ``[]`` (no sweep)."""
+    if not text.strip():
+        return []
+    out = []
+    for item in filter(str.strip, text.split(",")):
+        try:
+            v = int(item)
+        except ValueError:
+            v = None
+        if v is None or v < 2:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated integers N >= 2, or '' to skip the sweep, "
+                f"got {item.strip()!r} in {text!r}")
+        out.append(v)
+    return out
+
+
+def _only(text: str) -> str:
+    items = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in items if v not in ONLY_CHOICES]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown method(s) {', '.join(map(repr, bad))}; choose a comma-separated subset of "
+            f"{', '.join(ONLY_CHOICES)}")
+    return ",".join(items)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, validated: any bad value is a usage error (exit code 2)."""
     ap = argparse.ArgumentParser(prog="python -m layersim.bench",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", default="3000x384,10000x768",
-                    help="comma-separated NxD shapes (default: %(default)s)")
-    ap.add_argument("--layers", type=int, default=13)
-    ap.add_argument("--batch", type=int, default=512, help="minibatch rows for streaming")
-    ap.add_argument("--stream-n", default="3000,10000,30000",
-                    help="N values of the StreamingCKA memory sweep ('' to skip)")
-    ap.add_argument("--stream-d", type=int, default=None,
+    ap.add_argument("--shapes", type=_shapes, default="3000x384,10000x768",
+                    help="comma-separated NxD shapes, N >= 4, d >= 1 (default: 3000x384,10000x768)")
+    ap.add_argument("--layers", type=_int_at_least(2), default=13, help="number of layers, >= 2")
+    ap.add_argument("--batch", type=_int_at_least(4), default=512,
+                    help="minibatch rows for streaming and the minibatch estimator, >= 4")
+    ap.add_argument("--stream-n", type=_stream_ns, default="3000,10000,30000",
+                    help="N values (>= 2) of the StreamingCKA memory sweep ('' to skip)")
+    ap.add_argument("--stream-d", type=_int_at_least(1), default=None,
                     help="d of the sweep (default: that of the first shape)")
-    ap.add_argument("--repeat", type=int, default=2, help="best of k for calls under --slow s")
-    ap.add_argument("--slow", type=float, default=20.0)
-    ap.add_argument("--naive-budget", type=float, default=180.0,
+    ap.add_argument("--repeat", type=_int_at_least(1), default=2,
+                    help="best of k for calls under --slow s")
+    ap.add_argument("--slow", type=_seconds, default=20.0)
+    ap.add_argument("--naive-budget", type=_seconds, default=180.0,
                     help="time all naive pairs only if projected under this many seconds")
-    ap.add_argument("--naive-sample", type=float, default=45.0,
+    ap.add_argument("--naive-sample", type=_seconds, default=45.0,
                     help="otherwise time pairs for at least this many seconds, then extrapolate")
-    ap.add_argument("--torch-cka-max-n", type=int, default=3000)
+    ap.add_argument("--torch-cka-max-n", type=_int_at_least(0), default=3000)
     ap.add_argument("--no-torch-cka", action="store_true")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", default="",
-                    help="comma-separated subset of floor_centred,auto,feature,gram,streaming,"
-                         "minibatch,torch_cka,naive (the floor always runs: it is the reference)")
+    ap.add_argument("--seed", type=_int_at_least(0), default=0)
+    ap.add_argument("--only", type=_only, default="",
+                    help=f"comma-separated subset of {','.join(ONLY_CHOICES)} "
+                         "(the floor always runs: it is the reference)")
     ap.add_argument("--quick", action="store_true",
                     help="tiny smoke run (shapes 400x16, sweep 400,800)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.shapes, args.stream_n, args.batch, args.layers = "400x16", "400,800", 128, 4
+        args.shapes, args.stream_n, args.batch, args.layers = [(400, 16)], [400, 800], 128, 4
         args.torch_cka_max_n = 400
+    # the minibatch estimator needs >= 4 rows in every batch, the last one included
+    short = [n for n, _ in args.shapes if 0 < n % args.batch < 4]
+    if short and (not args.only or {"minibatch", "torch_cka"} & set(args.only.split(","))):
+        ap.error(f"argument --batch: N={short[0]} leaves a last batch of {short[0] % args.batch} "
+                 f"rows; the minibatch estimator needs >= 4 (choose another --batch or N)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
 
     def log(msg: str) -> None:
         print(msg, flush=True)
@@ -504,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     log("## layersim.bench: all-pairs linear CKA\n")
     for line in environment():
         log(line)
-    shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
+    shapes = args.shapes
     rows, infos = [], {}
     for n, d in shapes:
         r, info = bench_shape(n, d, args.layers, args, log)
@@ -542,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{info['torch_cka_centred_vs_minibatch']:.1e}).")
         elif "torch_cka" in info:
             log(f"- {sh}: torch_cka {info['torch_cka']}")
-    sweep_ns = [int(v) for v in args.stream_n.split(",") if v]
+    sweep_ns = args.stream_n
     if sweep_ns:
         d = args.stream_d or shapes[0][1]
         log(f"\n### StreamingCKA memory vs N ({args.layers} layers × d={d}, batches of "

@@ -40,8 +40,8 @@ TRACING_VIT: dict[str, dict] = {
 #: image data sets a tracing ViT or MLP can be trained on (offline: fashion-mnist, digits)
 TRAINABLE_IMAGE_SETS = ("fashion-mnist", "digits", "mnist", "cifar10", "cifar100")
 
-#: the patch side chosen for each image side: 4x4 patches on 8 and 28 px (digits, MNIST-like),
-#: 8x8 on 32 px (CIFAR, the paper's DeiT-S on CIFAR-10)
+#: the patch side chosen for each image side: 2x2 on 8 px (digits), 7x7 on 28 px (MNIST-like,
+#: 16 patches), 4x4 on 32 px (CIFAR, 64 patches, the paper's DeiT-S on CIFAR-10)
 PATCH_FOR_SIDE = {8: 2, 28: 7, 32: 4}
 
 

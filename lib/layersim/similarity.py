@@ -7,6 +7,20 @@ floats or numpy arrays.  Centring first matters: activations of transformers sha
 offsets, and forming ``X X^T`` in float32 before centring loses everything (a true CKA of
 0.82 came out 0.04 with a shared offset of 1e3).
 
+Scale: the scale-invariant measures (cosine, CKA in every form, RBF CKA, Procrustes, CCA,
+SVCCA) give the same value, without warnings, for ``c X`` as for ``X`` at any ``c`` whose
+product is representable (``1e-300`` to ``1e300`` for ordinary float64 data, the whole
+float32 range for float32).  Each representation (each layer) is divided by a power of
+two near its largest magnitude where it is first copied to float64, before any product;
+in binary floating point that is exact, so results for ordinary inputs are bit-identical
+to an unscaled computation, and nothing over- or underflows midway.  The "constant
+representation" test is relative to the scale.  Batched estimators (:class:`StreamingCKA`,
+:func:`minibatch_cka_matrix`) keep one power of two per layer across all batches.  The
+measures that are *not* scale invariant (``gram_linear``, ``center_gram``, ``hsic``,
+``block_redundancy``) are computed on the scaled data and scaled back exactly; a result
+beyond float64's range raises ``ValueError``; ``residual_norm_ratio`` is invariant to a
+common scaling of both arguments and is computed under one.
+
 Invalid inputs raise ``ValueError`` with a message naming the problem (NaN/inf,
 mismatched N, too few samples, constant representations, wrong number of dimensions,
 zero-norm rows for cosine); no function returns a silent NaN.
@@ -37,6 +51,7 @@ Equation numbers are given only where they were checked against the paper text i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -70,6 +85,9 @@ __all__ = [
 METRICS = ("cka", "debiased_cka", "cos")
 
 _EPS = np.finfo(np.float64).eps
+# StreamingCKA rescales a layer's accumulators only when a batch exceeds its scale by more
+# than 2^_STREAM_HEADROOM (values up to 2^32 cannot make float64 products overflow).
+_STREAM_HEADROOM = 32
 # Largest single intermediate (bytes) the batched paths build in one go (Gram stack,
 # concatenated cross-covariance); beyond it they fall back to a loop over layer pairs.
 _MAX_BYTES = 1 << 30
@@ -100,16 +118,64 @@ def _to_numpy(x: Any, native: bool = False) -> np.ndarray:
     return np.asarray(arr, dtype=np.float64)
 
 
-def _check_finite(arr: np.ndarray, name: str) -> None:
-    if not np.isfinite(arr).all():
+def _absmax(arr: np.ndarray, name: str) -> float:
+    """``max |x|`` of a non-empty array; ValueError if it has NaN or inf.
+
+    Two reductions, no temporary; NaN propagates through ``max``/``min``, so one finite
+    result proves every entry finite.
+    """
+    hi, lo = float(arr.max()), float(arr.min())
+    if not (np.isfinite(hi) and np.isfinite(lo)):
         bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} contains NaN or inf ({bad} non-finite entries)")
+    return max(hi, -lo)
 
 
-def _as_2d(x: Any, name: str, min_n: int = 2, native: bool = False) -> np.ndarray:
+def _exponent(absmax: float) -> int:
+    """``e`` with ``absmax * 2**-e`` in [0.5, 1) (0 for 0): the power of two to divide by."""
+    return math.frexp(absmax)[1]
+
+
+def _scaled(x: np.ndarray, e: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``x * 2**-e`` in float64 (into ``out`` if given, else a new array).
+
+    Exact in binary floating point unless an entry falls below float64's normal range
+    (it is then negligible next to the largest), so every result computed from the scaled
+    data is bit-identical to the unscaled computation wherever that one does not over- or
+    underflow.
+    """
+    k = -e
+    if k > 1000:  # 2**k itself would overflow: two exact steps
+        out = np.multiply(x, 2.0**1000, out=out, dtype=np.float64)
+        return np.multiply(out, 2.0 ** (k - 1000), out=out)
+    return np.multiply(x, 2.0**k, out=out, dtype=np.float64)
+
+
+def _unscaled(x: Any, e: int, what: str) -> Any:
+    """``x * 2**e`` (a float or an array), for results that are not scale invariant.
+
+    Raises ValueError if that exceeds float64's range; values below it underflow (to
+    subnormals or 0), as any float64 computation of them would.
+    """
+    if np.ndim(x) == 0:
+        try:
+            return math.ldexp(float(x), e)
+        except OverflowError:
+            pass
+    else:
+        with np.errstate(over="ignore"):
+            out = np.ldexp(x, e)
+        if np.isfinite(out).all():
+            return out
+    raise ValueError(f"{what} is beyond the range of float64 (about 1.8e308) for inputs this large")
+
+
+def _checked_2d(x: Any, name: str, min_n: int = 2,
+                native: bool = False) -> tuple[np.ndarray, float]:
     """Validate one representation: 2-D ``[N, d]``, finite, ``N >= min_n``, ``d >= 1``.
 
-    float64 out, or the input's float dtype with ``native=True`` (see :func:`_to_numpy`).
+    Returns the array (float64, or the input's float dtype with ``native=True``, see
+    :func:`_to_numpy`; not a copy where none was needed) and its ``max |x|``.
     """
     arr = _to_numpy(x, native)
     if arr.ndim != 2:
@@ -123,8 +189,12 @@ def _as_2d(x: Any, name: str, min_n: int = 2, native: bool = False) -> np.ndarra
         raise ValueError(f"{name} has no features (shape {arr.shape})")
     if n < min_n:
         raise ValueError(f"{name} has N={n} samples; need at least {min_n} samples")
-    _check_finite(arr, name)
-    return arr
+    return arr, _absmax(arr, name)
+
+
+def _as_2d(x: Any, name: str, min_n: int = 2, native: bool = False) -> np.ndarray:
+    """:func:`_checked_2d` without ``max |x|``."""
+    return _checked_2d(x, name, min_n, native)[0]
 
 
 def _same_n(X: np.ndarray, Y: np.ndarray, names: str = "X and Y") -> None:
@@ -133,9 +203,10 @@ def _same_n(X: np.ndarray, Y: np.ndarray, names: str = "X and Y") -> None:
             f"{names} must have the same number of samples N, got {X.shape[0]} and {Y.shape[0]}")
 
 
-def _as_layers(layers: Any, min_n: int = 2, native: bool = False) -> list[np.ndarray]:
+def _checked_layers(layers: Any, min_n: int = 2,
+                    native: bool = False) -> tuple[list[np.ndarray], list[float]]:
     """A list of ``[N, d_l]`` arrays or a stacked ``[L, N, d]`` array -> validated list
-    (float64, or the input's float dtype with ``native=True``)."""
+    (float64, or the input's float dtype with ``native=True``) and each layer's ``max |x|``."""
     if isinstance(layers, (list, tuple)):
         items = list(layers)
     else:
@@ -150,20 +221,36 @@ def _as_layers(layers: Any, min_n: int = 2, native: bool = False) -> list[np.nda
             items = [layers[i] for i in range(layers.shape[0])]
     if len(items) == 0:
         raise ValueError("layers is empty; need at least one layer")
-    out = [_as_2d(x, f"layer {i}", min_n=min_n, native=native) for i, x in enumerate(items)]
+    checked = [_checked_2d(x, f"layer {i}", min_n=min_n, native=native)
+               for i, x in enumerate(items)]
+    out = [a for a, _ in checked]
     n0 = out[0].shape[0]
     for i, x in enumerate(out):
         if x.shape[0] != n0:
             raise ValueError(
                 f"all layers must have the same number of samples N: layer 0 has {n0}, "
                 f"layer {i} has {x.shape[0]}")
-    return out
+    return out, [m for _, m in checked]
 
 
-def _center(X: np.ndarray, name: str) -> np.ndarray:
-    """Subtract the column (global) mean; raise if nothing is left (constant representation)."""
-    Xc = X - X.mean(axis=0, keepdims=True)
-    tol = 64 * _EPS * np.sqrt(X.size) * float(np.abs(X).max())
+def _as_layers(layers: Any, min_n: int = 2, native: bool = False) -> list[np.ndarray]:
+    """:func:`_checked_layers` without the ``max |x|``."""
+    return _checked_layers(layers, min_n, native)[0]
+
+
+def _center(X: np.ndarray, name: str, absmax: float | None = None) -> np.ndarray:
+    """Rescaled and centred copy ``X 2^-e - mean``, ``max |X 2^-e|`` in [0.5, 1).
+
+    The scale is irrelevant to every measure that centres (all are invariant to isotropic
+    scaling) and makes their products immune to over- and underflow.  Raises if nothing
+    is left after centring (a constant representation; the test is relative to the scale).
+    """
+    if absmax is None:
+        absmax = _absmax(X, name)
+    e = _exponent(absmax)
+    Xc = _scaled(X, e)
+    Xc -= Xc.mean(axis=0, keepdims=True)
+    tol = 64 * _EPS * np.sqrt(X.size) * math.ldexp(absmax, -e)
     if float(np.linalg.norm(Xc)) <= tol:
         raise ValueError(
             f"{name} is constant across samples (zero variance after centring); "
@@ -172,17 +259,26 @@ def _center(X: np.ndarray, name: str) -> np.ndarray:
 
 
 def _unit_rows(X: np.ndarray, center: bool, name: str) -> np.ndarray:
-    """Rows of X (optionally centred) scaled to unit norm; raise on zero-norm rows."""
-    Z = X - X.mean(axis=0, keepdims=True) if center else X
+    """Rows of X (optionally centred) scaled to unit norm; raise on zero-norm rows.
+
+    X is first divided by a power of two near ``max |X|`` (cosines do not change), so that
+    the norms neither over- nor underflow.
+    """
+    absmax = _absmax(X, name)
+    e = _exponent(absmax)
+    Z = _scaled(X, e)
+    if center:
+        Z -= Z.mean(axis=0, keepdims=True)
     norms = np.linalg.norm(Z, axis=1)
-    tol = 64 * _EPS * np.sqrt(X.shape[1]) * float(np.abs(X).max())
+    tol = 64 * _EPS * np.sqrt(X.shape[1]) * math.ldexp(absmax, -e)
     bad = np.flatnonzero(norms <= tol)
     if bad.size:
         what = "after centring " if center else ""
         raise ValueError(
             f"{name} has {bad.size} zero-norm row(s) {what}(first: sample {int(bad[0])}); "
             "cosine similarity is undefined for them")
-    return Z / norms[:, None]
+    Z /= norms[:, None]
+    return Z
 
 
 # --------------------------------------------------------------------------------------
@@ -241,6 +337,9 @@ def gram_linear(X: Any) -> np.ndarray:
 
     Centring first (Kornblith et al. 2019, §3) gives the same HSIC as centring the Gram
     matrix afterwards, but without the cancellation error of a large shared offset.
+    The product is formed on X divided by a power of two and scaled back exactly, so it
+    cannot overflow midway; a Gram matrix beyond float64's range raises ValueError
+    (compare such inputs with :func:`linear_cka`, which is scale invariant).
 
     Parameters
     ----------
@@ -250,9 +349,9 @@ def gram_linear(X: Any) -> np.ndarray:
     -------
     np.ndarray, [N, N]
     """
-    X = _as_2d(X, "X")
-    Xc = _center(X, "X")
-    return Xc @ Xc.T
+    X, absmax = _checked_2d(X, "X")
+    Xc = _center(X, "X", absmax)
+    return _unscaled(Xc @ Xc.T, 2 * _exponent(absmax), "the Gram matrix of X")
 
 
 def _sq_distances(Xc: np.ndarray) -> np.ndarray:
@@ -296,23 +395,26 @@ def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
     return np.exp(-D / (2.0 * threshold**2 * med))
 
 
-def _as_gram(K: Any, name: str, min_n: int) -> np.ndarray:
+def _as_gram(K: Any, name: str, min_n: int) -> tuple[np.ndarray, int]:
+    """Validated Gram matrix divided by ``2**e`` (``max |K| 2^-e`` in [0.5, 1)), and ``e``."""
     K = _to_numpy(K)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"{name} must be a square 2-D [N, N] Gram matrix, got shape {K.shape}")
     if K.shape[0] < min_n:
         raise ValueError(f"{name} has N={K.shape[0]} samples; need at least {min_n} samples")
-    _check_finite(K, name)
+    e = _exponent(_absmax(K, name))
+    K = _scaled(K, e)
     scale = max(float(np.abs(K).max()), np.finfo(np.float64).tiny)
     if float(np.abs(K - K.T).max()) > 1e-10 * scale:
         raise ValueError(f"{name} must be symmetric")
-    return K
+    return K, e
 
 
 def center_gram(K: Any) -> np.ndarray:
     """Double-centred Gram matrix ``H K H`` with ``H = I - 11^T/N`` (Kornblith et al. §3)."""
-    K = _as_gram(K, "K", 2)
-    return K - K.mean(0, keepdims=True) - K.mean(1, keepdims=True) + K.mean()
+    K, e = _as_gram(K, "K", 2)
+    return _unscaled(K - K.mean(0, keepdims=True) - K.mean(1, keepdims=True) + K.mean(), e,
+                     "H K H")
 
 
 def hsic(K: Any, L: Any, debiased: bool = False) -> float:
@@ -322,6 +424,10 @@ def hsic(K: Any, L: Any, debiased: bool = False) -> float:
     2019, §3).  Unbiased (``debiased=True``): Song et al. (2012), HSIC_1,
     ``[tr(K~L~) + 1^T K~ 1 1^T L~ 1 / ((N-1)(N-2)) - 2/(N-2) 1^T K~ L~ 1] / (N(N-3))``
     with ``K~`` = K with its diagonal set to zero; needs N >= 4 and can be negative.
+
+    HSIC scales with the Gram matrices (``hsic(aK, bL) = ab hsic(K, L)``); it is computed
+    on K and L divided by powers of two and scaled back exactly, so intermediate products
+    cannot overflow; a value beyond float64's range raises ValueError.
 
     Parameters
     ----------
@@ -333,12 +439,22 @@ def hsic(K: Any, L: Any, debiased: bool = False) -> float:
     -------
     float
     """
+    K, L, ek, el = _two_grams(K, L, debiased)
+    return _unscaled(_hsic(K, L, debiased), ek + el, "HSIC")
+
+
+def _two_grams(K: Any, L: Any, debiased: bool) -> tuple[np.ndarray, np.ndarray, int, int]:
     min_n = 4 if debiased else 2
-    K = _as_gram(K, "K", min_n)
-    L = _as_gram(L, "L", min_n)
+    K, ek = _as_gram(K, "K", min_n)
+    L, el = _as_gram(L, "L", min_n)
     if K.shape != L.shape:
         raise ValueError(
             f"K and L must have the same number of samples N, got {K.shape[0]} and {L.shape[0]}")
+    return K, L, ek, el
+
+
+def _hsic(K: np.ndarray, L: np.ndarray, debiased: bool) -> float:
+    """:func:`hsic` of validated Gram matrices."""
     n = K.shape[0]
     if not debiased:
         Kc = K - K.mean(0, keepdims=True) - K.mean(1, keepdims=True) + K.mean()
@@ -369,11 +485,12 @@ def gram_cka(K: Any, L: Any, debiased: bool = False) -> float:
     Kornblith et al. (2019), §3 (CKA definition); with ``debiased=True`` every HSIC is
     the unbiased HSIC_1 of Song et al. (2012).  Invariances are those of the kernels.
     """
-    kk, ll = hsic(K, K, debiased), hsic(L, L, debiased)
+    K, L, _, _ = _two_grams(K, L, debiased)  # divided by powers of two: CKA does not change
+    kk, ll = _hsic(K, K, debiased), _hsic(L, L, debiased)
     fk = fl = 0.0
     if debiased:  # below 1e-10 of the biased value a debiased self-HSIC is rounding noise
-        fk, fl = 1e-10 * abs(hsic(K, K)), 1e-10 * abs(hsic(L, L))
-    return _normalise_hsic(hsic(K, L, debiased), kk, ll, fk, fl)
+        fk, fl = 1e-10 * abs(_hsic(K, K, False)), 1e-10 * abs(_hsic(L, L, False))
+    return _normalise_hsic(_hsic(K, L, debiased), kk, ll, fk, fl)
 
 
 def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> float:
@@ -411,23 +528,26 @@ def _choose_form(n: int, dims: Sequence[int]) -> str:
     return "feature"
 
 
-def _concat_centred(Xs: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+def _concat_centred(Xs: Sequence[np.ndarray],
+                    absmax: Sequence[float]) -> tuple[np.ndarray, list[np.ndarray]]:
     """Centre every layer into one preallocated float64 ``[N, sum d_l]`` array.
 
-    Each layer (any float dtype) is cast into its block of ``Z``, and its float64 column
-    mean is subtracted there, before any product is formed; no other full-size copy is
-    made.  Raises for a constant layer (as :func:`_center`).  Returns ``Z`` and the
-    per-layer views into it.
+    Each layer (any float dtype) is cast into its block of ``Z`` and divided by a power of
+    two near its ``absmax`` in the same pass (CKA is invariant to it; see :func:`_center`),
+    and its float64 column mean is subtracted there, before any product is formed; no
+    other full-size copy is made.  Raises for a constant layer (as :func:`_center`).
+    Returns ``Z`` and the per-layer views into it.
     """
     dims = [x.shape[1] for x in Xs]
     n = Xs[0].shape[0]
     Z = np.empty((n, sum(dims)))
     views, s0 = [], 0
-    for i, (x, d) in enumerate(zip(Xs, dims)):
+    for i, (x, d, m) in enumerate(zip(Xs, dims, absmax)):
         blk = Z[:, s0:s0 + d]
-        blk[...] = x
+        e = _exponent(m)
+        _scaled(x, e, out=blk)
         blk -= blk.mean(axis=0)
-        tol = 64 * _EPS * np.sqrt(x.size) * float(np.abs(x).max())
+        tol = 64 * _EPS * np.sqrt(x.size) * math.ldexp(m, -e)
         if np.sqrt(np.einsum("nd,nd->", blk, blk)) <= tol:
             raise ValueError(
                 f"layer {i} is constant across samples (zero variance after centring); "
@@ -581,10 +701,10 @@ def linear_cka(X: Any, Y: Any, debiased: bool = False, form: str = "auto") -> fl
     float
     """
     min_n = 4 if debiased else 2
-    X = _as_2d(X, "X", min_n)
-    Y = _as_2d(Y, "Y", min_n)
+    X, mx = _checked_2d(X, "X", min_n)
+    Y, my = _checked_2d(Y, "Y", min_n)
     _same_n(X, Y)
-    M = _linear_cka_matrix([_center(X, "X"), _center(Y, "Y")], debiased, form)
+    M = _linear_cka_matrix([_center(X, "X", mx), _center(Y, "Y", my)], debiased, form)
     return float(M[0, 1])
 
 
@@ -641,7 +761,7 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
     """
     _check_metric(metric, center)
     debiased = metric == "debiased_cka"
-    Xs = _as_layers(layers, min_n=4 if debiased else 2, native=metric != "cos")
+    Xs, absmax = _checked_layers(layers, min_n=4 if debiased else 2, native=metric != "cos")
     if metric == "cos":
         _same_dims(Xs)
         U = np.stack([_unit_rows(x, center, f"layer {i}").ravel() for i, x in enumerate(Xs)])
@@ -649,7 +769,7 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
         M = np.clip(0.5 * (M + M.T), -1.0, 1.0)
         np.fill_diagonal(M, 1.0)
         return M
-    Z, Xcs = _concat_centred(Xs)
+    Z, Xcs = _concat_centred(Xs, absmax)
     del Xs
     return _linear_cka_matrix(Xcs, debiased, form, Z)
 
@@ -662,7 +782,7 @@ def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray
     """
     _check_metric(metric, center)
     debiased = metric == "debiased_cka"
-    Xs = _as_layers(layers, min_n=4 if debiased else 2)
+    Xs, absmax = _checked_layers(layers, min_n=4 if debiased else 2)
     n = Xs[0].shape[0]
     if metric == "cos":
         _same_dims(Xs)
@@ -670,11 +790,11 @@ def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray
         out = [np.mean(np.einsum("nd,nd->n", _unit_rows(x, center, f"layer {i}"), V))
                for i, x in enumerate(Xs[:-1])]
         return np.clip(np.array(out + [1.0]), -1.0, 1.0)
-    Yc = _center(Xs[-1], f"layer {len(Xs) - 1}")
+    Yc = _center(Xs[-1], f"layer {len(Xs) - 1}", absmax[-1])
     ry = np.einsum("nd,nd->n", Yc, Yc)
     out = []
     for i, x in enumerate(Xs[:-1]):
-        Xc = _center(x, f"layer {i}")
+        Xc = _center(x, f"layer {i}", absmax[i])
         form = _choose_form(n, [Xc.shape[1], Yc.shape[1]])
         T = _dot_matrix([Xc, Yc], form)
         if debiased:
@@ -716,7 +836,9 @@ def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
     The ratio of the skip branch to the residual branch of ``h_next = h_prev + f(h_prev)``
     (tracing eq. 1).
     Uses **uncentred** features (norms of the actual residual stream).  Not invariant to
-    anything but a common orthogonal transform or common scaling of both arguments.
+    anything but a common orthogonal transform or common scaling of both arguments; both
+    are divided by one power of two near their largest entry first (exact, so the result
+    is unchanged) so that neither the difference nor the norms over- or underflow.
 
     Parameters
     ----------
@@ -727,13 +849,15 @@ def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
     -------
     np.ndarray, [N]
     """
-    A = _as_2d(h_prev, "h_prev", min_n=1)
-    B = _as_2d(h_next, "h_next", min_n=1)
+    A, ma = _checked_2d(h_prev, "h_prev", min_n=1)
+    B, mb = _checked_2d(h_next, "h_next", min_n=1)
     if A.shape != B.shape:
         raise ValueError(
             f"h_prev and h_next must have the same shape [N, d], got {A.shape} and {B.shape}")
+    e = _exponent(max(ma, mb))  # one common scale: the ratio is invariant to it
+    A, B = _scaled(A, e), _scaled(B, e)
     res = np.linalg.norm(B - A, axis=1)
-    tol = 64 * _EPS * np.sqrt(A.shape[1]) * max(float(np.abs(A).max()), float(np.abs(B).max()))
+    tol = 64 * _EPS * np.sqrt(A.shape[1]) * math.ldexp(max(ma, mb), -e)
     bad = np.flatnonzero(res <= tol)
     if bad.size:
         raise ValueError(
@@ -749,7 +873,9 @@ def block_redundancy(layers: Any) -> np.ndarray:
     features (the paper's text extraction lost the formula; this is the
     ``torch.nn.functional.mse_loss`` convention).  Higher (closer to 0) means block i
     changes the representation less.  Invariant only to common orthogonal transforms
-    (it depends on scale and offset).
+    (it depends on scale and offset: scaling every layer by c scales BR by c^2).  Each
+    pair is computed divided by one power of two near its largest entry and scaled back
+    exactly; a BR beyond float64's range raises ValueError, one below it underflows to 0.
 
     Parameters
     ----------
@@ -761,11 +887,16 @@ def block_redundancy(layers: Any) -> np.ndarray:
     np.ndarray, [L-1]
         Entry i-1 is BR of block i.
     """
-    Xs = _as_layers(layers, min_n=1)
+    Xs, absmax = _checked_layers(layers, min_n=1)
     _same_dims(Xs)
     if len(Xs) < 2:
         raise ValueError("block_redundancy needs at least 2 layers")
-    return np.array([-np.mean((b - a) ** 2) for a, b in zip(Xs[:-1], Xs[1:])])
+    out = []
+    for i in range(1, len(Xs)):
+        e = _exponent(max(absmax[i - 1], absmax[i]))
+        mse = np.mean((_scaled(Xs[i], e) - _scaled(Xs[i - 1], e)) ** 2)
+        out.append(-_unscaled(mse, 2 * e, f"the MSE between layers {i - 1} and {i}"))
+    return np.array(out)
 
 
 # --------------------------------------------------------------------------------------
@@ -791,6 +922,13 @@ class StreamingCKA:
     allocates only its own ``[b, sum d_l]`` float64 block; ``result`` reads that
     triangle one block row (``d_l x sum d_l``) at a time.
     Invariances: those of linear CKA (see :func:`linear_cka`).
+
+    Scale: layer l is divided by one power of two ``2^e_l`` in every batch (batches must
+    share it: per-batch scales would weight the batches wrongly), ``e_l`` from the first
+    batch's ``max |x|``.  A later batch more than ``2^_STREAM_HEADROOM`` times larger than
+    that raises ``e_l`` and rescales the layer's rows and columns of the accumulators
+    (exact powers of two, one pass over ``S``), so no magnitude of the stream overflows;
+    a batch far smaller than the first only contributes what float64 can resolve next to it.
     """
 
     def __init__(self, debiased: bool = False):
@@ -800,26 +938,34 @@ class StreamingCKA:
 
     def update(self, layers: Any) -> "StreamingCKA":
         """Add one minibatch: a list of [b, d_l] arrays or a stacked [L, b, d] array."""
-        Xs = _as_layers(layers, min_n=1, native=True)
+        Xs, absmax = _checked_layers(layers, min_n=1, native=True)
         dims = [x.shape[1] for x in Xs]
-        if self._dims is None:
+        exps = [_exponent(m) for m in absmax]
+        first = self._dims is None
+        if first:
             self._dims = dims
             self._starts = _starts(dims)
-            self._shift = np.concatenate([x.mean(0, dtype=np.float64) for x in Xs])
             D, L = sum(dims), len(dims)
+            self._e = exps                      # layer l is stored divided by 2^e_l
             self._s = np.zeros(D)
             # upper triangle of sum_n y_n y_n^T, Fortran order: updated in place by syrk
             self._Su = np.zeros((D, D), order="F")
-            self._absmax = np.zeros(L)
+            self._absmax = np.zeros(L)          # of the scaled layers
             if self.debiased:
                 self._A = np.zeros((L, L))
                 self._B = np.zeros((L, D))
                 self._t = np.zeros(L)
         elif dims != self._dims:
             raise ValueError(f"layer dimensions changed between batches: {self._dims} -> {dims}")
+        else:
+            for i, e in enumerate(exps):
+                if e > self._e[i] + _STREAM_HEADROOM:
+                    self._rescale_layer(i, e - self._e[i])
         Y = np.empty((Xs[0].shape[0], sum(dims)))
-        for x, s0, d in zip(Xs, self._starts, dims):
-            Y[:, s0:s0 + d] = x
+        for x, s0, d, e in zip(Xs, self._starts, dims, self._e):
+            _scaled(x, e, out=Y[:, s0:s0 + d])
+        if first:
+            self._shift = Y.mean(0)
         Y -= self._shift
         self.n += Y.shape[0]
         self._s += Y.sum(0)
@@ -827,13 +973,32 @@ class StreamingCKA:
         out = _blas.dsyrk(1.0, Y.T, beta=1.0, c=self._Su, trans=0, lower=0, overwrite_c=1)
         if not np.shares_memory(out, self._Su):  # pragma: no cover - f2py copied after all
             self._Su = out
-        self._absmax = np.maximum(self._absmax, [float(np.abs(x).max()) for x in Xs])
+        self._absmax = np.maximum(self._absmax,
+                                  [math.ldexp(m, -e) for m, e in zip(absmax, self._e)])
         if self.debiased:
             Q = np.add.reduceat(Y * Y, self._starts, axis=1)  # [b, L] row squared norms
             self._A += Q.T @ Q
             self._B += Q.T @ Y
             self._t += Q.sum(0)
         return self
+
+    def _rescale_layer(self, i: int, k: int) -> None:
+        """Divide layer i's part of every accumulator by ``2^k`` (layer i's scale grows)."""
+        def div(a: np.ndarray, power: int) -> None:
+            np.ldexp(a, -power * k, out=a)
+        blk = slice(self._starts[i], self._starts[i] + self._dims[i])
+        div(self._Su[blk, :], 1)  # the diagonal block gets both factors
+        div(self._Su[:, blk], 1)
+        div(self._shift[blk], 1)
+        div(self._s[blk], 1)
+        self._absmax[i] = math.ldexp(self._absmax[i], -k)
+        if self.debiased:  # q = ||y_i||^2 scales with the square
+            div(self._A[i, :], 2)
+            div(self._A[:, i], 2)
+            div(self._B[i, :], 2)
+            div(self._B[:, blk], 1)
+            div(self._t[i:i + 1], 2)
+        self._e[i] += k
 
     def _centred_dots(self, mu: np.ndarray) -> np.ndarray:
         """``T_ij = ||C_ij||_F^2`` for ``C = S - n mu mu^T``, one block row at a time.
@@ -897,7 +1062,10 @@ def minibatch_cka_matrix(batches: Iterable[Any]) -> np.ndarray:
     with linear kernels and Song et al.'s unbiased HSIC_1 per batch (each batch centred on
     its own).  This is an estimator of population CKA, *not* the full-data CKA (for that
     use :class:`StreamingCKA`); its diagonal is exactly 1.  Invariant to orthogonal
-    transforms and isotropic scaling of any layer.
+    transforms and isotropic scaling of any layer.  Layer l is divided by the same power of
+    two ``2^e_l`` in every batch (the batches' HSICs are summed, so they must share a
+    scale): ``e_l`` is the largest exponent seen so far, and the sums are rescaled
+    exactly (``L x L`` numbers) when a later batch raises it.
 
     Parameters
     ----------
@@ -908,13 +1076,23 @@ def minibatch_cka_matrix(batches: Iterable[Any]) -> np.ndarray:
     -------
     np.ndarray, [L, L]
     """
-    total = ref = None
+    total = ref = exps = None
     for k, batch in enumerate(batches):
-        Xs = _as_layers(batch, min_n=4)
+        Xs, absmax = _checked_layers(batch, min_n=4)
         if total is not None and len(Xs) != total.shape[0]:
             raise ValueError(f"batch {k} has {len(Xs)} layers, earlier batches {total.shape[0]}")
         b = Xs[0].shape[0]
-        Xcs = [x - x.mean(0, keepdims=True) for x in Xs]
+        new = np.array([_exponent(m) for m in absmax])
+        if exps is None:
+            exps = new
+        elif (new > exps).any():  # HSIC_ij carries 2^-2(e_i + e_j), the self term 2^-4 e_i
+            up = np.maximum(new - exps, 0)
+            total = np.ldexp(total, -2 * (up[:, None] + up[None, :]))
+            ref = np.ldexp(ref, -4 * up)
+            exps = exps + up
+        Xcs = [_scaled(x, e) for x, e in zip(Xs, exps)]
+        for x in Xcs:
+            x -= x.mean(0, keepdims=True)
         R = np.stack([np.einsum("nd,nd->n", x, x) for x in Xcs])
         T = _dot_matrix(Xcs)
         H = _debias(T, R, b) / (b * (b - 3.0))
