@@ -31,3 +31,156 @@ def toy_data(n: int = 64, seed: int = 0) -> TensorDataset:
     x = torch.randn(n, 1, 8, 8, generator=g) * 0.3
     x[:, :, :, :4] += (2 * y - 1).float()[:, None, None, None]
     return TensorDataset(x, y)
+
+
+# ----------------------------------------------------------------------------- one tiny model per adapter
+
+
+class Tiny:
+    """A random-init tiny model of one adapter family with a batch it takes.
+
+    ``output(m)``: the model's own output on the batch (logits, or CLIP's embedding) for ``m`` =
+    the model or a ``layersim.surgery`` model of it; ``readout(m)``: what the readout of the last
+    layer at the adapter's default token must equal (None where the family has no head).
+    """
+
+    def __init__(self, model, batch, output, readout=None, n_layers=3):
+        self.model, self.batch, self._output, self._readout, self.n_layers = model, batch, output, readout, n_layers
+
+    def output(self, m=None):
+        with torch.no_grad():
+            return self._output(self.model if m is None else m, self.batch)
+
+    def readout(self):
+        if self._readout is None:
+            return None
+        with torch.no_grad():
+            return self._readout(self.model, self.batch)
+
+
+def _perturbed(model):
+    """Noise on every 1-D parameter (norm weights are not ones, biases not zeros), eval mode."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return model.eval()
+
+
+#: right-padded token ids (pad 0); every sequence ends with 98, the tiny CLIP's EOS token, so
+#: that CLIP's pooled position (the first EOS) and token="last" are the same
+TEXT_IDS = [[5, 9, 3, 7, 98, 0], [7, 1, 2, 8, 4, 98], [11, 12, 98, 0, 0, 0], [3, 3, 4, 98, 0, 0]]
+LAST = [4, 5, 2, 3]
+
+
+def text_batch():
+    ids = torch.tensor(TEXT_IDS)
+    return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+def image_batch(side=16, chans=3, n=4):
+    return torch.randn(n, chans, side, side, generator=torch.Generator().manual_seed(2))
+
+
+_SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
+
+
+def _seeded(build):
+    torch.manual_seed(0)
+    return _perturbed(build())
+
+
+def _tensor(out):
+    """A tensor, or the projected ``pooler_output`` that transformers 5 returns in its place."""
+    return out if isinstance(out, torch.Tensor) else out.pooler_output
+
+
+def _logits(m, batch):
+    return (m(**batch) if isinstance(batch, dict) else m(pixel_values=batch)).logits
+
+
+def _last_logits(m, batch):
+    return _logits(m, batch)[torch.arange(len(LAST)), LAST]
+
+
+def tiny(name):
+    """The :class:`Tiny` of adapter ``name`` (every registered adapter has one; test_adapters checks)."""
+    import transformers as tr
+
+    from layersim import adapters
+
+    if name == "timm_vit":
+        return Tiny(tiny_vit(perturb=True), image_batch(28, 1), lambda m, x: m(x), lambda m, x: m(x))
+    if name in ("hf_vit", "hf_deit", "dinov2"):
+        if name == "hf_vit":
+            model = _seeded(lambda: tr.ViTForImageClassification(
+                tr.ViTConfig(image_size=16, patch_size=4, num_labels=5, **_SMALL)))
+            ref = _logits
+        elif name == "hf_deit":
+            model = _seeded(lambda: tr.DeiTForImageClassificationWithTeacher(
+                tr.DeiTConfig(image_size=16, patch_size=4, num_labels=5, **_SMALL)))
+            ref = lambda m, x: m(pixel_values=x).cls_logits  # noqa: E731
+        else:
+            model = _seeded(lambda: tr.Dinov2ForImageClassification(tr.Dinov2Config(
+                image_size=16, patch_size=4, num_labels=5, hidden_size=32, num_hidden_layers=3,
+                num_attention_heads=2, mlp_ratio=2)))
+            ref = None
+        return Tiny(model, image_batch(), _logits, ref)
+    text_models = {
+        "bert": (tr.BertConfig, tr.BertForSequenceClassification, {}),
+        "albert": (tr.AlbertConfig, tr.AlbertForSequenceClassification, dict(embedding_size=16)),
+        "distilbert": (tr.DistilBertConfig, tr.DistilBertForSequenceClassification,
+                       dict(dim=32, n_layers=3, n_heads=2, hidden_dim=64)),
+    }
+    if name in text_models:
+        cfg_cls, model_cls, extra = text_models[name]
+        kw = dict(_SMALL) if name != "distilbert" else {}
+        cfg = cfg_cls(vocab_size=99, max_position_embeddings=40, num_labels=3, pad_token_id=0, **kw, **extra)
+        return Tiny(_seeded(lambda: model_cls(cfg)), text_batch(), _logits, _logits)
+    if name in ("gpt2", "llama"):
+        if name == "gpt2":
+            cfg = tr.GPT2Config(vocab_size=99, n_embd=32, n_layer=3, n_head=2, n_positions=40,
+                                bos_token_id=0, eos_token_id=0, pad_token_id=0)
+            model = _seeded(lambda: tr.GPT2LMHeadModel(cfg))
+        else:
+            cfg = tr.LlamaConfig(vocab_size=99, num_key_value_heads=1, max_position_embeddings=40,
+                                 bos_token_id=0, eos_token_id=0, pad_token_id=0, **_SMALL)
+            model = _seeded(lambda: tr.LlamaForCausalLM(cfg))
+        return Tiny(model, text_batch(), _logits, _last_logits)
+    if name in ("clip_vision", "clip_text"):
+        cfg = tr.CLIPConfig(text_config=dict(vocab_size=99, max_position_embeddings=40, eos_token_id=98,
+                                             bos_token_id=97, pad_token_id=0, **_SMALL),
+                            vision_config=dict(image_size=16, patch_size=4, **_SMALL), projection_dim=8)
+        clip = _seeded(lambda: tr.CLIPModel(cfg))
+        which = name.split("_")[1]
+        tower = adapters.clip_tower(clip, which)
+        batch = image_batch() if which == "vision" else text_batch()
+        if which == "vision":
+            def embeds(m, x):
+                return m(pixel_values=x)
+            def ref(m, x):
+                return _tensor(clip.get_image_features(pixel_values=x))
+        else:
+            def embeds(m, b):
+                return m(**b)
+            def ref(m, b):
+                return _tensor(clip.get_text_features(**b))
+        return Tiny(tower, batch, embeds, ref)
+    raise KeyError(f"no tiny model for adapter {name!r}: add one to tests/builders.py")
+
+
+def electra_tiny():
+    """ELECTRA (its embedding projection and classification head) through the ``bert`` adapter."""
+    import transformers as tr
+
+    cfg = tr.ElectraConfig(vocab_size=99, embedding_size=16, max_position_embeddings=40, num_labels=3,
+                           pad_token_id=0, **_SMALL)
+    return Tiny(_seeded(lambda: tr.ElectraForSequenceClassification(cfg)), text_batch(), _logits, _logits)
+
+
+def roberta_tiny():
+    import transformers as tr
+
+    cfg = tr.RobertaConfig(vocab_size=99, max_position_embeddings=40, num_labels=3, pad_token_id=0, **_SMALL)
+    return Tiny(_seeded(lambda: tr.RobertaForSequenceClassification(cfg)), text_batch(), _logits, _logits)

@@ -81,7 +81,6 @@ def test_vit_family_blocks_and_norms(vit):
     assert M.block_modules(vit) == list(vit.blocks)
     assert M.final_norm(vit) is vit.norm
     assert M.classifier_head(vit) is vit.head
-    assert not M.last_has_final_norm(vit)
 
 
 def test_vit_avg_pool_uses_fc_norm():
@@ -199,7 +198,6 @@ def test_hf_families_and_conventions(hf_model):
         assert fam == "bert"
         assert M.block_modules(hf_model) == list(base.encoder.layer)
         assert isinstance(M.final_norm(hf_model), torch.nn.Identity)
-    assert M.last_has_final_norm(hf_model) == (fam in ("gpt2", "llama"))
 
 
 def test_hf_entries_match_hidden_states_and_last_block(hf_model):
@@ -214,13 +212,31 @@ def test_hf_entries_match_hidden_states_and_last_block(hf_model):
         hf_model(**batch)
         handle.remove()
     assert feats.shape == (M.n_layers(hf_model) + 1, 2, 32) == (len(out), 2, 32)
-    for i, h in enumerate(out):
+    for i, h in enumerate(out[:-1]):
         np.testing.assert_allclose(feats[i], h[:, 2].numpy(), atol=1e-6)
     last_block = seen[0][:, 2]
-    if M.last_has_final_norm(hf_model):  # HF applied ln_f / norm to hidden_states[-1]
+    np.testing.assert_allclose(feats[-1], last_block.numpy(), atol=1e-5)  # never normed
+    if M.family(hf_model) in ("gpt2", "llama"):  # HF applies ln_f / norm to hidden_states[-1]
         with torch.no_grad():
-            last_block = M.final_norm(hf_model)(last_block)
-    np.testing.assert_allclose(feats[-1], last_block.numpy(), atol=1e-5)
+            normed = M.final_norm(hf_model)(torch.from_numpy(feats[-1]))
+        np.testing.assert_allclose(normed.numpy(), out[-1][:, 2].numpy(), atol=1e-5)
+        assert not np.allclose(feats[-1], out[-1][:, 2].numpy(), atol=1e-3)
+
+
+def raw_hidden_states(model, **inputs):
+    """HF's hidden_states with the final norm switched off: GPT-2 / LLaMA apply ln_f / norm to
+    their last entry, which layersim's features never carry."""
+    base = model.base_model
+    name = next((n for n in ("ln_f", "norm") if isinstance(getattr(base, n, None), torch.nn.Module)), None)
+    saved = getattr(base, name) if name else None
+    try:
+        if name:
+            setattr(base, name, torch.nn.Identity())
+        with torch.no_grad():
+            return base(**inputs, output_hidden_states=True).hidden_states
+    finally:
+        if name:
+            setattr(base, name, saved)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -238,8 +254,7 @@ def test_last_and_mean_tokens_ignore_padding(hf_model, side):
             np.testing.assert_allclose(mean[layer], ((h * m).sum(1) / m.sum(1)).numpy(), atol=1e-6)
         return
     for i, s in enumerate(SEQS):
-        with torch.no_grad():
-            ref = hf_model.base_model(input_ids=s[None], output_hidden_states=True).hidden_states
+        ref = raw_hidden_states(hf_model, input_ids=s[None])
         for layer, h in enumerate(ref):
             np.testing.assert_allclose(last[layer, i], h[0, -1].numpy(), atol=1e-5)
             np.testing.assert_allclose(mean[layer, i], h[0].mean(0).numpy(), atol=1e-5)
@@ -255,9 +270,8 @@ def test_hf_labels_and_ignored_keys(hf_model):
 
 
 def test_unsupported_models():
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(NotImplementedError, match="adapters for timm_vit, hf_vit"):
         M.family(torch.nn.Linear(2, 2))
-    hf_vit = tr.ViTModel(tr.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                      intermediate_size=64, image_size=28, patch_size=7))
-    with pytest.raises(NotImplementedError):  # has a final layernorm: conventions differ
-        M.family(hf_vit)
+    t5 = tr.T5Model(tr.T5Config(d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, vocab_size=61))
+    with pytest.raises(NotImplementedError, match="layersim.adapters.register"):
+        M.family(t5)

@@ -1,45 +1,32 @@
-"""One way to read every layer's representation of one token from a transformer.
+"""One way to read every layer's representation of one token, for every model family.
 
-Supported families (detected from the model object, nothing is downloaded):
+Each family is described once by its adapter (``layersim.adapters``: timm ViT/DeiT, HF ViT,
+HF DeiT, DINOv2, BERT/RoBERTa/ELECTRA, ALBERT, DistilBERT, GPT-2, LLaMA-style, CLIP towers);
+the functions here (:func:`family`, :func:`block_modules`, :func:`final_norm`,
+:func:`classifier_head`, :func:`n_layers`) ask it, and :func:`collect` reads every layer in one
+forward pass with hooks on the blocks, streamed over the batches.
 
-- **timm ViT / DeiT**: ``timm.models.vision_transformer.VisionTransformer`` and subclasses
-  (``VisionTransformerDistilled``); read with forward hooks on ``model.blocks``.
-- **HF encoders**: BERT-like ``AutoModel`` / ``*ForSequenceClassification`` (BERT, RoBERTa,
-  DistilBERT...); read with ``output_hidden_states=True``.
-- **HF decoders**: GPT-2 and LLaMA-style (LLaMA, Mistral, Qwen2, SmolLM...) ``*ForCausalLM``
-  / ``*ForSequenceClassification``; read with ``output_hidden_states=True``.
+Layer index convention of every ``[L+1, N, d]`` array (``L = n_layers(model)`` block calls):
 
-Layer index convention of every ``[L+1, N, d]`` array (``L = n_layers(model)`` blocks):
+- index 0 is the embedding output = the input of block 1 (timm: after ``patch_embed``, the
+  class / dist / register tokens, ``pos_embed``, ``pos_drop``, ``patch_drop`` and ``norm_pre``;
+  HF: the output of the embedding module, after ELECTRA's / ALBERT's embedding projection and
+  CLIP vision's ``pre_layrnorm``).
+- index ``i`` (1..L) is the output of block ``i`` (``block_modules(model)[i-1]``) as the block
+  returned it, i.e. ``H^(i)`` of eq. (1) of the tracing paper.
+- no entry carries the model's final norm, for any family (HF's own ``hidden_states[-1]``
+  does for GPT-2 and LLaMA; these features are read from the blocks themselves, so the
+  convention is the same for every family and after ``layersim.surgery``). The readout
+  (``layersim.readout.layer_logits``) applies ``final_norm`` to every entry, the last included.
 
-- index 0 is the embedding output = the input of block 0. timm: after ``patch_embed``, the
-  class (and dist / register) tokens, ``pos_embed``, ``pos_drop``, ``patch_drop`` and
-  ``norm_pre``. HF: ``hidden_states[0]`` (token + position embeddings, BERT: after its
-  embedding LayerNorm).
-- index ``i`` (1..L) is the output of block ``i`` (1-based; ``block_modules(model)[i-1]``),
-  i.e. ``H^(i)`` of eq. (1) of the tracing paper.
-- whether the LAST entry already carries the model's final norm (``last_has_final_norm``):
-
-  ========================  =============================  ==================================
-  family                    final norm (``final_norm``)    last entry normed?
-  ========================  =============================  ==================================
-  timm ViT / DeiT           ``model.norm`` (or ``fc_norm``  no: the hooks read block outputs,
-                            when global_pool='avg')        ``model.norm`` is not applied
-  HF GPT-2                  ``transformer.ln_f``           yes: ``hidden_states[-1]`` has ln_f,
-                                                           earlier entries do not
-  HF LLaMA-style            ``model.norm`` (RMSNorm)       yes, likewise
-  HF BERT / RoBERTa         none (post-LN blocks)          no (there is no final norm)
-  ========================  =============================  ==================================
-
-  The readout (``layersim.readout.layer_logits``) therefore applies ``final_norm`` to every
-  entry except the last one when ``last_has_final_norm`` is true.
-
-Tokens (the ``token`` argument): ``"cls"`` = position 0 (timm: the class token; DeiT distilled
-models also have a dist token at position 1: use ``token=1`` and ``model.head_dist`` for it);
-``"last"`` = the last non-padding token per sample (from ``attention_mask``; works for right
-and left padding; without a mask, the last position); ``"mean"`` = mean over non-padding
-tokens (HF) or over the patch tokens excluding the prefix (class/dist/register) tokens (timm,
-as timm's ``global_pool='avg'``; all tokens if ``model.pool_include_prefix``); an ``int`` =
-that position of the (padded) sequence, negative counts from the end.
+Tokens (the ``token`` argument; ``None`` = the adapter's default: ``"cls"`` for vision models
+and encoders, ``"last"`` for decoders and CLIP's text tower): ``"cls"`` = position 0 (DeiT
+distilled models also have a dist token at position 1: use ``token=1``); ``"last"`` = the
+last non-padding token per sample (from ``attention_mask``; works for right and left padding;
+without a mask, the last position); ``"mean"`` = mean over non-padding tokens (text) or over
+the patch tokens excluding the prefix (class/dist/register) tokens (vision, as timm's
+``global_pool='avg'``; all tokens if ``model.pool_include_prefix``); an ``int`` = that position
+of the (padded) sequence, negative counts from the end.
 
 HF decoders (GPT-2, LLaMA-style) given an ``attention_mask`` and no ``position_ids`` get
 ``position_ids = cumsum(mask) - 1`` (what ``generate`` does), so left padding does not shift
@@ -50,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +45,9 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from . import adapters
+from .adapters import LABEL_KEYS, TEXT_INPUT_KEYS
 
 __all__ = [
     "Features",
@@ -69,76 +58,30 @@ __all__ = [
     "family",
     "final_norm",
     "hidden_states",
-    "last_has_final_norm",
     "n_layers",
     "resolve_device",
 ]
 
 Token = str | int
 
-# keys of a HF batch passed to the model; other keys are ignored (labels are kept apart)
-_HF_INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "inputs_embeds")
-_LABEL_KEYS = ("labels", "label")
-
 
 # ----------------------------------------------------------------------------- families
 
 
-def _is_timm_vit(model: nn.Module) -> bool:
-    vt = sys.modules.get("timm.models.vision_transformer")
-    return vt is not None and isinstance(model, vt.VisionTransformer)
-
-
-def _is_hf(model: nn.Module) -> bool:
-    tr = sys.modules.get("transformers")
-    return tr is not None and isinstance(model, tr.PreTrainedModel)
-
-
 def family(model: nn.Module) -> str:
-    """The model's family: ``"timm_vit"``, ``"gpt2"``, ``"llama"`` (LLaMA-style) or ``"bert"``.
-
-    Raises ``NotImplementedError`` for anything else (its conventions are unverified).
-    """
-    if _is_timm_vit(model):
-        return "timm_vit"
-    if _is_hf(model):
-        if getattr(model.config, "is_encoder_decoder", False):
-            raise NotImplementedError("encoder-decoder HF models are not supported")
-        base = model.base_model
-        if hasattr(base, "h") and isinstance(getattr(base, "ln_f", None), nn.Module):
-            return "gpt2"
-        if isinstance(getattr(base, "layers", None), nn.ModuleList) and isinstance(
-            getattr(base, "norm", None), nn.Module
-        ):
-            return "llama"
-        text = hasattr(getattr(base, "embeddings", None), "word_embeddings")
-        if text and hasattr(getattr(base, "encoder", None), "layer"):
-            return "bert"  # BERT, RoBERTa, ELECTRA...: post-LN encoder, no final norm
-        if text and hasattr(getattr(base, "transformer", None), "layer"):
-            return "bert"  # DistilBERT
-    raise NotImplementedError(
-        f"unsupported model {type(model).__name__}: expected a timm VisionTransformer or a HF "
-        "BERT-like encoder / GPT-2 / LLaMA-style decoder"
-    )
+    """The name of the model's adapter (``"timm_vit"``, ``"bert"``, ``"gpt2"``, ``"llama"``, ...;
+    see ``layersim.adapters``). Raises ``NotImplementedError`` naming the supported families."""
+    return adapters.get(model).name
 
 
 def block_modules(model: nn.Module) -> list[nn.Module]:
-    """The transformer blocks in forward order (timm ``blocks``, GPT-2 ``h``, LLaMA ``layers``,
-    BERT ``encoder.layer``); the objects themselves, for hooking, skipping or replacing."""
-    fam = family(model)
-    if fam == "timm_vit":
-        return list(model.blocks)
-    base = model.base_model
-    if fam == "gpt2":
-        return list(base.h)
-    if fam == "llama":
-        return list(base.layers)
-    encoder = base.encoder if hasattr(base, "encoder") else base.transformer
-    return list(encoder.layer)
+    """The blocks in call order (timm ``blocks``, GPT-2 ``h``, LLaMA ``layers``, BERT
+    ``encoder.layer``, ALBERT its shared group once per call); the objects themselves."""
+    return adapters.get(model).blocks(model)
 
 
 def n_layers(model: nn.Module) -> int:
-    """The number of transformer blocks ``L``; feature arrays have ``L + 1`` entries."""
+    """The number of block calls ``L``; feature arrays have ``L + 1`` entries."""
     return len(block_modules(model))
 
 
@@ -148,100 +91,24 @@ def final_norm(model: nn.Module) -> nn.Module:
     timm: ``model.fc_norm`` when it is used (global_pool='avg', applied after pooling), else
     ``model.norm`` (per token; with global_pool='avg' and ``fc_norm=False`` the model norms
     before pooling, so a readout of "mean" features is then only approximate). GPT-2:
-    ``transformer.ln_f``. LLaMA-style: ``model.norm``. BERT-like: Identity (post-LN blocks).
+    ``transformer.ln_f``. LLaMA-style: ``model.norm``. HF ViT / DeiT / DINOv2: ``layernorm``.
+    CLIP: ``post_layernorm`` / ``final_layer_norm``. BERT-like: Identity (post-LN blocks).
     """
-    fam = family(model)
-    if fam == "timm_vit":
-        fc_norm = getattr(model, "fc_norm", None)
-        if fc_norm is not None and not isinstance(fc_norm, nn.Identity):
-            return fc_norm
-        return model.norm
-    if fam == "gpt2":
-        return model.base_model.ln_f
-    if fam == "llama":
-        return model.base_model.norm
-    return nn.Identity()
-
-
-def last_has_final_norm(model: nn.Module) -> bool:
-    """Whether the last entry of our features already has ``final_norm`` applied.
-
-    False for timm ViT (block outputs) and BERT-like (no final norm); True for HF GPT-2 and
-    LLaMA-style, whose ``hidden_states[-1]`` is taken after ``ln_f`` / ``norm``.
-    """
-    return family(model) in ("gpt2", "llama")
-
-
-class _BertPoolerHead(nn.Module):
-    """BERT's "last-layer classifier" on a token feature: pooler dense + tanh, then the
-    classifier (what ``BertForSequenceClassification`` applies to the [CLS] token)."""
-
-    def __init__(self, pooler: nn.Module, dropout: nn.Module | None, classifier: nn.Module):
-        super().__init__()
-        self.dense, self.activation = pooler.dense, pooler.activation
-        self.dropout = dropout if dropout is not None else nn.Identity()
-        self.classifier = classifier
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.dropout(self.activation(self.dense(h))))
-
-
-class _SequenceHead(nn.Module):
-    """Wraps a head that reads ``features[:, 0]`` (RoBERTa's) so that it takes ``[N, d]``."""
-
-    def __init__(self, head: nn.Module):
-        super().__init__()
-        self.head = head
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.head(h[:, None, :])
-
-
-class _DistilBertHead(nn.Module):
-    """DistilBERT's classifier on a token feature: pre_classifier, ReLU, classifier."""
-
-    def __init__(self, pre: nn.Module, dropout: nn.Module, classifier: nn.Module):
-        super().__init__()
-        self.pre, self.dropout, self.classifier = pre, dropout, classifier
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.dropout(torch.relu(self.pre(h))))
+    return adapters.get(model).final_norm(model)
 
 
 def classifier_head(model: nn.Module) -> nn.Module:
     """The last-layer classifier ``g`` mapping one (final-normed) token feature ``[N, d]`` to
     logits ``[N, K]`` (the ``W`` of the tracing paper's section 2, with its bias).
 
-    timm: ``model.head`` (DeiT distilled: the class-token head only; its own output averages
-    it with ``head_dist`` on the dist token). GPT-2 / LLaMA: ``lm_head`` (``*ForCausalLM``) or
-    ``score`` (``*ForSequenceClassification``). BERT ``*ForSequenceClassification``: pooler
-    dense + tanh + ``classifier`` (BERT pools the [CLS] token, so the readout of ``token="cls"``
-    reproduces the model's logits); RoBERTa: its ``classifier`` head (dense + tanh + out_proj);
-    DistilBERT: ``pre_classifier`` + ReLU + ``classifier``. A bare encoder has no classifier.
+    timm: ``model.head`` (DeiT distilled: the class-token head only). GPT-2 / LLaMA: ``lm_head``
+    (``*ForCausalLM``) or ``score`` (``*ForSequenceClassification``). BERT / ALBERT
+    ``*ForSequenceClassification``: pooler dense + tanh + ``classifier`` (so the readout of
+    ``token="cls"`` reproduces the model's logits); RoBERTa / ELECTRA: their classification
+    head; DistilBERT: ``pre_classifier`` + ReLU + ``classifier``; HF ViT: ``classifier``; HF DeiT:
+    ``cls_classifier``; CLIP: the projection. ValueError for a bare model or DINOv2.
     """
-    fam = family(model)
-    if fam == "timm_vit":
-        if getattr(model, "attn_pool", None) is not None:
-            raise NotImplementedError("attention-pooled ViTs (global_pool='map') are not supported")
-        return model.head
-    if fam in ("gpt2", "llama"):
-        if isinstance(getattr(model, "score", None), nn.Module):
-            return model.score
-        head = model.get_output_embeddings()
-        if head is None:
-            raise ValueError(f"{type(model).__name__} has no lm_head / score (a bare decoder)")
-        return head
-    classifier = getattr(model, "classifier", None)
-    if classifier is None:
-        raise ValueError(f"{type(model).__name__} has no classifier (a bare encoder)")
-    base = model.base_model
-    if hasattr(model, "pre_classifier"):
-        return _DistilBertHead(model.pre_classifier, model.dropout, classifier)
-    if type(classifier).__name__.endswith("ClassificationHead"):
-        return _SequenceHead(classifier)
-    if getattr(base, "pooler", None) is not None:
-        return _BertPoolerHead(base.pooler, getattr(model, "dropout", None), classifier)
-    return classifier
+    return adapters.get(model).head(model)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -296,14 +163,14 @@ def _layer_ids(layers: Sequence[int] | None, L: int) -> list[int]:
     return ids
 
 
-def _split_batch(batch: Any, hf: bool) -> tuple[Any, torch.Tensor | None]:
+def _split_batch(batch: Any, text: bool) -> tuple[Any, torch.Tensor | None]:
     """(model inputs, labels or None) of one batch: vision ``(images, labels, ...)`` tuples or
-    image tensors; HF dicts (``labels`` / ``label`` keys are the labels)."""
-    if hf:
+    image tensors; text dicts (``labels`` / ``label`` keys are the labels)."""
+    if text:
         if not isinstance(batch, Mapping):
-            raise TypeError("HF models take batches that are dicts of tensors (input_ids, ...)")
-        labels = next((batch[k] for k in _LABEL_KEYS if k in batch), None)
-        inputs = {k: batch[k] for k in _HF_INPUT_KEYS if k in batch and batch[k] is not None}
+            raise TypeError("text models take batches that are dicts of tensors (input_ids, ...)")
+        labels = next((batch[k] for k in LABEL_KEYS if k in batch), None)
+        inputs = {k: batch[k] for k in TEXT_INPUT_KEYS if k in batch and batch[k] is not None}
         return inputs, labels
     if isinstance(batch, torch.Tensor):
         return batch, None
@@ -312,40 +179,36 @@ def _split_batch(batch: Any, hf: bool) -> tuple[Any, torch.Tensor | None]:
     raise TypeError(f"vision batches are image tensors or (images, labels) tuples, got {type(batch)}")
 
 
-def _features_timm(model, images, token, ids):
-    """[len(ids), B, d] for one image batch: hooks on every block, one forward_features."""
-    blocks = block_modules(model)
-    include_prefix = bool(getattr(model, "pool_include_prefix", False))
+def _block_features(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Token,
+                    ids: list[int]) -> torch.Tensor:
+    """``[len(ids), B, d]`` for one batch: a pre-hook on the first block (index 0) and a hook on
+    every block (calls recorded in order, so a shared block is read at each call), one run."""
+    blocks = adapter.blocks(model)
+    if not blocks:
+        raise ValueError(f"{type(model).__name__} has no blocks left to read (all were removed)")
+    mask = inputs.get("attention_mask") if isinstance(inputs, Mapping) else None
+    n_prefix, include = adapter.n_prefix(model), adapter.include_prefix(model)
     picked: list[torch.Tensor] = []
 
-    def keep(x):
-        picked.append(_select(x, token, None, model.num_prefix_tokens, include_prefix))
+    def keep(x: Any) -> None:
+        x = x[0] if isinstance(x, tuple) else x
+        picked.append(_select(x, token, mask, n_prefix, include))
 
-    handles = [blocks[0].register_forward_pre_hook(lambda m, args: keep(args[0]))]
+    def before(module, args, kwargs):
+        if not picked:  # the first call only (a shared block, ALBERT's, is called L times)
+            keep(args[0] if args else kwargs["hidden_states"])
+
+    handles = [blocks[0].register_forward_pre_hook(before, with_kwargs=True)]
     for blk in dict.fromkeys(blocks):  # unique modules, calls recorded in order
         handles.append(blk.register_forward_hook(lambda m, args, out: keep(out)))
     try:
-        model.forward_features(images)
+        adapter.run(model, inputs)
     finally:
         for h in handles:
             h.remove()
     if len(picked) != len(blocks) + 1:
         raise RuntimeError(f"expected {len(blocks) + 1} hooked outputs, got {len(picked)}")
     return torch.stack([picked[i] for i in ids])
-
-
-def _features_hf(model, inputs, token, ids, fam):
-    """[len(ids), B, d] for one HF batch from ``output_hidden_states=True``."""
-    mask = inputs.get("attention_mask")
-    kwargs = dict(inputs)
-    if fam in ("gpt2", "llama"):
-        kwargs["use_cache"] = False
-        if mask is not None and "position_ids" not in kwargs:
-            kwargs["position_ids"] = (mask.long().cumsum(-1) - 1).clamp(min=0)
-    hs = model.base_model(**kwargs, output_hidden_states=True, return_dict=True).hidden_states
-    if len(hs) != n_layers(model) + 1:
-        raise RuntimeError(f"expected {n_layers(model) + 1} hidden states, got {len(hs)}")
-    return torch.stack([_select(hs[i], token, mask, 0, True) for i in ids])
 
 
 def _to_device(x: Any, device: torch.device) -> Any:
@@ -450,7 +313,7 @@ class Features:
 def collect(
     model: nn.Module,
     batches: Iterable[Any],
-    token: Token = "cls",
+    token: Token | None = None,
     layers: Sequence[int] | None = None,
     device: str | torch.device = "auto",
     progress: bool = True,
@@ -464,18 +327,23 @@ def collect(
     tuples or image tensors; HF dicts of tensors (``input_ids``, ``attention_mask``,
     ``token_type_ids``, ``position_ids``, ``inputs_embeds`` are passed on; ``labels`` /
     ``label`` are kept as labels when they are one per sample, other keys ignored).
-    ``token``: ``"cls" | "last" | "mean" | int`` (module docstring). ``layers``: indices into
-    0..L to keep (default all ``L + 1``). Index 0 is the embedding output, index i the output
-    of block i; the last entry has the final norm only for GPT-2 / LLaMA-style models
-    (``last_has_final_norm``).
+    ``token``: ``"cls" | "last" | "mean" | int``, or None for the adapter's default (module
+    docstring). ``layers``: indices into 0..L to keep (default all ``L + 1``). Index 0 is the
+    embedding output, index i the output of block i; no entry carries the final norm.
+    ``model`` may be a ``layersim.surgery`` model: it is read with its blocks spliced (a skipped
+    span of ``s`` blocks leaves ``L - s + 1`` entries, a replaced one ``L - s + 2``).
 
     ``out``: a path for a ``.npy`` file; features are written into a memmap of the final
     shape (preallocated from ``len(batches.dataset)`` when available, else grown by doubling
     and trimmed at the end) so that memory stays bounded by one batch plus copy chunks;
     reopen it with ``np.load(out, mmap_mode="r")``.
     """
-    fam = family(model)
-    L = n_layers(model)
+    if hasattr(model, "surgery_base"):  # a layersim.surgery model: read it with its plan applied
+        with model as inner:
+            return collect(inner, batches, token, layers, device, progress, out)
+    adapter = adapters.get(model)
+    token = adapter.token if token is None else token
+    L = adapter.n_layers(model)
     ids = _layer_ids(layers, L)
     dev = resolve_device(device)
     model.to(dev)
@@ -484,12 +352,8 @@ def collect(
     with_labels: bool | None = None
     with evaluating(model):
         for batch in _progress(batches, progress):
-            inputs, y = _split_batch(batch, hf=fam != "timm_vit")
-            inputs = _to_device(inputs, dev)
-            if fam == "timm_vit":
-                feats = _features_timm(model, inputs, token, ids)
-            else:
-                feats = _features_hf(model, inputs, token, ids, fam)
+            inputs, y = _split_batch(batch, text=adapter.inputs == "text")
+            feats = _block_features(model, adapter, _to_device(inputs, dev), token, ids)
             block = feats.float().cpu().numpy()
             if store is None:
                 capacity = _expected_n(batches) or 8 * block.shape[1]
@@ -510,7 +374,7 @@ def collect(
 def hidden_states(
     model: nn.Module,
     batches: Iterable[Any],
-    token: Token = "cls",
+    token: Token | None = None,
     layers: Sequence[int] | None = None,
     device: str | torch.device = "auto",
     progress: bool = True,
@@ -518,8 +382,8 @@ def hidden_states(
 ) -> np.ndarray:
     """Float32 ``[L+1, N, d]`` features of ``token`` at every layer (``collect`` without labels).
 
-    Index 0: embedding output (input of block 0); index i: output of block i; the last entry
-    already has the final norm only for HF GPT-2 / LLaMA-style (see ``last_has_final_norm``).
+    Index 0: embedding output (input of block 1); index i: output of block i; no entry carries
+    the final norm (module docstring).
     With ``out`` a ``.npy`` path, the result is a memmap of that file (see ``collect``).
     """
     return collect(model, batches, token, layers, device, progress, out).hidden

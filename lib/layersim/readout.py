@@ -2,10 +2,10 @@
 applied to every layer's token feature.
 
 ``layer_logits`` computes ``W · norm(h^(l)) + b`` for every layer ``l`` (section 2 of the
-tracing paper), where ``norm`` is the model's final norm (``layersim.models.final_norm``),
-recomputed on each layer's own features (never reusing another layer's statistics) and
-skipped on the last entry when that entry already has it (HF GPT-2 / LLaMA-style, see
-``layersim.models.last_has_final_norm``). The other functions are small pure numpy
+tracing paper), where ``norm`` is the model's final norm (``layersim.models.final_norm``, from
+its adapter), recomputed on each layer's own features (never reusing another layer's
+statistics); no feature entry carries the final norm, so it is applied to every one, and the
+last layer's readout equals the model's own logits. The other functions are small pure numpy
 functions of the logits ``[L+1, N, K]``: layer-wise accuracy (eq. 2), predicted
 probabilities, saturation layers (section 2.2) and the eps-effective depth (Definition 1).
 
@@ -27,7 +27,6 @@ from .models import (
     classifier_head,
     evaluating,
     final_norm,
-    last_has_final_norm,
     n_layers,
 )
 
@@ -61,8 +60,7 @@ def layer_logits(
     (a memmap is fine: it is read ``chunk`` samples at a time). ``layers``: the layer index of
     each entry (default: all ``L + 1`` in order). With ``apply_final_norm``, the final norm is
     applied to each chunk of each layer separately (so its statistics are always that
-    layer's), except on layer ``L`` when ``last_has_final_norm(model)`` (it has it already;
-    with ``apply_final_norm=False`` that entry stays normed). Runs under ``torch.no_grad`` in
+    layer's). Runs under ``torch.no_grad`` in
     eval mode on the device of the classifier's parameters. ``out``: an optional ``.npy`` path
     to write the logits into (a memmap, for big vocabularies). ``head``: another classifier to
     use instead of the model's own (e.g. a linear probe fitted for a new task,
@@ -76,20 +74,18 @@ def layer_logits(
         raise ValueError(f"hidden has {hidden.shape[0]} entries, model has {L + 1}: pass layers=")
     norm = final_norm(model) if apply_final_norm else nn.Identity()
     head = classifier_head(model) if head is None else head
-    skip = L if last_has_final_norm(model) else None
     ref = _param_of(head, norm)
     device = ref.device if ref is not None else torch.device("cpu")
     dtype = ref.dtype if ref is not None and ref.dtype.is_floating_point else torch.float32
     result = None
     n = hidden.shape[1]
     with evaluating(model):
-        for j, layer in enumerate(ids):
+        for j in range(len(ids)):
             for s in range(0, n, chunk):
                 x = hidden[j, s:s + chunk]
                 x = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
                 x = x.to(device=device, dtype=dtype)
-                if layer != skip:
-                    x = norm(x)
+                x = norm(x)
                 z = head(x).float().cpu().numpy()
                 if result is None:
                     shape = (len(ids), n, z.shape[-1])
