@@ -1,0 +1,102 @@
+"""The data card data/README.md stays in step with the asset registry (layersim.assets).
+
+Its assets table has one row per asset, the asset's registry name in backticks in the first column and
+"<kind>, <scale>" in the second. An asset added to the registry without a row fails, and so does a row
+left behind for an asset that was removed or renamed. The card is the one file of data/ that git tracks.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from layersim import assets
+
+ROOT = Path(__file__).resolve().parents[1]
+CARD = ROOT / "data" / "README.md"
+NAMES = [a.name for a in assets.list_assets()]
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of one Markdown table line ``| a | b |``, stripped."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _asset_rows() -> list[list[str]]:
+    """The body rows of the card's assets table: the table whose header starts with ``asset``."""
+    rows: list[list[str]] | None = None
+    for line in CARD.read_text(encoding="utf-8").splitlines():
+        is_row = line.lstrip().startswith("|")
+        if rows is None:
+            if is_row and _cells(line)[0].lower() == "asset":
+                rows = []
+            continue
+        if not is_row:
+            break
+        cells = _cells(line)
+        if all(set(c) <= set("-: ") for c in cells):  # the |---|---| separator
+            continue
+        rows.append(cells)
+    assert rows is not None, f"{CARD} has no assets table (a table whose first header cell is 'asset')"
+    return rows
+
+
+def _row_names() -> list[str]:
+    """The asset named in each row: the first cell, exactly one name in backticks."""
+    names = []
+    for cells in _asset_rows():
+        match = re.fullmatch(r"`([^`]+)`", cells[0])
+        assert match, f"assets table row must start with `<asset name>`, got {cells[0]!r}"
+        names.append(match[1])
+    return names
+
+
+def test_card_has_an_assets_table():
+    assert CARD.is_file(), f"{CARD} is missing"
+    assert _asset_rows(), "the assets table has no rows"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_asset_has_a_row(name):
+    assert name in _row_names(), (
+        f"asset {name!r} is in layersim.assets.list_assets() but has no row in data/README.md: "
+        "add one (what it is, sources, licence, size, notebooks, where it lands)")
+
+
+def test_every_row_names_an_existing_asset():
+    stale = [n for n in _row_names() if n not in NAMES]
+    assert not stale, (f"data/README.md has rows for assets the registry does not know: {stale} "
+                       "(removed or renamed? use the registry name, not an alias)")
+
+
+def test_each_asset_has_one_row():
+    names = _row_names()
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert not twice, f"assets with more than one row: {twice}"
+
+
+def test_rows_give_kind_and_scale_of_the_registry():
+    for cells in _asset_rows():
+        name = cells[0].strip("`")
+        if name not in assets.ASSETS:
+            continue  # reported by test_every_row_names_an_existing_asset
+        asset = assets.ASSETS[name]
+        assert len(cells) > 1 and cells[1] == f"{asset.kind}, {asset.scale}", (
+            f"row {name!r}: second column is {cells[1] if len(cells) > 1 else None!r}, "
+            f"the registry says '{asset.kind}, {asset.scale}'")
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
+def test_card_is_tracked_and_the_rest_of_data_ignored():
+    def ignored(path: str) -> bool:
+        run = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT, check=False)
+        assert run.returncode in (0, 1), f"git check-ignore failed on {path}"
+        return run.returncode == 0
+
+    assert not ignored("data/README.md"), ".gitignore ignores data/README.md: a fresh clone would lack the card"
+    for path in ("data/cache/checkpoints/x/model.safetensors", "data/system/.provisioned", "data/imagenet/val"):
+        assert ignored(path), f".gitignore does not ignore {path}"
