@@ -166,3 +166,19 @@ def test_bad_truncation_and_replacement():
     with pytest.raises(ValueError, match="no blocks left"):
         models.collect(surgery.truncate(vit, 0), [torch.zeros(2, 1, 28, 28)], progress=False, device="cpu")
     assert surgery.truncate(vit, 0)(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+
+
+def test_skipped_timm_vit_equals_a_hand_run_of_the_kept_blocks():
+    """timm ViT by hand: embedding, blocks 1 and 3 only, final norm, head on the class token."""
+    vit = tiny("timm_vit").model
+    x = tiny("timm_vit").batch
+    with torch.no_grad():
+        h = vit.norm_pre(vit.patch_drop(vit._pos_embed(vit.patch_embed(x))))
+        for i in (0, 2):
+            h = vit.blocks[i](h)
+        ref = vit.head(vit.norm(h)[:, 0])
+        close(surgery.skip(vit, 2, 2)(x), ref)
+        lin = torch.nn.Linear(32, 32)
+        ref = vit.head(vit.norm(vit.blocks[2](lin(vit.blocks[0](
+            vit.norm_pre(vit.patch_drop(vit._pos_embed(vit.patch_embed(x))))))))[:, 0])
+        close(surgery.replace(vit, 2, 2, lin)(x), ref)
