@@ -167,6 +167,12 @@ def tiny(name):
             def ref(m, b):
                 return _tensor(clip.get_text_features(**b))
         return Tiny(tower, batch, embeds, ref)
+    if name == "mlp":  # input of the blocks' width (2 x 4 x 4 = 32), so index 0 stacks with the rest
+        from layersim import mlp
+
+        model = _perturbed(mlp.build_mlp(mlp.MLPConfig(in_features=32, num_classes=5, width=32, depth=3,
+                                                       residual=True, final_norm=True)))
+        return Tiny(model, image_batch(4, 2), lambda m, x: m(x), lambda m, x: m(x))
     raise KeyError(f"no tiny model for adapter {name!r}: add one to tests/builders.py")
 
 

@@ -62,6 +62,8 @@ def reference_hidden(name, t):
             inter = m.forward_intermediates(t.batch, norm=False, output_fmt="NLC", intermediates_only=True,
                                             return_prefix_tokens=True)
             return [x] + [torch.cat([prefix, patches], 1) for patches, prefix in inter]
+        if name == "mlp":
+            return [t.batch.flatten(1)] + m.hidden(t.batch)
         if name in ("clip_vision", "clip_text"):
             kw = {"pixel_values": t.batch} if name == "clip_vision" else t.batch
             return m.tower(**kw, output_hidden_states=True).hidden_states
@@ -89,7 +91,9 @@ def test_features_equal_the_models_hidden_states(case, token):
     mask = t.batch["attention_mask"][:, :, None].float() if text else None
     n_prefix = adapters.get(t.model).n_prefix(t.model)
     for layer, h in enumerate(ref):
-        if token == "cls":
+        if h.ndim == 2:  # no tokens (the MLPs): every token choice reads the layer itself
+            want = h
+        elif token == "cls":
             want = h[:, 0]
         elif token == 1:
             want = h[:, 1]

@@ -79,3 +79,17 @@ def test_threshold_sweep_is_monotone_in_speed():
 def test_rejects_bad_shapes():
     with pytest.raises(ValueError, match=r"\[L, N, K\]"):
         E.early_exit(Z[0], 0.5)
+
+
+def test_best_speedup_is_the_fastest_threshold_that_keeps_accuracy():
+    sweep = {"threshold": np.array([0.5, 0.7, 0.9, 1.0]), "accuracy": np.array([0.70, 0.80, 0.85, 0.86]),
+             "speedup": np.array([4.0, 3.0, 2.0, 1.0])}
+    assert E.best_speedup(sweep, 0.79) == (3.0, {"threshold": 0.7, "accuracy": 0.80})
+    assert E.best_speedup(sweep, 0.0)[0] == 4.0
+    assert E.best_speedup(sweep, 0.9) == (1.0, None)
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # against a brute-force search
+        s = {"threshold": np.arange(6.0), "accuracy": rng.random(6), "speedup": rng.random(6) * 5}
+        ok = [i for i in range(6) if s["accuracy"][i] >= 0.5]
+        want = max((s["speedup"][i] for i in ok), default=1.0)
+        assert E.best_speedup(s, 0.5)[0] == want

@@ -5,9 +5,15 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from layersim import mlp, presets, readout, training
+from layersim import adapters, mlp, models, presets, readout, surgery, training
 
 CFG = mlp.MLPConfig(in_features=12, num_classes=4, width=8, depth=5)
+
+
+def blocks(model, x, **kw):
+    """Hidden layers 1..L through the MLP's adapter (index 0, the flattened image, left out)."""
+    L = models.n_layers(model)
+    return models.collect(model, [x], layers=range(1, L + 1), progress=False, device="cpu", **kw)
 
 
 def _data(n=40, seed=0):
@@ -23,24 +29,37 @@ def test_shapes_and_readout_of_last_layer_is_the_models_logits(residual, final_n
     cfg = mlp.MLPConfig(in_features=12, num_classes=4, width=8, depth=5, residual=residual, final_norm=final_norm)
     model = mlp.build_mlp(cfg, seed=1)
     x, y = _data()
-    H, labels = mlp.hidden_states(model, TensorDataset(x, y), batch_size=16)
+    ev = readout.evaluate(model, TensorDataset(x, y), device="cpu", batch_size=16, embedding=False)
+    H, labels, logits = ev.hidden, ev.labels, ev.logits
     assert H.shape == (5, 40, 8) and H.dtype == np.float32
     np.testing.assert_array_equal(labels, y.numpy())
-    logits = mlp.layer_logits(model, H)
     assert logits.shape == (5, 40, 4)
     with torch.no_grad():
         ref = model(x).numpy()
+        np.testing.assert_allclose(H, torch.stack(model.hidden(x)).numpy(), atol=1e-6)
     np.testing.assert_allclose(logits[-1], ref, rtol=1e-5, atol=1e-6)
-    acc = readout.layer_accuracy(logits, labels)
-    assert acc.shape == (5,)
-    assert acc[-1] == pytest.approx(np.mean(ref.argmax(1) == y.numpy()))
+    assert ev.accuracy.shape == (5,)
+    assert ev.accuracy[-1] == pytest.approx(np.mean(ref.argmax(1) == y.numpy()))
 
 
-def test_hidden_states_of_a_tensor_has_no_labels():
+def test_the_adapter_reads_hidden_layers_and_refuses_mixed_widths():
     model = mlp.build_mlp(CFG, seed=0)
+    assert adapters.get(model).name == "mlp" and models.n_layers(model) == 5
     x, _ = _data(10)
-    H, labels = mlp.hidden_states(model, x, batch_size=3)
-    assert labels is None and H.shape == (5, 10, 8)
+    feats = blocks(model, x)
+    assert feats.labels is None and feats.hidden.shape == (5, 10, 8) and feats.layers == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="different widths"):
+        models.collect(model, [x], progress=False, device="cpu")  # index 0 is 12 wide, the layers 8
+
+
+def test_skipping_a_residual_layer_equals_dropping_its_update():
+    cfg = mlp.MLPConfig(in_features=12, num_classes=4, width=8, depth=4, residual=True)
+    model = mlp.build_mlp(cfg, seed=0)
+    x, _ = _data(6)
+    with torch.no_grad():
+        h = model.layers[1](model.layers[0](x.flatten(1)))
+        h = model.layers[3](h)  # layer 3 skipped
+        np.testing.assert_allclose(surgery.skip(model, 3, 3)(x).numpy(), model.classify(h).numpy(), atol=1e-6)
 
 
 def test_forward_definitions_plain_and_residual():
@@ -75,20 +94,16 @@ def test_final_norm_is_recomputed_per_layer_in_the_readout():
     cfg = mlp.MLPConfig(in_features=12, num_classes=4, width=8, depth=3, residual=True, final_norm=True)
     model = mlp.build_mlp(cfg, seed=0)
     x, _ = _data(6)
-    H, _ = mlp.hidden_states(model, x)
+    H = blocks(model, x).hidden
     with torch.no_grad():
         h0 = torch.from_numpy(H[0])
         normed = torch.nn.functional.layer_norm(h0, (8,), model.norm.weight, model.norm.bias, model.norm.eps)
         expected = (normed @ model.head.weight.T + model.head.bias).numpy()
         raw = (h0 @ model.head.weight.T + model.head.bias).numpy()
-    np.testing.assert_allclose(mlp.layer_logits(model, H)[0], expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(mlp.layer_logits(model, H, apply_final_norm=False)[0], raw, rtol=1e-5, atol=1e-6)
-
-
-def test_layer_logits_checks_the_width():
-    model = mlp.build_mlp(CFG, seed=0)
-    with pytest.raises(ValueError, match="hidden must be"):
-        mlp.layer_logits(model, np.zeros((5, 3, 7), np.float32))
+    layers = [1, 2, 3]
+    np.testing.assert_allclose(readout.layer_logits(model, H, layers=layers)[0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(readout.layer_logits(model, H, layers=layers, apply_final_norm=False)[0], raw,
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_config_validation():
@@ -116,7 +131,7 @@ def test_training_is_deterministic_with_a_seed():
     for _ in range(2):
         model = mlp.build_mlp(mlp.MLPConfig(in_features=12, num_classes=4, width=8, depth=4, residual=True), seed=5)
         hist = training.train_classifier(model, TensorDataset(x, y), cfg_t, device="cpu", progress=False)
-        runs.append((hist, mlp.hidden_states(model, x)[0]))
+        runs.append((hist, blocks(model, x).hidden))
     assert [h["loss"] for h in runs[0][0]] == [h["loss"] for h in runs[1][0]]
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
 

@@ -92,7 +92,21 @@ def parameter_names(path):
     import ast
 
     tree = ast.parse("".join(tagged(path, "parameters")[0]["source"]))
-    return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets]
+    targets = [[n.target] if isinstance(n, ast.AnnAssign) else n.targets for n in tree.body
+               if isinstance(n, (ast.Assign, ast.AnnAssign))]
+    return [t.id for ts in targets for t in ts]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
+def test_every_parameter_is_annotated_for_papermill(nb):
+    """`papermill --help-notebook` shows each parameter's type (it parses `x: Optional[int] = None`,
+    not `int | None`, and skips a parameter it cannot parse, which the runner would then refuse)."""
+    import papermill as pm
+
+    found = pm.inspect_notebook(str(nb))
+    assert list(found) == parameter_names(nb), "papermill does not see every parameter"
+    untyped = [n for n, p in found.items() if p["inferred_type_name"] in ("None", "")]
+    assert not untyped, f"annotate {untyped} in the parameters cell (e.g. `n: Optional[int] = None`)"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)

@@ -238,3 +238,24 @@ def test_other_head_and_identity_head(vit, images):
         probe = torch.nn.Linear(32, 3)
         np.testing.assert_allclose(R.layer_logits(vit, hidden, head=probe), probe(torch.from_numpy(normed)).numpy(),
                                    atol=1e-5)
+
+
+def test_evaluate_reads_out_blocks_like_collect_then_layer_logits(vit, images):
+    x, y = images, torch.arange(12) % 10
+    ev = R.evaluate(vit, (x, y), device="cpu", batch_size=3)
+    hidden = feats(vit, [(x, y)], token="cls")
+    np.testing.assert_allclose(ev.hidden, hidden, atol=1e-6)
+    np.testing.assert_array_equal(ev.labels, y.numpy())
+    np.testing.assert_allclose(ev.logits, R.layer_logits(vit, hidden)[1:], atol=1e-6)
+    np.testing.assert_allclose(ev.accuracy, R.layer_accuracy(ev.logits, y.numpy()))
+    own = R.evaluate(vit, (x, y), device="cpu", logits_fn=lambda m, h: np.zeros((DEPTH, len(y), 10), np.float32))
+    np.testing.assert_allclose(own.accuracy, np.full(DEPTH, np.mean(y.numpy() == 0)))
+    with pytest.raises(ValueError, match="no labels"):
+        R.evaluate(vit, torch.utils.data.TensorDataset(x), device="cpu")
+
+
+def test_effective_depth_within_a_margin_of_a_reference():
+    acc = np.array([0.5, 0.8, 0.9, 0.95])
+    assert R.effective_depth_within(acc, reference=0.95, margin=0.05) == (3, pytest.approx(0.1))
+    assert R.effective_depth_within(acc, reference=0.95, margin=0.5)[0] == 1
+    assert R.effective_depth_within(acc, reference=1.5, margin=0.0)[0] == 4  # never reached: L

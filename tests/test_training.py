@@ -114,3 +114,38 @@ def test_cpu_for_small_models():
     finally:
         torch.set_num_threads(before)
         torch.set_flush_denormal(False)
+
+
+def test_train_models_describes_each_and_records_its_checkpoint(tmp_cache, capsys):
+    calls = []
+
+    def build(spec, seed, device):
+        calls.append((spec["depth"], seed, device))
+        model_cfg = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=2, depth=spec["depth"],
+                              embed_dim=16, num_heads=2)
+        return training.cached_vit(model_cfg, TrainConfig(epochs=1, batch_size=16, seed=seed), toy_data(),
+                                   {"name": "toy", "limit": 64}, device=device, progress=False)
+
+    specs = {"one": {"depth": 1}, "two": {"depth": 2}}
+    models, metas = training.train_models(specs, seed=3, device="cpu", build=build)
+    assert calls == [(1, 3, "cpu"), (2, 3, "cpu")] and list(models) == ["one", "two"]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("one: ce, depth 1, 64 toy images x 1 epochs") and metas["one"]["key"] in lines[0]
+    training.train_models(specs, seed=3, device="cpu", build=build)
+    assert "(from the cache)" in capsys.readouterr().out
+    rec = training.checkpoint_records(specs, metas, history=True)
+    assert rec["two"]["checkpoint"] == metas["two"]["key"] and rec["two"]["settings"] == {"depth": 2}
+    assert rec["two"]["weights_sha256"] == metas["two"]["weights_sha256"] and len(rec["two"]["history_loss"]) == 1
+
+
+def test_split_settings_serves_both_model_configs():
+    from layersim import mlp, presets
+
+    info = {"image_size": 28, "channels": 1, "classes": 10}
+    vit_cfg, vit_train = training.split_settings(
+        presets.TRACING_VIT["default"], ViTConfig, {"img_size": 28, "in_chans": 1, "num_classes": 10}, seed=2)
+    assert (vit_cfg, vit_train) == training.configs_from(presets.TRACING_VIT["default"], info, seed=2)
+    mlp_cfg, mlp_train = training.split_settings(presets.TRACING_MLP["default"], mlp.MLPConfig,
+                                                 {"in_features": 784, "num_classes": 10}, seed=2)
+    assert (mlp_cfg, mlp_train) == mlp.configs_from(presets.TRACING_MLP["default"], info, seed=2)
+    assert mlp_cfg.width == presets.TRACING_MLP["default"]["width"] and mlp_train.seed == 2

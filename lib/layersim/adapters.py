@@ -589,3 +589,25 @@ register(_clip_adapter("vision", "post_layernorm", "CLIP's vision tower: `clip_t
 register(_clip_adapter("text", "final_layer_norm", "CLIP's text tower: `clip_tower(clip, 'text')`, "
                        "`CLIPTextModel[WithProjection]` (read the EOS token: `token='last'` with right "
                        "padding)", inputs="text", token="last"))
+
+
+# ----------------------------------------------------------------------------- the project's own models
+
+
+def _is_tracing_mlp(model: nn.Module) -> bool:
+    mlp = sys.modules.get("layersim.mlp")
+    return mlp is not None and isinstance(model, mlp.MLP)
+
+
+register(Adapter(
+    name="mlp",
+    models="the tracing paper's MLPs (`layersim.mlp.MLP`, appendix B.2): hidden layers as blocks; index 0 is "
+           "the flattened image (another width: collect `layers=range(1, L + 1)`)",
+    matches=_is_tracing_mlp,
+    blocks=lambda m: list(m.layers),
+    set_blocks=_container_setter(lambda m: (m, "layers")),
+    final_norm=lambda m: m.norm,
+    head=lambda m: m.head,
+    run=lambda m, x: m(x),
+    token="all",
+))

@@ -93,3 +93,14 @@ def threshold_sweep(logits: np.ndarray, labels: np.ndarray,
         "speedup": np.array([r.speedup for r in runs]),
         "mean_exit": np.array([r.exit_layer.mean() for r in runs]),
     }
+
+
+def best_speedup(sweep: dict[str, np.ndarray], min_accuracy: float) -> tuple[float, dict | None]:
+    """The largest speed-up of a :func:`threshold_sweep` whose accuracy is at least ``min_accuracy``,
+    and the threshold and accuracy where it is reached; ``(1.0, None)`` (run every block) if no
+    threshold qualifies. Ties go to the first (lowest) threshold."""
+    ok = np.asarray(sweep["accuracy"]) >= min_accuracy
+    if not ok.any():
+        return 1.0, None
+    i = int(np.flatnonzero(ok)[np.argmax(np.asarray(sweep["speedup"])[ok])])
+    return float(sweep["speedup"][i]), {"threshold": sweep["threshold"][i], "accuracy": sweep["accuracy"][i]}

@@ -4,8 +4,8 @@ The tracing paper argues that COS works as a layer-wise similarity in transforme
 the residual update ``h^(l+1) = h^(l) + f(h^(l))`` (eq. 1) leaves little rotation between
 layers; to test it, appendix B.2 trains 9-layer MLPs on MNIST with and without residual
 connections and compares the layer-wise accuracy of the last-layer classifier with COS and
-CKA to the last layer. This module builds those MLPs, reads every hidden layer and applies
-the last-layer classifier to each of them.
+CKA to the last layer. This module builds and trains those MLPs; reading their layers and
+the last-layer classifier on each goes through ``layersim.models`` and ``layersim.readout``.
 
 Architecture (:class:`MLP`, ``L = depth`` hidden layers, all of width ``d``; ``phi`` = ReLU):
 
@@ -24,10 +24,11 @@ give them): the input projection is the first of the ``L`` hidden layers (there 
 separate linear embedding), the residual branch is a single linear layer with a ReLU (as a
 plain layer), no normalisation inside the network.
 
-Layer indices: ``hidden_states`` returns ``[L, N, d]`` with entry ``i`` the output of hidden
-layer ``i + 1`` (there is no "embedding" entry: the input is not of width ``d``), so
-``layer_logits`` returns ``[L, N, K]`` and :func:`layersim.readout.layer_accuracy` of it is
-the layer-wise accuracy (eq. 2) of layers ``1..L``.
+Layer indices: the hidden layers are the blocks of the MLP's adapter (``layersim.adapters``,
+``"mlp"``), so ``layersim.models.collect(model, batches, layers=range(1, L + 1))`` returns
+``[L, N, d]`` with entry ``i`` the output of hidden layer ``i + 1`` (index 0, the flattened
+image, is not of width ``d``), and ``layersim.readout.evaluate(model, images, embedding=False)``
+their layer-wise accuracy (eq. 2) through the final norm and head.
 
 Training uses :func:`layersim.training.train_classifier`; :func:`cached_mlp` caches trained
 models under ``<cache>/checkpoints/mlp-<key>/`` with :func:`layersim.training.config_key`
@@ -36,25 +37,21 @@ and the same atomic save as :func:`layersim.training.cached_vit`.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data import TensorDataset
 
 from . import training
-from .models import evaluating, resolve_device
 
 __all__ = [
     "MLP",
     "MLPConfig",
+    "MLPLayer",
     "build_mlp",
     "cached_mlp",
     "configs_from",
-    "hidden_states",
-    "layer_logits",
     "mlp_from_settings",
 ]
 
@@ -79,19 +76,35 @@ class MLPConfig:
             raise ValueError(f"depth, width and in_features must be positive and num_classes >= 2, got {self}")
 
 
+class MLPLayer(nn.Linear):
+    """One hidden layer: ``h -> relu(W h + b)``, plus ``h`` with a skip connection (eq. of the
+    module docstring). A ``Linear`` itself, so its parameters keep the names ``layers.<i>.weight``
+    / ``.bias`` of the checkpoints."""
+
+    def __init__(self, in_features: int, out_features: int, residual: bool = False):
+        super().__init__(in_features, out_features)
+        self.residual = residual
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        z = torch.relu(super().forward(h))
+        return h + z if self.residual else z
+
+
 class MLP(nn.Module):
     """The MLP of :class:`MLPConfig` (see the module docstring for the equations).
 
-    ``layers[i]`` is the ``Linear`` of hidden layer ``i + 1``; ``norm`` is the final norm
-    (``nn.Identity`` without one); ``head`` the linear classifier. ``forward`` returns logits.
+    ``layers[i]`` is hidden layer ``i + 1`` (an :class:`MLPLayer`, residual from layer 2 on when
+    ``cfg.residual``); ``norm`` is the final norm (``nn.Identity`` without one); ``head`` the linear
+    classifier. ``forward`` returns logits. Its adapter (``layersim.adapters``, ``"mlp"``) reads
+    the hidden layers as blocks: index 0 is the flattened image, so collect ``layers=1..L``.
     """
 
     def __init__(self, cfg: MLPConfig):
         super().__init__()
         self.cfg = cfg
         dims = [cfg.in_features] + [cfg.width] * cfg.depth
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
-        self.act = nn.ReLU()
+        self.layers = nn.ModuleList(MLPLayer(a, b, residual=cfg.residual and i > 0)
+                                    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
         self.norm = nn.LayerNorm(cfg.width) if cfg.final_norm else nn.Identity()
         self.head = nn.Linear(cfg.width, cfg.num_classes)
 
@@ -103,9 +116,8 @@ class MLP(nn.Module):
         """Every hidden layer's output ``[h^(1), ..., h^(L)]``, each ``[B, width]``."""
         h = x.flatten(1)
         out = []
-        for i, layer in enumerate(self.layers):
-            z = self.act(layer(h))
-            h = h + z if (self.cfg.residual and i > 0) else z
+        for layer in self.layers:
+            h = layer(h)
             out.append(h)
         return out
 
@@ -114,7 +126,10 @@ class MLP(nn.Module):
         return self.head(self.norm(h))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classify(self.hidden(x)[-1])
+        h = x.flatten(1)
+        for layer in self.layers:
+            h = layer(h)
+        return self.classify(h)
 
 
 def build_mlp(cfg: MLPConfig, seed: int | None = 0) -> MLP:
@@ -125,58 +140,6 @@ def build_mlp(cfg: MLPConfig, seed: int | None = 0) -> MLP:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return MLP(cfg)
-
-
-def _param_device(model: nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
-def hidden_states(model: MLP, data: Dataset | DataLoader | torch.Tensor, batch_size: int = 512,
-                  device: str | torch.device | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Every hidden layer's representation: (float32 ``[L, N, width]``, labels ``[N]`` or None).
-
-    ``data``: a Dataset of ``(image, label)``, a DataLoader of such batches, or a tensor of
-    images (then labels are None). Runs in eval mode under ``no_grad`` on ``device`` (default:
-    where the model's parameters are; the model is moved there).
-    """
-    dev = _param_device(model) if device is None else resolve_device(device)
-    model.to(dev)
-    if isinstance(data, torch.Tensor):
-        batches = [(data[s:s + batch_size], None) for s in range(0, len(data), batch_size)]
-    elif isinstance(data, DataLoader):
-        batches = data
-    else:
-        batches = DataLoader(data, batch_size=batch_size, shuffle=False)
-    hs, ys = [], []
-    with evaluating(model):
-        for x, y in batches:
-            hs.append(torch.stack(model.hidden(x.to(dev))).float().cpu().numpy())
-            if y is not None:
-                ys.append(np.asarray(y))
-    return np.concatenate(hs, axis=1), (np.concatenate(ys) if ys else None)
-
-
-def layer_logits(model: MLP, hidden: np.ndarray | torch.Tensor, apply_final_norm: bool = True,
-                 chunk: int = 4096) -> np.ndarray:
-    """Float32 logits ``[L, N, K]`` of the last-layer classifier applied to every hidden layer.
-
-    ``W norm(h^(l)) + b`` (tracing section 2, eq. 2's ``g``); the final norm (if the model has
-    one and ``apply_final_norm``) is recomputed on each layer's own features, as in
-    :func:`layersim.readout.layer_logits`. The last entry equals the model's logits.
-    """
-    hidden = hidden if isinstance(hidden, torch.Tensor) else torch.from_numpy(np.asarray(hidden))
-    if hidden.ndim != 3 or hidden.shape[-1] != model.cfg.width:
-        raise ValueError(f"hidden must be [L, N, {model.cfg.width}], got {tuple(hidden.shape)}")
-    dev = _param_device(model)
-    norm = model.norm if apply_final_norm else nn.Identity()
-    out = np.empty((hidden.shape[0], hidden.shape[1], model.cfg.num_classes), np.float32)
-    with evaluating(model):
-        for j in range(hidden.shape[0]):
-            for s in range(0, hidden.shape[1], chunk):
-                x = hidden[j, s:s + chunk].to(device=dev, dtype=torch.float32)
-                out[j, s:s + chunk] = model.head(norm(x)).float().cpu().numpy()
-    return out
 
 
 # ----------------------------------------------------------------------------- training / cache
@@ -194,20 +157,11 @@ def cached_mlp(model_cfg: MLPConfig, train_cfg: training.TrainConfig, train_set,
 
 
 def configs_from(settings: dict, data_info: dict, seed: int = 0) -> tuple[MLPConfig, training.TrainConfig]:
-    """Model and training configs from a flat settings dict (see ``layersim.presets.TRACING_MLP``).
-
-    The input size and class count come from the data set (``data.dataset_info``); keys that
-    belong to neither config are ignored.
-    """
+    """Model and training configs from a flat settings dict (see ``layersim.presets.TRACING_MLP``);
+    the input size and class count come from the data set (``data.dataset_info``)."""
     from_data = {"in_features": data_info["channels"] * data_info["image_size"] ** 2,
                  "num_classes": data_info["classes"]}
-    mlp_keys = {f.name for f in dataclasses.fields(MLPConfig)} - set(from_data)
-    train_keys = {f.name for f in dataclasses.fields(training.TrainConfig)} - {"seed"}
-    model_cfg = MLPConfig(**from_data, **{k: v for k, v in settings.items() if k in mlp_keys})
-    train = {k: v for k, v in settings.items() if k in train_keys}
-    if "milestones" in train:
-        train["milestones"] = tuple(train["milestones"])
-    return model_cfg, training.TrainConfig(seed=seed, **train)
+    return training.split_settings(settings, MLPConfig, from_data, seed=seed)
 
 
 def mlp_from_settings(settings: dict, residual: bool | None = None, seed: int = 0,

@@ -135,7 +135,10 @@ def evaluating(model: nn.Module):
 
 def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: int,
             include_prefix: bool) -> torch.Tensor:
-    """One token feature ``[B, d]`` out of ``h [B, T, d]`` (see the module docstring)."""
+    """One token feature ``[B, d]`` out of ``h [B, T, d]`` (see the module docstring); a model
+    without tokens (the MLPs: ``h [B, d]``) has nothing to choose from."""
+    if h.ndim == 2:
+        return h
     if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
         return h[:, int(token)]
     if token == "cls":
@@ -208,6 +211,10 @@ def _block_features(model: nn.Module, adapter: adapters.Adapter, inputs: Any, to
             h.remove()
     if len(picked) != len(blocks) + 1:
         raise RuntimeError(f"expected {len(blocks) + 1} hooked outputs, got {len(picked)}")
+    widths = {i: picked[i].shape[-1] for i in ids}
+    if len(set(widths.values())) > 1:
+        raise ValueError(f"the layers have different widths {widths} (index: width); pass layers= to keep "
+                         f"those of one width, e.g. layers=range(1, {len(blocks) + 1}) for the blocks only")
     return torch.stack([picked[i] for i in ids])
 
 

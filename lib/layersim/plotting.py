@@ -80,3 +80,28 @@ def layer_boxes(per_layer: Sequence[np.ndarray], layers: Sequence[int] | None = 
     if title:
         ax.set_title(title)
     return ax
+
+
+def saturation_panel(ax, entries: Sequence[tuple[np.ndarray, np.ndarray, str, str]], layers: Sequence[int],
+                     title: str | None = None):
+    """The tracing paper's Figs. 3 and 6: bars of the fraction of samples saturating at each layer
+    and, on a twin axis, the COS to the last layer. ``entries``: ``(fraction per layer, COS per
+    layer, label, colour)``, drawn side by side. Returns the twin axis."""
+    layers = np.asarray(layers)
+    width = 0.8 / len(entries)
+    ax2 = ax.twinx()
+    for i, (fraction, cos, label, color) in enumerate(entries):
+        ax.bar(layers + (i - (len(entries) - 1) / 2) * width, fraction, width, color=color, alpha=0.55,
+               label=f"{label}: saturation events")
+        ax2.plot(layers, cos, marker="o", ms=3, color=color, label=f"{label}: COS to last")
+    ax.set_xlabel("layer")
+    ax.set_ylabel("fraction of images saturating at the layer")
+    ax2.set_ylabel("COS to the last layer")
+    ax2.set_ylim(-0.05, 1.05)
+    ax.set_xticks(layers)
+    if title:
+        ax.set_title(title)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, frameon=False, fontsize=7, loc="upper left")
+    return ax2

@@ -155,3 +155,55 @@ def effective_depth(accuracy: np.ndarray, eps: float) -> int:
     accuracy = np.asarray(accuracy)
     hits = np.flatnonzero(accuracy >= 1 - eps)
     return int(hits[0]) if hits.size else accuracy.shape[0] - 1
+
+
+def effective_depth_within(block_accuracy: np.ndarray, reference: float, margin: float) -> tuple[int, float]:
+    """Definition 1 with ``1 - eps = reference - margin`` (e.g. the standard model's last-block
+    train accuracy minus a margin): ``(depth, eps)``, depth 0 meaning no block (accuracy 0 before
+    block 1) and ``L`` when no block reaches it. ``block_accuracy`` is ``[L]`` for blocks 1..L."""
+    eps = 1 - (reference - margin)
+    return effective_depth(np.concatenate([[0.0], np.asarray(block_accuracy, float)]), eps), eps
+
+
+class LayerEval(NamedTuple):
+    """A model evaluated layer by layer on a set of images (:func:`evaluate`).
+
+    ``hidden``: ``[L+1, N, d]`` token features (index 0 = embedding output); ``labels``: ``[N]``;
+    ``logits``: ``[L, N, K]`` and ``accuracy``: ``[L]`` for blocks ``1..L`` (index ``l-1``).
+    """
+
+    hidden: np.ndarray
+    labels: np.ndarray
+    logits: np.ndarray
+    accuracy: np.ndarray
+
+
+def evaluate(model: nn.Module, images, device="auto", batch_size: int = 256, token=None,
+             logits_fn=None, embedding: bool = True, progress: bool = False) -> LayerEval:
+    """Collect every layer's token on ``images`` (a Dataset of ``(image, label)``, or a pair of
+    tensors ``(x, y)``) and read out blocks 1..L: ``logits_fn(model, hidden)`` (default
+    :func:`layer_logits` without the embedding entry; e.g. ``objectives.multi_exit_logits`` for a
+    model with its own exit heads) and the layer-wise accuracy (the tracing paper's eq. 2).
+
+    ``embedding=False`` leaves the embedding entry out of ``hidden`` (``[L, N, d]``), for models
+    whose input is not a token of the blocks' width (the MLPs: index 0 is the flattened image).
+    """
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from .models import collect
+
+    if isinstance(images, (tuple, list)):
+        images = TensorDataset(*images)
+    L = n_layers(model)
+    layers = None if embedding else list(range(1, L + 1))
+    feats = collect(model, DataLoader(images, batch_size=batch_size), token=token, layers=layers, device=device,
+                    progress=progress)
+    if feats.labels is None:
+        raise ValueError("the images carry no labels: pass (image, label) pairs or (x, y) tensors")
+    if logits_fn is not None:
+        logits = logits_fn(model, feats.hidden)
+    elif embedding:
+        logits = layer_logits(model, feats.hidden)[1:]
+    else:
+        logits = layer_logits(model, feats.hidden, layers=layers)
+    return LayerEval(feats.hidden, feats.labels, logits, layer_accuracy(logits, feats.labels))

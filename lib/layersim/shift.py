@@ -144,21 +144,37 @@ def check_spec(spec: Mapping) -> dict:
     return spec
 
 
-def shifted_inputs(source: str, spec: Mapping, limit: int | None = None, seed: int = 0
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A shifted test set for a model trained on the image data set ``source``.
+def shifted_sets(source: str, specs: Mapping[str, Mapping], limit: int | None = None, seed: int = 0
+                 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Shifted test sets for a model trained on the image data set ``source``: label -> ``(x, y)``.
 
-    ``spec`` is either ``{"dataset": name}`` — another data set's test split with the same
+    Each spec is either ``{"dataset": name}`` — another data set's test split with the same
     classes (CIFAR-10.2 for CIFAR-10) — or ``{"corruption": kind, "severity": s}`` — the
-    source's own test split, corrupted with :func:`corrupt`. ``{}`` gives the clean test set.
-    ``limit`` keeps a stratified ``seed``-ed subset. Returns ``(float [N,C,H,W], int64 [N])``
-    normalised with the source's statistics (``layersim.data.as_model_input``).
+    source's own test split, corrupted with :func:`corrupt`; ``{}`` gives the clean test set.
+    The source's test split is loaded once for all of them. ``limit`` keeps a stratified
+    ``seed``-ed subset. Each ``x`` is float ``[N,C,H,W]`` normalised with the source's statistics
+    (``layersim.data.as_model_input``), ``y`` int64 ``[N]``.
     """
     from . import data
 
-    spec = check_spec(spec)
-    name = spec.get("dataset", source)
-    images, labels = data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False).tensors()
-    if "corruption" in spec:
-        images = corrupt(images, spec["corruption"], spec["severity"], seed=seed)
-    return data.as_model_input(images, source), labels
+    specs = {label: check_spec(spec) for label, spec in specs.items()}
+    loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def test_split(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if name not in loaded:
+            loaded[name] = data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False).tensors()
+        return loaded[name]
+
+    out = {}
+    for label, spec in specs.items():
+        images, labels = test_split(spec.get("dataset", source))
+        if "corruption" in spec:
+            images = corrupt(images, spec["corruption"], spec["severity"], seed=seed)
+        out[label] = data.as_model_input(images, source), labels
+    return out
+
+
+def shifted_inputs(source: str, spec: Mapping, limit: int | None = None, seed: int = 0
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One shifted test set (:func:`shifted_sets` with a single ``spec``)."""
+    return shifted_sets(source, {"": spec}, limit=limit, seed=seed)[""]

@@ -419,20 +419,12 @@ def cached_vit(
 
 
 def configs_from(settings: dict, data_info: dict, seed: int = 0) -> tuple[ViTConfig, TrainConfig]:
-    """Split a flat settings dict (see :mod:`layersim.presets`) into model and training configs.
-
-    Keys that belong to neither (data set name, sizes, ...) are ignored; the image size and the
-    channel and class counts come from the data set (``data.dataset_info``).
-    """
+    """Split a flat settings dict (see :mod:`layersim.presets`) into model and training configs
+    (:func:`split_settings`); the image size and the channel and class counts come from the data
+    set (``data.dataset_info``)."""
     from_data = {"img_size": data_info["image_size"], "in_chans": data_info["channels"],
                  "num_classes": data_info["classes"]}
-    vit_keys = {f.name for f in dataclasses.fields(ViTConfig)} - set(from_data)
-    train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed"}
-    model_cfg = ViTConfig(**from_data, **{k: v for k, v in settings.items() if k in vit_keys})
-    train = {k: v for k, v in settings.items() if k in train_keys}
-    if "milestones" in train:
-        train["milestones"] = tuple(train["milestones"])
-    return model_cfg, TrainConfig(seed=seed, **train)
+    return split_settings(settings, ViTConfig, from_data, seed=seed)
 
 
 def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device = "auto",
@@ -455,3 +447,59 @@ def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device 
         return data.image_dataset(settings["dataset"], "train", limit=limit, seed=seed, augment=desc["augment"])
 
     return cached_vit(model_cfg, train_cfg, load, desc, device=device, progress=progress, retrain=retrain)
+
+
+# ----------------------------------------------------------------------------- several models at once
+
+
+def split_settings(settings: dict, config_cls: type, from_data: dict, seed: int = 0) -> tuple[object, TrainConfig]:
+    """A flat settings dict (see :mod:`layersim.presets`) split into ``config_cls`` and a :class:`TrainConfig`.
+
+    ``from_data`` fills the model fields the data set decides (image size, channels, classes); other
+    keys that belong to neither config (data set name, sizes, ...) are ignored.
+    """
+    model_keys = {f.name for f in dataclasses.fields(config_cls)} - set(from_data)
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed"}
+    model_cfg = config_cls(**from_data, **{k: v for k, v in settings.items() if k in model_keys})
+    train = {k: v for k, v in settings.items() if k in train_keys}
+    if "milestones" in train:
+        train["milestones"] = tuple(train["milestones"])
+    return model_cfg, TrainConfig(seed=seed, **train)
+
+
+def describe(name: str, meta: dict) -> str:
+    """One line about a trained (or cached) model: objective, depth, data, parameters, time, key."""
+    train, data_desc, model_cfg = meta["train"], meta["data"], meta["model"]
+    images = data_desc.get("limit") or "all"
+    where = " (from the cache)" if meta.get("from_cache") else ""
+    return (f"{name}: {train['objective']}, depth {model_cfg.get('depth', '?')}, {images} {data_desc['name']} images "
+            f"x {train['epochs']} epochs, {meta['n_params'] / 1e6:.2f}M parameters, trained "
+            f"{meta['train_seconds']:.0f} s{where}; key {meta['key']}")
+
+
+def train_models(specs: dict[str, dict], seed: int = 0, device: str | torch.device = "auto",
+                 build: Callable[..., tuple[nn.Module, dict]] | None = None, verbose: bool = True,
+                 **kwargs) -> tuple[dict[str, nn.Module], dict[str, dict]]:
+    """Every model of ``specs`` (name -> settings), trained or loaded from the cache by ``build``
+    (default :func:`vit_from_settings`), with one :func:`describe` line each. Returns
+    ``(models, metas)``, both keyed by name."""
+    build = vit_from_settings if build is None else build
+    trained, metas = {}, {}
+    for name, spec in specs.items():
+        trained[name], metas[name] = build(spec, seed=seed, device=device, **kwargs)
+        if verbose:
+            print(describe(name, metas[name]))
+    return trained, metas
+
+
+def checkpoint_records(specs: dict[str, dict], metas: dict[str, dict], history: bool = False) -> dict[str, dict]:
+    """What ``metrics.json`` records of each model: its settings, checkpoint key, training time,
+    weights' sha256 (and the training loss per epoch with ``history``)."""
+    out = {}
+    for name, spec in specs.items():
+        m = metas[name]
+        out[name] = {"settings": spec, "checkpoint": m["key"], "train_seconds": m["train_seconds"],
+                     "weights_sha256": m.get("weights_sha256")}
+        if history:
+            out[name]["history_loss"] = [h["loss"] for h in m["history"]]
+    return out
