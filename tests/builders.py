@@ -173,7 +173,81 @@ def tiny(name):
         model = _perturbed(mlp.build_mlp(mlp.MLPConfig(in_features=32, num_classes=5, width=32, depth=3,
                                                        residual=True, final_norm=True)))
         return Tiny(model, image_batch(4, 2), lambda m, x: m(x), lambda m, x: m(x))
+    if name in RAGGED:
+        model, batch = RAGGED[name]()
+        n = len(adapters.get(model).blocks(model))
+        return Tiny(model, batch, lambda m, x: m(x), lambda m, x: m(x), n_layers=n)
     raise KeyError(f"no tiny model for adapter {name!r}: add one to tests/builders.py")
+
+
+# ----------------------------------------------------------------------------- models whose layers differ in shape
+
+
+def _rbf_net():
+    from layersim import alignment
+
+    g = torch.Generator().manual_seed(2)
+    x = torch.rand(6, 5, generator=g)
+    return _seeded(lambda: alignment.RBFNet(x[:4].numpy(), width=0.7, out_dim=2)), x
+
+
+def _small_cnn():
+    from layersim import alignment_pretrain as pt
+
+    cfg = pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(4, 6), fc=(10, 7))
+    return _perturbed(pt.build_cnn(cfg, seed=0)), image_batch(8, 1)
+
+
+def _resnet():
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    return _seeded(lambda: ResNet(BasicBlock, [1, 1, 1, 1], num_classes=3)), image_batch(32, 3)
+
+
+def _vgg():
+    """A VGG with a small feature stack and classifier of VGG's layout (built on the meta device
+    first: VGG's own 25088 x 4096 classifier would cost 400 MB)."""
+    from torch import nn
+    from torchvision.models.vgg import VGG
+
+    with torch.device("meta"):
+        model = VGG(nn.Sequential(), num_classes=3, init_weights=False)
+
+    def parts():
+        feats = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2))
+        head = nn.Sequential(nn.Linear(8 * 7 * 7, 16), nn.ReLU(True), nn.Dropout(), nn.Linear(16, 12),
+                             nn.ReLU(True), nn.Dropout(), nn.Linear(12, 3))
+        return feats, head
+
+    torch.manual_seed(0)
+    model.features, model.classifier = parts()
+    return _perturbed(model), image_batch(16, 3)
+
+
+#: adapter name -> (model, batch) for the families whose blocks change the representation's shape
+RAGGED = {"rbf_net": _rbf_net, "small_cnn": _small_cnn, "torchvision_resnet": _resnet, "torchvision_vgg": _vgg}
+
+
+def ragged_reference(name, model, x):
+    """Every entry 0..L of a RAGGED model, computed by hand from its modules (float tensors)."""
+    with torch.no_grad():
+        if name == "rbf_net":
+            rbf = model.layers[0]
+            d2 = torch.cdist(x, rbf.centers).pow(2)
+            return [x, torch.exp(-d2 / (2 * torch.exp(rbf.log_width) ** 2))]
+        if name == "small_cnn":
+            return [x, *model.hidden(x)]
+        if name == "torchvision_resnet":
+            h = [model.maxpool(model.relu(model.bn1(model.conv1(x))))]
+            for stage in (model.layer1, model.layer2, model.layer3, model.layer4, model.avgpool):
+                h.append(stage(h[-1]))
+            return h
+        if name == "torchvision_vgg":
+            f = model.features(x)
+            c = model.classifier
+            fc1 = torch.relu(c[0](torch.flatten(model.avgpool(f), 1)))
+            return [x, f, fc1, torch.relu(c[3](fc1))]
+    raise KeyError(name)
 
 
 def electra_tiny():

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 import transformers as tr
-from builders import LAST, electra_tiny, roberta_tiny, tiny
+from builders import LAST, electra_tiny, ragged_reference, roberta_tiny, tiny
 from layersim import adapters, models, readout
 
-NAMES = [a.name for a in adapters.REGISTRY]
+NAMES = [a.name for a in adapters.REGISTRY if a.uniform]
+RAGGED = [a.name for a in adapters.REGISTRY if not a.uniform]
 EXTRA = {"roberta": roberta_tiny, "electra": electra_tiny}
 
 
@@ -172,3 +173,63 @@ def test_register_a_new_family_and_reject_a_duplicate_name():
     finally:
         adapters.REGISTRY.remove(ad)
     assert "toy_stack" not in adapters.table()
+
+
+# ----------------------------------------------------------------------------- families whose layers differ in shape
+
+
+@pytest.fixture(scope="module", params=RAGGED)
+def ragged(request):
+    return request.param, tiny(request.param)
+
+
+@pytest.mark.parametrize("token", ["all", "mean"])
+def test_layer_outputs_of_every_shape_equal_a_hand_run(ragged, token):
+    """layer_outputs reads entry 0 (the input of block 1) and every block's output, maps flattened
+    (token='all') or averaged over positions (token='mean'), in float64."""
+    name, t = ragged
+    assert models.family(t.model) == name and models.n_layers(t.model) == t.n_layers
+    ref = ragged_reference(name, t.model, t.batch)
+    got = models.layer_outputs(t.model, t.batch, token=token, batch_size=3, device="cpu")
+    assert len(got) == len(ref) == t.n_layers + 1
+    for i, (g, h) in enumerate(zip(got, ref)):
+        want = h.mean(dim=(2, 3)) if (token == "mean" and h.ndim == 4) else h.flatten(1)
+        assert g.dtype == np.float64 and g.shape == tuple(want.shape), f"{name} entry {i}"
+        np.testing.assert_allclose(g, want.double().numpy(), atol=1e-5, err_msg=f"{name} entry {i}")
+
+
+def test_last_entry_reads_out_as_the_model(ragged):
+    name, t = ragged
+    last = models.layer_outputs(t.model, t.batch, layers=[-1], device="cpu")[0]
+    logits = readout.layer_logits(t.model, last[None].astype(np.float32), layers=[t.n_layers])
+    np.testing.assert_allclose(logits[0], t.readout().numpy(), atol=2e-5)
+
+
+def test_collect_points_ragged_layers_to_layer_outputs(ragged):
+    name, t = ragged
+    if name == "rbf_net":  # input and Gaussian layer happen to have other widths; one layer stacks
+        h = models.collect(t.model, [t.batch], layers=[1], progress=False, device="cpu").hidden
+        assert h.shape == (1, len(t.batch), t.model.layers[0].centers.shape[0])
+    with pytest.raises(ValueError, match="layer_outputs"):
+        models.collect(t.model, [t.batch], progress=False, device="cpu")
+
+
+def test_a_convolutional_map_has_no_cls_token():
+    t = tiny("small_cnn")
+    with pytest.raises(ValueError, match="convolutional map"):
+        models.layer_outputs(t.model, t.batch, token="cls", device="cpu")
+
+
+def test_layer_outputs_takes_arrays_datasets_and_batches():
+    from torch.utils.data import TensorDataset
+
+    t = tiny("small_cnn")
+    a = models.layer_outputs(t.model, t.batch.numpy(), layers=[1, 3], batch_size=2, device="cpu")
+    b = models.layer_outputs(t.model, TensorDataset(t.batch, torch.zeros(len(t.batch))), layers=[1, 3],
+                             batch_size=3, device="cpu")
+    c = models.layer_outputs(t.model, [t.batch[:1], t.batch[1:]], layers=[1, 3], device="cpu")
+    for x, y, z in zip(a, b, c):
+        np.testing.assert_allclose(x, y, atol=1e-6)
+        np.testing.assert_allclose(x, z, atol=1e-6)
+    with pytest.raises(ValueError, match="no batches"):
+        models.layer_outputs(t.model, [], device="cpu")

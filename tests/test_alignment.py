@@ -121,6 +121,83 @@ def test_alignment_area_and_default_grid():
     assert al.alignment_area(np.array([2.0, 0, 0]), np.array([0.0, 1, 2])) == pytest.approx(0.25)
 
 
+def test_curve_and_area_is_prepare_then_eq2_then_area():
+    """The one prepare -> curve -> area step, bit for bit the calls it stands for."""
+    r = rng(41)
+    X = r.normal(size=(60, 8)) + 0.3
+    y = al.binary_targets(r.integers(0, 2, size=60))
+    tau = al.thresholds_for(60)
+    ref = al.alignment_curve(al.prepare(X), y, tau)
+    curve, area = al.curve_and_area(X, y, tau)
+    np.testing.assert_array_equal(curve, ref)
+    assert isinstance(area, float) and area == float(al.alignment_area(ref, tau))
+    # eq. 2 by the plain loop over a full SVD, and the area as the trapezoidal mean over ||y||^2
+    np.testing.assert_allclose(curve, al.alignment_loop(al.prepare(X), y, tau), atol=1e-9)
+    trapezoid = np.sum((ref[1:] + ref[:-1]) / 2 * np.diff(tau)) / (tau[-1] - tau[0])
+    assert area == pytest.approx(trapezoid / float(y @ y), rel=1e-12) and 0.0 < area < 1.0
+    # relative: the curve over ||y||^2 (starting at 1), the same area
+    rel, area_rel = al.curve_and_area(X, y, tau, relative=True)
+    np.testing.assert_array_equal(rel, ref / float(y @ y))
+    assert rel[0] == pytest.approx(1.0) and area_rel == pytest.approx(area, rel=1e-12)
+    # an SVD of the prepared representation is taken as given
+    dec = al.svd(al.prepare(X))
+    c_dec, a_dec = al.curve_and_area(dec, y, tau)
+    np.testing.assert_array_equal(c_dec, ref)
+    assert a_dec == area
+
+
+def test_curve_and_area_of_several_label_vectors():
+    r = rng(42)
+    X, Y = r.normal(size=(50, 6)), r.normal(size=(50, 3))
+    tau = np.linspace(0, 4, 30)
+    curves, areas = al.curve_and_area(X, Y, tau, relative=True)
+    ref = al.alignment_curve(al.svd(al.prepare(X)), Y, tau) / (Y ** 2).sum(axis=0)[:, None]
+    np.testing.assert_array_equal(curves, ref)
+    assert curves.shape == (3, 30) and areas.shape == (3,)
+    # the areas are those of each row, bit for bit
+    np.testing.assert_array_equal(areas, [al.alignment_area(c, tau) for c in curves])
+    for k in range(3):
+        ck, ak = al.curve_and_area(X, Y[:, k], tau, relative=True)
+        np.testing.assert_allclose(curves[k], ck, rtol=1e-12, atol=1e-15)
+        assert areas[k] == pytest.approx(ak, rel=1e-12)
+
+
+def test_curve_and_area_orders_an_aligned_and_a_noise_representation():
+    r = rng(43)
+    y = np.r_[np.ones(30), -np.ones(30)]
+    aligned = np.c_[y, 0.01 * r.normal(size=(60, 5))]  # one feature is the label
+    noise = r.normal(size=(60, 6))
+    tau = al.thresholds_for(60)
+    assert tau[-1] == pytest.approx(30 * np.sqrt(0.06)) and len(tau) == 62
+    c_al, a_al = al.curve_and_area(aligned, y, tau, gram=True)
+    _, a_noise = al.curve_and_area(noise, y, tau, gram=True)
+    assert c_al[0] == pytest.approx(60.0) and a_al > a_noise
+
+
+def test_svd_from_the_gram_matrix_matches_the_thin_svd_in_alignment():
+    r = rng(0)
+    Phi = al.prepare(r.standard_normal((40, 90)))
+    y = np.sign(r.standard_normal(40))
+    tau = np.linspace(0, 3, 25)
+    ref = al.alignment_curve(Phi, y, tau)
+    dec = al.svd(Phi, gram=True)
+    assert dec.U.shape == (40, 40) and dec.shape == (40, 40)
+    np.testing.assert_allclose(dec.sigma[:40], np.linalg.svd(Phi, compute_uv=False), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(al.alignment_curve(dec, y, tau), ref, rtol=1e-8, atol=1e-8)
+    assert al.alignment_curve(dec, y, [0.0])[0] == pytest.approx(40.0)
+    c_gram, a_gram = al.curve_and_area(r.standard_normal((40, 90)) + 0.5, y, tau, gram=True)
+    assert 0.0 < a_gram < 1.0 and c_gram[0] == pytest.approx(40.0)
+    # a tall representation gets the thin SVD either way
+    tall = al.prepare(r.standard_normal((50, 5)))
+    yt = y[:40].repeat(2)[:50]
+    thin = al.svd(tall)
+    for a, b in zip((al.svd(tall, gram=True).U, al.svd(tall, gram=True).sigma), (thin.U, thin.sigma)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(al.alignment_curve(al.svd(tall, gram=True), yt, tau), al.alignment_curve(tall, yt, tau))
+    with pytest.raises(ValueError):
+        al.svd(np.ones(5), gram=True)
+
+
 # ----------------------------------------------------------------------------- Propositions 1-2
 
 
@@ -365,6 +442,12 @@ def test_mlp_training_and_hidden_layers():
     assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
     before = al.hidden_representations(m1, X)
     assert [h.shape for h in before] == [(200, 16), (200, 8)] and np.all(before[0] >= 0)
+    W = [(lin.weight.detach().double().numpy(), lin.bias.detach().double().numpy()) for lin in m1.layers]
+    h = X.astype(np.float64)
+    for (w, b), got in zip(W, before):  # relu(W h + b), layer by layer, by hand in float64
+        h = np.maximum(h @ w.T + b, 0)
+        np.testing.assert_allclose(got, h, atol=1e-5)
+    assert isinstance(m1, __import__("layersim.mlp", fromlist=["MLP"]).MLP)  # one MLP class in the project
     hist = al.train_mlp(m1, X, y, loss="bce", epochs=30, batch_size=32, lr=1e-2, seed=1)
     assert hist[-1] < hist[0]
     hist2 = al.train_mlp(m2, X, y, loss="bce", epochs=30, batch_size=32, lr=1e-2, seed=1)
@@ -385,9 +468,13 @@ def test_rbf_net_trains():
     X = r.random((150, 3)).astype(np.float32)
     y = np.sin(3 * X[:, 0]) - X[:, 1]
     net = al.RBFNet(X[:20], width=0.5)
-    c0 = net.centers.detach().clone()
+    (h0,) = al.hidden_representations(net, X)
+    d2 = ((X[:, None, :].astype(np.float64) - X[None, :20]) ** 2).sum(-1)
+    np.testing.assert_allclose(h0, np.exp(-d2 / (2 * 0.5 ** 2)), atol=1e-5)  # the Gaussian units, by hand
+    rbf = net.layers[0]
+    c0 = rbf.centers.detach().clone()
     hist = al.train_mlp(net, X, y, loss="mse", epochs=40, batch_size=32, lr=1e-2)
     assert hist[-1] < hist[0]
-    assert not np.allclose(net.centers.detach().numpy(), c0.numpy())  # the centres are trained
+    assert not np.allclose(rbf.centers.detach().numpy(), c0.numpy())  # the centres are trained
     (h,) = al.hidden_representations(net, X)
     assert h.shape == (150, 20) and np.all((h > 0) & (h <= 1))

@@ -1,16 +1,11 @@
 """layersim.alignment_layers: tasks, label shares and layer-wise alignment (alignment paper, Figures 2 and 7)."""
 
-import matplotlib
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from layersim import alignment as al  # noqa: E402
-from layersim import alignment_layers as la  # noqa: E402
+from layersim import alignment as al
+from layersim import alignment_layers as la
 
 
 def orthonormal(n, m, seed=0):
@@ -28,24 +23,6 @@ def known_svd(n=40, d=6, seed=0):
 # ----------------------------------------------------------------------------- tasks
 
 
-def test_balanced_indices():
-    labels = np.r_[np.zeros(30, int), np.ones(20, int), np.full(10, 2)]
-    idx = la.balanced_indices(labels, [2, 0], 7, seed=3)
-    assert len(idx) == 14 and len(set(idx)) == 14
-    assert np.sum(labels[idx] == 2) == 7 and np.sum(labels[idx] == 0) == 7
-    assert np.array_equal(idx, la.balanced_indices(labels, [2, 0], 7, seed=3))
-    assert not np.array_equal(idx, la.balanced_indices(labels, [2, 0], 7, seed=4))
-    # the order is mixed, not one class after the other
-    assert len(set(labels[idx[:7]])) == 2
-    for bad in ([0], [1, 1], [0, 1, 2]):
-        with pytest.raises(ValueError):
-            la.balanced_indices(labels, bad, 3)
-    with pytest.raises(ValueError, match="fewer"):
-        la.balanced_indices(labels, [0, 2], 11)
-    with pytest.raises(ValueError):
-        la.balanced_indices(labels, [0, 1], 0)
-
-
 def test_binary_task_on_digits():
     from sklearn.datasets import load_digits
 
@@ -57,6 +34,11 @@ def test_binary_task_on_digits():
     for x, tt in zip(X[:10], t[:10]):
         match = np.flatnonzero(np.all(np.isclose(ref.data / 16.0, x), axis=1))
         assert len(match) >= 1 and set(ref.target[match]) == {int(tt)}
+    for bad in ([0], [1, 1], [0, 1, 2]):
+        with pytest.raises(ValueError, match="two distinct classes"):
+            la.binary_task("digits", bad, 5)
+    with pytest.raises(ValueError, match="fewer"):
+        la.binary_task("digits", [0, 1], 1000)
     with pytest.raises(ValueError, match="unknown image"):
         la.binary_task("svhn", [0, 1], 5)
 
@@ -134,17 +116,6 @@ def test_layer_alignment_is_each_layer_in_the_papers_form():
     for c, R in zip(curves, reps):
         assert np.allclose(c, al.alignment_loop(al.prepare(R), y, tau))
     assert np.allclose(curves[:, 0], 50.0)
-
-
-def test_plots_draw():
-    U, s, Phi = known_svd()
-    fig, axes = plt.subplots(1, 2)
-    sigma, p = la.label_projections(Phi, U[:, 0])
-    ax, tw = la.plot_label_projections(sigma, p, axes[0], show=4, title="t")
-    assert len(ax.patches) == 4 and len(tw.lines) == 1
-    la.plot_layer_curves(axes[1], [0, 1, 2], [[4, 2, 1], [4, 3, 2]], [[0, 0.1, 0.1], [0, 0, 0]], labels=["a", "b"])
-    assert len(axes[1].lines) == 2 and axes[1].lines[0].get_ydata()[0] == 1.0
-    plt.close(fig)
 
 
 def test_binary_task_reads_torchvision_arrays(monkeypatch):

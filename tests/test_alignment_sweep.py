@@ -87,21 +87,6 @@ def test_before_after_rejects_bad_configs(digits_task):
         sw.alignment_before_after(digits_task, {**sw.BASE, "optimizer": "lbfgs"}, epochs=1)
 
 
-def test_plot_family_draws_input_and_every_setting():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tau = np.linspace(0, 1, 5)
-    runs = np.tile(np.linspace(1, 0, 5), (3, 1))
-    _, ax = plt.subplots()
-    sw.plot_family(ax, tau, runs, {"a": (runs, runs), "b": (runs * 0.5, runs)}, title="t")
-    assert len(ax.lines) == 1 + 2 * 2
-    np.testing.assert_allclose(ax.lines[0].get_ydata(), runs[0])
-    plt.close("all")
-
-
 def test_input_curves_can_be_shared_between_networks(digits_task):
     inp = sw.input_alignment(digits_task)
     cfg = {**sw.BASE, "depth": 1, "width": 8}

@@ -197,6 +197,73 @@ def test_subset_indices_deterministic_and_seeded():
         data.subset_indices(labels, 0)
 
 
+def _permutation_draw(labels, classes, per_class, seed, exclude=None):
+    """The permutation draw as the alignment notebooks a08-a10 first wrote it (their committed subsets)."""
+    perm = np.random.default_rng(seed).permutation(len(labels))
+    if exclude is not None:
+        perm = perm[~np.isin(perm, np.asarray(exclude))]
+    idx = np.sort(np.concatenate([perm[labels[perm] == c][:per_class] for c in classes]))
+    return idx, np.array([list(classes).index(t) for t in labels[idx]])
+
+
+def _per_class_draw(labels, classes, per_class, seed):
+    """The per-class draw as the alignment notebooks a02 and a05 first wrote it (their committed tasks)."""
+    rng = np.random.default_rng(seed)
+    picked = [rng.choice(np.flatnonzero(labels == c), size=per_class, replace=False) for c in classes]
+    return rng.permutation(np.concatenate(picked))
+
+
+def test_class_subset_permutation_draw_is_balanced_relabelled_and_excluding():
+    labels = np.repeat(np.arange(5), 20)
+    idx, lab = data.class_subset(labels, (3, 1), per_class=6, seed=0)
+    assert len(idx) == 12 and np.all(np.diff(idx) > 0)
+    assert np.array_equal(np.bincount(lab), [6, 6]) and lab.dtype == np.int64
+    assert np.all(labels[idx][lab == 0] == 3) and np.all(labels[idx][lab == 1] == 1)
+    idx2, _ = data.class_subset(labels, (3, 1), per_class=6, seed=0, exclude=idx)
+    assert not set(idx) & set(idx2)
+    all_idx, all_lab = data.class_subset(labels, (4, 0), seed=2)
+    assert np.array_equal(all_idx, np.r_[0:20, 80:100]) and np.array_equal(np.bincount(all_lab), [20, 20])
+    r = np.random.default_rng(7)
+    shuffled = r.integers(0, 4, size=300)
+    for seed, exclude in ((0, None), (3, r.choice(300, size=40, replace=False))):
+        got = data.class_subset(shuffled, (2, 0, 3), per_class=9, seed=seed, exclude=exclude)
+        ref = _permutation_draw(shuffled, (2, 0, 3), 9, seed, exclude)
+        assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
+
+
+def test_class_subset_per_class_draw_is_shuffled_and_reproduces_its_first_form():
+    labels = np.r_[np.zeros(30, int), np.ones(20, int), np.full(10, 2)]
+    idx, lab = data.class_subset(labels, [2, 0], 7, seed=3, draw="per_class")
+    assert len(idx) == 14 and len(set(idx)) == 14
+    assert np.sum(labels[idx] == 2) == 7 and np.sum(labels[idx] == 0) == 7
+    assert np.array_equal(lab, (labels[idx] == 0).astype(int))
+    assert np.array_equal(idx, data.class_subset(labels, [2, 0], 7, seed=3, draw="per_class")[0])
+    assert not np.array_equal(idx, data.class_subset(labels, [2, 0], 7, seed=4, draw="per_class")[0])
+    assert len(set(labels[idx[:7]])) == 2  # the order is mixed, not one class after the other
+    r = np.random.default_rng(8)
+    shuffled = r.integers(0, 3, size=500)
+    for seed in (0, 1, 5):
+        assert np.array_equal(data.class_subset(shuffled, (1, 2), 40, seed=seed, draw="per_class")[0],
+                              _per_class_draw(shuffled, (1, 2), 40, seed))
+    idx_ex, _ = data.class_subset(labels, [0, 1], 5, seed=0, exclude=np.arange(25), draw="per_class")
+    assert np.all(idx_ex >= 25)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(classes=(1, 1)), "distinct"),
+    (dict(classes=()), "distinct"),
+    (dict(classes=(0,), per_class=21), "fewer than the 21"),
+    (dict(classes=(0, 2), per_class=11, draw="per_class"), "class 2 has 10 samples"),
+    (dict(classes=(0, 1), per_class=0), "positive"),
+    (dict(classes=(0, 1), draw="per_class"), "needs per_class"),
+    (dict(classes=(0, 1), per_class=2, draw="stratified"), "draw must be"),
+])
+def test_class_subset_names_what_is_wrong(kwargs, message):
+    labels = np.r_[np.zeros(20, int), np.ones(20, int), np.full(10, 2)]
+    with pytest.raises(ValueError, match=message):
+        data.class_subset(labels, **kwargs)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=200), st.integers(1, 250),
        st.integers(0, 2**31))

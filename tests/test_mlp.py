@@ -163,7 +163,7 @@ def test_cached_mlp_trains_once_then_loads(tmp_path, monkeypatch):
 
 def test_configs_from_settings_take_the_input_size_from_the_data_set():
     info = {"channels": 1, "image_size": 28, "classes": 10}
-    model_cfg, train_cfg = mlp.configs_from({**presets.TRACING_MLP["default"], "residual": True}, info, seed=3)
+    model_cfg, train_cfg = training.configs_from({**presets.TRACING_MLP["default"], "residual": True}, info, mlp.MLPConfig, seed=3)
     assert model_cfg.in_features == 784 and model_cfg.num_classes == 10 and model_cfg.depth == 9
     assert model_cfg.residual and train_cfg.seed == 3 and train_cfg.objective == "ce"
 

@@ -2,6 +2,7 @@
 tests/notebooks/ holds the smoke-scale references that nbval re-executes in the same run)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,8 @@ def test_parameters_cell_names_scale_seed_device(nb):
     assert len(params) == 1, "exactly one cell must be tagged 'parameters'"
     src = "".join(params[0]["source"])
     for name in ("scale", "seed", "device"):
-        assert f"\n{name} =" in f"\n{src}", f"the parameters cell does not set {name!r}"
-    assert 'scale = "default"' in src, "committed notebooks default to the default scale"
+        assert re.search(rf"^{name}(: [\w\[\]]+)? = ", src, re.M), f"the parameters cell does not set {name!r}"
+    assert re.search(r'^scale(: str)? = "default"', src, re.M), "committed notebooks default to the default scale"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
@@ -180,3 +181,25 @@ def test_t01_chooses_the_patch_size_for_the_data_set(run_setup, dataset, patch):
     for scale in ("smoke", "default"):
         assert run_setup(T01, scale=scale, dataset=dataset)["P"]["patch_size"] == patch
     assert run_setup(T01, scale="smoke", dataset=dataset, patch_size=1)["P"]["patch_size"] == 1
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
+def test_notebooks_call_helpers_from_their_home_module(nb):
+    """`module.f(...)` in a notebook must find `f` defined in `module`, not imported into it from
+    elsewhere (a module that re-exports helpers for notebooks hides where the concept lives)."""
+    import importlib
+
+    src = "\n".join(code_sources(nb))
+    names = {}
+    for group in re.findall(r"^from layersim import ([\w, ]+)$", src, re.M):
+        for item in group.split(","):
+            mod, _, alias = item.strip().partition(" as ")
+            names[alias or mod] = mod
+    wrong = set()
+    for alias, attr in re.findall(r"\b(\w+)\.(\w+)\(", src):
+        if alias in names:
+            module = importlib.import_module(f"layersim.{names[alias]}")
+            home = getattr(getattr(module, attr, None), "__module__", None)
+            if home and home.startswith("layersim") and home != module.__name__:
+                wrong.add(f"{names[alias]}.{attr} (defined in {home})")
+    assert not wrong, f"call these from their home module: {sorted(wrong)}"

@@ -56,6 +56,8 @@ def test_summary_rounds_and_keeps_claim_verdicts():
     claims = {"a": {"holds": True, "value": 1.0}, "b": {"holds": False, "value": 0.1}}
     s = results.summary(claims, digits=2, acc=[0.12345, 0.6789], r=np.float64(0.98765))
     assert s == {"acc": [0.12, 0.68], "r": 0.99, "claims": {"a": True, "b": False}}
+    nested = results.summary(claims, digits=3, area={"input": 0.25420379391465814, "runs": [{"x": 1 / 3}]})
+    assert nested["area"] == {"input": 0.254, "runs": [{"x": 0.333}]}
 
 
 def test_claims_table_lists_every_claim_with_its_verdict():

@@ -12,7 +12,8 @@ import torch
 from builders import tiny
 from layersim import adapters, models, readout, surgery
 
-NAMES = [a.name for a in adapters.REGISTRY]
+NAMES = [a.name for a in adapters.REGISTRY if a.uniform]
+RAGGED = [a.name for a in adapters.REGISTRY if not a.uniform]
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -182,3 +183,13 @@ def test_skipped_timm_vit_equals_a_hand_run_of_the_kept_blocks():
         ref = vit.head(vit.norm(vit.blocks[2](lin(vit.blocks[0](
             vit.norm_pre(vit.patch_drop(vit._pos_embed(vit.patch_embed(x))))))))[:, 0])
         close(surgery.replace(vit, 2, 2, lin)(x), ref)
+
+
+@pytest.mark.parametrize("name", RAGGED)
+def test_families_whose_blocks_change_shape_refuse_surgery(name):
+    model = tiny(name).model
+    for make in (lambda: surgery.skip(model, 1, 1), lambda: surgery.truncate(model, 1),
+                 lambda: surgery.replace(model, 1, 1, torch.nn.Identity())):
+        with pytest.raises(ValueError, match="does not support block surgery"):
+            make()
+    assert models.block_modules(model) == adapters.get(model).blocks(model)  # untouched

@@ -147,5 +147,5 @@ def test_split_settings_serves_both_model_configs():
     assert (vit_cfg, vit_train) == training.configs_from(presets.TRACING_VIT["default"], info, seed=2)
     mlp_cfg, mlp_train = training.split_settings(presets.TRACING_MLP["default"], mlp.MLPConfig,
                                                  {"in_features": 784, "num_classes": 10}, seed=2)
-    assert (mlp_cfg, mlp_train) == mlp.configs_from(presets.TRACING_MLP["default"], info, seed=2)
+    assert (mlp_cfg, mlp_train) == training.configs_from(presets.TRACING_MLP["default"], info, mlp.MLPConfig, seed=2)
     assert mlp_cfg.width == presets.TRACING_MLP["default"]["width"] and mlp_train.seed == 2

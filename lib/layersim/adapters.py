@@ -31,7 +31,21 @@ adapter             models                                       final norm     
                     ``CLIPVisionModel[WithProjection]``)
 ``clip_text``       CLIP's text tower (:func:`clip_tower`,         ``final_layer_norm``  ``text_projection``
                     ``CLIPTextModel[WithProjection]``)
+``mlp``             the project's MLPs (``layersim.mlp.MLP``:       ``norm`` (Identity     ``head``
+                    tracing App. B.2; ``alignment.make_mlp``)       unless asked for)
+``rbf_net``         ``layersim.alignment.RBFNet`` (one block)       none                  ``head``
+``small_cnn``       ``layersim.alignment_pretrain.SmallCNN``        none                  ``head``
+                    (``conv1..``, ``fc1..``)
+``torchvision_resnet``  torchvision ResNet (``layer1..4``,          none                  ``fc``
+                    ``avgpool``)
+``torchvision_vgg`` torchvision VGG (``features``,                  none                  ``classifier[6]``
+                    ``classifier.1``, ``classifier.4``)
 ==================  ===========================================  ====================  =================
+
+The last four are not ``uniform``: their blocks change the representation's shape (a CNN's
+stages, the RBF layer), so ``layersim.surgery`` refuses them and their layers are read with
+``layersim.models.layer_outputs`` (one float64 array per layer, maps flattened with
+``token="all"`` or averaged over positions with ``token="mean"``) instead of ``collect``.
 
 Index convention of every feature array ``[L+1, N, d]`` (``L`` = number of block calls):
 index 0 is the input of block 1 (the embedding output: timm after ``pos_embed``/``norm_pre``,
@@ -93,7 +107,11 @@ class Adapter:
     forward pass through every block (its output is not used). ``inputs``: ``"images"``
     (``(images, labels)`` tuples or image tensors) or ``"text"`` (dicts of tensors).
     ``n_prefix(model)``: prefix tokens (class, distillation, register) that ``token="mean"``
-    leaves out for vision models. ``token``: the token read by default.
+    leaves out for vision models. ``token``: the token read by default. ``uniform``: every block
+    maps a representation to one of the same shape (transformers, residual MLPs), so blocks can
+    be skipped or replaced (``layersim.surgery``) and all entries stack into one array
+    (``models.collect``); False for CNNs whose stages change the shape (read them with
+    ``models.layer_outputs``; surgery refuses them).
     """
 
     name: str
@@ -108,6 +126,7 @@ class Adapter:
     n_prefix: Callable[[nn.Module], int] = field(default=lambda model: 0)
     token: Token = "cls"
     include_prefix: Callable[[nn.Module], bool] = field(default=lambda model: False)
+    uniform: bool = True
 
     def n_layers(self, model: nn.Module) -> int:
         """The number of block calls ``L``; feature arrays have ``L + 1`` entries."""
@@ -594,20 +613,96 @@ register(_clip_adapter("text", "final_layer_norm", "CLIP's text tower: `clip_tow
 # ----------------------------------------------------------------------------- the project's own models
 
 
-def _is_tracing_mlp(model: nn.Module) -> bool:
-    mlp = sys.modules.get("layersim.mlp")
-    return mlp is not None and isinstance(model, mlp.MLP)
+def _instance_of(module: str, cls: str) -> Callable[[nn.Module], bool]:
+    """``isinstance(model, <module>.<cls>)`` if that module is imported (a model of it cannot
+    exist otherwise), without importing it here."""
+
+    def matches(model: nn.Module) -> bool:
+        mod = sys.modules.get(module)
+        return mod is not None and isinstance(model, getattr(mod, cls))
+
+    return matches
+
+
+def _no_surgery(why: str) -> Callable[[nn.Module, list[nn.Module]], Callable[[], None]]:
+    def set_blocks(model: nn.Module, modules: list[nn.Module]) -> Callable[[], None]:
+        raise ValueError(f"{type(model).__name__} does not support block surgery: {why}")
+
+    return set_blocks
 
 
 register(Adapter(
     name="mlp",
-    models="the tracing paper's MLPs (`layersim.mlp.MLP`, appendix B.2): hidden layers as blocks; index 0 is "
-           "the flattened image (another width: collect `layers=range(1, L + 1)`)",
-    matches=_is_tracing_mlp,
+    models="the project's MLPs (`layersim.mlp.MLP`: the tracing paper's appendix B.2 networks and the alignment "
+           "paper's, `alignment.make_mlp`): hidden layers as blocks; index 0 is the flattened input (another "
+           "width: collect `layers=range(1, L + 1)`)",
+    matches=_instance_of("layersim.mlp", "MLP"),
     blocks=lambda m: list(m.layers),
     set_blocks=_container_setter(lambda m: (m, "layers")),
     final_norm=lambda m: m.norm,
     head=lambda m: m.head,
     run=lambda m, x: m(x),
     token="all",
+))
+
+register(Adapter(
+    name="rbf_net",
+    models="the alignment paper's two-layer RBF network (`layersim.alignment.RBFNet`): one block, its Gaussian layer",
+    matches=_instance_of("layersim.alignment", "RBFNet"),
+    blocks=lambda m: list(m.layers),
+    set_blocks=_no_surgery("its only block maps inputs to Gaussian units of another width"),
+    final_norm=_identity,
+    head=lambda m: m.head,
+    run=lambda m, x: m(x),
+    token="all",
+    uniform=False,
+))
+
+_CNN_SURGERY = "its stages change the shape of the representation (channels, resolution)"
+
+register(Adapter(
+    name="small_cnn",
+    models="the alignment paper's small CNN (`layersim.alignment_pretrain.SmallCNN`): conv stages, then fully "
+           "connected layers (`conv1, ..., fc1, ...`); `token='all'` flattens a map, `'mean'` averages it",
+    matches=_instance_of("layersim.alignment_pretrain", "SmallCNN"),
+    blocks=lambda m: [*m.blocks, *m.fcs],
+    set_blocks=_no_surgery(_CNN_SURGERY),
+    final_norm=_identity,
+    head=lambda m: m.head,
+    run=lambda m, x: m(x),
+    token="all",
+    uniform=False,
+))
+
+
+def _is_torchvision(cls: str) -> Callable[[nn.Module], bool]:
+    return lambda m: type(m).__module__.startswith("torchvision.models") and type(m).__name__ == cls
+
+
+register(Adapter(
+    name="torchvision_resnet",
+    models="torchvision ResNets: `layer1..layer4` and `avgpool` (the transferred features) as blocks; index 0 "
+           "is the stem's output",
+    matches=_is_torchvision("ResNet"),
+    blocks=lambda m: [m.layer1, m.layer2, m.layer3, m.layer4, m.avgpool],
+    set_blocks=_no_surgery(_CNN_SURGERY),
+    final_norm=_identity,
+    head=lambda m: m.fc,
+    run=lambda m, x: m(x),
+    token="all",
+    uniform=False,
+))
+
+register(Adapter(
+    name="torchvision_vgg",
+    models="torchvision VGGs: `features` (after the last pooling), `classifier.1` and `classifier.4` (the first "
+           "two fully connected layers after their ReLU) as blocks",
+    matches=_is_torchvision("VGG"),
+    blocks=lambda m: [m.features, m.classifier[1], m.classifier[4]],
+    set_blocks=_no_surgery(_CNN_SURGERY),
+    final_norm=_identity,
+    head=lambda m: m.classifier[6],
+    run=lambda m, x: m(x),
+    token="all",
+    uniform=False,
 ))

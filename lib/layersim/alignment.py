@@ -11,7 +11,8 @@ left singular vectors of a representation matrix ``Phi`` (n samples x d features
   (``../shared/notes/reference-facts.md``). Labels are ``y = 2t - 1`` for binary tasks
   (:func:`binary_targets`) and centred values for regression (:func:`center_targets`); at
   ``tau = 0`` every singular direction counts, including those with ``sigma = 0`` beyond the
-  rank, so the curve starts at ``||y||^2`` (``= n`` for +-1 labels).
+  rank, so the curve starts at ``||y||^2`` (``= n`` for +-1 labels). :func:`curve_and_area` does
+  the whole step: :func:`prepare`, the curve and its normalised area (:func:`alignment_area`).
 * **Proposition 1** (Section 6.1, proof in Appendix B) -- the squared loss ``||Phi w_t - y||^2``
   of full-batch gradient descent ``w_{t+1} = w_t - eta Phi^T (Phi w_t - y)`` from ``w_0 = 0``
   is ``sum_j (1 - eta sigma_j^2)^{2t} (u_j^T y)^2 + ||Phi w* - y||^2`` (:func:`gd_loss_curve`).
@@ -23,16 +24,17 @@ left singular vectors of a representation matrix ``Phi`` (n samples x d features
 * **Peaks functions** (Section 7.1, after Caruana 1997) -- :func:`peaks_dataset`,
   :func:`peaks_tasks`, :func:`peaks_pairs`, :func:`peaks_setup`.
 * The representations the paper compares (Sections 3, 4.2, 7.2): MLP hidden layers before and
-  after training (:class:`MLP`, :func:`train_mlp`, :func:`hidden_representations`), a two-layer
+  after training (:func:`make_mlp`, :func:`train_mlp`, :func:`hidden_representations`), a two-layer
   RBF network with trainable centres (:class:`RBFNet`), sparse coding with dictionary learning
   (:func:`sparse_coding_features`), HOG (:func:`hog_features`) and RBF kernel features
   (:func:`rbf_features`); and the learning curves of a zero-initialised linear model trained by
   gradient descent on a fixed representation (:func:`linear_training_curves`, with the paper's
   step-size sweep in :func:`best_linear_curves`; :func:`least_squares_fit` for expressivity).
 
-One SVD can be shared by several calls: :func:`svd` returns an :class:`SVD` that
-:func:`alignment_curve`, :func:`gd_loss_curve` and :func:`singular_vector_labels` accept in place of
-``Phi``.
+One SVD can be shared by several calls: :func:`svd` (thin, or from the Gram matrix for wide
+representations) returns an :class:`SVD` that :func:`curve_and_area`, :func:`alignment_curve`,
+:func:`gd_loss_curve` and :func:`singular_vector_labels` accept in place of ``Phi``. Figures are drawn
+by :mod:`layersim.plotting`.
 
 All array functions take numpy arrays (or anything ``np.asarray`` accepts), compute in float64
 and return numpy arrays.
@@ -131,11 +133,23 @@ class SVD:
     shape: tuple
 
 
-def svd(Phi) -> SVD:
-    """Thin SVD of ``Phi`` (as given: call :func:`prepare` first), to reuse across calls."""
+def svd(Phi, gram: bool = False) -> SVD:
+    """Thin SVD of ``Phi`` (as given: call :func:`prepare` first), to reuse across calls.
+
+    ``gram=True``: for a wide ``Phi`` (``d > n``), the left singular vectors and singular values from the
+    eigendecomposition of the ``n x n`` Gram matrix ``Phi Phi^T`` instead (``sigma = sqrt(eigenvalue)``;
+    several times faster than a thin SVD of a wide matrix; ``U`` is a full ``n x n`` basis whose extra
+    directions have ``sigma = 0`` up to rounding, and ``shape`` is ``(n, n)``). A tall ``Phi`` gets the thin
+    SVD either way.
+    """
     Phi = np.asarray(Phi, dtype=np.float64)
     if Phi.ndim != 2:
         raise ValueError(f"Phi must be 2-d [n, d], got shape {Phi.shape}")
+    n, d = Phi.shape
+    if gram and d > n:
+        lam, U = np.linalg.eigh(Phi @ Phi.T)
+        order = np.argsort(lam)[::-1]
+        return SVD(U=U[:, order], sigma=np.sqrt(np.maximum(lam[order], 0.0)), shape=(n, n))
     U, s, _ = np.linalg.svd(Phi, full_matrices=False)
     return SVD(U=U, sigma=s, shape=Phi.shape)
 
@@ -217,6 +231,29 @@ def alignment_area(curve, thresholds) -> np.ndarray:
     width = t[-1] - t[0]
     area = np.sum((curve[..., 1:] + curve[..., :-1]) * np.diff(t) / 2.0, axis=-1)
     return area / (width * curve[..., 0])
+
+
+def curve_and_area(Phi, y, thresholds, relative: bool = False, gram: bool = False):
+    """The alignment of a representation with its labels: :func:`prepare` -> eq. 2 -> area.
+
+    Eq. 2 of the alignment paper, ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2``
+    (:func:`alignment_curve`), on the paper's form of ``Phi`` (:func:`prepare`: a constant-1 column,
+    then unit-length rows; an :class:`SVD` of an already prepared ``Phi`` is used as given), at every
+    threshold; and the curve's area (:func:`alignment_area`): its trapezoidal mean over the threshold
+    grid divided by its value at the first threshold (``||y||^2`` when that is ``tau = 0``), so 1 when
+    all of ``||y||^2`` survives every threshold and the same whether or not the curve is relative.
+
+    ``y``: ``[n]`` (returns a curve ``[T]`` and a float) or ``[n, k]`` (``[k, T]`` and ``[k]``).
+    ``relative``: divide each curve by ``||y||^2`` (it then starts at 1). ``gram``: the SVD from the
+    Gram matrix for wide representations (:func:`svd`).
+    """
+    dec = Phi if isinstance(Phi, SVD) else svd(prepare(Phi), gram=gram)
+    curve = alignment_curve(dec, y, thresholds)
+    if relative:
+        Y = np.asarray(y, dtype=np.float64)
+        curve = curve / (float(Y @ Y) if Y.ndim == 1 else (Y ** 2).sum(axis=0)[:, None])
+    area = alignment_area(curve, thresholds)
+    return curve, (float(area) if np.ndim(area) == 0 else area)
 
 
 # ----------------------------------------------------------------------------- Propositions 1-2
@@ -621,80 +658,59 @@ def _torch():
     return torch
 
 
-def _activation(name: str):
-    from torch import nn
-
-    acts = {"relu": nn.ReLU, "tanh": nn.Tanh, "prelu": nn.PReLU, "leakyrelu": nn.LeakyReLU,
-            "linear": nn.Identity, "sigmoid": nn.Sigmoid}
-    if name not in acts:
-        raise ValueError(f"unknown activation {name!r}; use one of {sorted(acts)}")
-    return acts[name]()
-
-
 def _module_classes():
     from torch import nn
 
-    class MLP(nn.Module):
-        """Fully connected network ``in -> hidden[0] -> ... -> hidden[-1] -> out``.
+    class RBFLayer(nn.Module):
+        """``k`` Gaussian units ``exp(-||x - c_j||^2 / (2 b_j^2))`` with trainable centres ``c_j`` and
+        widths ``b_j`` (stored as ``log b_j``)."""
 
-        ``forward`` returns the output; :func:`hidden_representations` returns every hidden layer
-        (after its activation). ``hidden_bias=False`` drops the hidden layers' biases (the authors'
-        demo MLP); the output layer keeps its bias.
-        """
-
-        def __init__(self, in_dim: int, hidden: Sequence[int], out_dim: int = 1, activation: str = "relu",
-                     hidden_bias: bool = True):
-            super().__init__()
-            dims = [in_dim, *hidden]
-            self.layers = nn.ModuleList(nn.Linear(a, b, bias=hidden_bias) for a, b in zip(dims[:-1], dims[1:]))
-            self.acts = nn.ModuleList(_activation(activation) for _ in hidden)
-            self.head = nn.Linear(dims[-1], out_dim)
-
-        def hidden(self, x):
-            hs = []
-            for lin, act in zip(self.layers, self.acts):
-                x = act(lin(x))
-                hs.append(x)
-            return hs
-
-        def forward(self, x):
-            hs = self.hidden(x)
-            return self.head(hs[-1] if hs else x)
-
-    class RBFNet(nn.Module):
-        """Two-layer RBF network (Section 3): ``k`` Gaussian units ``exp(-||x - c_j||^2 / (2 b_j^2))`` with
-        trainable centres ``c_j`` and widths ``b_j``, then a linear output. Its hidden layer is the
-        representation."""
-
-        def __init__(self, centers, width: float = 1.0, out_dim: int = 1):
+        def __init__(self, centers, width: float = 1.0):
             super().__init__()
             torch = _torch()
             c = torch.as_tensor(np.asarray(centers), dtype=torch.float32)
             self.centers = nn.Parameter(c.clone())
             self.log_width = nn.Parameter(torch.full((c.shape[0],), float(np.log(width))))
-            self.head = nn.Linear(c.shape[0], out_dim)
-
-        def hidden(self, x):
-            torch = _torch()
-            d2 = torch.cdist(x, self.centers).pow(2)
-            return [torch.exp(-d2 / (2.0 * torch.exp(2.0 * self.log_width)))]
 
         def forward(self, x):
-            return self.head(self.hidden(x)[-1])
+            torch = _torch()
+            d2 = torch.cdist(x.flatten(1), self.centers).pow(2)
+            return torch.exp(-d2 / (2.0 * torch.exp(2.0 * self.log_width)))
 
-    return MLP, RBFNet
+    class RBFNet(nn.Module):
+        """Two-layer RBF network (Section 3): an :class:`RBFLayer` (``layers[0]``), then a linear output.
+        Its hidden layer is the representation (read by the ``rbf_net`` adapter of
+        :mod:`layersim.adapters`, as every model's layers are)."""
+
+        def __init__(self, centers, width: float = 1.0, out_dim: int = 1):
+            super().__init__()
+            self.layers = nn.ModuleList([RBFLayer(centers, width)])
+            self.head = nn.Linear(self.layers[0].centers.shape[0], out_dim)
+
+        def forward(self, x):
+            return self.head(self.layers[0](x))
+
+    return RBFLayer, RBFNet
 
 
-MLP, RBFNet = _module_classes()
+RBFLayer, RBFNet = _module_classes()
 
 
 def make_mlp(in_dim: int, hidden: Sequence[int], out_dim: int = 1, activation: str = "relu",
              hidden_bias: bool = True, seed: int = 0):
-    """An :class:`MLP` whose initial weights depend only on ``seed`` (PyTorch's default init)."""
-    torch = _torch()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return MLP(in_dim, hidden, out_dim, activation, hidden_bias)
+    """The paper's fully connected network ``in -> hidden[0] -> ... -> hidden[-1] -> out``: a
+    :class:`layersim.mlp.MLP` (one MLP class for the project) whose initial weights depend only on
+    ``seed`` (PyTorch's default init). ``hidden_bias=False`` drops the hidden layers' biases (the
+    authors' demo MLP); the output layer keeps its bias. Every hidden layer's output (after its
+    activation) is read by :func:`hidden_representations`."""
+    from . import mlp
+
+    hidden = [int(w) for w in hidden]
+    if not hidden:
+        raise ValueError("make_mlp needs at least one hidden layer")
+    cfg = mlp.MLPConfig(in_features=int(in_dim), num_classes=int(out_dim), width=hidden[-1], depth=len(hidden),
+                        activation=activation, bias=hidden_bias, widths=tuple(hidden))
+    return mlp.build_mlp(cfg, seed=seed)
 
 
 def train_mlp(model, X, y, loss: str = "mse", epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
@@ -746,40 +762,11 @@ def train_mlp(model, X, y, loss: str = "mse", epochs: int = 10, batch_size: int 
 
 
 def hidden_representations(model, X, batch_size: int = 4096) -> list[np.ndarray]:
-    """Every hidden layer of an :class:`MLP` or :class:`RBFNet` on ``X``: list of float64 ``[n, width]``."""
-    torch = _torch()
-    Xt = torch.as_tensor(np.asarray(X, dtype=np.float32).reshape(len(X), -1))
-    model.eval()
-    parts = []
-    with torch.no_grad():
-        for i in range(0, len(Xt), batch_size):
-            parts.append([h.double().numpy() for h in model.hidden(Xt[i:i + batch_size])])
-    return [np.concatenate([p[j] for p in parts]) for j in range(len(parts[0]))]
+    """Every hidden layer of a :func:`make_mlp` network or :class:`RBFNet` on ``X``: list of float64
+    ``[n, width]``, input side first (``layersim.models.layer_outputs``, the project's one reader of
+    layers, without index 0, the input)."""
+    from . import models
 
-
-# ----------------------------------------------------------------------------- plotting
-
-
-def plot_alignment(curves: dict, thresholds, ax=None, title: str | None = None, normalize: bool = False,
-                   styles: dict | None = None, ylabel: str | None = None):
-    """Alignment against threshold, one line per named curve (eq. 2; the paper's Figures 3-7, 9, 10, 13).
-
-    ``normalize``: divide each curve by its value at ``tau = 0`` (the fraction of ``||y||^2``).
-    ``styles``: optional ``{name: dict(color=..., ls=...)}``.
-    """
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
-    t = np.asarray(thresholds, dtype=float)
-    for name, c in curves.items():
-        c = np.asarray(c, dtype=float)
-        ax.plot(t, c / c[0] if normalize else c, label=name, **(styles or {}).get(name, {}))
-    ax.set_xlabel(r"threshold $\tau$ on singular values")
-    default = r"alignment / $\|y\|^2$" if normalize else r"alignment $\sum_{\sigma_i\geq\tau}(u_i^\top y)^2$"
-    ax.set_ylabel(ylabel or default)
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
-    if title:
-        ax.set_title(title)
-    return ax
+    X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
+    L = models.n_layers(model)
+    return models.layer_outputs(model, X, layers=range(1, L + 1), batch_size=batch_size, device="cpu")

@@ -8,9 +8,10 @@ Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/pa
   (spread "more or less uniformly"), and the last hidden layer of a network trained on the shuffled
   labels, before and after training. :func:`top_share` turns "mostly on the top singular vectors"
   into a number (chance, for a label vector spread evenly over ``n`` directions, is ``k / n``);
-  :func:`plot_label_projections` draws one panel.
+  :func:`layersim.plotting.label_projection_bars` draws one panel.
 * **Figure 7** (Section 5) compares the alignment curves (eq. 2) of the input and of every hidden
-  layer, before and after training: :func:`layer_alignment` (input first, then each hidden layer).
+  layer, before and after training: :func:`layer_alignment` (input first, then each hidden layer);
+  :func:`layersim.plotting.layer_alignment_curves` draws them.
 * The tasks: balanced binary image tasks (:func:`binary_task`; Fashion-MNIST and scikit-learn's
   digits offline, MNIST / CIFAR through torchvision at the paper's scale), a regression task with
   its label moved to ``[-1, 1]`` as the paper does for CT Position (:func:`regression_task`), and
@@ -27,8 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
-from .training import cpu_for_small_models  # noqa: F401 - the notebooks call it from here
-from .trends import mean_se  # noqa: F401 - the notebooks read it from here
+from . import data
 
 #: image data sets read through torchvision (the paper's scale; not offline)
 _TORCHVISION = ("mnist", "cifar10", "cifar100")
@@ -39,8 +39,6 @@ _TORCHVISION = ("mnist", "cifar10", "cifar100")
 
 def raw_images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]:
     """Raw images, labels and the pixel maximum of one split of an image data set."""
-    from . import data
-
     if dataset == "fashion-mnist":
         images, labels = data.load_fashion_mnist(split)
         return images, labels, 255.0
@@ -53,26 +51,6 @@ def raw_images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]
     raise ValueError(f"unknown image data set {dataset!r}; use fashion-mnist, digits, {', '.join(_TORCHVISION)}")
 
 
-def balanced_indices(labels, classes: Sequence[int], n_per_class: int, seed: int = 0) -> np.ndarray:
-    """``n_per_class`` random indices of each of the two ``classes``, in a random order.
-
-    ValueError if a class has fewer samples than asked for, or ``classes`` is not two distinct labels.
-    """
-    labels = np.asarray(labels)
-    if len(classes) != 2 or classes[0] == classes[1]:
-        raise ValueError(f"a binary task needs two distinct classes, got {classes}")
-    if n_per_class < 1:
-        raise ValueError(f"n_per_class must be positive, got {n_per_class}")
-    rng = np.random.default_rng(seed)
-    picked = []
-    for c in classes:
-        pool = np.flatnonzero(labels == c)
-        if len(pool) < n_per_class:
-            raise ValueError(f"class {c} has {len(pool)} samples, fewer than {n_per_class}")
-        picked.append(rng.choice(pool, size=n_per_class, replace=False))
-    return rng.permutation(np.concatenate(picked))
-
-
 def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: int = 0,
                 split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """A balanced binary task as the paper builds it from "the first two classes" of MNIST or CIFAR-10.
@@ -80,12 +58,16 @@ def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: in
     Returns ``X`` float64 ``[2 n_per_class, pixels]`` (raw pixels scaled to ``[0, 1]``, flattened) and
     ``t`` int ``[2 n_per_class]`` (1 for ``classes[1]``, 0 for ``classes[0]``), in a random order.
     ``dataset``: ``fashion-mnist``, ``digits`` (offline; digits' ``train`` split means all 1797 images),
-    ``mnist``, ``cifar10``, ``cifar100`` (torchvision, for the paper's scale).
+    ``mnist``, ``cifar10``, ``cifar100`` (torchvision, for the paper's scale). The samples:
+    :func:`layersim.data.class_subset` with ``draw="per_class"``. ValueError unless ``classes`` are two
+    distinct labels with at least ``n_per_class`` samples each.
     """
+    if len(classes) != 2 or classes[0] == classes[1]:
+        raise ValueError(f"a binary task needs two distinct classes, got {classes}")
     images, labels, top = raw_images(dataset, split)
-    idx = balanced_indices(labels, classes, n_per_class, seed)
+    idx, t = data.class_subset(labels, classes, n_per_class, seed=seed, draw="per_class")
     X = images[idx].reshape(len(idx), -1).astype(np.float64) / top
-    return X, (labels[idx] == classes[1]).astype(int)
+    return X, t
 
 
 def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -156,55 +138,9 @@ def layer_alignment(model, X, y, thresholds) -> np.ndarray:
     """Eq. 2's alignment curve of the input and of every hidden layer of an :class:`~layersim.alignment.MLP`
     (Figure 7): ``[1 + hidden layers, len(thresholds)]``, the input's curve first.
 
-    Each representation gets the paper's form (:func:`~layersim.alignment.prepare`: bias column, unit rows).
+    Each curve is :func:`~layersim.alignment.curve_and_area`'s (the paper's form of the representation: bias
+    column, unit rows).
     """
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
     reps = [X, *al.hidden_representations(model, X)]
-    return np.stack([al.alignment_curve(al.prepare(R), y, thresholds) for R in reps])
-
-
-# ----------------------------------------------------------------------------- plotting
-
-
-def plot_label_projections(sigma, proj2, ax, show: int = 50, title: str | None = None):
-    """One panel of Figure 2: bars of ``(u_i^T y)^2`` against the index ``i`` (the first ``show``),
-    the singular values as a line on a second axis. Returns ``(ax, twin axis)``."""
-    sigma, proj2 = np.asarray(sigma, float), np.asarray(proj2, float)
-    m = min(show, len(proj2))
-    idx = np.arange(1, m + 1)
-    ax.bar(idx, proj2[:m], color="tab:blue", width=0.8, label=r"$(u_i^\top y)^2$")
-    ax.set_xlabel("index $i$ of the singular value")
-    ax.set_ylabel(r"$(u_i^\top y)^2$", color="tab:blue")
-    ax.set_xlim(0.3, m + 0.7)
-    tw = ax.twinx()
-    tw.plot(idx, sigma[:m], color="tab:red", lw=1.5)
-    tw.set_ylabel(r"singular value $\sigma_i$", color="tab:red")
-    tw.set_ylim(0, None)
-    if title:
-        ax.set_title(title, fontsize=10)
-    return ax, tw
-
-
-def plot_layer_curves(ax, thresholds, mean, se=None, labels: Sequence[str] | None = None, ls: str = "-",
-                      colors: Sequence | None = None, normalize: bool = True):
-    """Figure 7's curves: one line per layer (``mean`` ``[L, T]``), a shaded band of one standard error.
-
-    ``normalize``: divide each curve (and its band) by its value at the first threshold (``tau = 0``:
-    ``||y||^2``). ``colors`` default to a light-to-dark ramp (darker = closer to the output).
-    """
-    import matplotlib.pyplot as plt
-
-    mean = np.atleast_2d(np.asarray(mean, float))
-    se = np.zeros_like(mean) if se is None else np.atleast_2d(np.asarray(se, float))
-    t = np.asarray(thresholds, float)
-    colors = colors or plt.cm.viridis_r(np.linspace(0.15, 0.95, len(mean)))
-    labels = labels or [f"layer {i}" for i in range(len(mean))]
-    for c, s, lab, col in zip(mean, se, labels, colors):
-        scale = c[0] if normalize else 1.0
-        ax.plot(t, c / scale, ls=ls, color=col, label=lab, lw=1.8)
-        if np.any(s > 0):
-            ax.fill_between(t, (c - s) / scale, (c + s) / scale, color=col, alpha=0.2, lw=0)
-    ax.set_xlabel(r"threshold $\tau$ on singular values")
-    ax.set_ylabel(r"alignment / $\|y\|^2$" if normalize else "alignment")
-    ax.grid(alpha=0.3)
-    return ax
+    return np.stack([al.curve_and_area(R, y, thresholds)[0] for R in reps])

@@ -12,7 +12,8 @@ layer at initialisation, on training and test data, averaged over 5 runs.
 * :func:`alignment_task` -- the data of one task: binary classification (labels +-1) or regression
   (targets moved to [-1, 1], Figure 6's caption);
 * :func:`alignment_before_after` -- train one network and measure the three alignment curves on both
-  splits.
+  splits (:func:`input_alignment`: the input features' curves, shared by every network on a task);
+  :func:`layersim.plotting.alignment_family` draws one panel.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
-from .alignment import thresholds_for
+from . import mlp
 from .alignment_layers import raw_images, unit_interval
 
 #: The base network every family varies around (Section 5).
@@ -36,7 +37,7 @@ REGRESSION = ("diabetes",)
 
 
 #: the activations the sweep's networks accept (``alignment.make_mlp``)
-ACTIVATIONS = ("relu", "tanh", "prelu", "leakyrelu", "linear", "sigmoid")
+ACTIVATIONS = tuple(mlp.ACTIVATIONS)
 
 
 def check_families(families: dict[str, Sequence]) -> dict[str, list]:
@@ -131,11 +132,11 @@ def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0,
     initialisation and after training, on the training and the test data.
 
     Loss: binary cross-entropy on logits for classification (the authors' demo), mean squared error
-    for regression; step size :data:`OPTIMIZER_LR`. Every representation is put in the paper's form
-    (:func:`layersim.alignment.prepare`) and each curve divided by ``||y||^2`` (it starts at 1).
-    ``thresholds`` default: :func:`layersim.alignment.thresholds_for` for each split's ``n``. ``input_curves``: the input
-    features' curves from :func:`input_alignment` (the same for every network on a task), reused instead
-    of recomputed.
+    for regression; step size :data:`OPTIMIZER_LR`. Every curve and area is
+    :func:`layersim.alignment.curve_and_area` (the paper's form of the representation, eq. 2) relative to
+    ``||y||^2`` (it starts at 1). ``thresholds`` default: :func:`layersim.alignment.thresholds_for` for each
+    split's ``n``. ``input_curves``: the input features' curves and areas from :func:`input_alignment` (the
+    same for every network on a task), reused instead of recomputed.
 
     Returns ``{"train"|"test": {"thresholds", "curves": {"input"|"init"|"trained": [T]}, "areas": {...}}}``
     plus the training loss ``history``.
@@ -156,51 +157,23 @@ def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0,
     out = {"history": history}
     for j, split in enumerate(("train", "test")):
         y = task[f"y_{split}"]
-        tau = thresholds_for(len(y)) if thresholds is None else np.asarray(thresholds)
-        curves = {"input": np.asarray(inputs[split]), "init": _curve(init[j], y, tau), "trained": _curve(trained[j], y, tau)}
-        out[split] = {"thresholds": tau, "curves": curves,
-                      "areas": {k: float(al.alignment_area(c, tau)) for k, c in curves.items()}}
+        tau = _thresholds(len(y), thresholds)
+        fits = {"input": inputs[split], "init": al.curve_and_area(init[j], y, tau, relative=True),
+                "trained": al.curve_and_area(trained[j], y, tau, relative=True)}
+        out[split] = {"thresholds": tau, "curves": {k: np.asarray(c) for k, (c, _) in fits.items()},
+                      "areas": {k: a for k, (_, a) in fits.items()}}
     return out
 
 
-def _curve(Phi, y, tau) -> np.ndarray:
-    """Eq. 2 on the paper's form of ``Phi`` (bias column, unit rows), as a fraction of ``||y||^2``."""
-    return al.alignment_curve(al.prepare(Phi), y, tau) / float(y @ y)
+def _thresholds(n: int, thresholds=None) -> np.ndarray:
+    return al.thresholds_for(n) if thresholds is None else np.asarray(thresholds)
 
 
 def input_alignment(task: dict, thresholds=None) -> dict:
-    """Alignment curves of the input features of a task, ``{"train"|"test": [T]}`` (fractions of ``||y||^2``)."""
+    """Alignment of the input features of a task, ``{"train"|"test": (curve [T], area)}``
+    (:func:`layersim.alignment.curve_and_area`, the curve a fraction of ``||y||^2``)."""
     out = {}
     for split in ("train", "test"):
         y = task[f"y_{split}"]
-        tau = thresholds_for(len(y)) if thresholds is None else np.asarray(thresholds)
-        out[split] = _curve(task[f"X_{split}"], y, tau)
+        out[split] = al.curve_and_area(task[f"X_{split}"], y, _thresholds(len(y), thresholds), relative=True)
     return out
-
-
-def plot_family(ax, thresholds, input_curves, settings: dict, title: str | None = None):
-    """One panel of Figures 6, 17, 18: the input features (orange, mean of the runs), and for every
-    setting its last hidden layer at initialisation (dashed) and after training (solid, shaded with the
-    standard error over runs).
-
-    ``input_curves`` [runs, T]; ``settings`` ``{label: (init [runs, T], trained [runs, T])}``.
-    """
-    import matplotlib.pyplot as plt
-
-    from .trends import mean_se
-
-    t = np.asarray(thresholds, dtype=np.float64)
-    ax.plot(t, mean_se(input_curves)[0], color="tab:orange", lw=2.5, label="input")
-    colors = plt.cm.viridis(np.linspace(0.0, 0.85, max(len(settings), 1)))
-    for color, (label, (init, trained)) in zip(colors, settings.items()):
-        ax.plot(t, mean_se(init)[0], ls="--", color=color, lw=1)
-        m, se = mean_se(trained)
-        ax.plot(t, m, color=color, lw=1.8, label=label)
-        ax.fill_between(t, m - se, m + se, color=color, alpha=0.2)
-    ax.set_xlabel(r"threshold $\tau$")
-    ax.set_ylabel(r"alignment / $\|y\|^2$")
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=7)
-    if title:
-        ax.set_title(title, fontsize=10)
-    return ax

@@ -13,6 +13,7 @@ Paper scale (need the network once, then the project cache): :func:`load_torchvi
 
 Uniform entries: :func:`image_dataset` gives a torch Dataset of normalised float images
 [C, H, W] with integer labels and a deterministic ``limit`` subset (:func:`subset_indices`);
+:func:`class_subset` draws a fixed number of samples of each of some classes, relabelled ``0..k-1``;
 :func:`load_dataset` dispatches any data set name.
 """
 
@@ -45,6 +46,7 @@ __all__ = [
     "load_glue",
     "load_wikitext103",
     "subset_indices",
+    "class_subset",
     "ImageDataset",
     "image_dataset",
     "load_dataset",
@@ -405,6 +407,46 @@ def subset_indices(labels: Sequence[int] | np.ndarray, limit: int | None, seed: 
     permuted = labels[perm]
     picked = [perm[permuted == c][:q] for c, q in zip(classes, quota)]
     return np.sort(np.concatenate(picked))
+
+
+def class_subset(labels: Sequence[int] | np.ndarray, classes: Sequence[int], per_class: int | None = None,
+                 seed: int = 0, exclude=None, draw: str = "permutation") -> tuple[np.ndarray, np.ndarray]:
+    """``per_class`` samples of every class in ``classes`` (all of them when None), as ``(indices, new
+    labels)``: a sample's new label is the position of its class in ``classes`` (``0..k-1``).
+
+    ``draw="permutation"``: the first ``per_class`` samples of every class in one ``seed``-ed permutation
+    of the whole split; indices sorted. ``draw="per_class"``: ``per_class`` samples drawn without
+    replacement from each class in turn, then all of them shuffled together (indices in random order;
+    needs ``per_class``). The two draws give different subsets for the same seed. ``exclude``: indices
+    never drawn. ``ValueError`` for empty or repeated classes, ``per_class < 1`` and a class with fewer
+    samples than asked for.
+    """
+    labels = np.asarray(labels)
+    if not len(classes) or len(set(classes)) != len(classes):
+        raise ValueError(f"classes must be distinct and non-empty, got {classes}")
+    if per_class is not None and per_class < 1:
+        raise ValueError(f"per_class must be positive (or None for all), got {per_class}")
+    rng = np.random.default_rng(seed)
+    excluded = np.isin(np.arange(len(labels)), np.asarray([] if exclude is None else exclude))
+    if draw == "permutation":
+        perm = rng.permutation(len(labels))
+        perm = perm[~excluded[perm]]
+        pools = [perm[labels[perm] == c] for c in classes]
+    elif draw == "per_class":
+        if per_class is None:
+            raise ValueError("draw='per_class' needs per_class")
+        pools = [np.flatnonzero((labels == c) & ~excluded) for c in classes]
+    else:
+        raise ValueError(f"draw must be 'permutation' or 'per_class', got {draw!r}")
+    for c, pool in zip(classes, pools):
+        if per_class is not None and len(pool) < per_class:
+            raise ValueError(f"class {c} has {len(pool)} samples, fewer than the {per_class} asked for")
+    if draw == "permutation":
+        idx = np.sort(np.concatenate([pool if per_class is None else pool[:per_class] for pool in pools]))
+    else:
+        idx = rng.permutation(np.concatenate([rng.choice(pool, size=per_class, replace=False) for pool in pools]))
+    lookup = {c: i for i, c in enumerate(classes)}
+    return idx, np.array([lookup[t] for t in labels[idx]], dtype=np.int64)
 
 
 class ImageDataset(Dataset):

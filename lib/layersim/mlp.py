@@ -46,22 +46,40 @@ from torch.utils.data import TensorDataset
 from . import training
 
 __all__ = [
+    "ACTIVATIONS",
     "MLP",
     "MLPConfig",
     "MLPLayer",
+    "make_activation",
     "build_mlp",
     "cached_mlp",
-    "configs_from",
     "mlp_from_settings",
 ]
 
 
+#: activations of the hidden layers, by name (the alignment paper's sweep varies them)
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "prelu": nn.PReLU, "leakyrelu": nn.LeakyReLU,
+               "linear": nn.Identity, "sigmoid": nn.Sigmoid}
+
+
+def make_activation(name: str) -> nn.Module:
+    """A new activation module of :data:`ACTIVATIONS` (ValueError naming the choices otherwise)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; use one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]()
+
+
 @dataclass(frozen=True)
 class MLPConfig:
-    """A ``depth``-hidden-layer ReLU MLP of constant ``width`` on flattened images.
+    """A ``depth``-hidden-layer MLP of constant ``width`` on flattened inputs.
 
     ``residual``: skip connections on hidden layers 2..depth; ``final_norm``: a LayerNorm
-    between the last hidden layer and the linear classifier.
+    between the last hidden layer and the linear classifier. ``activation``: a name of
+    :data:`ACTIVATIONS`; ``bias``: whether the hidden layers have biases (the head always has
+    one). ``widths``: the hidden widths input side first, for networks whose layers differ
+    (then ``depth = len(widths)`` and ``width = widths[-1]``); None = ``(width,) * depth``.
+    The tracing paper's MLPs are the defaults; the alignment paper's come from
+    :func:`layersim.alignment.make_mlp` (``num_classes`` = outputs, 1 for its scalar tasks).
     """
 
     in_features: int = 784
@@ -70,23 +88,46 @@ class MLPConfig:
     depth: int = 9
     residual: bool = False
     final_norm: bool = False
+    activation: str = "relu"
+    bias: bool = True
+    widths: tuple[int, ...] | None = None
 
     def __post_init__(self):
-        if self.depth < 1 or self.width < 1 or self.in_features < 1 or self.num_classes < 2:
-            raise ValueError(f"depth, width and in_features must be positive and num_classes >= 2, got {self}")
+        if self.depth < 1 or self.width < 1 or self.in_features < 1 or self.num_classes < 1:
+            raise ValueError(f"depth, width, in_features and num_classes must be positive, got {self}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}; use one of {sorted(ACTIVATIONS)}")
+        if self.widths is not None:
+            if len(self.widths) != self.depth or self.widths[-1] != self.width or min(self.widths) < 1:
+                raise ValueError(f"widths {self.widths} must be positive, with depth = len(widths) and "
+                                 f"width = widths[-1]; got depth {self.depth}, width {self.width}")
+            if self.residual and len(set(self.widths)) > 1:
+                raise ValueError(f"a residual MLP needs equal widths, got {self.widths}")
+
+    @staticmethod
+    def data_fields(info: dict) -> dict:
+        """The fields a data set decides (``data.dataset_info``): flattened input size, classes."""
+        return {"in_features": info["channels"] * info["image_size"] ** 2, "num_classes": info["classes"]}
+
+    @property
+    def hidden_sizes(self) -> tuple[int, ...]:
+        """The width of every hidden layer, input side first."""
+        return tuple(self.widths) if self.widths is not None else (self.width,) * self.depth
 
 
 class MLPLayer(nn.Linear):
-    """One hidden layer: ``h -> relu(W h + b)``, plus ``h`` with a skip connection (eq. of the
+    """One hidden layer: ``h -> act(W h + b)``, plus ``h`` with a skip connection (eq. of the
     module docstring). A ``Linear`` itself, so its parameters keep the names ``layers.<i>.weight``
-    / ``.bias`` of the checkpoints."""
+    / ``.bias`` of the checkpoints; ``act`` is the activation module (ReLU by default)."""
 
-    def __init__(self, in_features: int, out_features: int, residual: bool = False):
-        super().__init__(in_features, out_features)
+    def __init__(self, in_features: int, out_features: int, residual: bool = False, activation: str = "relu",
+                 bias: bool = True):
+        super().__init__(in_features, out_features, bias=bias)
         self.residual = residual
+        self.act = make_activation(activation)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        z = torch.relu(super().forward(h))
+        z = self.act(super().forward(h))
         return h + z if self.residual else z
 
 
@@ -96,17 +137,18 @@ class MLP(nn.Module):
     ``layers[i]`` is hidden layer ``i + 1`` (an :class:`MLPLayer`, residual from layer 2 on when
     ``cfg.residual``); ``norm`` is the final norm (``nn.Identity`` without one); ``head`` the linear
     classifier. ``forward`` returns logits. Its adapter (``layersim.adapters``, ``"mlp"``) reads
-    the hidden layers as blocks: index 0 is the flattened image, so collect ``layers=1..L``.
+    the hidden layers as blocks: index 0 is the flattened input, so collect ``layers=1..L``.
     """
 
     def __init__(self, cfg: MLPConfig):
         super().__init__()
         self.cfg = cfg
-        dims = [cfg.in_features] + [cfg.width] * cfg.depth
-        self.layers = nn.ModuleList(MLPLayer(a, b, residual=cfg.residual and i > 0)
+        dims = [cfg.in_features, *cfg.hidden_sizes]
+        self.layers = nn.ModuleList(MLPLayer(a, b, residual=cfg.residual and i > 0, activation=cfg.activation,
+                                             bias=cfg.bias)
                                     for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
-        self.norm = nn.LayerNorm(cfg.width) if cfg.final_norm else nn.Identity()
-        self.head = nn.Linear(cfg.width, cfg.num_classes)
+        self.norm = nn.LayerNorm(dims[-1]) if cfg.final_norm else nn.Identity()
+        self.head = nn.Linear(dims[-1], cfg.num_classes)
 
     @property
     def residual(self) -> bool:
@@ -156,14 +198,6 @@ def cached_mlp(model_cfg: MLPConfig, train_cfg: training.TrainConfig, train_set,
                         train_set, data_desc, device=device, progress=progress, retrain=retrain)
 
 
-def configs_from(settings: dict, data_info: dict, seed: int = 0) -> tuple[MLPConfig, training.TrainConfig]:
-    """Model and training configs from a flat settings dict (see ``layersim.presets.TRACING_MLP``);
-    the input size and class count come from the data set (``data.dataset_info``)."""
-    from_data = {"in_features": data_info["channels"] * data_info["image_size"] ** 2,
-                 "num_classes": data_info["classes"]}
-    return training.split_settings(settings, MLPConfig, from_data, seed=seed)
-
-
 def mlp_from_settings(settings: dict, residual: bool | None = None, seed: int = 0,
                       device: str | torch.device = "auto", progress: bool = True,
                       retrain: bool = False) -> tuple[MLP, dict]:
@@ -178,7 +212,7 @@ def mlp_from_settings(settings: dict, residual: bool | None = None, seed: int = 
     if residual is not None:
         settings = {**settings, "residual": bool(residual)}
     info = data.dataset_info(settings["dataset"])
-    model_cfg, train_cfg = configs_from(settings, info, seed=seed)
+    model_cfg, train_cfg = training.configs_from(settings, info, MLPConfig, seed=seed)
     limit = settings.get("n_train") or None
     desc = {"name": settings["dataset"], "split": "train", "limit": limit, "seed": seed, "augment": False}
 

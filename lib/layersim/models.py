@@ -58,6 +58,7 @@ __all__ = [
     "family",
     "final_norm",
     "hidden_states",
+    "layer_outputs",
     "n_layers",
     "resolve_device",
 ]
@@ -135,10 +136,22 @@ def evaluating(model: nn.Module):
 
 def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: int,
             include_prefix: bool) -> torch.Tensor:
-    """One token feature ``[B, d]`` out of ``h [B, T, d]`` (see the module docstring); a model
-    without tokens (the MLPs: ``h [B, d]``) has nothing to choose from."""
+    """One feature vector per sample, ``[B, d]``, out of a layer's output (module docstring).
+
+    ``h [B, T, d]`` (tokens): the chosen token. ``h [B, d]`` (the MLPs): nothing to choose from.
+    ``h [B, C, H, W]`` (convolutional maps): ``"mean"`` averages over the ``H x W`` positions
+    (global average pooling), ``"all"`` flattens the map. ``"all"`` flattens any output (every
+    token of a sequence, concatenated).
+    """
+    if token == "all":
+        return h.flatten(1)
     if h.ndim == 2:
         return h
+    if h.ndim == 4:
+        if token == "mean":
+            return h.mean(dim=(2, 3))
+        raise ValueError(f"a convolutional map [B, C, H, W] is read with token='mean' (average over "
+                         f"positions) or 'all' (flattened), got {token!r}")
     if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
         return h[:, int(token)]
     if token == "cls":
@@ -153,7 +166,7 @@ def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: 
             return (h if include_prefix else h[:, n_prefix:]).mean(dim=1)
         m = mask.to(h.dtype)[:, :, None]
         return (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
-    raise ValueError(f"token must be 'cls', 'last', 'mean' or an int, got {token!r}")
+    raise ValueError(f"token must be 'cls', 'last', 'mean', 'all' or an int, got {token!r}")
 
 
 def _layer_ids(layers: Sequence[int] | None, L: int) -> list[int]:
@@ -182,10 +195,10 @@ def _split_batch(batch: Any, text: bool) -> tuple[Any, torch.Tensor | None]:
     raise TypeError(f"vision batches are image tensors or (images, labels) tuples, got {type(batch)}")
 
 
-def _block_features(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Token,
-                    ids: list[int]) -> torch.Tensor:
-    """``[len(ids), B, d]`` for one batch: a pre-hook on the first block (index 0) and a hook on
-    every block (calls recorded in order, so a shared block is read at each call), one run."""
+def _picked(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Token) -> list[torch.Tensor]:
+    """Every entry ``0..L`` of one batch, ``[B, d_l]`` each: a pre-hook on the first block
+    (index 0) and a hook on every block (calls recorded in order, so a shared block is read at
+    each call), one run."""
     blocks = adapter.blocks(model)
     if not blocks:
         raise ValueError(f"{type(model).__name__} has no blocks left to read (all were removed)")
@@ -211,10 +224,18 @@ def _block_features(model: nn.Module, adapter: adapters.Adapter, inputs: Any, to
             h.remove()
     if len(picked) != len(blocks) + 1:
         raise RuntimeError(f"expected {len(blocks) + 1} hooked outputs, got {len(picked)}")
+    return picked
+
+
+def _block_features(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Token,
+                    ids: list[int]) -> torch.Tensor:
+    """``[len(ids), B, d]`` for one batch (:func:`_picked`), the kept entries of one width."""
+    picked = _picked(model, adapter, inputs, token)
     widths = {i: picked[i].shape[-1] for i in ids}
     if len(set(widths.values())) > 1:
         raise ValueError(f"the layers have different widths {widths} (index: width); pass layers= to keep "
-                         f"those of one width, e.g. layers=range(1, {len(blocks) + 1}) for the blocks only")
+                         f"those of one width, e.g. layers=range(1, {len(picked)}) for the blocks only, or "
+                         f"read them with layersim.models.layer_outputs")
     return torch.stack([picked[i] for i in ids])
 
 
@@ -394,3 +415,55 @@ def hidden_states(
     With ``out`` a ``.npy`` path, the result is a memmap of that file (see ``collect``).
     """
     return collect(model, batches, token, layers, device, progress, out).hidden
+
+
+def _input_batches(data: Any, batch_size: int) -> Iterable[Any]:
+    """Batches of ``data``: an array or tensor (split along its first axis, numpy as float32), a
+    ``Dataset`` (a ``DataLoader`` in order), or already an iterable of batches."""
+    if isinstance(data, np.ndarray):
+        data = torch.from_numpy(np.ascontiguousarray(data, dtype=np.float32))
+    if isinstance(data, torch.Tensor):
+        return [data[i:i + batch_size] for i in range(0, len(data), batch_size)]
+    if isinstance(data, torch.utils.data.Dataset) and hasattr(data, "__getitem__"):
+        return torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=False)
+    return data
+
+
+def layer_outputs(
+    model: nn.Module,
+    data: Any,
+    layers: Sequence[int] | None = None,
+    token: Token | None = None,
+    batch_size: int = 256,
+    device: str | torch.device = "auto",
+    progress: bool = False,
+) -> list[np.ndarray]:
+    """Every layer's representation, float64 ``[N, d_l]`` per kept entry, for layers of any widths.
+
+    The same reading as :func:`collect` (one forward pass per batch, hooks on the adapter's
+    blocks, index 0 = the input of block 1, index ``i`` = the output of block ``i``, the same
+    ``token`` choices, eval mode and no gradients, the training flag restored), kept in memory
+    per layer instead of stacked into one float32 array: for small networks whose layers differ in
+    width (the alignment paper's MLPs of several widths, CNN feature maps read with
+    ``token="all"`` or ``"mean"``). ``data``: an array or tensor of inputs (cut into
+    ``batch_size`` rows), a ``Dataset`` of ``(input, label)``, or an iterable of batches.
+    ``layers``: indices into ``0..L`` (default all ``L + 1``; negatives count from the end).
+    """
+    if hasattr(model, "surgery_base"):
+        with model as inner:
+            return layer_outputs(inner, data, layers, token, batch_size, device, progress)
+    adapter = adapters.get(model)
+    token = adapter.token if token is None else token
+    ids = _layer_ids(layers, adapter.n_layers(model))
+    dev = resolve_device(device)
+    model.to(dev)
+    parts: list[list[np.ndarray]] = [[] for _ in ids]
+    with evaluating(model):
+        for batch in _progress(_input_batches(data, batch_size), progress):
+            inputs, _ = _split_batch(batch, text=adapter.inputs == "text")
+            picked = _picked(model, adapter, _to_device(inputs, dev), token)
+            for part, i in zip(parts, ids):
+                part.append(picked[i].double().cpu().numpy())
+    if not parts or not parts[0]:
+        raise ValueError("no batches")
+    return [np.concatenate(p) for p in parts]

@@ -1,4 +1,6 @@
-"""Plot helpers shared by the notebooks: layer curves, all-pairs heatmaps, per-layer boxes.
+"""Plot helpers shared by the notebooks: layer curves, all-pairs heatmaps, per-layer boxes; and the
+alignment paper's figures: alignment curves against the threshold (eq. 2), label projections on the
+singular vectors, per-layer alignment curves and the architecture sweep's panels.
 
 Each helper draws on a given matplotlib ``Axes`` (or makes one) and returns it, so notebooks
 compose figures with ``plt.subplots`` and keep only the layout.
@@ -105,3 +107,102 @@ def saturation_panel(ax, entries: Sequence[tuple[np.ndarray, np.ndarray, str, st
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, frameon=False, fontsize=7, loc="upper left")
     return ax2
+
+
+# ----- the alignment paper --------------------------------------------------------------------
+
+
+def alignment_curves(curves: dict, thresholds, ax=None, title: str | None = None, normalize: bool = False,
+                     styles: dict | None = None, ylabel: str | None = None):
+    """Alignment against threshold, one line per named curve (eq. 2; the alignment paper's Figures 3-7, 9,
+    10, 13).
+
+    ``normalize``: divide each curve by its value at ``tau = 0`` (the fraction of ``||y||^2``).
+    ``styles``: optional ``{name: dict(color=..., ls=...)}``.
+    """
+    ax = _axes(ax)
+    t = np.asarray(thresholds, dtype=float)
+    for name, c in curves.items():
+        c = np.asarray(c, dtype=float)
+        ax.plot(t, c / c[0] if normalize else c, label=name, **(styles or {}).get(name, {}))
+    ax.set_xlabel(r"threshold $\tau$ on singular values")
+    default = r"alignment / $\|y\|^2$" if normalize else r"alignment $\sum_{\sigma_i\geq\tau}(u_i^\top y)^2$"
+    ax.set_ylabel(ylabel or default)
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def label_projection_bars(sigma, proj2, ax, show: int = 50, title: str | None = None):
+    """One panel of the alignment paper's Figure 2: bars of ``(u_i^T y)^2`` against the index ``i`` (the
+    first ``show``), the singular values as a line on a second axis. Returns ``(ax, twin axis)``."""
+    sigma, proj2 = np.asarray(sigma, float), np.asarray(proj2, float)
+    m = min(show, len(proj2))
+    idx = np.arange(1, m + 1)
+    ax.bar(idx, proj2[:m], color="tab:blue", width=0.8, label=r"$(u_i^\top y)^2$")
+    ax.set_xlabel("index $i$ of the singular value")
+    ax.set_ylabel(r"$(u_i^\top y)^2$", color="tab:blue")
+    ax.set_xlim(0.3, m + 0.7)
+    tw = ax.twinx()
+    tw.plot(idx, sigma[:m], color="tab:red", lw=1.5)
+    tw.set_ylabel(r"singular value $\sigma_i$", color="tab:red")
+    tw.set_ylim(0, None)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax, tw
+
+
+def layer_alignment_curves(ax, thresholds, mean, se=None, labels: Sequence[str] | None = None, ls: str = "-",
+                           colors: Sequence | None = None, normalize: bool = True):
+    """The alignment paper's Figure 7: one alignment curve per layer (``mean`` ``[L, T]``), a shaded band
+    of one standard error.
+
+    ``normalize``: divide each curve (and its band) by its value at the first threshold (``tau = 0``:
+    ``||y||^2``). ``colors`` default to a light-to-dark ramp (darker = closer to the output).
+    """
+    import matplotlib.pyplot as plt
+
+    mean = np.atleast_2d(np.asarray(mean, float))
+    se = np.zeros_like(mean) if se is None else np.atleast_2d(np.asarray(se, float))
+    t = np.asarray(thresholds, float)
+    colors = colors or plt.cm.viridis_r(np.linspace(0.15, 0.95, len(mean)))
+    labels = labels or [f"layer {i}" for i in range(len(mean))]
+    for c, s, lab, col in zip(mean, se, labels, colors):
+        scale = c[0] if normalize else 1.0
+        ax.plot(t, c / scale, ls=ls, color=col, label=lab, lw=1.8)
+        if np.any(s > 0):
+            ax.fill_between(t, (c - s) / scale, (c + s) / scale, color=col, alpha=0.2, lw=0)
+    ax.set_xlabel(r"threshold $\tau$ on singular values")
+    ax.set_ylabel(r"alignment / $\|y\|^2$" if normalize else "alignment")
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def alignment_family(ax, thresholds, input_curves, settings: dict, title: str | None = None):
+    """One panel of the alignment paper's Figures 6, 17, 18: the input features (orange, mean of the runs),
+    and for every setting its last hidden layer at initialisation (dashed) and after training (solid,
+    shaded with the standard error over runs).
+
+    ``input_curves`` [runs, T]; ``settings`` ``{label: (init [runs, T], trained [runs, T])}``.
+    """
+    import matplotlib.pyplot as plt
+
+    from .trends import mean_se
+
+    t = np.asarray(thresholds, dtype=np.float64)
+    ax.plot(t, mean_se(input_curves)[0], color="tab:orange", lw=2.5, label="input")
+    colors = plt.cm.viridis(np.linspace(0.0, 0.85, max(len(settings), 1)))
+    for color, (label, (init, trained)) in zip(colors, settings.items()):
+        ax.plot(t, mean_se(init)[0], ls="--", color=color, lw=1)
+        m, se = mean_se(trained)
+        ax.plot(t, m, color=color, lw=1.8, label=label)
+        ax.fill_between(t, m - se, m + se, color=color, alpha=0.2)
+    ax.set_xlabel(r"threshold $\tau$")
+    ax.set_ylabel(r"alignment / $\|y\|^2$")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False, fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

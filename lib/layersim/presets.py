@@ -148,3 +148,21 @@ TRACING_MLP_RULES: dict[str, st.Rule] = {
     "width": st.integer(1),
     "final_norm": st.flag(),
 }
+
+
+#: The source networks the alignment notebooks a08-a10 share (same settings -> same cache key -> same checkpoint).
+#: ``default``: the small CNN pre-trained here on 12000 Fashion-MNIST training images of one class group
+#: (a few CPU minutes). ``paper``: ResNet-18 trained from scratch on an ImageNet half (appendix D: 40 epochs,
+#: learning rate x0.1 after 30 epochs, weight decay 1e-4, crop and flip augmentation; the cached training
+#: loop is AdamW, so its rate is AdamW's 1e-3 rather than SGD's 0.1). ``weights``: a torchvision weights name
+#: (e.g. ``"IMAGENET1K_V1"``) to download an ImageNet-trained ``arch`` instead of training one (a08 at paper scale).
+ALIGNMENT_SOURCE_CNN: dict[str, dict] = {
+    "smoke": dict(dataset="fashion-mnist", arch="small", channels=(4, 8, 8), fc=(32, 16), n_source=480, epochs=1,
+                  batch_size=64, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(), augment=False,
+                  weights=None),
+    "default": dict(dataset="fashion-mnist", arch="small", channels=(8, 16, 32), fc=(256, 128), n_source=12000,
+                    epochs=4, batch_size=128, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(),
+                    augment=False, weights=None),
+    "paper": dict(dataset="imagenet", arch="resnet18", channels=(), fc=(), n_source=0, epochs=40, batch_size=256,
+                  lr=1e-3, weight_decay=1e-4, schedule="multistep", milestones=(30,), augment=True, weights=None),
+}

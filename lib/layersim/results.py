@@ -122,6 +122,8 @@ def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
         v = to_jsonable(v)
         if isinstance(v, list):
             return [rnd(x) for x in v]
+        if isinstance(v, dict):
+            return {k: rnd(x) for k, x in v.items()}
         return round(v, digits) if isinstance(v, float) else v
 
     out = {k: rnd(v) for k, v in numbers.items()}

@@ -86,6 +86,9 @@ class Surgery(nn.Module):
     def __init__(self, model: nn.Module, first: int, last: int, replacement: nn.Module | None):
         super().__init__()
         self.adapter = adapters.get(model)
+        if not self.adapter.uniform:
+            raise ValueError(f"{type(model).__name__} ({self.adapter.name}) does not support block surgery: its "
+                             f"blocks change the shape of the representation, so no span can be skipped or replaced")
         self.surgery_base = model
         self.first, self.last = first, last
         self.replacement = None if replacement is None else StandIn(replacement)

@@ -67,6 +67,11 @@ class ViTConfig:
     drop_path_rate: float = 0.0
     global_pool: str = "token"
 
+    @staticmethod
+    def data_fields(info: dict) -> dict:
+        """The fields a data set decides (``data.dataset_info``): image size, channels, classes."""
+        return {"img_size": info["image_size"], "in_chans": info["channels"], "num_classes": info["classes"]}
+
 
 def build_vit(cfg: ViTConfig, seed: int | None = 0) -> nn.Module:
     """A randomly initialised timm ``VisionTransformer`` for ``cfg`` (class-token readout).
@@ -418,13 +423,13 @@ def cached_vit(
     return cached_model("vit", build, model_cfg, train_cfg, train_set, data_desc, device, progress, retrain)
 
 
-def configs_from(settings: dict, data_info: dict, seed: int = 0) -> tuple[ViTConfig, TrainConfig]:
-    """Split a flat settings dict (see :mod:`layersim.presets`) into model and training configs
-    (:func:`split_settings`); the image size and the channel and class counts come from the data
-    set (``data.dataset_info``)."""
-    from_data = {"img_size": data_info["image_size"], "in_chans": data_info["channels"],
-                 "num_classes": data_info["classes"]}
-    return split_settings(settings, ViTConfig, from_data, seed=seed)
+def configs_from(settings: dict, data_info: dict, config_cls: type = ViTConfig,
+                 seed: int = 0) -> tuple[object, TrainConfig]:
+    """Split a flat settings dict (see :mod:`layersim.presets`) into a model config of
+    ``config_cls`` (:class:`ViTConfig`, ``layersim.mlp.MLPConfig``, ...) and a :class:`TrainConfig`
+    (:func:`split_settings`); the fields the data set decides (``data.dataset_info``) come from
+    ``config_cls.data_fields(data_info)``."""
+    return split_settings(settings, config_cls, config_cls.data_fields(data_info), seed=seed)
 
 
 def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device = "auto",
@@ -438,7 +443,7 @@ def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device 
     from . import data
 
     info = data.dataset_info(settings["dataset"])
-    model_cfg, train_cfg = configs_from(settings, info, seed=seed)
+    model_cfg, train_cfg = configs_from(settings, info, ViTConfig, seed=seed)
     limit = settings.get("n_train") or None
     desc = {"name": settings["dataset"], "split": "train", "limit": limit, "seed": seed,
             "augment": bool(settings.get("augment", False))}

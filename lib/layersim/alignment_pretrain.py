@@ -12,19 +12,19 @@ three notebooks ``a08_pretrained_cnn``, ``a09_source_similarity`` and ``a10_nega
 * **pre-training, cached**: :func:`pretrain_cnn` trains a network with :func:`layersim.training.cached_model`
   (checkpoint keyed by the model, training and data configurations), so the notebooks share checkpoints;
   ``init_from`` continues from another checkpoint (a10's random-label pre-training starts from a08's model,
-  :func:`random_label_model`). The shared source networks: :data:`SOURCE_CNN` (per scale),
+  :func:`random_label_model`). The shared source networks: :data:`layersim.presets.ALIGNMENT_SOURCE_CNN` (per scale),
   :func:`source_model` (pre-trained on one class group of :data:`SOURCE_GROUPS`), :func:`pretrained_and_init`
   (that network and its own initialisation, or torchvision ImageNet weights at paper scale).
-* **data**: :func:`class_indices` (a balanced subset of some classes, relabelled ``0..k-1``),
-  :class:`LabelledSubset` (any Dataset restricted, relabelled, optionally transformed), :func:`subset_dataset`,
+* **data**: :class:`LabelledSubset` (any Dataset restricted, relabelled, optionally transformed; the
+  balanced subsets come from :func:`layersim.data.class_subset`), :func:`subset_dataset`,
   :func:`load_images`, :func:`stack`, :func:`random_labels`, :func:`model_input`; a10's domains:
   :func:`domain_shift` (offline) and :func:`domain_sets` (offline or Office-31, :func:`load_office31`).
 * **per-layer features**: :func:`feature_layers` names the hidden layers, :func:`extract_features`
   returns them as float64 ``[n, d]`` arrays (forward hooks on torchvision models).
 * **fine-tuning**: :func:`replace_head` and :func:`finetune` (SGD with momentum, the paper's appendix D),
   :func:`accuracy`.
-* **alignment of many binary tasks**: :func:`binary_pairs`, :func:`gram_svd` (the SVD of a wide
-  representation from its n x n Gram matrix) and :func:`alignment_areas`.
+* **binary target tasks**: :func:`binary_pairs` (their alignment: :func:`layersim.alignment.curve_and_area`
+  with ``gram=True``, the SVD of a wide representation from its n x n Gram matrix).
 """
 
 from __future__ import annotations
@@ -40,9 +40,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from . import alignment as al
-from .alignment import thresholds_for  # noqa: F401 - the notebooks call pt.thresholds_for
-from . import training
+from . import data, training
 from .models import resolve_device
 
 #: Fashion-MNIST's classes split like Cifar10-Natural (6 classes) / Cifar10-Artificial (4 classes):
@@ -175,61 +173,31 @@ def feature_layers(model: nn.Module) -> list[str]:
     raise ValueError(f"no known hidden layers on {type(model).__name__}")
 
 
-def _flat(h: torch.Tensor, spatial: str) -> torch.Tensor:
-    if h.ndim == 4 and spatial == "avg":
-        return h.mean(dim=(2, 3))
-    return h.flatten(1)
-
-
-def _batches(images, batch_size: int):
-    """Image batches from a tensor ``[N, C, H, W]`` or a Dataset of ``(image, label)``."""
-    if isinstance(images, torch.Tensor):
-        for i in range(0, len(images), batch_size):
-            yield images[i:i + batch_size]
-    else:
-        for x, _ in DataLoader(images, batch_size=batch_size, shuffle=False):
-            yield x
-
-
 def extract_features(model: nn.Module, images, layers: Sequence[str] | None = None, batch_size: int = 256,
                      device: str | torch.device = "cpu", spatial: str = "flatten") -> dict[str, np.ndarray]:
     """Hidden representations ``{layer: float64 [n, d]}`` of ``images`` (a tensor ``[N, C, H, W]`` or a
     Dataset of ``(image, label)``), for ``layers`` (default: all of :func:`feature_layers`).
 
+    The layers are the blocks of the model's adapter (``small_cnn``, ``torchvision_resnet``,
+    ``torchvision_vgg`` in :mod:`layersim.adapters`), read in one pass by
+    :func:`layersim.models.layer_outputs`; this names them as :func:`feature_layers` does.
     Convolutional maps are flattened (``spatial="flatten"``) or averaged over positions (``"avg"``,
     for the large maps of torchvision models). The model is run in eval mode without gradients.
     """
-    if spatial not in ("flatten", "avg"):
+    from . import models
+
+    tokens = {"flatten": "all", "avg": "mean"}
+    if spatial not in tokens:
         raise ValueError(f"spatial must be 'flatten' or 'avg', got {spatial!r}")
     names = feature_layers(model)
     layers = list(names if layers is None else layers)
     unknown = [n for n in layers if n not in names]
     if unknown:
         raise ValueError(f"unknown layer(s) {unknown}; this model has {names}")
-    dev = resolve_device(device)
-    was_training = model.training
-    model.to(dev).eval()
-    parts: dict[str, list[np.ndarray]] = {n: [] for n in layers}
-    hooks, store = [], {}
-    if not isinstance(model, SmallCNN):
-        modules = dict(model.named_modules())
-        for n in layers:
-            hooks.append(modules[n].register_forward_hook(lambda m, i, o, n=n: store.__setitem__(n, o)))
-    try:
-        with torch.no_grad():
-            for x in _batches(images, batch_size):
-                x = x.to(dev)
-                if isinstance(model, SmallCNN):
-                    store = dict(zip(names, model.hidden(x)))
-                else:
-                    model(x)
-                for n in layers:
-                    parts[n].append(_flat(store[n], spatial).double().cpu().numpy())
-    finally:
-        for h in hooks:
-            h.remove()
-        model.train(was_training)
-    return {n: np.concatenate(p) for n, p in parts.items()}
+    ids = [names.index(n) + 1 for n in layers]  # entry 0 is the input of the first block
+    out = models.layer_outputs(model, images, layers=ids, token=tokens[spatial], batch_size=batch_size,
+                               device=device)
+    return dict(zip(layers, out))
 
 
 # ----------------------------------------------------------------------------- data
@@ -254,30 +222,6 @@ class LabelledSubset(Dataset):
         if self.transform is not None:
             x = self.transform(x)
         return x, int(self.targets[i])
-
-
-def class_indices(targets, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
-                  exclude=None) -> tuple[np.ndarray, np.ndarray]:
-    """A class-balanced subset: ``(indices, labels)`` with ``per_class`` samples of every class in
-    ``classes`` (all of them when None), drawn by a ``seed``-ed permutation, skipping ``exclude``;
-    labels are the positions in ``classes`` (``0..k-1``). Indices are sorted."""
-    targets = np.asarray(targets)
-    if len(set(classes)) != len(classes) or not len(classes):
-        raise ValueError(f"classes must be distinct and non-empty, got {classes}")
-    perm = np.random.default_rng(seed).permutation(len(targets))
-    if exclude is not None:
-        perm = perm[~np.isin(perm, np.asarray(exclude))]
-    chosen = []
-    for c in classes:
-        idx = perm[targets[perm] == c]
-        if per_class is not None:
-            if len(idx) < per_class:
-                raise ValueError(f"class {c} has {len(idx)} samples, {per_class} requested")
-            idx = idx[:per_class]
-        chosen.append(idx)
-    idx = np.sort(np.concatenate(chosen))
-    lookup = {c: i for i, c in enumerate(classes)}
-    return idx, np.array([lookup[t] for t in targets[idx]], dtype=np.int64)
 
 
 def random_labels(n: int, num_classes: int, seed: int = 0) -> np.ndarray:
@@ -418,40 +362,12 @@ def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: 
     return net, hist
 
 
-# ----------------------------------------------------------------------------- alignment of binary tasks
+# ----------------------------------------------------------------------------- binary target tasks
 
 
 def binary_pairs(classes: Sequence[int]) -> list[tuple[int, int]]:
     """All unordered pairs of ``classes`` (the paper's binary target tasks: 15 from 6 classes, 6 from 4)."""
     return list(itertools.combinations(classes, 2))
-
-
-def gram_svd(Phi) -> al.SVD:
-    """Left singular vectors and singular values of ``Phi [n, d]`` as an :class:`layersim.alignment.SVD`.
-
-    For wide representations (``d > n``) from the eigendecomposition of the Gram matrix ``Phi Phi^T``
-    (``sigma = sqrt(eigenvalue)``; several times faster than a thin SVD; ``U`` is then a full ``n x n``
-    basis, the extra directions with ``sigma = 0``), else :func:`layersim.alignment.svd`. Accepted by
-    :func:`layersim.alignment.alignment_curve` in place of ``Phi``.
-    """
-    Phi = np.asarray(Phi, dtype=np.float64)
-    if Phi.ndim != 2:
-        raise ValueError(f"Phi must be 2-d [n, d], got shape {Phi.shape}")
-    n, d = Phi.shape
-    if d <= n:
-        return al.svd(Phi)
-    lam, U = np.linalg.eigh(Phi @ Phi.T)
-    order = np.argsort(lam)[::-1]
-    return al.SVD(U=U[:, order], sigma=np.sqrt(np.maximum(lam[order], 0.0)), shape=(n, n))
-
-
-def alignment_areas(reps: dict[str, np.ndarray], y, thresholds) -> tuple[dict, dict]:
-    """Alignment curves (eq. 2) and their normalised areas (:func:`layersim.alignment.alignment_area`) of
-    several representations of the same points, each put in the paper's form first
-    (:func:`layersim.alignment.prepare`: bias column, unit rows). Returns ``(curves, areas)`` keyed like
-    ``reps``."""
-    curves = {k: al.alignment_curve(gram_svd(al.prepare(v)), y, thresholds) for k, v in reps.items()}
-    return curves, {k: float(al.alignment_area(c, thresholds)) for k, c in curves.items()}
 
 
 # ----------------------------------------------------------------------------- the shared source networks
@@ -466,32 +382,16 @@ IMAGENET_GROUPS = {
 IMAGENET_GROUPS["artificial"] = tuple(c for c in range(1000) if c not in set(IMAGENET_GROUPS["natural"]))
 SOURCE_GROUPS = {"fashion-mnist": FASHION_GROUPS, "imagenet": IMAGENET_GROUPS, "cifar10": CIFAR10_GROUPS}
 
-#: The source networks the three notebooks share (same settings -> same cache key -> same checkpoint).
-#: ``default``: the small CNN pre-trained here on 12000 Fashion-MNIST training images of one class group
-#: (a few CPU minutes). ``paper``: ResNet-18 trained from scratch on an ImageNet half (appendix D: 40 epochs,
-#: learning rate x0.1 after 30 epochs, weight decay 1e-4, crop and flip augmentation; the cached training
-#: loop is AdamW, so its rate is AdamW's 1e-3 rather than SGD's 0.1). ``weights``: a torchvision weights name
-#: (e.g. ``"IMAGENET1K_V1"``) to download an ImageNet-trained ``arch`` instead of training one (a08 at paper scale).
-SOURCE_CNN: dict[str, dict] = {
-    "smoke": dict(dataset="fashion-mnist", arch="small", channels=(4, 8, 8), fc=(32, 16), n_source=480, epochs=1,
-                  batch_size=64, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(), augment=False,
-                  weights=None),
-    "default": dict(dataset="fashion-mnist", arch="small", channels=(8, 16, 32), fc=(256, 128), n_source=12000,
-                    epochs=4, batch_size=128, lr=3e-3, weight_decay=1e-4, schedule="cosine", milestones=(),
-                    augment=False, weights=None),
-    "paper": dict(dataset="imagenet", arch="resnet18", channels=(), fc=(), n_source=0, epochs=40, batch_size=256,
-                  lr=1e-3, weight_decay=1e-4, schedule="multistep", milestones=(30,), augment=True, weights=None),
-}
-
-
 def source_settings(scale: str, **overrides) -> dict:
-    """``SOURCE_CNN[scale]`` with ``overrides``."""
-    if scale not in SOURCE_CNN:
-        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(SOURCE_CNN)}")
-    unknown = sorted(set(overrides) - set(SOURCE_CNN[scale]))
+    """``presets.ALIGNMENT_SOURCE_CNN[scale]`` (the source networks a08-a10 share) with ``overrides``."""
+    from .presets import ALIGNMENT_SOURCE_CNN
+
+    if scale not in ALIGNMENT_SOURCE_CNN:
+        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(ALIGNMENT_SOURCE_CNN)}")
+    unknown = sorted(set(overrides) - set(ALIGNMENT_SOURCE_CNN[scale]))
     if unknown:
         raise ValueError(f"unknown source setting(s) {unknown}")
-    return {**SOURCE_CNN[scale], **overrides}
+    return {**ALIGNMENT_SOURCE_CNN[scale], **overrides}
 
 
 def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[int] | None = None,
@@ -502,8 +402,6 @@ def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[i
 
     ``meta["source_indices"]`` lists the training-split images it saw (so that target data can avoid them).
     """
-    from . import data
-
     s = settings
     if classes is None:
         groups = SOURCE_GROUPS.get(s["dataset"], {})
@@ -519,7 +417,7 @@ def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[i
                               milestones=tuple(s["milestones"]), warmup_epochs=0.2, seed=seed)
     per_class = s["n_source"] // len(classes) if s["n_source"] else None
     base = data.image_dataset(s["dataset"], "train", augment=bool(s["augment"]))
-    idx, labels = class_indices(base.targets, classes, per_class, seed=seed)
+    idx, labels = data.class_subset(base.targets, classes, per_class, seed=seed)
     desc = {"name": s["dataset"], "split": "train", "classes": list(classes), "per_class": per_class, "seed": seed,
             "augment": bool(s["augment"])}
     model, meta = pretrain_cnn(cfg, tc, lambda: LabelledSubset(base, idx, labels), desc, device=device,
@@ -563,12 +461,11 @@ def load_office31(domain: str, root=None, size: int = 224):
 
 def subset_dataset(dataset: str, split: str, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
                    exclude=None, transform=None, normalize: bool = True) -> LabelledSubset:
-    """A class-balanced subset (:func:`class_indices`) of an image data set as a lazy :class:`LabelledSubset`
-    (labels ``0..k-1``); ``transform`` and ``normalize`` as in :func:`layersim.data.image_dataset`."""
-    from . import data
-
+    """A class-balanced subset (:func:`layersim.data.class_subset`) of an image data set as a lazy
+    :class:`LabelledSubset` (labels ``0..k-1``); ``transform`` and ``normalize`` as in
+    :func:`layersim.data.image_dataset`."""
     ds = data.image_dataset(dataset, split, transform=transform, normalize=normalize)
-    idx, labels = class_indices(ds.targets, classes, per_class, seed=seed, exclude=exclude)
+    idx, labels = data.class_subset(ds.targets, classes, per_class, seed=seed, exclude=exclude)
     return LabelledSubset(ds, idx, labels)
 
 
@@ -578,8 +475,6 @@ def load_images(dataset: str, split: str, classes: Sequence[int], per_class: int
     """:func:`subset_dataset` stacked in memory: ``(X [N, C, H, W], labels 0..k-1, indices into the split)``.
     ``domain``: apply :func:`domain_shift` to the [0, 1] pixels first, then normalise with the data set's
     statistics (when ``normalize``)."""
-    from . import data
-
     sub = subset_dataset(dataset, split, classes, per_class, seed, exclude, transform,
                          normalize=normalize and domain is None)
     X, y = stack(sub)
@@ -593,8 +488,6 @@ def load_images(dataset: str, split: str, classes: Sequence[int], per_class: int
 def model_input(X01: torch.Tensor, dataset: str, transform=None) -> torch.Tensor:
     """What a network sees of images with pixels in [0, 1]: ``transform(X01)`` (e.g. :func:`imagenet_input` for
     torchvision ImageNet models) or the data set's own per-channel standardisation."""
-    from . import data
-
     if transform is not None:
         return transform(X01)
     return data.as_model_input(X01, dataset)

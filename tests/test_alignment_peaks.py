@@ -1,10 +1,10 @@
-"""Peaks-function transfer (alignment paper, Section 7.1): layersim.peaks_transfer."""
+"""Peaks-function transfer (alignment paper, Section 7.1): layersim.alignment_peaks."""
 
 import numpy as np
 import pytest
 
 from layersim import alignment as al
-from layersim import peaks_transfer as tr
+from layersim import alignment_peaks as tr
 
 
 def test_weight_norm_at_reduction_takes_the_first_step_past_each_level():

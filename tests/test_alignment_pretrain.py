@@ -3,8 +3,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from layersim import alignment as al
-from layersim import pretrain as pt
+from layersim import alignment_pretrain as pt
 from layersim.training import TrainConfig
 
 TINY = pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(2, 4), fc=(6, 5))
@@ -57,20 +56,6 @@ def test_torchvision_resnet_hooks_and_head():
     assert m.fc.out_features == 7
     vgg_layers = pt.feature_layers(pt.build_cnn(pt.CNNConfig(arch="vgg11", in_chans=3, img_size=32), seed=0))
     assert vgg_layers[-1] == "classifier.4"
-
-
-def test_class_indices_balanced_relabelled_and_excluding():
-    targets = np.repeat(np.arange(5), 20)
-    idx, lab = pt.class_indices(targets, (3, 1), per_class=6, seed=0)
-    assert len(idx) == 12 and np.all(np.diff(idx) > 0)
-    assert np.array_equal(np.bincount(lab), [6, 6])
-    assert np.all(targets[idx][lab == 0] == 3) and np.all(targets[idx][lab == 1] == 1)
-    idx2, _ = pt.class_indices(targets, (3, 1), per_class=6, seed=0, exclude=idx)
-    assert not set(idx) & set(idx2)
-    with pytest.raises(ValueError, match="requested"):
-        pt.class_indices(targets, (0,), per_class=21)
-    with pytest.raises(ValueError, match="distinct"):
-        pt.class_indices(targets, (1, 1))
 
 
 def test_labelled_subset_and_random_labels():
@@ -142,32 +127,6 @@ def test_pretrain_cnn_caches_and_continues(tmp_cache):
                                 device="cpu")
     assert m3.head.out_features == 2 and meta3["data"]["init_from"] == meta1["key"]
     assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
-
-
-def test_gram_svd_matches_thin_svd_in_alignment():
-    rng = np.random.default_rng(0)
-    Phi = al.prepare(rng.standard_normal((40, 90)))
-    y = np.sign(rng.standard_normal(40))
-    tau = np.linspace(0, 3, 25)
-    ref = al.alignment_curve(Phi, y, tau)
-    dec = pt.gram_svd(Phi)
-    np.testing.assert_allclose(dec.sigma[:40], np.linalg.svd(Phi, compute_uv=False), rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(al.alignment_curve(dec, y, tau), ref, rtol=1e-8, atol=1e-8)
-    assert al.alignment_curve(dec, y, [0.0])[0] == pytest.approx(40.0)
-    tall = al.prepare(rng.standard_normal((50, 5)))
-    np.testing.assert_allclose(al.alignment_curve(pt.gram_svd(tall), y[:40].repeat(2)[:50], tau),
-                               al.alignment_curve(tall, y[:40].repeat(2)[:50], tau))
-
-
-def test_alignment_areas_and_thresholds():
-    rng = np.random.default_rng(1)
-    y = np.r_[np.ones(30), -np.ones(30)]
-    aligned = np.c_[y, 0.01 * rng.standard_normal((60, 5))]  # one feature is the label
-    noise = rng.standard_normal((60, 6))
-    tau = pt.thresholds_for(60)
-    assert tau[-1] == pytest.approx(30 * np.sqrt(0.06)) and len(tau) == 62
-    curves, areas = pt.alignment_areas({"aligned": aligned, "noise": noise}, y, tau)
-    assert curves["aligned"][0] == pytest.approx(60.0) and areas["aligned"] > areas["noise"]
 
 
 def test_binary_pairs_counts():

@@ -15,7 +15,7 @@ Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/pa
 * **Figure 12** -- the same with three hidden layers: every layer's alignment for S and T1
   (``layer_curves`` of :func:`peaks_transfer_run`).
 
-Runs are summarised across seeds by their mean and standard error (:func:`mean_se`).
+Runs are summarised across seeds by their mean and standard error (:func:`layersim.trends.mean_se`).
 """
 
 from __future__ import annotations
@@ -25,19 +25,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
-from .trends import lower_bound, mean_se  # noqa: F401 - the notebooks read them from here too
 
 #: The three label vectors of one run: the source task S, the related T1, the unrelated T2.
 TASK_KINDS = ("source", "related", "unrelated")
 #: The representations Figure 10 compares: inputs, last hidden layer at init and after training on S.
 REPRESENTATIONS = ("original", "init", "transfer")
-
-
-def _normalized_curves(Phi, Y, thresholds) -> np.ndarray:
-    """Alignment curves of every column of ``Y`` as fractions of ``||y||^2``: ``[k, len(thresholds)]``."""
-    dec = al.svd(al.prepare(Phi))
-    curves = al.alignment_curve(dec, Y, thresholds)
-    return curves / (Y ** 2).sum(axis=0)[:, None]
 
 
 def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int = 10000, n_test: int = 1000,
@@ -48,13 +40,13 @@ def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int =
     points (seed ``seed``) and ``n_test`` new points (seed ``seed + 100000``, labels centred with the
     training means); trains ``make_mlp(60, hidden, seed=seed)`` on the source labels.
 
-    Alignment is measured on the training points, every representation put in the paper's form
-    (:func:`layersim.alignment.prepare`: bias column, unit rows) and every curve divided by
-    ``||y||^2`` (so it starts at 1). ``thresholds`` default: the demo grid (0..30 for 1000 points)
-    scaled by ``sqrt(n_source / 1000)``.
+    Alignment is measured on the training points by :func:`layersim.alignment.curve_and_area` (the
+    paper's form of every representation, eq. 2), every curve divided by ``||y||^2`` (so it starts at 1).
+    ``thresholds`` default: :func:`layersim.alignment.thresholds_for` ``(n_source)``, the demo grid (0..30
+    for 1000 points) scaled by ``sqrt(n_source / 1000)``.
 
     Returns a dict: ``setup``, ``thresholds``, ``curves`` ``{kind: {representation: [T]}}`` (last
-    hidden layer), ``areas`` (the same with :func:`layersim.alignment.alignment_area`),
+    hidden layer), ``areas`` (the same, their normalised areas),
     ``layer_curves`` ``{kind: {"init"|"transfer": [layers, T]}}``, the labels ``y`` / ``y_test``
     ``{kind: [n]}``, the representations ``reps`` / ``reps_test`` ``{representation: [n, d]}`` (last
     layer) and the source-training loss ``history``.
@@ -66,7 +58,7 @@ def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int =
     test = al.peaks_dataset(n_test, seed=seed + 100000, label_mean=train.label_mean)
     cols = [setup[k] for k in TASK_KINDS]
     Y, Y_test = train.Y[:, cols], test.Y[:, cols]
-    tau = al.default_thresholds() * np.sqrt(n_source / 1000) if thresholds is None else np.asarray(thresholds)
+    tau = al.thresholds_for(n_source) if thresholds is None else np.asarray(thresholds)
 
     net = al.make_mlp(train.X.shape[1], list(hidden), seed=seed)
     layers = {"init": (al.hidden_representations(net, train.X), al.hidden_representations(net, test.X))}
@@ -76,12 +68,12 @@ def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int =
 
     reps = {"original": train.X, "init": layers["init"][0][-1], "transfer": layers["transfer"][0][-1]}
     reps_test = {"original": test.X, "init": layers["init"][1][-1], "transfer": layers["transfer"][1][-1]}
-    by_rep = {name: _normalized_curves(Phi, Y, tau) for name, Phi in reps.items()}
-    curves = {k: {name: by_rep[name][i] for name in REPRESENTATIONS} for i, k in enumerate(TASK_KINDS)}
-    per_layer = {state: np.stack([_normalized_curves(H, Y, tau) for H in layers[state][0]], axis=1)
+    by_rep = {name: al.curve_and_area(Phi, Y, tau, relative=True) for name, Phi in reps.items()}
+    curves = {k: {name: by_rep[name][0][i] for name in REPRESENTATIONS} for i, k in enumerate(TASK_KINDS)}
+    areas = {k: {name: float(by_rep[name][1][i]) for name in REPRESENTATIONS} for i, k in enumerate(TASK_KINDS)}
+    per_layer = {state: np.stack([al.curve_and_area(H, Y, tau, relative=True)[0] for H in layers[state][0]], axis=1)
                  for state in ("init", "transfer")}  # [kinds, layers, T]
     layer_curves = {k: {state: per_layer[state][i] for state in per_layer} for i, k in enumerate(TASK_KINDS)}
-    areas = {k: {name: float(al.alignment_area(c, tau)) for name, c in v.items()} for k, v in curves.items()}
     return {"setup": setup, "thresholds": tau, "curves": curves, "areas": areas, "layer_curves": layer_curves,
             "y": dict(zip(TASK_KINDS, Y.T)), "y_test": dict(zip(TASK_KINDS, Y_test.T)),
             "reps": reps, "reps_test": reps_test, "history": history}

@@ -1,0 +1,59 @@
+"""layersim.plotting: the alignment paper's figure helpers draw what they are given."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from layersim import plotting  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_alignment_curves_one_line_per_curve_optionally_relative():
+    tau = np.linspace(0, 2, 5)
+    curves = {"a": [4.0, 3, 2, 1, 0], "b": [2.0, 2, 1, 1, 0]}
+    ax = plotting.alignment_curves(curves, tau, title="t", styles={"b": dict(color="red", ls="--")})
+    assert [line.get_label() for line in ax.lines] == ["a", "b"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), curves["a"])
+    assert ax.lines[1].get_linestyle() == "--" and ax.get_title() == "t"
+    _, ax2 = plt.subplots()
+    plotting.alignment_curves(curves, tau, ax=ax2, normalize=True, ylabel="share")
+    np.testing.assert_allclose(ax2.lines[0].get_ydata(), np.array(curves["a"]) / 4)
+    assert ax2.get_ylabel() == "share"
+
+
+def test_label_projection_bars_and_singular_values():
+    _, ax = plt.subplots()
+    sigma, proj2 = np.array([5.0, 3, 2, 1, 0.5, 0.1]), np.array([0.5, 0.2, 0.1, 0.1, 0.05, 0.05])
+    ax, tw = plotting.label_projection_bars(sigma, proj2, ax, show=4, title="t")
+    assert len(ax.patches) == 4 and len(tw.lines) == 1
+    np.testing.assert_allclose(tw.lines[0].get_ydata(), sigma[:4])
+
+
+def test_layer_alignment_curves_relative_with_bands():
+    _, ax = plt.subplots()
+    plotting.layer_alignment_curves(ax, [0, 1, 2], [[4, 2, 1], [4, 3, 2]], [[0, 0.1, 0.1], [0, 0, 0]],
+                                    labels=["a", "b"])
+    assert len(ax.lines) == 2 and ax.lines[0].get_ydata()[0] == 1.0
+    assert len(ax.collections) == 1  # a band only where the standard error is not zero
+    _, ax2 = plt.subplots()
+    plotting.layer_alignment_curves(ax2, [0, 1, 2], [4, 2, 1], normalize=False)
+    np.testing.assert_allclose(ax2.lines[0].get_ydata(), [4, 2, 1])
+
+
+def test_alignment_family_draws_input_and_every_setting():
+    tau = np.linspace(0, 1, 5)
+    runs = np.tile(np.linspace(1, 0, 5), (3, 1))
+    _, ax = plt.subplots()
+    plotting.alignment_family(ax, tau, runs, {"a": (runs, runs), "b": (runs * 0.5, runs)}, title="t")
+    assert len(ax.lines) == 1 + 2 * 2
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), runs[0])
+    np.testing.assert_allclose(ax.lines[3].get_ydata(), runs[0] * 0.5)  # setting b at initialisation
