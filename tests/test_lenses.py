@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from layersim import alignment, collapse, lenses, similarity
+from layersim import alignment, collapse, lenses, redundancy, similarity
 from layersim.lenses import LayerData, Lens
 
 E, N, D, K = 4, 60, 8, 3
@@ -162,7 +162,7 @@ def test_apply_equals_the_source_functions(data):
     h, y, z = data.hidden, data.labels, data.logits
     np.testing.assert_array_equal(lenses.apply("cka/matrix", data), similarity.layer_matrix(h, "cka"))
     np.testing.assert_array_equal(lenses.apply("cos/to_last", data), similarity.to_last(h, "cos"))
-    np.testing.assert_array_equal(lenses.apply("redundancy/block", data), similarity.block_redundancy(h))
+    np.testing.assert_array_equal(lenses.apply("redundancy/block", data), redundancy.block_redundancy(h))
     assert lenses.apply("cka/rbf_matrix", data)[0, 2] == pytest.approx(similarity.rbf_cka(h[0], h[2]), rel=1e-12)
     np.testing.assert_array_equal(lenses.apply("residual/norm_ratio", data)[1],
                                   similarity.residual_norm_ratio(h[1], h[2]))

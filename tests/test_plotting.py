@@ -57,3 +57,19 @@ def test_alignment_family_draws_input_and_every_setting():
     assert len(ax.lines) == 1 + 2 * 2
     np.testing.assert_allclose(ax.lines[0].get_ydata(), runs[0])
     np.testing.assert_allclose(ax.lines[3].get_ydata(), runs[0] * 0.5)  # setting b at initialisation
+
+
+def test_pca_comparison_projects_every_panel_on_the_references_axes():
+    r = np.random.default_rng(0)
+    X = r.normal(size=(200, 5)) * np.array([5.0, 2.0, 0.5, 0.1, 0.1])
+    pc1 = np.linalg.svd(X - X.mean(0), full_matrices=False)[2][0]  # the reference's first principal axis
+    shifted = X + pc1
+    fig = plotting.pca_comparison(X, {"shifted": shifted}, labels=np.arange(200) % 3, title="t")
+    axes = fig.axes
+    assert [a.get_title() for a in axes] == ["original", "shifted"]
+    p0, p1 = (a.collections[0].get_offsets() for a in axes)
+    # the same axes for both panels: a shift along the first principal axis moves PC 1 by 1, PC 2 not at all
+    np.testing.assert_allclose(np.abs(np.asarray(p1)[:, 0] - np.asarray(p0)[:, 0]), 1.0, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(p1)[:, 1], np.asarray(p0)[:, 1], atol=1e-9)
+    with pytest.raises(ValueError, match="reference"):
+        plotting.pca_comparison(X[:2], {})

@@ -151,6 +151,9 @@ _ASSET_LIST = [
     Asset("digits", "data", "offline", "sklearn",
           "scikit-learn's bundled 1797 8x8 handwritten digits, 10 classes",
           "pip install scikit-learn", aliases=("sklearn-digits",)),
+    Asset("python-docs", "data", "offline", "stdlib",
+          "the topic help texts of Python's own documentation (pydoc_data.topics), split into paragraphs",
+          "nothing to install: it ships with CPython (module pydoc_data.topics)"),
     Asset("janeaustenr", "data", "offline", "debian",
           "the six Jane Austen novels (~73k lines) from Debian r-cran-janeaustenr, read with rdata",
           f"{_MAKE}, or `apt-get download r-cran-janeaustenr && dpkg -x "
@@ -209,6 +212,11 @@ _ASSET_LIST = [
     _hf("dinov2-small", "facebook/dinov2-small", "DINOv2 ViT-S/14 (HF)", "dinov2",
         aliases=("dino-s", "dinov2-s"), has_tokenizer=False, hidden_size=384, num_attention_heads=6, patch_size=14,
         image_size=518),
+    _hf("dinov2-base", "facebook/dinov2-base", "DINOv2 ViT-B/14 (HF)", "dinov2",
+        aliases=("dino-b", "dinov2-b"), has_tokenizer=False, patch_size=14, image_size=518),
+    _hf("deit-small-patch16-224-hf", "facebook/deit-small-patch16-224",
+        "DeiT-S/16 (HF; the redundancy paper's DEiT-S, a ViT checkpoint without distillation token)", "vit",
+        has_tokenizer=False, hidden_size=384, num_attention_heads=6, intermediate_size=1536),
     _hf("bert-base-uncased", "google-bert/bert-base-uncased", "BERT-base uncased", "bert",
         aliases=("bert", "bert-base")),
     _hf("roberta-base", "FacebookAI/roberta-base", "RoBERTa-base", "roberta",
@@ -389,6 +397,17 @@ def _sklearn_locations(asset: Asset) -> list[_Location]:
     return [_Location(where, lambda: folder)]
 
 
+def _stdlib_locations(asset: Asset) -> list[_Location]:
+    """The standard library's ``pydoc_data`` folder."""
+    def find() -> Path | None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pydoc_data.topics")
+        return Path(spec.origin).parent if spec and spec.origin else None
+
+    return [_Location("Python standard library (pydoc_data/topics.py)", find)]
+
+
 def _torchvision_locations(asset: Asset) -> list[_Location]:
     """The torchvision root in the project cache (and ``$LAYERSIM_TORCHVISION_ROOT``)."""
     sub = {"mnist": "MNIST/raw", "cifar10": "cifar-10-batches-py",
@@ -462,6 +481,7 @@ _LOCATIONS: dict[str, Callable[[Asset], list[_Location]]] = {
     "debian": _file_locations,
     "url": _file_locations,
     "sklearn": _sklearn_locations,
+    "stdlib": _stdlib_locations,
     "torchvision": _torchvision_locations,
     "user": _imagenet_locations,
     "pypi": _pypi_locations,

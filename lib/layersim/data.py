@@ -285,6 +285,63 @@ def load_austen(unit: str = "line", drop_empty: bool = True):
     return frame
 
 
+def load_python_docs(min_words: int = 8) -> list[str]:
+    """Paragraphs of Python's own documentation (the ``pydoc_data.topics`` help texts, ~1800
+    paragraphs of at least ``min_words`` words, ~63k words): technical English, a text domain far
+    from the Austen novels. Whitespace inside a paragraph is folded; topics in sorted order."""
+    assets.resolve("python-docs")
+    from pydoc_data.topics import topics
+
+    out = []
+    for name in sorted(topics):
+        for para in re.split(r"\n\s*\n", topics[name]):
+            text = " ".join(para.split())
+            if len(text.split()) >= min_words:
+                out.append(text)
+    return out
+
+
+def text_sample(name: str, n: int | None, seed: int = 0, split: str = "all") -> list[str]:
+    """``n`` texts of an offline text source (all when None), drawn by a ``seed``-ed permutation and
+    kept in source order: ``"austen"`` (sentences of the six novels, :func:`load_austen`) or
+    ``"python-docs"`` (:func:`load_python_docs`), each distinct text once. ``split``: ``"all"``, or
+    ``"test"`` / ``"train"``, the first / second half of that permutation (disjoint); ValueError if
+    ``n`` exceeds the half."""
+    try:
+        key = assets.canonical_name(name)
+    except ValueError:
+        key = name
+    if key == "janeaustenr":
+        texts = list(load_austen(unit="sentence")["text"])
+    elif key == "python-docs":
+        texts = load_python_docs()
+    else:
+        raise ValueError(f"unknown text source {name!r}; use 'austen' or 'python-docs'")
+    texts = list(dict.fromkeys(texts))  # each distinct text once, so the two halves share none
+    _check_split(name, split, ("all", "train", "test"))
+    if n is not None and n < 1:
+        raise ValueError(f"n must be positive (or None for all), got {n}")
+    perm = np.random.default_rng(seed).permutation(len(texts))
+    half = len(texts) // 2
+    pool = {"all": perm, "test": perm[:half], "train": perm[half:]}[split]
+    if n is not None and n > len(pool):
+        if split == "all":
+            n = None
+        else:
+            raise ValueError(f"{name} has {len(pool)} texts in its {split!r} half, {n} were asked for")
+    return [texts[i] for i in np.sort(pool[:n])]
+
+
+def text_batches(texts: Sequence[str], tokenizer: Any, batch_size: int = 64, max_length: int = 128) -> list[dict]:
+    """Tokenised batches (``input_ids``, ``attention_mask``, ...: PyTorch tensors, right padding,
+    truncated to ``max_length`` tokens) of ``texts``, in order, for ``layersim.models.collect``."""
+    if batch_size < 1 or max_length < 2:
+        raise ValueError(f"batch_size must be >= 1 and max_length >= 2, got {batch_size}, {max_length}")
+    return [dict(tokenizer(list(texts[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
+                           return_tensors="pt"))
+            for i in range(0, len(texts), batch_size)]
+
+
 # ----- paper-scale data sets -----------------------------------------------------------------
 
 _TV_SPLITS = ("train", "test")

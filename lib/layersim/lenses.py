@@ -374,7 +374,9 @@ def norm_ratio(data: LayerData) -> np.ndarray:
 
 def block_redundancy(data: LayerData) -> np.ndarray:
     """Block Redundancy ``BR_i = -MSE(h_i, h_{i-1})`` (redundancy eq. 1), ``[E-1]``, uncentred."""
-    return similarity.block_redundancy(data.hidden)
+    from . import redundancy  # torch only when this lens runs
+
+    return redundancy.block_redundancy(data.hidden)
 
 
 def logit_accuracy(data: LayerData) -> np.ndarray:

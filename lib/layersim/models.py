@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from . import adapters
 from .adapters import LABEL_KEYS, TEXT_INPUT_KEYS
 
 __all__ = [
+    "Batch",
     "Features",
     "block_modules",
     "classifier_head",
@@ -59,6 +60,7 @@ __all__ = [
     "final_norm",
     "hidden_states",
     "layer_outputs",
+    "stream",
     "n_layers",
     "resolve_device",
 ]
@@ -145,6 +147,8 @@ def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: 
     """
     if token == "all":
         return h.flatten(1)
+    if token == "tokens":
+        return h
     if h.ndim == 2:
         return h
     if h.ndim == 4:
@@ -166,7 +170,7 @@ def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: 
             return (h if include_prefix else h[:, n_prefix:]).mean(dim=1)
         m = mask.to(h.dtype)[:, :, None]
         return (h * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
-    raise ValueError(f"token must be 'cls', 'last', 'mean', 'all' or an int, got {token!r}")
+    raise ValueError(f"token must be 'cls', 'last', 'mean', 'all', 'tokens' or an int, got {token!r}")
 
 
 def _layer_ids(layers: Sequence[int] | None, L: int) -> list[int]:
@@ -225,18 +229,6 @@ def _picked(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Tok
     if len(picked) != len(blocks) + 1:
         raise RuntimeError(f"expected {len(blocks) + 1} hooked outputs, got {len(picked)}")
     return picked
-
-
-def _block_features(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Token,
-                    ids: list[int]) -> torch.Tensor:
-    """``[len(ids), B, d]`` for one batch (:func:`_picked`), the kept entries of one width."""
-    picked = _picked(model, adapter, inputs, token)
-    widths = {i: picked[i].shape[-1] for i in ids}
-    if len(set(widths.values())) > 1:
-        raise ValueError(f"the layers have different widths {widths} (index: width); pass layers= to keep "
-                         f"those of one width, e.g. layers=range(1, {len(picked)}) for the blocks only, or "
-                         f"read them with layersim.models.layer_outputs")
-    return torch.stack([picked[i] for i in ids])
 
 
 def _to_device(x: Any, device: torch.device) -> Any:
@@ -369,31 +361,28 @@ def collect(
     if hasattr(model, "surgery_base"):  # a layersim.surgery model: read it with its plan applied
         with model as inner:
             return collect(inner, batches, token, layers, device, progress, out)
-    adapter = adapters.get(model)
-    token = adapter.token if token is None else token
-    L = adapter.n_layers(model)
-    ids = _layer_ids(layers, L)
-    dev = resolve_device(device)
-    model.to(dev)
+    ids = _layer_ids(layers, n_layers(model))
     store: _Store | None = None
     labels: list[np.ndarray] = []
     with_labels: bool | None = None
-    with evaluating(model):
-        for batch in _progress(batches, progress):
-            inputs, y = _split_batch(batch, text=adapter.inputs == "text")
-            feats = _block_features(model, adapter, _to_device(inputs, dev), token, ids)
-            block = feats.float().cpu().numpy()
-            if store is None:
-                capacity = _expected_n(batches) or 8 * block.shape[1]
-                store = _Store(len(ids), block.shape[2], capacity, out)
-            store.append(block)
-            y = None if y is None else np.asarray(torch.as_tensor(y).cpu())
-            has = y is not None and y.ndim == 1 and len(y) == block.shape[1]
-            if with_labels is not None and has != with_labels:
-                raise ValueError("some batches carry per-sample labels and others do not")
-            with_labels = has
-            if has:
-                labels.append(y)
+    for b in stream(model, batches, ids, token, device=device, progress=progress):
+        widths = {i: h.shape[-1] for i, h in zip(ids, b.entries)}
+        if len(set(widths.values())) > 1:
+            raise ValueError(f"the layers have different widths {widths} (index: width); pass layers= to keep "
+                             f"those of one width, e.g. layers=range(1, {n_layers(model) + 1}) for the blocks "
+                             f"only, or read them with layersim.models.layer_outputs")
+        block = torch.stack(b.entries).float().cpu().numpy()
+        if store is None:
+            capacity = _expected_n(batches) or 8 * block.shape[1]
+            store = _Store(len(ids), block.shape[2], capacity, out)
+        store.append(block)
+        y = None if b.labels is None else np.asarray(b.labels.cpu())
+        has = y is not None and y.ndim == 1 and len(y) == block.shape[1]
+        if with_labels is not None and has != with_labels:
+            raise ValueError("some batches carry per-sample labels and others do not")
+        with_labels = has
+        if has:
+            labels.append(y)
     if store is None:
         raise ValueError("no batches")
     return Features(store.finish(), np.concatenate(labels) if with_labels else None, ids)
@@ -429,6 +418,57 @@ def _input_batches(data: Any, batch_size: int) -> Iterable[Any]:
     return data
 
 
+@dataclass
+class Batch:
+    """What :func:`stream` yields for one batch: ``entries`` (one tensor per kept layer, as the
+    token choice gives it: ``[B, d]``, or ``[B, T, d]`` for ``token="tokens"``), the batch's
+    per-sample ``labels`` (or None) and its ``attention_mask`` (text models, or None)."""
+
+    entries: list[torch.Tensor]
+    labels: torch.Tensor | None
+    mask: torch.Tensor | None
+
+
+def stream(
+    model: nn.Module,
+    data: Any,
+    layers: Sequence[int] | None = None,
+    token: Token | None = None,
+    batch_size: int = 256,
+    device: str | torch.device = "auto",
+    progress: bool = False,
+) -> Iterator[Batch]:
+    """Every layer of ``model``, one :class:`Batch` at a time: the loop under :func:`collect`,
+    :func:`layer_outputs` and anything that consumes layers without keeping them all (e.g. the
+    streamed least squares of ``layersim.redundancy``).
+
+    One forward pass per batch with hooks on the adapter's blocks (index 0 = the input of block
+    1, index ``i`` = the output of block ``i``, no final norm), in eval mode under
+    ``torch.no_grad`` (the training flag is restored when the stream ends or is closed), on
+    ``device`` (``"auto"``: cuda if available). ``data``: a DataLoader or any iterable of batches
+    (vision ``(images, labels)`` tuples or image tensors; HF dicts of tensors), an array or tensor
+    of inputs (cut into ``batch_size`` rows) or a ``Dataset``. ``layers``: indices into ``0..L``
+    (default all; negatives count from the end). ``token``: as in the module docstring, or
+    ``"tokens"`` for the whole sequence. A ``layersim.surgery`` model is read with its span spliced.
+    """
+    if hasattr(model, "surgery_base"):
+        with model as inner:
+            yield from stream(inner, data, layers, token, batch_size, device, progress)
+        return
+    adapter = adapters.get(model)
+    token = adapter.token if token is None else token
+    ids = _layer_ids(layers, adapter.n_layers(model))
+    dev = resolve_device(device)
+    model.to(dev)
+    with evaluating(model):
+        for batch in _progress(_input_batches(data, batch_size), progress):
+            inputs, y = _split_batch(batch, text=adapter.inputs == "text")
+            inputs = _to_device(inputs, dev)
+            picked = _picked(model, adapter, inputs, token)
+            mask = inputs.get("attention_mask") if isinstance(inputs, Mapping) else None
+            yield Batch([picked[i] for i in ids], None if y is None else torch.as_tensor(y), mask)
+
+
 def layer_outputs(
     model: nn.Module,
     data: Any,
@@ -440,30 +480,20 @@ def layer_outputs(
 ) -> list[np.ndarray]:
     """Every layer's representation, float64 ``[N, d_l]`` per kept entry, for layers of any widths.
 
-    The same reading as :func:`collect` (one forward pass per batch, hooks on the adapter's
-    blocks, index 0 = the input of block 1, index ``i`` = the output of block ``i``, the same
-    ``token`` choices, eval mode and no gradients, the training flag restored), kept in memory
-    per layer instead of stacked into one float32 array: for small networks whose layers differ in
-    width (the alignment paper's MLPs of several widths, CNN feature maps read with
-    ``token="all"`` or ``"mean"``). ``data``: an array or tensor of inputs (cut into
-    ``batch_size`` rows), a ``Dataset`` of ``(input, label)``, or an iterable of batches.
-    ``layers``: indices into ``0..L`` (default all ``L + 1``; negatives count from the end).
+    The same reading as :func:`collect` (:func:`stream`: one forward pass per batch, hooks on the
+    adapter's blocks, index 0 = the input of block 1, index ``i`` = the output of block ``i``, the
+    same ``token`` choices), kept in memory per layer instead of stacked into one float32 array:
+    for small networks whose layers differ in width (the alignment paper's MLPs of several
+    widths, CNN feature maps read with ``token="all"`` or ``"mean"``). ``data``: an array or
+    tensor of inputs (cut into ``batch_size`` rows), a ``Dataset`` of ``(input, label)``, or an
+    iterable of batches. ``layers``: indices into ``0..L`` (default all ``L + 1``).
     """
-    if hasattr(model, "surgery_base"):
-        with model as inner:
-            return layer_outputs(inner, data, layers, token, batch_size, device, progress)
-    adapter = adapters.get(model)
-    token = adapter.token if token is None else token
-    ids = _layer_ids(layers, adapter.n_layers(model))
-    dev = resolve_device(device)
-    model.to(dev)
-    parts: list[list[np.ndarray]] = [[] for _ in ids]
-    with evaluating(model):
-        for batch in _progress(_input_batches(data, batch_size), progress):
-            inputs, _ = _split_batch(batch, text=adapter.inputs == "text")
-            picked = _picked(model, adapter, _to_device(inputs, dev), token)
-            for part, i in zip(parts, ids):
-                part.append(picked[i].double().cpu().numpy())
-    if not parts or not parts[0]:
+    parts: list[list[np.ndarray]] | None = None
+    for b in stream(model, data, layers, token, batch_size, device, progress):
+        if parts is None:
+            parts = [[] for _ in b.entries]
+        for part, h in zip(parts, b.entries):
+            part.append(h.double().cpu().numpy())
+    if parts is None:
         raise ValueError("no batches")
     return [np.concatenate(p) for p in parts]

@@ -206,3 +206,35 @@ def alignment_family(ax, thresholds, input_curves, settings: dict, title: str | 
     if title:
         ax.set_title(title, fontsize=10)
     return ax
+
+
+def pca_comparison(reference, others: dict, labels=None, title: str | None = None, max_points: int = 2000):
+    """Scatter plots of representations ``[N, d]`` on the top two principal axes of ``reference``
+    (centred with its mean): the reference first, then each of ``others`` (name -> ``[N, d]`` of the
+    same samples) projected on the *same* axes, so differences are the representations' own (the
+    redundancy paper's Figs. 4, 5, 8-10). ``labels``: colours per sample (None: one colour).
+    Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    R = np.asarray(reference, dtype=np.float64)
+    if R.ndim != 2 or R.shape[0] < 3:
+        raise ValueError(f"reference must be [N >= 3, d], got shape {R.shape}")
+    mean = R.mean(axis=0)
+    _, _, Vt = np.linalg.svd(R - mean, full_matrices=False)
+    axes2 = Vt[:2].T
+    keep = np.arange(len(R))[:: max(1, len(R) // max_points)]
+    panels = {"original": R, **{k: np.asarray(v, dtype=np.float64) for k, v in others.items()}}
+    fig, axs = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
+    proj = {k: (v - mean) @ axes2 for k, v in panels.items()}
+    lo = np.min([p[keep].min(axis=0) for p in proj.values()], axis=0)
+    hi = np.max([p[keep].max(axis=0) for p in proj.values()], axis=0)
+    for ax, (name, p) in zip(axs[0], proj.items()):
+        c = None if labels is None else np.asarray(labels)[keep]
+        ax.scatter(p[keep, 0], p[keep, 1], c=c, s=4, cmap="tab10" if labels is not None else None, alpha=0.7)
+        ax.set(title=name, xlabel="PC 1 of the original", ylabel="PC 2 of the original",
+               xlim=(lo[0], hi[0]), ylim=(lo[1], hi[1]))
+        ax.title.set_fontsize(9)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -17,7 +17,8 @@ to an unscaled computation, and nothing over- or underflows midway.  The "consta
 representation" test is relative to the scale.  Batched estimators (:class:`StreamingCKA`,
 :func:`minibatch_cka_matrix`) keep one power of two per layer across all batches.  The
 measures that are *not* scale invariant (``gram_linear``, ``center_gram``, ``hsic``,
-``block_redundancy``) are computed on the scaled data and scaled back exactly; a result
+``layersim.redundancy.block_redundancy``, which uses the helpers here) are computed on the
+scaled data and scaled back exactly; a result
 beyond float64's range raises ``ValueError``; ``residual_norm_ratio`` is invariant to a
 common scaling of both arguments and is computed under one.
 
@@ -72,7 +73,6 @@ __all__ = [
     "to_last",
     "adjacent_cosine",
     "residual_norm_ratio",
-    "block_redundancy",
     "StreamingCKA",
     "minibatch_cka",
     "minibatch_cka_matrix",
@@ -864,39 +864,6 @@ def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
             f"{bad.size} sample(s) have a zero-norm residual branch h_next - h_prev "
             f"(first: sample {int(bad[0])}); the norm ratio is infinite")
     return np.linalg.norm(A, axis=1) / res
-
-
-def block_redundancy(layers: Any) -> np.ndarray:
-    """Block Redundancy (redundancy paper, eq. 1): ``BR_i = -MSE(h_i, h_{i-1})``.
-
-    The MSE is the mean over samples *and* features of ``(h_i - h_{i-1})^2`` on uncentred
-    features (the paper's text extraction lost the formula; this is the
-    ``torch.nn.functional.mse_loss`` convention).  Higher (closer to 0) means block i
-    changes the representation less.  Invariant only to common orthogonal transforms
-    (it depends on scale and offset: scaling every layer by c scales BR by c^2).  Each
-    pair is computed divided by one power of two near its largest entry and scaled back
-    exactly; a BR beyond float64's range raises ValueError, one below it underflows to 0.
-
-    Parameters
-    ----------
-    layers : list of [N, d] or stacked [L, N, d]
-        Outputs of blocks 0..L-1 (flatten tokens into N beforehand if needed).
-
-    Returns
-    -------
-    np.ndarray, [L-1]
-        Entry i-1 is BR of block i.
-    """
-    Xs, absmax = _checked_layers(layers, min_n=1)
-    _same_dims(Xs)
-    if len(Xs) < 2:
-        raise ValueError("block_redundancy needs at least 2 layers")
-    out = []
-    for i in range(1, len(Xs)):
-        e = _exponent(max(absmax[i - 1], absmax[i]))
-        mse = np.mean((_scaled(Xs[i], e) - _scaled(Xs[i - 1], e)) ** 2)
-        out.append(-_unscaled(mse, 2 * e, f"the MSE between layers {i - 1} and {i}"))
-    return np.array(out)
 
 
 # --------------------------------------------------------------------------------------

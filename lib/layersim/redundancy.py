@@ -1,0 +1,276 @@
+"""Block Redundancy and Redundant Blocks Approximation (the redundancy paper, eq. 1 and §3).
+
+* **Block Redundancy** (eq. 1): ``BR_i = -MSE(h_i, h_{i-1})`` between the outputs of consecutive
+  blocks over a data subset (:func:`block_redundancy`). The paper's extraction lost the formula's
+  details; our choices: the mean over samples *and* features of the squared difference
+  (``torch.nn.functional.mse_loss``), uncentred, un-normalised, on the token the model classifies
+  with (the paper's §4.1: the [CLS] token). Higher (closer to 0) = block ``i`` changes less.
+* **RBA** (§3): the output of block ``j`` approximated from the output of block ``i < j`` by a
+  linear map ``T`` minimising ``||X T - Y||_F^2`` over N training samples (the paper: 3,000), one
+  map shared by every token (rows = every token of every sample; the paper's and its code's
+  default) or one per token position. :class:`LeastSquares` solves it in float64, streamed over
+  batches with a running QR factorisation (TSQR: memory ``O(d^2)`` whatever N, and the accuracy
+  of ``numpy.linalg.lstsq`` on the stacked data: no normal equations, no explicit inverse);
+  rank-deficient inputs get the minimum-norm solution, as ``lstsq`` gives. Like the authors' code
+  (``torch.linalg.lstsq(x, y)``) the map has no intercept by default (``bias=True`` adds one).
+  :class:`LinearMap` applies it to every token; ``layersim.surgery.replace`` puts it in the
+  model in place of the blocks it stands for.
+
+Block numbering: ``layersim.surgery`` counts blocks 1..L and replaces blocks ``first..last``
+(inclusive), mapping the output of block ``first - 1`` (index ``first - 1`` of the hidden-state
+arrays, 0 = the embedding output) to that of block ``last``. The paper's tables name spans
+``i j`` in its code's convention (0-based block outputs: ``i`` = the output of the (i+1)-th block,
+the blocks after it up to ``j`` removed, so "2 3" removes one block and "1 5" four):
+:func:`paper_span` converts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .similarity import _checked_layers, _exponent, _same_dims, _scaled, _unscaled
+
+__all__ = [
+    "LeastSquares",
+    "LinearMap",
+    "block_approximation_errors",
+    "block_redundancy",
+    "final_representation",
+    "fit_linear_map",
+    "fit_rba",
+    "paper_span",
+    "representation_mse",
+]
+
+
+# ----------------------------------------------------------------------------- Block Redundancy
+
+
+def block_redundancy(layers: Any) -> np.ndarray:
+    """Block Redundancy (redundancy paper, eq. 1): ``BR_i = -MSE(h_i, h_{i-1})``.
+
+    The MSE is the mean over samples *and* features of ``(h_i - h_{i-1})^2`` on uncentred
+    features (the paper's text extraction lost the formula; this is the
+    ``torch.nn.functional.mse_loss`` convention). Higher (closer to 0) means block i
+    changes the representation less. Invariant only to common orthogonal transforms and
+    translations (it depends on scale: scaling every layer by c scales BR by c^2). Each
+    pair is computed divided by one power of two near its largest entry and scaled back
+    exactly; a BR beyond float64's range raises ValueError, one below it underflows to 0.
+
+    Parameters
+    ----------
+    layers : list of [N, d] or stacked [L, N, d]
+        Outputs of blocks 0..L-1 (flatten tokens into N beforehand if needed).
+
+    Returns
+    -------
+    np.ndarray, [L-1]
+        Entry i-1 is BR of block i.
+    """
+    Xs, absmax = _checked_layers(layers, min_n=1)
+    _same_dims(Xs)
+    if len(Xs) < 2:
+        raise ValueError("block_redundancy needs at least 2 layers")
+    out = []
+    for i in range(1, len(Xs)):
+        e = _exponent(max(absmax[i - 1], absmax[i]))
+        mse = np.mean((_scaled(Xs[i], e) - _scaled(Xs[i - 1], e)) ** 2)
+        out.append(-_unscaled(mse, 2 * e, f"the MSE between layers {i - 1} and {i}"))
+    return np.array(out)
+
+
+# ----------------------------------------------------------------------------- the least-squares map
+
+
+def paper_span(i: int, j: int) -> tuple[int, int]:
+    """The paper's span ``i j`` (Tables 1, 2, 5-7: block outputs numbered from 0, the map takes
+    output ``i`` to output ``j``) as ``(first, last)`` blocks of ``layersim.surgery`` (1-based,
+    inclusive): ``(i + 2, j + 1)``. ``paper_span(2, 3) == (4, 4)``, one block; ``(1, 5)`` -> ``(3, 6)``."""
+    if not (isinstance(i, (int, np.integer)) and isinstance(j, (int, np.integer))) or i < 0 or j <= i:
+        raise ValueError(f"a paper span is two block outputs 0 <= i < j, got {i!r}, {j!r}")
+    return int(i) + 2, int(j) + 1
+
+
+class LeastSquares:
+    """``min_T ||X T - Y||_F^2`` accumulated over row batches of ``X [n, d_in]`` and ``Y [n, d_out]``.
+
+    Keeps the ``R`` factor of the QR factorisation of every row seen so far (``[d_in, d_in]``, or
+    fewer rows while fewer samples were seen) and ``Q^T Y`` (TSQR, float64): :meth:`update` folds a
+    batch in, :meth:`solve` returns the minimum-norm least-squares solution (``numpy.linalg.lstsq``
+    on ``R``, equal to ``lstsq`` on all the rows). ``bias=True`` fits an intercept (a constant-1
+    column appended to ``X``; the solution's last row). ``ridge=λ > 0`` minimises
+    ``||X T - Y||^2 + λ ||T||^2`` instead (exactly: ``sqrt(λ) I`` rows appended; the intercept is
+    not penalised).
+    """
+
+    def __init__(self, bias: bool = False):
+        self.bias = bool(bias)
+        self.R: np.ndarray | None = None
+        self.QtY: np.ndarray | None = None
+        self.n = 0  # rows seen
+
+    def _prepare(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+        X = np.asarray(X.detach().cpu() if isinstance(X, torch.Tensor) else X, dtype=np.float64)
+        Y = np.asarray(Y.detach().cpu() if isinstance(Y, torch.Tensor) else Y, dtype=np.float64)
+        if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
+            raise ValueError(f"X [n, d_in] and Y [n, d_out] must be 2-d with the same rows, got {X.shape}, {Y.shape}")
+        if not (np.isfinite(X).all() and np.isfinite(Y).all()):
+            raise ValueError("X and Y must be finite (NaN or inf found)")
+        if self.bias:
+            X = np.hstack([X, np.ones((len(X), 1))])
+        if self.R is not None and (X.shape[1] != self.R.shape[1] or Y.shape[1] != self.QtY.shape[1]):
+            raise ValueError(f"batch of widths {X.shape[1] - self.bias} -> {Y.shape[1]} after "
+                             f"{self.R.shape[1] - self.bias} -> {self.QtY.shape[1]}")
+        return X, Y
+
+    def update(self, X: Any, Y: Any) -> LeastSquares:
+        """Fold the rows of ``X [b, d_in]`` and ``Y [b, d_out]`` in; returns self."""
+        X, Y = self._prepare(X, Y)
+        if len(X) == 0:
+            return self
+        self.n += len(X)
+        if self.R is not None:
+            X, Y = np.vstack([self.R, X]), np.vstack([self.QtY, Y])
+        Q, R = np.linalg.qr(X, mode="reduced")
+        self.R, self.QtY = R, Q.T @ Y
+        return self
+
+    def solve(self, ridge: float = 0.0, rcond: float | None = None) -> np.ndarray:
+        """The map ``T [d_in (+1), d_out]`` (float64); ValueError before any row was seen."""
+        if self.R is None:
+            raise ValueError("no rows: call update() first")
+        if not (np.isfinite(ridge) and ridge >= 0):
+            raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
+        R, QtY = self.R, self.QtY
+        if ridge > 0:
+            d = R.shape[1]
+            pen = np.sqrt(ridge) * np.eye(d)
+            if self.bias:
+                pen = pen[:-1]
+            R = np.vstack([R, pen])
+            QtY = np.vstack([QtY, np.zeros((len(pen), QtY.shape[1]))])
+        return np.linalg.lstsq(R, QtY, rcond=rcond)[0]
+
+
+def fit_linear_map(X: Any, Y: Any, bias: bool = False, ridge: float = 0.0) -> np.ndarray:
+    """``argmin_T ||X T - Y||_F^2`` in one call (:class:`LeastSquares` on one batch)."""
+    return LeastSquares(bias=bias).update(X, Y).solve(ridge=ridge)
+
+
+class LinearMap(nn.Module):
+    """``h -> h W (+ b)`` on the last axis of ``h`` (every token of ``[B, T, d]``, or ``[B, d]``),
+    from a solution of :class:`LeastSquares` (``bias=True`` solutions: ``W`` then ``b`` rows).
+    ``per_token``: ``weight [T, d_in, d_out]``, token ``t`` mapped by its own ``W_t``. Float32
+    parameters (trainable, like any module put in by ``layersim.surgery.replace``)."""
+
+    def __init__(self, solution: Any, bias: bool = False, per_token: bool = False):
+        super().__init__()
+        T = torch.as_tensor(np.asarray(solution), dtype=torch.float32)
+        if T.ndim != (3 if per_token else 2):
+            raise ValueError(f"a {'per-token' if per_token else 'shared'} map needs a "
+                             f"{'[T, d_in, d_out]' if per_token else '[d_in, d_out]'} solution, got {tuple(T.shape)}")
+        self.per_token = per_token
+        self.weight = nn.Parameter(T[..., :-1, :] if bias else T)
+        self.bias = nn.Parameter(T[..., -1, :]) if bias else None
+
+    def forward(self, h: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if self.per_token:
+            if h.ndim != 3 or h.shape[1] != self.weight.shape[0]:
+                raise ValueError(f"a per-token map of {self.weight.shape[0]} tokens got input {tuple(h.shape)}")
+            out = torch.einsum("btd,tde->bte", h, self.weight.to(h.dtype))
+        else:
+            out = h @ self.weight.to(h.dtype)
+        return out if self.bias is None else out + self.bias.to(h.dtype)
+
+
+# ----------------------------------------------------------------------------- RBA on a model
+
+
+def fit_rba(model: nn.Module, data: Any, first: int, last: int, per_token: bool = False, bias: bool = False,
+            ridge: float = 0.0, batch_size: int = 64, device: Any = "auto", progress: bool = False) -> LinearMap:
+    """RBA (§3): the linear map from the output of block ``first - 1`` to the output of block ``last``
+    (``layersim.surgery``'s 1-based blocks; :func:`paper_span` converts the paper's), fitted on
+    every token of every sample of ``data`` in one streamed pass (``layersim.models.stream``,
+    token ``"tokens"``; padding tokens of text batches are left out), in float64
+    (:class:`LeastSquares`). ``per_token``: one map per token position (inputs of one length,
+    no padding). Returns the :class:`LinearMap` to put in with
+    ``surgery.replace(model, first, last, rba)``.
+    """
+    from . import models
+
+    L = models.n_layers(model)
+    if not (isinstance(first, (int, np.integer)) and isinstance(last, (int, np.integer))) \
+            or not 1 <= first <= last <= L:
+        raise ValueError(f"blocks first={first!r}..last={last!r} must satisfy 1 <= first <= last <= {L}")
+    fits: list[LeastSquares] = []
+    for b in models.stream(model, data, layers=[first - 1, last], token="tokens", batch_size=batch_size,
+                           device=device, progress=progress):
+        x, y = (h if h.ndim == 3 else h[:, None] for h in b.entries)  # [B, T, d]
+        if per_token:
+            if b.mask is not None and not bool(b.mask.all()):
+                raise ValueError("per-token maps need inputs of one length (the batch has padding)")
+            if not fits:
+                fits = [LeastSquares(bias) for _ in range(x.shape[1])]
+            if len(fits) != x.shape[1]:
+                raise ValueError(f"per-token maps of {len(fits)} tokens got a batch of {x.shape[1]}")
+            for t, ls in enumerate(fits):
+                ls.update(x[:, t], y[:, t])
+        else:
+            keep = slice(None) if b.mask is None else b.mask.reshape(-1).bool()
+            if not fits:
+                fits = [LeastSquares(bias)]
+            fits[0].update(x.reshape(-1, x.shape[-1])[keep], y.reshape(-1, y.shape[-1])[keep])
+    if not fits:
+        raise ValueError("no batches")
+    solutions = [ls.solve(ridge=ridge) for ls in fits]
+    return LinearMap(np.stack(solutions) if per_token else solutions[0], bias=bias, per_token=per_token)
+
+
+def representation_mse(a: Any, b: Any) -> float:
+    """Mean over samples and features of ``(a - b)^2`` between two ``[N, d]`` representations (the
+    paper's dissimilarity of the final representations of the original and approximated model,
+    Figs. 3, 7), in float64; ValueError for mismatched shapes or non-finite values."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"two [N, d] representations of one shape are needed, got {a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("representations must be finite (NaN or inf found)")
+    return float(np.mean((a - b) ** 2))
+
+
+def final_representation(model: nn.Module, batches: Any, token: Any = None, device: Any = "auto") -> np.ndarray:
+    """What a linear probe on the frozen model reads (the redundancy paper's §4.3, as its code:
+    the token of the last block's output after the final norm), ``[N, d]`` float64, for a model
+    or a ``layersim.surgery`` model of it (its span spliced)."""
+    from . import models
+
+    base = getattr(model, "surgery_base", model)
+    h = models.collect(model, batches, token=token, layers=[-1], device=device, progress=False).hidden[0]
+    norm = models.final_norm(base)
+    ref = next(iter(norm.parameters()), None)
+    x = torch.from_numpy(np.asarray(h)).to(ref.device if ref is not None else "cpu")
+    with torch.no_grad():
+        return norm(x).double().cpu().numpy()
+
+
+def block_approximation_errors(model: nn.Module, fit_batches: Any, eval_batches: Any, blocks: Any = None,
+                               token: Any = None, bias: bool = False, device: Any = "auto") -> dict[int, float]:
+    """For every block ``k`` of ``blocks`` (default all, 1..L): RBA of that block alone
+    (:func:`fit_rba` on ``fit_batches``, then ``surgery.replace(model, k, k, map)``) and the MSE of the
+    approximated model's :func:`final_representation` on ``eval_batches`` against the original's
+    (the paper's Figs. 3 and 7, which set it beside Block Redundancy). ``{k: mse}``."""
+    from . import models, surgery
+
+    L = models.n_layers(model)
+    blocks = range(1, L + 1) if blocks is None else blocks
+    reference = final_representation(model, eval_batches, token, device)
+    out = {}
+    for k in blocks:
+        rba = fit_rba(model, fit_batches, int(k), int(k), bias=bias, device=device)
+        approx = final_representation(surgery.replace(model, int(k), int(k), rba), eval_batches, token, device)
+        out[int(k)] = representation_mse(reference, approx)
+    return out

@@ -1,0 +1,245 @@
+"""layersim.redundancy: the streamed least-squares map of RBA against numpy.linalg.lstsq, exact
+recovery of linear blocks, the paper's span convention, and the token-wise map."""
+
+import numpy as np
+import pytest
+import torch
+
+from layersim import redundancy as R
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def batches(X, Y, sizes):
+    out, s = [], 0
+    for b in sizes:
+        out.append((X[s:s + b], Y[s:s + b]))
+        s += b
+    assert s == len(X)
+    return out
+
+
+@pytest.mark.parametrize("sizes", [[300], [1, 2, 97, 200], [7] * 40 + [20]])
+def test_streamed_solution_equals_lstsq_on_all_rows(sizes):
+    r = rng(0)
+    X, Y = r.normal(size=(300, 12)), r.normal(size=(300, 5))
+    ls = R.LeastSquares()
+    for x, y in batches(X, Y, sizes):
+        ls.update(x, y)
+    assert ls.n == 300
+    np.testing.assert_allclose(ls.solve(), np.linalg.lstsq(X, Y, rcond=None)[0], atol=1e-10)
+
+
+def test_rank_deficient_and_fewer_rows_than_features_give_the_minimum_norm_solution():
+    r = rng(1)
+    X = r.normal(size=(40, 6))
+    X = np.hstack([X, X[:, :2] * 3.0, np.zeros((40, 1))])  # two repeated directions and a dead feature
+    Y = r.normal(size=(40, 3))
+    ls = R.LeastSquares()
+    for x, y in batches(X, Y, [5, 5, 30]):
+        ls.update(x, y)
+    np.testing.assert_allclose(ls.solve(), np.linalg.lstsq(X, Y, rcond=None)[0], atol=1e-9)
+    few = r.normal(size=(4, 10)), r.normal(size=(4, 2))  # n < d: interpolates, minimum norm
+    T = R.LeastSquares().update(*few).solve()
+    np.testing.assert_allclose(few[0] @ T, few[1], atol=1e-10)
+    np.testing.assert_allclose(T, np.linalg.pinv(few[0]) @ few[1], atol=1e-10)
+
+
+def test_exact_when_the_block_is_linear_with_or_without_intercept():
+    r = rng(2)
+    X = r.normal(size=(500, 16)) * 50 + 1e3  # offset and scale as in a residual stream
+    A, b = r.normal(size=(16, 16)), r.normal(size=16)
+    T = R.LeastSquares().update(X[:250], X[:250] @ A).update(X[250:], X[250:] @ A).solve()
+    np.testing.assert_allclose(T, A, rtol=1e-8, atol=1e-8)
+    Tb = R.LeastSquares(bias=True).update(X, X @ A + b).solve()
+    np.testing.assert_allclose(Tb[:-1], A, rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(Tb[-1], b, rtol=1e-6, atol=1e-6)
+
+
+def test_bias_equals_lstsq_with_a_ones_column():
+    r = rng(3)
+    X, Y = r.normal(size=(80, 5)), r.normal(size=(80, 4)) + 2.0
+    want = np.linalg.lstsq(np.hstack([X, np.ones((80, 1))]), Y, rcond=None)[0]
+    np.testing.assert_allclose(R.fit_linear_map(X, Y, bias=True), want, atol=1e-10)
+
+
+def test_ridge_is_the_penalised_solution_and_leaves_the_intercept_free():
+    r = rng(4)
+    X, Y = r.normal(size=(60, 8)), r.normal(size=(60, 3))
+    lam = 2.5
+    want = np.linalg.solve(X.T @ X + lam * np.eye(8), X.T @ Y)
+    np.testing.assert_allclose(R.fit_linear_map(X, Y, ridge=lam), want, atol=1e-10)
+    Xb = np.hstack([X, np.ones((60, 1))])
+    P = np.diag([lam] * 8 + [0.0])
+    np.testing.assert_allclose(R.fit_linear_map(X, Y, bias=True, ridge=lam),
+                               np.linalg.solve(Xb.T @ Xb + P, Xb.T @ Y), atol=1e-10)
+
+
+def test_bad_input_is_one_clear_error():
+    ls = R.LeastSquares()
+    with pytest.raises(ValueError, match="no rows"):
+        ls.solve()
+    with pytest.raises(ValueError, match="finite"):
+        ls.update(np.array([[np.nan, 1.0]]), np.ones((1, 1)))
+    with pytest.raises(ValueError, match="same rows"):
+        ls.update(np.ones((3, 2)), np.ones((2, 1)))
+    ls.update(np.ones((3, 2)), np.ones((3, 1)))
+    with pytest.raises(ValueError, match="widths"):
+        ls.update(np.ones((3, 4)), np.ones((3, 1)))
+    with pytest.raises(ValueError, match="ridge"):
+        ls.solve(ridge=-1.0)
+
+
+def test_torch_inputs_are_taken_in_float64():
+    r = rng(5)
+    X, Y = r.normal(size=(50, 4)), r.normal(size=(50, 2))
+    got = R.fit_linear_map(torch.from_numpy(X.astype(np.float32)), torch.from_numpy(Y.astype(np.float32)))
+    np.testing.assert_allclose(got, np.linalg.lstsq(X.astype(np.float32).astype(np.float64),
+                                                    Y.astype(np.float32).astype(np.float64), rcond=None)[0],
+                               atol=1e-10)
+
+
+def test_linear_map_on_every_token_and_per_token():
+    r = rng(6)
+    h = torch.from_numpy(r.normal(size=(3, 5, 4)).astype(np.float32))
+    T = r.normal(size=(5, 6))  # with an intercept row
+    m = R.LinearMap(T, bias=True)
+    want = h.double().numpy() @ T[:-1] + T[-1]
+    np.testing.assert_allclose(m(h).detach().numpy(), want, atol=1e-5)
+    np.testing.assert_allclose(m(h[:, 0]).detach().numpy(), want[:, 0], atol=1e-5)  # [B, d] too
+    Tt = r.normal(size=(5, 4, 4))
+    mt = R.LinearMap(Tt, per_token=True)
+    want_t = np.stack([h[:, t].double().numpy() @ Tt[t] for t in range(5)], axis=1)
+    np.testing.assert_allclose(mt(h).detach().numpy(), want_t, atol=1e-5)
+    with pytest.raises(ValueError, match="per-token map of 5 tokens"):
+        mt(h[:, :3])
+    with pytest.raises(ValueError, match="solution"):
+        R.LinearMap(Tt)
+    assert sum(p.numel() for p in m.parameters()) == 5 * 6
+
+
+# the paper's Table 1 spans and block counts (12-block encoders)
+TABLE1 = {(1, 5): 8, (2, 5): 9, (7, 10): 9, (1, 3): 10, (3, 5): 10, (2, 4): 10, (8, 10): 10, (9, 11): 10,
+          (2, 3): 11, (3, 4): 11, (4, 5): 11, (9, 10): 11}
+
+
+def test_paper_spans_remove_the_blocks_the_tables_count():
+    for (i, j), kept in TABLE1.items():
+        first, last = R.paper_span(i, j)
+        assert 12 - (last - first + 1) == kept
+    assert R.paper_span(0, 1) == (2, 2) and R.paper_span(10, 11) == (12, 12)  # Table 2's single blocks
+    for bad in [(3, 3), (4, 2), (-1, 2), (1.0, 2)]:
+        with pytest.raises(ValueError, match="0 <= i < j"):
+            R.paper_span(*bad)
+
+
+# ----------------------------------------------------------------------------- RBA on models
+
+
+def _linear_block_vit():
+    """The tiny test ViT with block 2 replaced by a token-wise affine map (so RBA over block 2 is exact)."""
+    from builders import tiny_vit
+
+    model = tiny_vit(perturb=True)
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(32, 32)
+    model.blocks[1] = lin
+    return model, lin
+
+
+def test_rba_recovers_a_linear_block_and_the_approximated_model_is_the_original():
+    from builders import image_batch
+    from layersim import models, surgery
+
+    model, lin = _linear_block_vit()
+    x = image_batch(28, 1, n=8)
+    rba = R.fit_rba(model, [x[:3], x[3:]], 2, 2, bias=True)
+    np.testing.assert_allclose(rba.weight.detach().numpy(), lin.weight.detach().numpy().T, atol=1e-4)
+    np.testing.assert_allclose(rba.bias.detach().numpy(), lin.bias.detach().numpy(), atol=1e-4)
+    with torch.no_grad():
+        ref = model(x)
+        np.testing.assert_allclose(surgery.replace(model, 2, 2, rba)(x).numpy(), ref.numpy(), atol=1e-4)
+    no_bias = R.fit_rba(model, [x], 2, 2)  # the paper's map has no intercept: not exact here
+    assert no_bias.bias is None
+    assert len(models.block_modules(model)) == 3  # the model is untouched
+
+
+def test_rba_map_is_lstsq_on_every_token_of_the_two_blocks():
+    from builders import tiny_vit, image_batch
+    from layersim import models
+
+    model, x = tiny_vit(perturb=True), image_batch(28, 1, n=6)
+    h = models.layer_outputs(model, x, layers=[0, 2], token="all", device="cpu")
+    X, Y = (a.reshape(-1, 32) for a in h)  # every token of every sample
+    rba = R.fit_rba(model, [x[:2], x[2:]], 1, 2, device="cpu")
+    np.testing.assert_allclose(rba.weight.detach().numpy(), np.linalg.lstsq(X, Y, rcond=None)[0], atol=1e-4)
+    per = R.fit_rba(model, [x[:2], x[2:]], 1, 2, per_token=True, device="cpu")
+    T = X.reshape(6, -1, 32).shape[1]
+    assert per.weight.shape == (T, 32, 32)
+    Xt, Yt = X.reshape(6, T, 32), Y.reshape(6, T, 32)
+    np.testing.assert_allclose(per.weight[3].detach().numpy(), np.linalg.lstsq(Xt[:, 3], Yt[:, 3], rcond=None)[0],
+                               atol=1e-4)
+
+
+def test_rba_leaves_padding_out_of_text_fits():
+    from builders import TEXT_IDS, tiny
+    from layersim import models
+
+    t = tiny("bert")
+    batch = t.batch
+    rba = R.fit_rba(t.model, [batch], 1, 3, device="cpu")
+    xs, ys = [], []
+    for b in models.stream(t.model, [batch], layers=[0, 3], token="tokens", device="cpu"):
+        m = b.mask.bool()
+        xs.append(b.entries[0][m].double().numpy())
+        ys.append(b.entries[1][m].double().numpy())
+    X, Y = np.concatenate(xs), np.concatenate(ys)
+    assert len(X) == sum(sum(1 for i in row if i) for row in TEXT_IDS) < batch["input_ids"].numel()  # pads out
+    np.testing.assert_allclose(rba.weight.detach().numpy(), np.linalg.lstsq(X, Y, rcond=None)[0], atol=1e-4)
+    with pytest.raises(ValueError, match="padding"):
+        R.fit_rba(t.model, [batch], 1, 3, per_token=True, device="cpu")
+
+
+def test_rba_span_errors():
+    from builders import tiny_vit, image_batch
+
+    model, x = tiny_vit(), image_batch(28, 1, n=2)
+    for first, last in [(0, 1), (2, 1), (1, 4), (1.0, 2)]:
+        with pytest.raises(ValueError, match="first"):
+            R.fit_rba(model, [x], first, last)
+    with pytest.raises(ValueError, match="no batches"):
+        R.fit_rba(model, [], 1, 1)
+
+
+def test_representation_mse():
+    a = np.arange(6.0).reshape(3, 2)
+    assert R.representation_mse(a, a + 2) == 4.0
+    with pytest.raises(ValueError, match="one shape"):
+        R.representation_mse(a, a[:2])
+    with pytest.raises(ValueError, match="finite"):
+        R.representation_mse(a, a * np.nan)
+
+
+def test_final_representation_is_the_normed_last_token_and_follows_surgery():
+    from builders import image_batch, tiny_vit
+    from layersim import surgery
+
+    model, x = tiny_vit(perturb=True), image_batch(28, 1, n=5)
+    got = R.final_representation(model, [x], device="cpu")
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model.forward_features(x)[:, 0].double().numpy(), atol=1e-5)
+        cut = model.norm(model.blocks[0](model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))))
+    np.testing.assert_allclose(R.final_representation(surgery.truncate(model, 1), [x], device="cpu"),
+                               cut[:, 0].double().numpy(), atol=1e-5)
+
+
+def test_block_approximation_errors_vanish_for_a_linear_block_only():
+    from builders import image_batch
+
+    model, _ = _linear_block_vit()
+    x = image_batch(28, 1, n=12)
+    err = R.block_approximation_errors(model, [x[:6], x[6:]], [x], bias=True, device="cpu")
+    assert list(err) == [1, 2, 3]
+    assert err[2] < 1e-8 < min(err[1], err[3])

@@ -1,0 +1,66 @@
+"""layersim.redundancy_models: the paper-scale zoo on random-init configs (no download), the offline
+text model on real text, and the matrix comparison of the paper's Fig. 2 claim."""
+
+import numpy as np
+import pytest
+import torch
+
+from layersim import assets, data, redundancy_models as rm
+
+SMALL = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+
+
+@pytest.mark.parametrize("name", list(rm.MODELS["paper"]))
+def test_paper_models_read_imagenet_sized_inputs_through_their_adapter(name):
+    spec = rm.MODELS["paper"][name]
+    assert spec.source == "asset" and assets.get_asset(spec.name).scale == "paper"
+    model, _ = assets.load_model(spec.name, random_init=True, config=SMALL)
+    images = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(0))  # an MNIST-like batch
+    x = data.as_model_input(images, "imagenet")
+    assert x.shape == (3, 3, 224, 224)
+    H = rm.block_tokens(model, [x], device="cpu")
+    assert H.shape == (3, 3, 32)  # embedding output + 2 blocks, [CLS] of each
+    assert np.isfinite(H).all()
+
+
+def test_every_scale_names_models_and_two_data_sets_each():
+    for scale, specs in rm.MODELS.items():
+        for spec in specs.values():
+            assert spec.modality in ("image", "text") and len(spec.data) >= 2
+        assert rm.data_sets(specs)
+
+
+def test_offline_text_model_reads_both_text_sources():
+    spec = rm.MODELS["default"]["MiniLM-L6"]
+    model, tok = rm.load(spec, "default")
+    for source in spec.data:
+        batches, labels = rm.inputs(spec, source, 5, tok, split="test", batch_size=2, max_length=16)
+        assert labels is None and len(batches) == 3
+        assert batches[0]["input_ids"].shape[1] <= 16
+        H = rm.block_tokens(model, batches, device="cpu")
+        assert H.shape == (7, 5, 384)
+    with pytest.raises(ValueError, match="tokenizer"):
+        rm.inputs(spec, "austen", 2)
+
+
+def test_text_halves_are_disjoint():
+    test, train = (data.text_sample("python-docs", 300, seed=1, split=s) for s in ("test", "train"))
+    assert len(test) == len(train) == 300 and not set(test) & set(train)
+    assert data.text_sample("python-docs", 300, seed=1, split="test") == test  # deterministic
+    with pytest.raises(ValueError, match="half"):
+        data.text_sample("python-docs", 10**6, split="train")
+    with pytest.raises(ValueError, match="unknown text source"):
+        data.text_sample("fortunes", 3)
+
+
+def test_pattern_correlations_compare_models_and_data_sets_of_one_size():
+    r = np.random.default_rng(0)
+    A = r.random((4, 4))
+    A = A + A.T
+    B = r.random((4, 4))
+    B = B + B.T
+    mats = {("m1", "x"): A, ("m1", "y"): A * 2 + 1, ("m2", "x"): B, ("m2", "y"): B, ("small", "x"): np.eye(3)}
+    out = rm.pattern_correlations(mats)
+    assert out["same_model"]["m1: x vs y"] == pytest.approx(1.0)
+    assert set(out["same_model"]) == {"m1: x vs y", "m2: x vs y"}
+    assert set(out["same_data"]) == {"x: m1 vs m2", "y: m1 vs m2"}  # the 3-block model has no partner
