@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["fit_linear_probe", "per_layer_probe_accuracy", "probe_accuracy"]
+__all__ = ["fit_linear_probe", "per_layer_probe_accuracy", "probe_accuracy", "train_linear_head"]
 
 
 def _check_xy(features, labels, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -80,6 +80,40 @@ def fit_linear_probe(features, labels, C: float = 1.0, max_iter: int = 2000) -> 
         head.weight.copy_(torch.from_numpy(coef))
         head.bias.copy_(torch.from_numpy(intercept))
     return head
+
+
+def train_linear_head(features, labels, epochs: int = 5, lr: float = 0.01, batch_size: int = 256, seed: int = 0,
+                      num_classes: int | None = None) -> nn.Linear:
+    """A linear classifier on frozen ``features`` [N, d] trained by minibatch Adam on the mean
+    cross-entropy (the redundancy paper's probe, §4.3: Adam, 5 epochs, batch 256; its code's
+    learning rate 0.01), float32, on the CPU with one thread. Deterministic given ``seed`` (the
+    initialisation and the order of the minibatches). ``num_classes`` defaults to
+    ``labels.max() + 1``. Unlike :func:`fit_linear_probe` this does not run to convergence: a few
+    epochs of a fixed schedule, as the paper."""
+    X, y = _check_xy(features, labels, "train_linear_head")
+    if epochs < 1 or batch_size < 1 or not (np.isfinite(lr) and lr > 0):
+        raise ValueError(f"epochs and batch_size must be >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
+    K = int(y.max()) + 1 if num_classes is None else int(num_classes)
+    if y.min() < 0 or y.max() >= K:
+        raise ValueError(f"labels must be integers in 0..{K - 1}")
+    Xt, yt = torch.from_numpy(X.astype(np.float32)), torch.from_numpy(y.astype(np.int64))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            head = nn.Linear(X.shape[1], K)
+        opt = torch.optim.Adam(head.parameters(), lr=lr)
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(epochs):
+            for idx in torch.randperm(len(Xt), generator=gen).split(batch_size):
+                loss = nn.functional.cross_entropy(head(Xt[idx]), yt[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+    finally:
+        torch.set_num_threads(threads)
+    return head.eval()
 
 
 def probe_accuracy(head: nn.Linear, features, labels) -> float:
