@@ -259,3 +259,28 @@ def test_effective_depth_within_a_margin_of_a_reference():
     assert R.effective_depth_within(acc, reference=0.95, margin=0.05) == (3, pytest.approx(0.1))
     assert R.effective_depth_within(acc, reference=0.95, margin=0.5)[0] == 1
     assert R.effective_depth_within(acc, reference=1.5, margin=0.0)[0] == 4  # never reached: L
+
+
+def test_next_token_scores_against_a_hand_computation_and_padding():
+    from builders import TEXT_IDS, tiny
+
+    t = tiny("llama")
+    model, batch = t.model, t.batch
+    got = R.next_token_scores(model, [batch], device="cpu")
+    with torch.no_grad():
+        logits = model(**batch).logits.double()
+    nll, hits, n = 0.0, 0, 0
+    for row, ids in enumerate(TEXT_IDS):
+        L = sum(1 for i in ids if i)  # right padding with id 0
+        for p in range(L - 1):
+            logp = torch.log_softmax(logits[row, p], -1)
+            nll -= logp[ids[p + 1]].item()
+            hits += int(logits[row, p].argmax().item() == ids[p + 1])
+            n += 1
+    assert got.n_tokens == n
+    assert got.nll == pytest.approx(nll / n, rel=1e-6) and got.accuracy == pytest.approx(hits / n)
+    assert got.perplexity == pytest.approx(np.exp(nll / n), rel=1e-6)
+    from layersim import surgery
+
+    skipped = R.next_token_scores(surgery.skip(model, 2, 2), [batch], device="cpu")
+    assert skipped.n_tokens == n and skipped.nll != got.nll

@@ -64,3 +64,20 @@ def test_pattern_correlations_compare_models_and_data_sets_of_one_size():
     assert out["same_model"]["m1: x vs y"] == pytest.approx(1.0)
     assert set(out["same_model"]) == {"m1: x vs y", "m2: x vs y"}
     assert set(out["same_data"]) == {"x: m1 vs m2", "y: m1 vs m2"}  # the 3-block model has no partner
+
+
+def test_span_check_names_the_parameter():
+    rm.check_spans({"spans": [[2, 5], [7, 7]]})
+    rm.check_spans({"spans": []})
+    with pytest.raises(ValueError, match="parameter 'spans': \\[5, 2\\] is reversed"):
+        rm.check_spans({"spans": [[5, 2]]})
+
+
+def test_the_llm_is_a_real_offline_llama_with_a_pad_token():
+    model, tok = rm.load(rm.LLM, "default")
+    from layersim import models
+
+    assert models.family(model) == "llama" and models.n_layers(model) == 30
+    assert tok.pad_token is not None and tok.padding_side == "right"
+    batches, _ = rm.inputs(rm.LLM, "austen", 3, tok, split="test", batch_size=3, max_length=12)
+    assert batches[0]["input_ids"].shape[0] == 3 and batches[0]["attention_mask"].min() >= 0

@@ -28,14 +28,17 @@ from .models import (
     evaluating,
     final_norm,
     n_layers,
+    resolve_device,
 )
 
 __all__ = [
     "LayerProbs",
+    "NextToken",
     "effective_depth",
     "layer_accuracy",
     "layer_logits",
     "layer_probs",
+    "next_token_scores",
     "predictions",
     "saturation_layer",
 ]
@@ -207,3 +210,40 @@ def evaluate(model: nn.Module, images, device="auto", batch_size: int = 256, tok
     else:
         logits = layer_logits(model, feats.hidden, layers=layers)
     return LayerEval(feats.hidden, feats.labels, logits, layer_accuracy(logits, feats.labels))
+
+
+class NextToken(NamedTuple):
+    """Next-token prediction of a causal LM over a set of texts: mean negative log-likelihood
+    (nats per predicted token), its perplexity ``exp(nll)``, top-1 accuracy, tokens scored."""
+
+    nll: float
+    perplexity: float
+    accuracy: float
+    n_tokens: int
+
+
+def next_token_scores(model: nn.Module, batches, device="auto") -> NextToken:
+    """How well a causal LM (or a ``layersim.surgery`` model of one) predicts each next token of
+    ``batches`` (HF dicts with ``input_ids`` and ``attention_mask``, right padding): every position
+    whose next token is not padding is scored (log-probabilities in float32, summed in float64)."""
+    base = getattr(model, "surgery_base", model)
+    dev = resolve_device(device)
+    base.to(dev)
+    nll = correct = count = 0.0
+    with evaluating(base):
+        for batch in batches:
+            ids = batch["input_ids"].to(dev)
+            mask = batch.get("attention_mask", torch.ones_like(ids)).to(dev)
+            kwargs = {"input_ids": ids, "attention_mask": mask}
+            if not hasattr(model, "surgery_base"):
+                kwargs["use_cache"] = False
+            logits = model(**kwargs).logits[:, :-1].float()
+            target, keep = ids[:, 1:], mask[:, 1:].bool() & mask[:, :-1].bool()
+            picked = logits.gather(-1, target[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
+            nll -= picked[keep].double().sum().item()
+            correct += (logits.argmax(-1) == target)[keep].sum().item()
+            count += keep.sum().item()
+    if count == 0:
+        raise ValueError("no token to score: every text is shorter than two tokens")
+    mean = nll / count
+    return NextToken(mean, float(np.exp(mean)), correct / count, int(count))

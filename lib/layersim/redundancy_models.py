@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MODELS", "Spec", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations"]
+__all__ = ["LLM", "MODELS", "Spec", "check_spans", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,19 @@ MODELS: dict[str, dict[str, Spec]] = {
 }
 
 
+#: the decoder r05 reads at every scale (a real 30-block LLaMA-style LM, offline): the paper's method on an LLM
+LLM = Spec("asset", "smollm2-135m", "text", ("austen", "python-docs"))
+
+
+def check_spans(settings: Mapping[str, Any]) -> None:
+    """A notebook check (``settings.pick(..., checks=)``): every ``[first, last]`` of ``settings["spans"]``
+    names blocks in order (``first <= last``); ValueError naming the parameter otherwise."""
+    for span in settings.get("spans") or []:
+        first, last = span
+        if first > last:
+            raise ValueError(f"parameter 'spans': {list(span)} is reversed; give [first, last] with first <= last")
+
+
 def data_sets(specs: Mapping[str, Spec]) -> list[str]:
     """Every data set the models of ``specs`` read, in first-seen order."""
     return list(dict.fromkeys(d for s in specs.values() for d in s.data))
@@ -77,7 +90,12 @@ def load(spec: Spec, scale: str, seed: int = 0, device: Any = "auto", random_ini
         model, _ = training.vit_from_settings(presets.tracing_vit(scale, spec.name), seed=seed, device=device)
         return model.eval(), None
     if spec.source == "asset":
-        return assets.load_model(spec.name, random_init=random_init)
+        model, tokenizer = assets.load_model(spec.name, random_init=random_init)
+        if tokenizer is not None:  # right padding, and a pad token for decoders that have none
+            tokenizer.padding_side = "right"
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
+        return model, tokenizer
     raise ValueError(f"unknown model source {spec.source!r}; use 'tracing_vit' or 'asset'")
 
 
