@@ -307,6 +307,7 @@ def text_sample(name: str, n: int | None, seed: int = 0, split: str = "all") -> 
     ``"python-docs"`` (:func:`load_python_docs`), each distinct text once. ``split``: ``"all"``, or
     ``"test"`` / ``"train"``, the first / second half of that permutation (disjoint); ValueError if
     ``n`` exceeds the half."""
+    _check_split(name, split, ("all", "train", "test"))
     try:
         key = assets.canonical_name(name)
     except ValueError:
@@ -318,7 +319,6 @@ def text_sample(name: str, n: int | None, seed: int = 0, split: str = "all") -> 
     else:
         raise ValueError(f"unknown text source {name!r}; use 'austen' or 'python-docs'")
     texts = list(dict.fromkeys(texts))  # each distinct text once, so the two halves share none
-    _check_split(name, split, ("all", "train", "test"))
     if n is not None and n < 1:
         raise ValueError(f"n must be positive (or None for all), got {n}")
     perm = np.random.default_rng(seed).permutation(len(texts))

@@ -246,15 +246,12 @@ def final_representation(model: nn.Module, batches: Any, token: Any = None, devi
     """What a linear probe on the frozen model reads (the redundancy paper's §4.3, as its code:
     the token of the last block's output after the final norm), ``[N, d]`` float64, for a model
     or a ``layersim.surgery`` model of it (its span spliced)."""
-    from . import models
+    from . import models, readout
 
     base = getattr(model, "surgery_base", model)
-    h = models.collect(model, batches, token=token, layers=[-1], device=device, progress=False).hidden[0]
-    norm = models.final_norm(base)
-    ref = next(iter(norm.parameters()), None)
-    x = torch.from_numpy(np.asarray(h)).to(ref.device if ref is not None else "cpu")
-    with torch.no_grad():
-        return norm(x).double().cpu().numpy()
+    h = models.collect(model, batches, token=token, layers=[-1], device=device, progress=False).hidden
+    normed = readout.layer_logits(base, h, layers=[-1], head=nn.Identity())  # the final norm, no head
+    return normed[0].astype(np.float64)
 
 
 def block_approximation_errors(model: nn.Module, fit_batches: Any, eval_batches: Any, blocks: Any = None,

@@ -105,7 +105,7 @@ def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
     """Parameters (millions) of each encoder (Hugging Face base model with its pooler, no
     classifier, built from its configuration with random weights) with each span replaced by one
     ``d x d`` RBA map (``surgery.replace(...).n_parameters()``): ``{model: {"none": M, "i-j": M}}``."""
-    from . import assets
+    from . import assets, params
 
     out: dict[str, dict[str, float]] = {}
     for key, asset in (models or PARAM_MODELS).items():
@@ -114,7 +114,7 @@ def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
         row = {}
         for span in spans:
             if span is None:
-                row["none"] = sum(p.numel() for p in model.parameters()) / 1e6
+                row["none"] = params.count_module(model) / 1e6
             else:
                 first, last = redundancy.paper_span(*span)
                 rba = redundancy.LinearMap(np.zeros((d, d)))
