@@ -913,3 +913,19 @@ def test_cka_and_cosine_scale_free(seed, shp, kx, ky, debiased):
         S.linear_cka(X, Y, debiased=debiased), rel=1e-12, abs=1e-14)
     Yd = Y[:, :1] * np.ones(X.shape[1])  # same d for cosine
     assert S.cosine(X * sx, Yd * sy) == pytest.approx(S.cosine(X, Yd), rel=1e-12, abs=1e-14)
+
+
+def test_cross_matrix_is_pairwise_cka_between_two_stacks():
+    rng = np.random.default_rng(5)
+    A = [rng.normal(size=(50, d)) for d in (3, 7, 4)]
+    B = [rng.normal(size=(50, d)) @ rng.normal(size=(d, d)) for d in (6, 2)]
+    M = S.cross_matrix(A, B)
+    assert M.shape == (3, 2)
+    for i, a in enumerate(A):
+        for j, b in enumerate(B):
+            assert M[i, j] == pytest.approx(S.linear_cka(a, b), rel=1e-12)
+    np.testing.assert_allclose(S.cross_matrix(A, A), S.layer_matrix(A), rtol=1e-12)
+    with pytest.raises(ValueError, match="same samples"):
+        S.cross_matrix(A, [rng.normal(size=(49, 3))])
+    with pytest.raises(ValueError, match="computes"):
+        S.cross_matrix(A, B, metric="cos")

@@ -45,6 +45,7 @@ __all__ = [
     "load_imagenet",
     "load_glue",
     "load_wikitext103",
+    "load_hf_text",
     "subset_indices",
     "class_subset",
     "ImageDataset",
@@ -425,6 +426,22 @@ def load_glue(task: str, split: str = "train", allow_download: bool | None = Non
     _check_split(f"glue/{task}", split, _glue_splits(task))
     path = assets.resolve(f"glue/{task}", allow_download=allow_download)
     return datasets.load_from_disk(str(path))[split]
+
+
+def load_hf_text(name: str, split: str = "train", allow_download: bool | None = None):
+    """A paper-scale text data set saved from the Hugging Face hub (``"boolq"``, ``"yelp-polarity"``;
+    see ``layersim.assets``), one split as a ``datasets.Dataset``. ``"validation"`` falls back to
+    the hub's ``"test"`` split for data sets that have no validation split (Yelp polarity)."""
+    import datasets
+
+    asset = assets.get_asset(name)
+    if asset.kind != "data" or asset.source != "hf-datasets" or asset.name in ("glue", "wikitext-103"):
+        raise ValueError(f"{name!r} is not a text classification data set of the hub; use 'boolq' or 'yelp-polarity'")
+    _check_split(asset.name, split, ("train", "validation", "test"))
+    dd = datasets.load_from_disk(str(assets.resolve(asset.name, allow_download=allow_download)))
+    if split == "validation" and "validation" not in dd:
+        split = "test"
+    return dd[split]
 
 
 def load_wikitext103(split: str = "train", allow_download: bool | None = None):

@@ -426,6 +426,15 @@ def nc1(data: LayerData) -> np.ndarray:
     return collapse.nc1_per_layer(data.hidden, data.labels)
 
 
+def block_diagonal(data: LayerData) -> np.ndarray:
+    """Two-cluster block-diagonal score of the linear CKA matrix at every contiguous split
+    (clusters §3, Figs. 1-2; :func:`layersim.block_structure.split_scores`): entry ``s-1`` = mean
+    within-cluster minus mean between-cluster CKA for entries ``0..s-1`` vs ``s..E-1``."""
+    from . import block_structure
+
+    return block_structure.split_scores(cka_matrix(data))
+
+
 def default_split(labels: np.ndarray) -> np.ndarray:
     """Deterministic stratified half split: within each class, the samples in their order
     alternate train, test, train, ... (True = train)."""
@@ -484,6 +493,8 @@ for _lens in (
          "linear CKA with the unbiased HSIC estimator between all pairs of layers"),
     Lens("cka/rbf_matrix", rbf_cka_matrix, "Kornblith et al. 2019", "Kornblith et al. §3 (RBF kernel)",
          _H, "per_pair", _RIGID, "RBF-kernel CKA (bandwidth 0.5 x median distance) between all pairs"),
+    Lens("clusters/block_diagonal", block_diagonal, "clusters", "clusters §3, Figs. 1-2 (score: ours)",
+         _H, "per_step", _RIGID, "mean within- minus between-cluster CKA for each contiguous two-cluster split"),
     Lens("redundancy/block", block_redundancy, "redundancy", "redundancy eq. 1",
          _H, "per_step", {"shared_orthogonal", "shared_translation", _PERM},
          "Block Redundancy: minus the MSE between consecutive layers"),

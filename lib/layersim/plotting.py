@@ -41,24 +41,29 @@ def layer_curves(curves: dict[str, Sequence[float]], layers: Sequence[int] | Non
 
 
 def layer_heatmap(matrix, layers: Sequence[int] | None = None, ax=None, title: str | None = None,
-                  vmin: float | None = None, vmax: float = 1.0, cmap: str = "viridis", annotate: bool | None = None):
-    """An all-pairs layer similarity heatmap with a colour bar; layer 1 at the top left."""
+                  vmin: float | None = None, vmax: float = 1.0, cmap: str = "viridis", annotate: bool | None = None,
+                  columns: Sequence[int] | None = None, xlabel: str = "layer", ylabel: str = "layer", fmt: str = ".2f"):
+    """A layer-by-layer heatmap with a colour bar; the first layer at the top left. ``layers`` label
+    the rows (and the columns, unless ``columns`` does: two models compared, e.g. FT vs ORIG);
+    NaN cells (no value, e.g. below a skip grid's diagonal) are left blank."""
     import matplotlib.pyplot as plt
 
     ax = _axes(ax, figsize=(4.5, 4))
     m = np.asarray(matrix, dtype=float)
-    labels = np.arange(1, m.shape[0] + 1) if layers is None else np.asarray(layers)
-    vmin = min(0.0, float(m.min())) if vmin is None else vmin
-    im = ax.imshow(m, vmin=vmin, vmax=vmax, cmap=cmap)
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.set_xlabel("layer")
-    ax.set_ylabel("layer")
-    if annotate if annotate is not None else m.shape[0] <= 13:
+    rows = np.arange(1, m.shape[0] + 1) if layers is None else np.asarray(layers)
+    cols = (rows if m.shape[1] == m.shape[0] else np.arange(1, m.shape[1] + 1)) if columns is None else np.asarray(columns)
+    vmin = min(0.0, float(np.nanmin(m))) if vmin is None else vmin
+    im = ax.imshow(np.ma.masked_invalid(m), vmin=vmin, vmax=vmax, cmap=cmap)
+    ax.set_xticks(range(len(cols)), cols)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if annotate if annotate is not None else max(m.shape) <= 13:
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
-                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if m[i, j] < (vmin + vmax) / 2 else "black")
+                if np.isfinite(m[i, j]):
+                    ax.text(j, i, format(m[i, j], fmt), ha="center", va="center", fontsize=6,
+                            color="white" if m[i, j] < (vmin + vmax) / 2 else "black")
     plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     if title:
         ax.set_title(title)

@@ -166,3 +166,26 @@ ALIGNMENT_SOURCE_CNN: dict[str, dict] = {
     "paper": dict(dataset="imagenet", arch="resnet18", channels=(), fc=(), n_source=0, epochs=40, batch_size=256,
                   lr=1e-3, weight_decay=1e-4, schedule="multistep", milestones=(30,), augment=True, weights=None),
 }
+
+
+#: The fine-tuning the clusters notebooks c01-c03 share (same settings -> same checkpoints), per scale
+#: (``layersim.clusters_finetune``, ``layersim.finetune.FinetuneConfig``). ``paper``: the clusters paper's §2
+#: (Adam, batch 4, learning rate 1e-5, 1,000 warm-up steps, 10,000 steps; sequences of 256 tokens, jiant's
+#: default). ``default``: a CPU budget for pretrained MiniLM-L6 on two cores (about 1.2 s per step of 32
+#: examples of 64 tokens): 100 steps of 32 (3,200 examples seen once), sequences of 48 tokens, 10 % warm-up and a
+#: learning rate of 2e-4, chosen in a 40-step pilot on austen-novel (5e-5: 0.29 validation accuracy, 2e-4: 0.44).
+CLUSTERS_FINETUNE: dict[str, dict] = {
+    "smoke": dict(n_train=96, n_val=48, steps=4, batch_size=8, lr=5e-5, warmup_steps=1, max_length=32,
+                  weight_decay=0.0, restarts=2),
+    "default": dict(n_train=3840, n_val=600, steps=100, batch_size=32, lr=2e-4, warmup_steps=10, max_length=48,
+                    weight_decay=0.0, restarts=2),
+    "paper": dict(n_train=None, n_val=None, steps=10_000, batch_size=4, lr=1e-5, warmup_steps=1000, max_length=256,
+                  weight_decay=0.0, restarts=2),
+}
+
+#: validation of :data:`CLUSTERS_FINETUNE` settings (:func:`layersim.settings.pick`)
+CLUSTERS_FINETUNE_RULES: dict[str, st.Rule] = {
+    "n_train": st.optional(st.integer(2), "all"), "n_val": st.optional(st.integer(2), "all"),
+    "steps": st.integer(1), "batch_size": st.integer(1), "lr": st.real(0, open_low=True),
+    "warmup_steps": st.integer(0), "max_length": st.integer(4), "weight_decay": st.real(0), "restarts": st.integer(1, 2),
+}

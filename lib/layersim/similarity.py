@@ -70,6 +70,7 @@ __all__ = [
     "gram_cka",
     "rbf_cka",
     "layer_matrix",
+    "cross_matrix",
     "to_last",
     "adjacent_cosine",
     "residual_norm_ratio",
@@ -772,6 +773,23 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
     Z, Xcs = _concat_centred(Xs, absmax)
     del Xs
     return _linear_cka_matrix(Xcs, debiased, form, Z)
+
+
+def cross_matrix(layers_a: Any, layers_b: Any, metric: str = "cka") -> np.ndarray:
+    """``[A, B]`` similarity between every layer of one model (rows) and every layer of another
+    (columns) on the same samples: linear CKA (``'cka'``) or its debiased form. The clusters
+    paper's FT-ORIG and FT[1]-FT[2] maps (Figs. 1, 5, 6). Computed as the off-diagonal block of
+    :func:`layer_matrix` over both stacks together (one product, float64), so it agrees with it
+    entry for entry; widths may differ between and within the stacks."""
+    if metric not in ("cka", "debiased_cka"):
+        raise ValueError(f"cross_matrix computes 'cka' or 'debiased_cka', got {metric!r}")
+    A = _checked_layers(layers_a, min_n=4 if metric == "debiased_cka" else 2, native=True)[0]
+    B = _checked_layers(layers_b, min_n=4 if metric == "debiased_cka" else 2, native=True)[0]
+    if A[0].shape[0] != B[0].shape[0]:
+        raise ValueError(f"the two stacks have {A[0].shape[0]} and {B[0].shape[0]} samples; "
+                         "cross-model similarity needs the same samples in both")
+    M = layer_matrix(list(A) + list(B), metric=metric)
+    return M[:len(A), len(A):].copy()
 
 
 def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray:

@@ -356,8 +356,13 @@ def cached_model(
     device: str | torch.device = "auto",
     progress: bool = True,
     retrain: bool = False,
+    fit: Callable[..., list[dict]] | None = None,
 ) -> tuple[nn.Module, dict]:
     """Train ``build()`` with :func:`train_classifier`, or load it if this configuration was trained before.
+
+    ``fit(model, train_set, train_cfg, device=, progress=) -> history`` replaces
+    :func:`train_classifier` for models trained another way (``layersim.finetune`` for text
+    encoders); ``train_cfg`` is then whatever dataclass ``fit`` reads.
 
     The checkpoint lives in ``<cache>/checkpoints/<prefix>-<key>/`` with ``key`` hashing
     ``model_cfg``, ``train_cfg`` and ``data_desc`` (:func:`config_key`), so a different subset
@@ -387,7 +392,7 @@ def cached_model(
     t0 = time.perf_counter()
     if callable(train_set) and not isinstance(train_set, Dataset):
         train_set = train_set()
-    history = train_classifier(model, train_set, train_cfg, device=device, progress=progress)
+    history = (fit or train_classifier)(model, train_set, train_cfg, device=device, progress=progress)
     meta = {
         "key": key,
         "model": dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else model_cfg,

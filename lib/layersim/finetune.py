@@ -1,0 +1,225 @@
+"""Fine-tuning pretrained Hugging Face encoders for text classification (one loop, cached).
+
+The clusters paper (``../shared/papers/003_*``, §2 "Optimization") fine-tunes every model with
+Adam, batch size 4, learning rate 1e-5, 1,000 warm-up steps, for up to 10,000 steps, a
+classification head on the CLS token (jiant's defaults: linear warm-up, then linear decay to 0).
+:class:`FinetuneConfig` holds those numbers (its defaults are the paper's); the default scale
+chooses a CPU budget in its notebooks' presets.
+
+- :func:`lr_at`: the learning rate at a step (linear warm-up, then linear decay);
+- :func:`finetune`: the loop (AdamW, seeded batch order, dropout on, tqdm progress);
+- :func:`predict` / :func:`evaluate`: logits and the task's score on a :class:`~layersim.text_tasks.TextTask`;
+- :func:`load_classifier`: a registered encoder with a fresh ``num_labels`` head, seeded;
+- :func:`cached_finetune`: the fine-tuned model, trained once per configuration and restart and
+  then loaded from ``<cache>/checkpoints/ft-<model>-<key>/`` (``layersim.training.cached_model``:
+  atomic writes, sha256-checked, a broken entry is moved aside and retrained).
+
+A *restart* (the paper's "random restarts", FT[1] and FT[2]) changes the seed of the head's
+initialisation, of dropout and of the batch order; the pretrained weights and the data are the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import text_tasks
+from .models import evaluating, resolve_device
+
+__all__ = ["FinetuneConfig", "cached_finetune", "evaluate", "finetune", "load_classifier", "lr_at", "predict"]
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Optimisation of one fine-tuning run (defaults: the clusters paper's, §2)."""
+
+    lr: float = 1e-5
+    batch_size: int = 4
+    warmup_steps: int = 1000
+    steps: int = 10_000
+    max_length: int = 128
+    weight_decay: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive number, got {self.lr}")
+        if self.steps < 1 or self.batch_size < 1 or self.max_length < 4:
+            raise ValueError(f"steps and batch_size must be >= 1 and max_length >= 4, got "
+                             f"{self.steps}, {self.batch_size}, {self.max_length}")
+        if not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"warmup_steps must be in 0..steps={self.steps}, got {self.warmup_steps}")
+
+
+def lr_at(step: int, cfg: FinetuneConfig) -> float:
+    """Learning rate at optimiser step ``step`` (0-based): ``lr * (step + 1) / warmup`` during the
+    warm-up, then linear decay to 0 at ``cfg.steps``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    return cfg.lr * max(0.0, (cfg.steps - step) / max(1, cfg.steps - cfg.warmup_steps))
+
+
+def _to(batch: dict, dev: torch.device) -> dict:
+    return {k: v.to(dev) for k, v in batch.items()}
+
+
+def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, tokenizer: Any = None,
+             device: Any = "auto", progress: bool = True) -> list[dict]:
+    """Fine-tune ``model`` (a HF ``*ForSequenceClassification``) in place on ``task`` for
+    ``cfg.steps`` AdamW steps of ``cfg.batch_size`` examples (epochs of a ``cfg.seed``-ed
+    permutation, as many as the steps need). ``tokenizer`` defaults to ``model.layersim_tokenizer``
+    (set by :func:`load_classifier`). Returns the history: one entry per 10 % of the steps
+    (``step``, mean training ``loss`` since the last entry, ``seconds``). Raises FloatingPointError
+    when the loss is not finite."""
+    from tqdm.auto import tqdm
+
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "layersim_tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("finetune needs the model's tokenizer (pass tokenizer=)")
+    if task.num_labels != getattr(model.config, "num_labels", task.num_labels):
+        raise ValueError(f"the model has {model.config.num_labels} outputs, task {task.name!r} has "
+                         f"{task.num_labels} labels")
+    dev = resolve_device(device)
+    torch.manual_seed(cfg.seed)
+    model.to(dev).train()
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and not n.endswith("bias") and "LayerNorm" not in n]
+    rest = [p for n, p in model.named_parameters() if p.requires_grad and (n.endswith("bias") or "LayerNorm" in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                            lr=cfg.lr)
+    rng = np.random.default_rng(cfg.seed)
+    order = np.empty(0, dtype=np.int64)
+    history, every = [], max(1, cfg.steps // 10)
+    t0, loss_sum, n_loss = time.perf_counter(), 0.0, 0
+    bar = tqdm(range(cfg.steps), desc=f"fine-tune {task.name}", disable=not progress, leave=False)
+    for step in bar:
+        if len(order) < cfg.batch_size:
+            order = np.concatenate([order, rng.permutation(len(task))])
+        take, order = order[:cfg.batch_size], order[cfg.batch_size:]
+        batch = _to(text_tasks.encode(task, tokenizer, cfg.batch_size, cfg.max_length, order=take)[0], dev)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        loss = model(**batch).loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"fine-tuning diverged: loss {loss.item()} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss_sum, n_loss = loss_sum + loss.item(), n_loss + 1
+        if (step + 1) % every == 0 or step + 1 == cfg.steps:
+            history.append({"step": step + 1, "loss": loss_sum / n_loss, "seconds": time.perf_counter() - t0})
+            bar.set_postfix(loss=f"{loss_sum / n_loss:.3f}")
+            loss_sum, n_loss = 0.0, 0
+    model.eval()
+    return history
+
+
+def predict(model: nn.Module, batches: list[dict], device: Any = "auto") -> np.ndarray:
+    """Logits ``[N, num_labels]`` (float64) of ``model`` on tokenised ``batches`` (labels ignored)."""
+    dev = resolve_device(device)
+    out = []
+    with evaluating(model.to(dev)):
+        for b in batches:
+            out.append(model(**_to({k: v for k, v in b.items() if k != "labels"}, dev)).logits.double().cpu())
+    return torch.cat(out).numpy()
+
+
+def evaluate(model: nn.Module, task: text_tasks.TextTask, tokenizer: Any = None, batch_size: int = 64,
+             max_length: int = 128, device: Any = "auto") -> float:
+    """``model``'s score on ``task`` (its metric: accuracy, Matthews or Pearson correlation)."""
+    tokenizer = tokenizer if tokenizer is not None else model.layersim_tokenizer
+    logits = predict(model, text_tasks.encode(task, tokenizer, batch_size, max_length), device)
+    pred = logits[:, 0] if task.num_labels == 1 else logits.argmax(1)
+    return text_tasks.score(task, pred)
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' "newly initialized weights" notice (the head is new by design)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def load_classifier(name: str, num_labels: int, seed: int = 0, random_init: bool = False,
+                    config: dict | None = None) -> nn.Module:
+    """The registered encoder ``name`` (``layersim.assets``) as ``AutoModelForSequenceClassification``
+    with a new ``num_labels`` head initialised under ``seed``; its tokenizer is attached as
+    ``model.layersim_tokenizer``. ``random_init``: the architecture with random weights (tests;
+    ``config`` overrides its fields, e.g. ``num_hidden_layers=2``)."""
+    from . import assets
+
+    torch.manual_seed(seed)
+    with _quiet_transformers():
+        model, tok = assets.load_model(name, random_init=random_init, auto_class="AutoModelForSequenceClassification",
+                                       num_labels=num_labels, eval_mode=False, config=config)
+    if tok is not None and tok.pad_token is None:  # decoders (LLaMA, GPT-2): pad with EOS, right side
+        tok.pad_token = tok.eos_token
+    if tok is not None:
+        tok.padding_side = "right"
+        if getattr(model.config, "pad_token_id", None) is None:
+            model.config.pad_token_id = tok.pad_token_id
+    model.layersim_tokenizer = tok
+    return model
+
+
+def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, restart: int = 1,
+                    device: Any = "auto", progress: bool = True, retrain: bool = False,
+                    tokenizer: Any = None, random_init: bool = False,
+                    config: dict | None = None) -> tuple[nn.Module, dict]:
+    """Model ``name`` fine-tuned on ``task`` under ``cfg`` with random restart ``restart`` (1, 2, ...:
+    seed ``cfg.seed + restart - 1`` for the head, dropout and batch order), or loaded from the
+    checkpoint cache. Returns ``(model in eval mode, meta)`` (``meta``: key, configs, history,
+    ``train_seconds``, ``weights_sha256``, ``from_cache``); ``model.layersim_tokenizer`` is set.
+    ``random_init`` / ``config``: fine-tune the architecture from random weights (tests of the
+    paper-scale path; pass the ``tokenizer`` then)."""
+    from . import training
+
+    if isinstance(restart, bool) or int(restart) < 1:
+        raise ValueError(f"restart must be 1, 2, ..., got {restart!r}")
+    run_cfg = dataclasses.replace(cfg, seed=cfg.seed + int(restart) - 1)
+    holder: dict[str, Any] = {}
+
+    def build() -> nn.Module:
+        model = load_classifier(name, task.num_labels, seed=run_cfg.seed, random_init=random_init, config=config)
+        holder["tokenizer"] = tokenizer if tokenizer is not None else model.layersim_tokenizer
+        model.layersim_tokenizer = holder["tokenizer"]
+        return model
+
+    def fit(model, train_set, train_cfg, device, progress):
+        return finetune(model, train_set, train_cfg, holder["tokenizer"], device=device, progress=progress)
+
+    model_desc = {"asset": name, "num_labels": task.num_labels, "auto_class": "AutoModelForSequenceClassification",
+                  **({"random_init": True, "config": config} if random_init else {})}
+    data_desc = {**task.describe(), "labels_sha": _labels_digest(task)}
+    model, meta = training.cached_model(f"ft-{name}", build, model_desc, run_cfg, task, data_desc,
+                                        device=device, progress=progress, retrain=retrain, fit=fit)
+    model.layersim_tokenizer = holder["tokenizer"]
+    meta["restart"] = int(restart)
+    return model, meta
+
+
+def _labels_digest(task: text_tasks.TextTask) -> str:
+    """A short digest of the task's texts and labels, so another draw of the data trains another model."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a, b in zip(task.text_a, task.text_b or [""] * len(task)):
+        h.update(a.encode())
+        h.update(b"\x00")
+        h.update(b.encode())
+        h.update(b"\x01")
+    h.update(np.asarray(task.labels).tobytes())
+    return h.hexdigest()[:16]

@@ -1,0 +1,131 @@
+"""layersim.clusters_finetune: the paper-scale path on random-init RoBERTa / ALBERT / ELECTRA (fine-tune,
+CLS features, CKA maps, truncation checked against layersim.surgery.truncate, skipping), and probe.train_head."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from layersim import assets, clusters_finetune as cf, finetune as ft, probe, similarity, surgery, text_tasks as tt
+
+TINY = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+FAMILIES = {"roberta-base": dict(TINY), "albert-large-v2": dict(TINY, embedding_size=16, vocab_size=30522),
+            "electra-base-discriminator": dict(TINY, embedding_size=16)}
+SETTINGS = dict(steps=3, batch_size=8, lr=1e-3, warmup_steps=1, max_length=24, weight_decay=0.0, eval_batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return assets.load_model("all-minilm-l6-v2")[1]
+
+
+def _task(split, n=24):
+    return tt.load_task("austen-novel", split, n=n, seed=0)
+
+
+def test_scale_tables_name_registered_models_and_loadable_tasks():
+    for scale, names in cf.MODELS.items():
+        for name in names:
+            assert assets.get_asset(name).kind == "model"
+    assert set(cf.TASKS["paper"]) == set(tt.PAPER_TASKS) and "wnli" not in cf.TASKS["paper"]
+    cfg = cf.config_from(dict(SETTINGS, n_train=5), seed=4)
+    assert cfg.steps == 3 and cfg.seed == 4 and cfg.max_length == 24
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_paper_scale_path_on_random_init_models(name, tokenizer, tmp_cache):
+    train, val = _task("train"), _task("validation", 18)
+    model, meta = ft.cached_finetune(name, train, cf.config_from(SETTINGS), tokenizer=tokenizer, random_init=True,
+                                     config=FAMILIES[name], progress=False, device="cpu")
+    L = surgery.adapters.get(model).n_layers(model)
+    assert L == 3 and not meta["from_cache"]
+    H = cf.cls_features(model, val, SETTINGS, device="cpu")
+    assert H.shape == (L + 1, 18, 32)
+    untuned = cf.truncation_curves(model, H, val)
+    batches = tt.encode(val, tokenizer, 16, SETTINGS["max_length"])
+    for k in range(L + 1):  # the head on layer k = the model cut after block k
+        with surgery.truncate(model, k) as cut:
+            z = ft.predict(cut, batches, device="cpu")
+        assert untuned[k] == pytest.approx(tt.score(val, z.argmax(1)))
+    assert untuned[L] == pytest.approx(ft.evaluate(model, val, tokenizer, max_length=SETTINGS["max_length"],
+                                                   device="cpu"))
+    G = cf.skip_grid(model, val, SETTINGS, device="cpu", progress=False)
+    assert G.shape == (L, L) and np.isnan(G[np.tril_indices(L, -1)]).all()
+    assert not np.isnan(G[np.triu_indices(L)]).any()
+    assert G[0, L - 1] == pytest.approx(untuned[0])  # every block skipped: the head reads the embedding output
+
+
+def test_cka_maps_are_the_similarity_engines_over_blocks_1_to_L():
+    rng = np.random.default_rng(0)
+    ft1, ft2, orig = (rng.normal(size=(5, 30, 6)) for _ in range(3))
+    for x in (ft1, ft2, orig):
+        x[0] = 1.0  # the embedding output at the CLS position: one vector for every input
+    maps = cf.cka_maps(ft1, ft2, orig)
+    assert list(maps) == ["ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]"]
+    assert all(m.shape == (4, 4) for m in maps.values())
+    np.testing.assert_allclose(maps["FT-FT"], similarity.layer_matrix(ft1[1:]))
+    np.testing.assert_allclose(maps["FT-ORIG"][1, 2], similarity.linear_cka(ft1[2], orig[3]), rtol=1e-12)
+    np.testing.assert_allclose(cf.cka_maps(orig, None, orig)["FT-ORIG"], maps["ORIG-ORIG"], rtol=1e-12)
+    np.testing.assert_allclose(cf.diagonal(maps["FT[1]-FT[2]"]),
+                               [similarity.linear_cka(ft1[i], ft2[i]) for i in range(1, 5)], rtol=1e-12)
+
+
+def test_tuned_heads_are_copies_trained_per_layer(tokenizer):
+    model = ft.load_classifier("all-minilm-l6-v2", 6, seed=0, random_init=True, config=TINY)
+    model.layersim_tokenizer = tokenizer
+    train, val = _task("train", 60), _task("validation", 24)
+    Htr, Hva = cf.cls_features(model, train, SETTINGS, "cpu"), cf.cls_features(model, val, SETTINGS, "cpu")
+    before = copy.deepcopy(model.state_dict())
+    a = cf.tuned_head_curve(model, Htr, train, Hva, val, epochs=2, lr=1e-3, batch_size=16)
+    b = cf.tuned_head_curve(model, Htr, train, Hva, val, epochs=2, lr=1e-3, batch_size=16)
+    assert a.shape == (4,) and np.array_equal(a, b) and ((0 <= a) & (a <= 1)).all()
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, before[k], rtol=0, atol=0)
+
+
+def test_train_head_fits_from_its_start_and_regresses():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    y = (X[:, 0] > 0).astype(int)
+    head = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Dropout(0.1), torch.nn.Linear(8, 2))
+    start = copy.deepcopy(head)
+    trained = probe.train_head(head, X, y, epochs=30, lr=1e-2, batch_size=32)
+    with torch.no_grad():
+        pred = trained(torch.tensor(X, dtype=torch.float32)).argmax(1).numpy()
+    assert not trained.training and (pred == y).mean() > 0.9
+    assert not torch.equal(start[0].weight, trained[0].weight)
+    t = X @ np.array([1.0, -2.0, 0.5, 0.0, 0.0])
+    reg = probe.train_head(torch.nn.Linear(5, 1), X, t, epochs=80, lr=5e-2, batch_size=32, loss="mse")
+    np.testing.assert_allclose(reg.weight.detach().numpy()[0], [1.0, -2.0, 0.5, 0.0, 0.0], atol=0.05)
+    with pytest.raises(ValueError, match="loss"):
+        probe.train_head(torch.nn.Linear(5, 1), X, t, loss="l1")
+
+
+def test_standardized_head_learns_a_tiny_signal_on_a_large_constant():
+    """The CLS token of early BERT blocks: a signal of 1e-3 on a vector of norm ~10. Raw, Adam stays
+    at chance; standardized (an affine reparameterisation of the head's first layer), it learns."""
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 400)
+    X = 10.0 / np.sqrt(8) + 1e-3 * (rng.normal(size=(400, 8)) + 2.0 * y[:, None] * np.eye(8)[0])
+
+    def head():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+
+    def acc(h):
+        with torch.no_grad():
+            return float((h(torch.tensor(X, dtype=torch.float32)).argmax(1).numpy() == y).mean())
+
+    raw = probe.train_head(head(), X, y, epochs=10, lr=1e-3, batch_size=32)
+    std = probe.train_head(head(), X, y, epochs=10, lr=1e-3, batch_size=32, standardize=True)
+    assert acc(raw) < 0.65 and acc(std) > 0.8
+    assert isinstance(std[0], probe.Standardize)
+    mean, scale = X.mean(0), np.sqrt(((X - X.mean(0)) ** 2).sum(1).mean() / 8)
+    with torch.no_grad():  # the standardizing map folds into the first linear layer
+        lin = std[1][0]
+        folded = torch.nn.Linear(8, 8)
+        folded.weight.copy_(lin.weight / scale)
+        folded.bias.copy_(lin.bias - lin.weight @ torch.tensor(mean / scale, dtype=torch.float32))
+        xt = torch.tensor(X[:5], dtype=torch.float32)
+        torch.testing.assert_close(folded(xt), std[1][0](std[0](xt)), rtol=1e-3, atol=1e-3)

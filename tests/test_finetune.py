@@ -1,0 +1,85 @@
+"""layersim.finetune: the schedule, the loop (learns, deterministic, restarts differ), the cache."""
+
+import numpy as np
+import pytest
+import torch
+
+from layersim import assets, finetune as ft, text_tasks as tt
+
+SMALL = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return assets.load_model("all-minilm-l6-v2")[1]
+
+
+def toy_task(n=64, split="train"):
+    """Sentences whose label is which of two words they contain: learnable in a few steps."""
+    rng = np.random.default_rng(0 if split == "train" else 1)
+    labels = rng.integers(0, 2, n)
+    fill = ["the", "house", "was", "quiet", "and", "warm"]
+    texts = [" ".join([["dreadful", "delightful"][y]] + list(rng.choice(fill, 5))) for y in labels]
+    return tt.TextTask("toy", split, texts, None, labels, 2)
+
+
+def test_schedule_warms_up_then_decays_to_zero():
+    cfg = ft.FinetuneConfig(lr=1e-3, warmup_steps=4, steps=12, batch_size=2)
+    lrs = [ft.lr_at(s, cfg) for s in range(12)]
+    np.testing.assert_allclose(lrs[:4], [2.5e-4, 5e-4, 7.5e-4, 1e-3])
+    np.testing.assert_allclose(lrs[4:], 1e-3 * (12 - np.arange(4, 12)) / 8)
+    assert ft.lr_at(12, cfg) == 0.0
+    assert ft.lr_at(0, ft.FinetuneConfig(warmup_steps=0, steps=5)) == pytest.approx(1e-5)
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError, match="lr"):
+        ft.FinetuneConfig(lr=0)
+    with pytest.raises(ValueError, match="warmup"):
+        ft.FinetuneConfig(steps=10, warmup_steps=11)
+    with pytest.raises(ValueError, match="steps"):
+        ft.FinetuneConfig(steps=0, warmup_steps=0)
+
+
+def test_finetuning_learns_is_deterministic_and_restarts_differ(tokenizer, tmp_cache):
+    train, val = toy_task(96), toy_task(64, "validation")
+    cfg = ft.FinetuneConfig(lr=3e-3, batch_size=16, warmup_steps=2, steps=30, max_length=16)
+    m1, meta1 = ft.cached_finetune("all-minilm-l6-v2", train, cfg, restart=1, tokenizer=tokenizer, random_init=True,
+                                   config=SMALL, progress=False, device="cpu")
+    assert not meta1["from_cache"] and meta1["history"][-1]["loss"] < meta1["history"][0]["loss"]
+    assert ft.evaluate(m1, val, tokenizer, device="cpu") >= 0.9
+    again, meta_again = ft.cached_finetune("all-minilm-l6-v2", train, cfg, restart=1, tokenizer=tokenizer,
+                                           random_init=True, config=SMALL, progress=False, device="cpu")
+    assert meta_again["from_cache"] and meta_again["key"] == meta1["key"]
+    for a, b in zip(m1.state_dict().values(), again.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    retrained = ft.load_classifier("all-minilm-l6-v2", 2, seed=cfg.seed, random_init=True, config=SMALL)
+    ft.finetune(retrained, train, cfg, tokenizer, device="cpu", progress=False)
+    for a, b in zip(m1.state_dict().values(), retrained.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)  # the cache holds what the loop makes
+    m2, meta2 = ft.cached_finetune("all-minilm-l6-v2", train, cfg, restart=2, tokenizer=tokenizer, random_init=True,
+                                   config=SMALL, progress=False, device="cpu")
+    assert meta2["key"] != meta1["key"] and meta2["restart"] == 2
+    w1, w2 = m1.classifier.weight, m2.classifier.weight
+    assert not torch.allclose(w1, w2)
+    other = toy_task(96)
+    other = tt.TextTask("toy", "train", other.text_a, None, 1 - other.labels, 2)
+    assert ft.cached_finetune("all-minilm-l6-v2", other, cfg, restart=1, tokenizer=tokenizer, random_init=True,
+                              config=SMALL, progress=False, device="cpu")[1]["key"] != meta1["key"]
+
+
+def test_bad_inputs_are_named(tokenizer):
+    model = ft.load_classifier("all-minilm-l6-v2", 3, random_init=True, config=SMALL)
+    with pytest.raises(ValueError, match="3 outputs"):
+        ft.finetune(model, toy_task(8), ft.FinetuneConfig(steps=1, warmup_steps=0), tokenizer, progress=False)
+    with pytest.raises(ValueError, match="tokenizer"):
+        ft.finetune(model, toy_task(8), ft.FinetuneConfig(steps=1, warmup_steps=0), progress=False)
+    with pytest.raises(ValueError, match="restart"):
+        ft.cached_finetune("all-minilm-l6-v2", toy_task(8), ft.FinetuneConfig(), restart=0)
+
+
+def test_pretrained_minilm_gets_its_tokenizer_and_a_seeded_head():
+    a = ft.load_classifier("all-minilm-l6-v2", 6, seed=3)
+    b = ft.load_classifier("all-minilm-l6-v2", 6, seed=3)
+    assert a.layersim_tokenizer is not None and a.config.num_labels == 6
+    torch.testing.assert_close(a.classifier.weight, b.classifier.weight)

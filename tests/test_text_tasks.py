@@ -1,0 +1,99 @@
+"""layersim.text_tasks: the Austen tasks (balanced, disjoint splits, labels that are true), encoding
+and scores."""
+
+import numpy as np
+import pytest
+
+from layersim import text_tasks as tt
+
+
+@pytest.fixture(scope="module")
+def novels():
+    return tt._novel_sentences()
+
+
+def test_novel_task_is_balanced_labelled_truly_and_splits_are_disjoint(novels):
+    train = tt.load_task("austen-novel", "train", n=600, seed=1)
+    val = tt.load_task("austen-novel", "validation", n=120, seed=1)
+    assert len(train) == 600 and len(val) == 120 and train.num_labels == 6 and not train.pairs
+    assert np.bincount(train.labels).tolist() == [100] * 6 and np.bincount(val.labels).tolist() == [20] * 6
+    titles = list(novels)
+    for text, label in zip(val.text_a[:30], val.labels[:30]):
+        assert text in novels[titles[label]] and len(text.split()) >= tt.MIN_WORDS
+    everything_train = set(tt.load_task("austen-novel", "train").text_a)
+    assert not everything_train & set(tt.load_task("austen-novel", "validation").text_a)
+    again = tt.load_task("austen-novel", "train", n=600, seed=1)
+    assert again.text_a == train.text_a and np.array_equal(again.labels, train.labels)
+    assert tt.load_task("austen-novel", "train", n=600, seed=2).text_a != train.text_a
+
+
+def test_next_sentence_pairs_are_true_neighbours_or_not(novels):
+    task = tt.load_task("austen-next", "validation", n=200, seed=0)
+    assert task.pairs and task.num_labels == 2 and np.bincount(task.labels).tolist() == [100, 100]
+    where = {}
+    for title, texts in novels.items():
+        for i, t in enumerate(texts):
+            where.setdefault(t, []).append((title, i))
+    for a, b, y in zip(task.text_a, task.text_b, task.labels):
+        pa, pb = where[a], where[b]
+        adjacent = any(na == nb and j == i + 1 for na, i in pa for nb, j in pb)
+        same_novel = any(na == nb for na, _ in pa for nb, _ in pb)
+        assert same_novel and adjacent == bool(y)
+
+
+def test_bad_requests_are_named():
+    with pytest.raises(ValueError, match="unknown task"):
+        tt.load_task("austen-novels")
+    with pytest.raises(ValueError, match="split"):
+        tt.load_task("austen-novel", "test")
+    with pytest.raises(ValueError, match="per class"):
+        tt.load_task("austen-novel", "validation", n=60000)
+    with pytest.raises(ValueError, match="positive"):
+        tt.load_task("austen-novel", n=0)
+    with pytest.raises(NotImplementedError, match="multiple-choice"):
+        tt.load_task("hellaswag")
+
+
+def test_encode_pairs_and_labels():
+    from layersim import assets
+
+    _, tok = assets.load_model("all-minilm-l6-v2")
+    task = tt.load_task("austen-next", "validation", n=10)
+    batches = tt.encode(task, tok, batch_size=4, max_length=32, order=np.arange(9, -1, -1))
+    assert [len(b["labels"]) for b in batches] == [4, 4, 2]
+    assert batches[0]["labels"].tolist() == task.labels[[9, 8, 7, 6]].tolist()
+    assert batches[0]["input_ids"].shape[1] <= 32 and (batches[0]["token_type_ids"] == 1).any()
+    single = tt.encode(tt.load_task("austen-novel", "validation", n=12), tok, batch_size=12)[0]
+    assert (single["token_type_ids"] == 0).all()
+
+
+def test_scores_and_majority_baseline():
+    from sklearn.metrics import matthews_corrcoef
+
+    task = tt.TextTask("t", "validation", ["a"] * 6, None, np.array([0, 0, 1, 1, 1, 2]), 3)
+    assert tt.score(task, np.array([0, 1, 1, 1, 2, 2])) == pytest.approx(4 / 6)
+    assert tt.majority_baseline(task) == pytest.approx(3 / 6)
+    cola = tt.TextTask("cola", "validation", ["a"] * 6, None, np.array([0, 1, 1, 0, 1, 0]), 2, metric="matthews")
+    p = np.array([0, 1, 0, 0, 1, 1])
+    assert tt.score(cola, p) == pytest.approx(matthews_corrcoef(cola.labels, p))
+    sts = tt.TextTask("stsb", "validation", ["a"] * 4, ["b"] * 4, np.array([0.0, 1.0, 2.0, 4.0]), 1, metric="pearson")
+    assert tt.score(sts, np.array([1.0, 2.0, 3.0, 5.0])) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="shape"):
+        tt.score(task, np.zeros(5))
+
+
+def test_excerpt_pairs_come_from_the_sentence_or_its_successor(novels):
+    task = tt.load_task("austen-excerpt", "train", n=120, seed=3)
+    assert task.pairs and np.bincount(task.labels).tolist() == [60, 60]
+    following = {texts[i]: texts[i + 1] for texts in novels.values() for i in range(len(texts) - 1)}
+    for a, b, y in zip(task.text_a, task.text_b, task.labels):
+        source = " ".join((a if y else following[a]).split())
+        assert b in source and 4 <= len(b.split()) < len(source.split())
+
+
+def test_same_novel_pairs(novels):
+    task = tt.load_task("austen-same-novel", "validation", n=80, seed=0)
+    assert np.bincount(task.labels).tolist() == [40, 40]
+    novel_of = {t: title for title, texts in novels.items() for t in texts}
+    for a, b, y in zip(task.text_a, task.text_b, task.labels):
+        assert (novel_of[a] == novel_of[b]) == bool(y) and a != b
