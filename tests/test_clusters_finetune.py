@@ -10,7 +10,7 @@ import torch
 from layersim import assets, clusters_finetune as cf, finetune as ft, probe, similarity, surgery, text_tasks as tt
 
 TINY = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
-FAMILIES = {"roberta-base": dict(TINY), "albert-large-v2": dict(TINY, embedding_size=16, vocab_size=30522),
+FAMILIES = {"roberta-base": dict(TINY, type_vocab_size=2),  # the MiniLM tokenizer marks second segments "albert-large-v2": dict(TINY, embedding_size=16, vocab_size=30522),
             "electra-base-discriminator": dict(TINY, embedding_size=16)}
 SETTINGS = dict(steps=3, batch_size=8, lr=1e-3, warmup_steps=1, max_length=24, weight_decay=0.0, eval_batch_size=16)
 
@@ -129,3 +129,45 @@ def test_standardized_head_learns_a_tiny_signal_on_a_large_constant():
         folded.bias.copy_(lin.bias - lin.weight @ torch.tensor(mean / scale, dtype=torch.float32))
         xt = torch.tensor(X[:5], dtype=torch.float32)
         torch.testing.assert_close(folded(xt), std[1][0](std[0](xt)), rtol=1e-3, atol=1e-3)
+
+
+def _choice_task(split, n=12, C=3):
+    """Multiple choice from Austen: which of C texts is the excerpt of the context."""
+    base = tt.load_task("austen-excerpt", split, n=n * C, seed=0)
+    rng = np.random.default_rng(0)
+    contexts, choices, labels = [], [], []
+    for k in range(n):
+        rows = list(range(k * C, (k + 1) * C))
+        contexts.append(base.text_a[rows[0]])
+        endings = [" ".join(base.text_a[r].split()[:6]) for r in rows]
+        y = int(rng.integers(C))
+        endings[0], endings[y] = endings[y], endings[0]
+        choices.append(endings)
+        labels.append(y)
+    return tt.TextTask("toy-choice", split, contexts, None, np.array(labels), C, choices=choices)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_multiple_choice_path_on_random_init_models(name, tokenizer, tmp_cache):
+    train, val = _choice_task("train", 16), _choice_task("validation", 10)
+    model, meta = ft.cached_finetune(name, train, cf.config_from(SETTINGS), tokenizer=tokenizer, random_init=True,
+                                     config=FAMILIES[name], progress=False, device="cpu")
+    assert type(model).__name__.endswith("ForMultipleChoice") and meta["data"]["multiple_choice"]
+    L = surgery.adapters.get(model).n_layers(model)
+    H = cf.cls_features(model, val, SETTINGS, device="cpu")
+    assert H.shape == (L + 1, 10 * 3, 32)
+    untuned = cf.truncation_curves(model, H, val)
+    batches = tt.encode(val, tokenizer, 4, SETTINGS["max_length"])
+    assert batches[0]["input_ids"].shape[:2] == (4, 3)
+    for k in (0, L - 1, L):  # the head on every (context, ending) row of layer k = the model cut after block k
+        with surgery.truncate(model, k) as cut:
+            z = ft.predict(cut, batches, device="cpu")
+        assert z.shape == (10, 3) and untuned[k] == pytest.approx(tt.score(val, z.argmax(1)))
+    Htr = cf.cls_features(model, train, SETTINGS, device="cpu")
+    tuned = cf.tuned_head_curve(model, Htr, train, H, val, epochs=1, lr=1e-3, batch_size=4)
+    assert tuned.shape == (L + 1,) and ((0 <= tuned) & (tuned <= 1)).all()
+    G = cf.skip_grid(model, val, SETTINGS, device="cpu", progress=False)
+    assert G[0, L - 1] == pytest.approx(untuned[0])
+    with pytest.raises(ValueError, match="multiple choice"):
+        ft.finetune(ft.load_classifier(name, 3, random_init=True, config=FAMILIES[name]), train,
+                    cf.config_from(SETTINGS), tokenizer, progress=False)

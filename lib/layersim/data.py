@@ -429,14 +429,15 @@ def load_glue(task: str, split: str = "train", allow_download: bool | None = Non
 
 
 def load_hf_text(name: str, split: str = "train", allow_download: bool | None = None):
-    """A paper-scale text data set saved from the Hugging Face hub (``"boolq"``, ``"yelp-polarity"``;
-    see ``layersim.assets``), one split as a ``datasets.Dataset``. ``"validation"`` falls back to
+    """A paper-scale text data set saved from the Hugging Face hub (``"boolq"``, ``"yelp-polarity"``,
+    ``"hellaswag"``, ``"cosmosqa"``; see ``layersim.assets``), one split as a ``datasets.Dataset``. ``"validation"`` falls back to
     the hub's ``"test"`` split for data sets that have no validation split (Yelp polarity)."""
     import datasets
 
     asset = assets.get_asset(name)
     if asset.kind != "data" or asset.source != "hf-datasets" or asset.name in ("glue", "wikitext-103"):
-        raise ValueError(f"{name!r} is not a text classification data set of the hub; use 'boolq' or 'yelp-polarity'")
+        raise ValueError(f"{name!r} is not a text classification data set of the hub; use 'boolq', "
+                         "'yelp-polarity', 'hellaswag' or 'cosmosqa'")
     _check_split(asset.name, split, ("train", "validation", "test"))
     dd = datasets.load_from_disk(str(assets.resolve(asset.name, allow_download=allow_download)))
     if split == "validation" and "validation" not in dd:

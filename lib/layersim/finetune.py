@@ -84,7 +84,11 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "layersim_tokenizer", None)
     if tokenizer is None:
         raise ValueError("finetune needs the model's tokenizer (pass tokenizer=)")
-    if task.num_labels != getattr(model.config, "num_labels", task.num_labels):
+    mc = type(model).__name__.endswith("ForMultipleChoice")
+    if mc != task.multiple_choice:
+        raise ValueError(f"task {task.name!r} is {'' if task.multiple_choice else 'not '}multiple choice but the model is "
+                         f"a {type(model).__name__}: load it with load_classifier(..., multiple_choice={task.multiple_choice})")
+    if not mc and task.num_labels != getattr(model.config, "num_labels", task.num_labels):
         raise ValueError(f"the model has {model.config.num_labels} outputs, task {task.name!r} has "
                          f"{task.num_labels} labels")
     dev = resolve_device(device)
@@ -122,7 +126,8 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
 
 
 def predict(model: nn.Module, batches: list[dict], device: Any = "auto") -> np.ndarray:
-    """Logits ``[N, num_labels]`` (float64) of ``model`` on tokenised ``batches`` (labels ignored)."""
+    """Logits ``[N, num_labels]`` (float64) of ``model`` on tokenised ``batches`` (labels ignored;
+    a multiple-choice model: ``[N, C]``, one per ending)."""
     dev = resolve_device(device)
     out = []
     with evaluating(model.to(dev)):
@@ -136,8 +141,7 @@ def evaluate(model: nn.Module, task: text_tasks.TextTask, tokenizer: Any = None,
     """``model``'s score on ``task`` (its metric: accuracy, Matthews or Pearson correlation)."""
     tokenizer = tokenizer if tokenizer is not None else model.layersim_tokenizer
     logits = predict(model, text_tasks.encode(task, tokenizer, batch_size, max_length), device)
-    pred = logits[:, 0] if task.num_labels == 1 else logits.argmax(1)
-    return text_tasks.score(task, pred)
+    return text_tasks.score(task, text_tasks.predictions(task, logits))
 
 
 @contextlib.contextmanager
@@ -154,17 +158,20 @@ def _quiet_transformers():
 
 
 def load_classifier(name: str, num_labels: int, seed: int = 0, random_init: bool = False,
-                    config: dict | None = None) -> nn.Module:
+                    config: dict | None = None, multiple_choice: bool = False) -> nn.Module:
     """The registered encoder ``name`` (``layersim.assets``) as ``AutoModelForSequenceClassification``
-    with a new ``num_labels`` head initialised under ``seed``; its tokenizer is attached as
-    ``model.layersim_tokenizer``. ``random_init``: the architecture with random weights (tests;
+    with a new ``num_labels`` head initialised under ``seed`` (``multiple_choice``:
+    ``AutoModelForMultipleChoice``, one logit per (context, ending) pair); its tokenizer is attached
+    as ``model.layersim_tokenizer``. ``random_init``: the architecture with random weights (tests;
     ``config`` overrides its fields, e.g. ``num_hidden_layers=2``)."""
     from . import assets
 
     torch.manual_seed(seed)
+    auto = "AutoModelForMultipleChoice" if multiple_choice else "AutoModelForSequenceClassification"
+    kwargs = {} if multiple_choice else {"num_labels": num_labels}
     with _quiet_transformers():
-        model, tok = assets.load_model(name, random_init=random_init, auto_class="AutoModelForSequenceClassification",
-                                       num_labels=num_labels, eval_mode=False, config=config)
+        model, tok = assets.load_model(name, random_init=random_init, auto_class=auto, eval_mode=False,
+                                       config=config, **kwargs)
     if tok is not None and tok.pad_token is None:  # decoders (LLaMA, GPT-2): pad with EOS, right side
         tok.pad_token = tok.eos_token
     if tok is not None:
@@ -193,7 +200,8 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
     holder: dict[str, Any] = {}
 
     def build() -> nn.Module:
-        model = load_classifier(name, task.num_labels, seed=run_cfg.seed, random_init=random_init, config=config)
+        model = load_classifier(name, task.num_labels, seed=run_cfg.seed, random_init=random_init, config=config,
+                                multiple_choice=task.multiple_choice)
         holder["tokenizer"] = tokenizer if tokenizer is not None else model.layersim_tokenizer
         model.layersim_tokenizer = holder["tokenizer"]
         return model
@@ -201,7 +209,8 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
     def fit(model, train_set, train_cfg, device, progress):
         return finetune(model, train_set, train_cfg, holder["tokenizer"], device=device, progress=progress)
 
-    model_desc = {"asset": name, "num_labels": task.num_labels, "auto_class": "AutoModelForSequenceClassification",
+    model_desc = {"asset": name, "num_labels": task.num_labels,
+                  "auto_class": "AutoModelForMultipleChoice" if task.multiple_choice else "AutoModelForSequenceClassification",
                   **({"random_init": True, "config": config} if random_init else {})}
     data_desc = {**task.describe(), "labels_sha": _labels_digest(task)}
     model, meta = training.cached_model(f"ft-{name}", build, model_desc, run_cfg, task, data_desc,
@@ -216,7 +225,8 @@ def _labels_digest(task: text_tasks.TextTask) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for a, b in zip(task.text_a, task.text_b or [""] * len(task)):
+    seconds = task.text_b or (["\x02".join(c) for c in task.choices] if task.multiple_choice else [""] * len(task))
+    for a, b in zip(task.text_a, seconds):
         h.update(a.encode())
         h.update(b"\x00")
         h.update(b.encode())

@@ -115,7 +115,7 @@ class Standardize(nn.Module):
 
 
 def train_head(head: nn.Module, features, labels, epochs: int = 5, lr: float = 0.01, batch_size: int = 256,
-               seed: int = 0, loss: str = "ce", standardize: bool = False) -> nn.Module:
+               seed: int = 0, loss: str = "ce", standardize: bool = False, choices: int | None = None) -> nn.Module:
     """Train ``head`` (any ``[N, d] -> [N, K]`` module, in place, from its current weights) on frozen
     ``features`` by minibatch Adam: mean cross-entropy (``loss="ce"``, integer labels) or mean
     squared error on output 0 (``"mse"``, a regression). Float32, CPU, one thread; dropout in
@@ -127,13 +127,28 @@ def train_head(head: nn.Module, features, labels, epochs: int = 5, lr: float = 0
     features' mean and one global scale. Without it Adam cannot move a head whose input varies by
     1e-3 around a constant of norm 10 (the [CLS] token of a BERT's early blocks: a head re-trained
     on them stayed at chance where an L-BFGS probe reached 0.4); with a linear first layer the
-    function class is unchanged."""
+    function class is unchanged.
+
+    ``choices``: multiple choice (``C`` endings per example): ``features`` are ``[N * C, d]`` (the
+    ``C`` rows of an example together), ``head`` scores each row with one logit, ``labels`` ``[N]``
+    index the right ending, the loss is the cross-entropy over each example's ``C`` logits and
+    minibatches hold whole examples."""
+    if choices is not None:
+        if loss != "ce" or choices < 2 or np.asarray(features).shape[0] != len(labels) * choices:
+            raise ValueError(f"choices={choices}: need loss='ce' and features with {choices} rows per label "
+                             f"({len(labels)} labels, {np.asarray(features).shape[0]} rows)")
     if standardize:
         mean, scale = _standardizer(np.asarray(features, dtype=np.float64))
         head = nn.Sequential(Standardize(mean, scale), head)
     if loss not in ("ce", "mse"):
         raise ValueError(f"loss must be 'ce' or 'mse', got {loss!r}")
-    if loss == "ce":
+    if choices is not None:
+        X = np.asarray(features, dtype=np.float64)
+        y = np.asarray(labels)
+        if not np.isfinite(X).all() or y.min() < 0 or y.max() >= choices:
+            raise ValueError(f"train_head: features must be finite and labels in 0..{choices - 1}")
+        yt = torch.from_numpy(y.astype(np.int64))
+    elif loss == "ce":
         X, y = _check_xy(features, labels, "train_head")
         yt = torch.from_numpy(y.astype(np.int64))
     else:
@@ -145,6 +160,8 @@ def train_head(head: nn.Module, features, labels, epochs: int = 5, lr: float = 0
     if epochs < 1 or batch_size < 1 or not (np.isfinite(lr) and lr > 0):
         raise ValueError(f"epochs and batch_size must be >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
     Xt = torch.from_numpy(X.astype(np.float32))
+    if choices is not None:
+        Xt = Xt.view(len(yt), choices, -1)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -155,7 +172,10 @@ def train_head(head: nn.Module, features, labels, epochs: int = 5, lr: float = 0
             torch.manual_seed(seed)  # dropout
             for _ in range(epochs):
                 for idx in torch.randperm(len(Xt), generator=gen).split(batch_size):
-                    out = head(Xt[idx])
+                    if choices is not None:  # one logit per ending, softmax over an example's endings
+                        out = head(Xt[idx].reshape(-1, Xt.shape[-1])).view(len(idx), choices)
+                    else:
+                        out = head(Xt[idx])
                     err = (nn.functional.cross_entropy(out, yt[idx]) if loss == "ce"
                            else nn.functional.mse_loss(out[:, 0], yt[idx]))
                     opt.zero_grad(set_to_none=True)

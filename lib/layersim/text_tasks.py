@@ -23,8 +23,10 @@ headings, "Yes.") are dropped. Sampling is balanced per class and ``seed``-ed.
 Paper scale: the GLUE tasks of :data:`PAPER_TASKS` (``data.load_glue``), BoolQ and Yelp polarity
 (Hugging Face ``datasets``, through ``layersim.assets``). STS-B is a regression (one output,
 Pearson correlation); CoLA is scored by Matthews correlation as in GLUE; the others by accuracy
-(MRPC and QQP also by accuracy, not F1). The multiple-choice tasks (HellaSwag, CosmosQA) need
-a multiple-choice head and input shape this path does not have: :func:`load_task` says so.
+(MRPC and QQP also by accuracy, not F1). HellaSwag and CosmosQA are multiple choice: each example
+is a context and ``C`` endings (``TextTask.choices``), encoded as ``C`` (context, ending) pairs,
+``[B, C, T]``, for a ``*ForMultipleChoice`` model that scores each pair with one logit and takes
+the softmax over the ``C``; accuracy.
 
 :func:`load_task` returns a :class:`TextTask`; :func:`encode` tokenises it into batches with
 labels (``labels`` key), ready for ``layersim.finetune`` and ``layersim.models.collect``.
@@ -38,7 +40,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CHUNK", "MIN_WORDS", "OFFLINE_TASKS", "PAPER_TASKS", "TextTask", "VAL_EVERY", "encode", "load_task",
+__all__ = ["CHUNK", "MIN_WORDS", "OFFLINE_TASKS", "PAPER_TASKS", "TextTask", "VAL_EVERY", "encode", "flat_choices",
+           "load_task", "predictions",
            "majority_baseline", "score"]
 
 CHUNK = 50
@@ -59,8 +62,10 @@ PAPER_TASKS: dict[str, dict[str, Any]] = {
     "rte": {"cols": ("sentence1", "sentence2"), "metric": "accuracy"},
     "boolq": {"cols": ("question", "passage"), "metric": "accuracy", "label": "answer"},
     "yelp-polarity": {"cols": ("text",), "metric": "accuracy"},
+    "hellaswag": {"cols": ("ctx",), "endings": "endings", "metric": "accuracy"},
+    "cosmosqa": {"cols": ("context", "question"), "endings": ("answer0", "answer1", "answer2", "answer3"),
+                 "metric": "accuracy"},
 }
-_MULTIPLE_CHOICE = ("hellaswag", "cosmosqa")
 _SPLITS = ("train", "validation")
 
 
@@ -68,7 +73,9 @@ _SPLITS = ("train", "validation")
 class TextTask:
     """One split of a classification task: ``text_a`` (and ``text_b`` for sentence pairs, else
     None), integer ``labels`` ``[N]`` (floats for a regression), ``num_labels`` (1 = regression),
-    the ``metric`` it is scored by and the class names."""
+    the ``metric`` it is scored by and the class names. A multiple-choice task has ``choices``
+    (``N`` lists of ``C`` endings for the contexts ``text_a``; ``labels`` the index of the right
+    one, ``num_labels = C``)."""
 
     name: str
     split: str
@@ -78,6 +85,7 @@ class TextTask:
     num_labels: int
     metric: str = "accuracy"
     label_names: tuple[str, ...] = ()
+    choices: list[list[str]] | None = None
 
     def __len__(self) -> int:
         return len(self.text_a)
@@ -86,10 +94,20 @@ class TextTask:
     def pairs(self) -> bool:
         return self.text_b is not None
 
+    @property
+    def multiple_choice(self) -> bool:
+        return self.choices is not None
+
+    @property
+    def rows_per_example(self) -> int:
+        """Feature rows per example: ``C`` for a multiple-choice task (one per ending), else 1."""
+        return self.num_labels if self.multiple_choice else 1
+
     def describe(self) -> dict:
         """What a checkpoint key and ``metrics.json`` record of the task."""
-        return {"name": self.name, "split": self.split, "n": len(self), "num_labels": self.num_labels,
-                "metric": self.metric, "pairs": self.pairs}
+        out = {"name": self.name, "split": self.split, "n": len(self), "num_labels": self.num_labels,
+               "metric": self.metric, "pairs": self.pairs}
+        return {**out, "multiple_choice": True} if self.multiple_choice else out
 
 
 # ----------------------------------------------------------------------------- Austen tasks
@@ -245,22 +263,28 @@ def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bo
         order = np.sort(order[:n])
     ds = ds.select(order.tolist())
     cols = spec["cols"]
+    if "endings" in spec:  # the context: its columns joined (CosmosQA: passage and question)
+        first = [" ".join(str(x) for x in parts) for parts in zip(*(ds[c] for c in cols))]
+        ends = spec["endings"]  # one list column (HellaSwag) or one column per ending (CosmosQA)
+        choices = ([[str(e) for e in row] for row in ds[ends]] if isinstance(ends, str)
+                   else [[str(e) for e in row] for row in zip(*(ds[c] for c in ends))])
+        labels = np.asarray([int(x) for x in ds["label"]], dtype=np.int64)
+        return TextTask(name, split, first, None, labels, len(choices[0]), spec["metric"], choices=choices)
     labels = np.asarray(ds[spec.get("label", "label")])
     regression = spec["metric"] == "pearson"
     labels = labels.astype(np.float32) if regression else labels.astype(np.int64)
-    num_labels = 1 if regression else int(ds.features[spec.get("label", "label")].num_classes
-                                          if hasattr(ds.features[spec.get("label", "label")], "num_classes")
-                                          else labels.max() + 1)
-    return TextTask(name, split, [str(t) for t in ds[cols[0]]], [str(t) for t in ds[cols[1]]] if len(cols) > 1 else None,
-                    labels, num_labels, spec["metric"])
+    feature = ds.features[spec.get("label", "label")]
+    num_labels = 1 if regression else int(getattr(feature, "num_classes", None) or labels.max() + 1)
+    first = [str(t) for t in ds[cols[0]]]
+    second = [str(t) for t in ds[cols[1]]] if len(cols) > 1 else None
+    return TextTask(name, split, first, second, labels, num_labels, spec["metric"])
 
 
 def load_task(name: str, split: str = "train", n: int | None = None, seed: int = 0,
               allow_download: bool | None = None) -> TextTask:
     """``n`` examples (all when None) of ``split`` (``"train"`` or ``"validation"``) of task ``name``:
     one of :data:`OFFLINE_TASKS` (balanced per class) or :data:`PAPER_TASKS` (a seeded random
-    subset). Raises ValueError for an unknown task or split, NotImplementedError for the
-    multiple-choice tasks."""
+    subset). Raises ValueError for an unknown task or split."""
     key = name.lower().replace("_", "-")
     if split not in _SPLITS:
         raise ValueError(f"split must be one of {_SPLITS}, got {split!r}")
@@ -274,9 +298,6 @@ def load_task(name: str, split: str = "train", n: int | None = None, seed: int =
         return _austen_excerpt(split, n, seed)
     if key == "austen-same-novel":
         return _austen_same_novel(split, n, seed)
-    if key.replace("-", "") in _MULTIPLE_CHOICE:
-        raise NotImplementedError(f"{name} is a multiple-choice task: it needs a multiple-choice head "
-                                  "(one score per (context, ending) pair), which layersim.finetune does not have yet")
     if key in PAPER_TASKS:
         return _hf_task(key, split, n, seed, allow_download)
     raise ValueError(f"unknown task {name!r}; use one of {list(OFFLINE_TASKS) + list(PAPER_TASKS)}")
@@ -296,13 +317,42 @@ def encode(task: TextTask, tokenizer: Any, batch_size: int = 32, max_length: int
     out = []
     for s in range(0, len(idx), batch_size):
         b = idx[s:s + batch_size]
-        a = [task.text_a[i] for i in b]
-        second = None if task.text_b is None else [task.text_b[i] for i in b]
+        if task.multiple_choice:  # C (context, ending) pairs per example -> [B, C, T]
+            C = task.num_labels
+            a = [task.text_a[i] for i in b for _ in range(C)]
+            second = [e for i in b for e in task.choices[i]]
+        else:
+            a = [task.text_a[i] for i in b]
+            second = None if task.text_b is None else [task.text_b[i] for i in b]
         enc = dict(tokenizer(a, second, padding=True, truncation="longest_first" if second else True,
                              max_length=max_length, return_tensors="pt"))
+        if task.multiple_choice:
+            enc = {k: v.view(len(b), task.num_labels, -1) for k, v in enc.items()}
         enc["labels"] = torch.as_tensor(task.labels[b])
         out.append(enc)
     return out
+
+
+def flat_choices(batches: list[dict]) -> list[dict]:
+    """Multiple-choice batches ``[B, C, T]`` as ``[B * C, T]`` (one row per (example, ending), in
+    order; labels dropped), for reading the layers of every pair with ``layersim.models.collect``;
+    other batches are returned as they are."""
+    out = []
+    for b in batches:
+        if b["input_ids"].dim() == 3:
+            b = {k: v.reshape(-1, v.shape[-1]) for k, v in b.items() if k != "labels"}
+        out.append(b)
+    return out
+
+
+def predictions(task: TextTask, logits: np.ndarray) -> np.ndarray:
+    """The predictions of ``logits``: ``[N, K]`` -> argmax (column 0 for a regression), or, for a
+    multiple-choice task, one logit per (example, ending) row ``[N * C, 1]`` (or ``[N, C]``) ->
+    the argmax over each example's endings."""
+    z = np.asarray(logits)
+    if task.multiple_choice:
+        return z.reshape(len(task), task.num_labels).argmax(1)
+    return z[:, 0] if task.num_labels == 1 else z.argmax(1)
 
 
 def score(task: TextTask, predictions: np.ndarray) -> float:
