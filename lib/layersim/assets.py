@@ -129,6 +129,12 @@ def _hf(name, hub_id, description, model_type, auto_class="AutoModel", aliases=(
     )
 
 
+def _hf_data(name, hub_id, description, aliases=()):
+    """A paper-scale Hugging Face data set, saved to the project cache with ``save_to_disk``."""
+    return Asset(name, "data", "paper", "hf-datasets", f"{description} (HF {hub_id})",
+                 f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/{name}/", hub_id=hub_id, aliases=aliases)
+
+
 def _timm(name, tag, description, aliases=()):
     """A paper-scale timm model (weights on the hub as ``timm/<name>.<tag>``)."""
     return Asset(
@@ -188,20 +194,15 @@ _ASSET_LIST = [
           f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/wikitext-103/",
           hub_id="Salesforce/wikitext", config={"config_name": "wikitext-103-raw-v1"},
           aliases=("wikitext103", "wikitext")),
-    Asset("boolq", "data", "paper", "hf-datasets",
-          "BoolQ: yes/no questions with a Wikipedia passage (HF google/boolq; the clusters paper's task)",
-          f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/boolq/", hub_id="google/boolq"),
-    Asset("yelp-polarity", "data", "paper", "hf-datasets",
-          "Yelp review polarity, 560k + 38k reviews (HF fancyzhx/yelp_polarity; the clusters paper's task)",
-          f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/yelp-polarity/", hub_id="fancyzhx/yelp_polarity",
-          aliases=("yelp_polarity", "yelp")),
-    Asset("hellaswag", "data", "paper", "hf-datasets",
-          "HellaSwag: a context and four endings, pick the right one (HF Rowan/hellaswag; the clusters paper's task)",
-          f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/hellaswag/", hub_id="Rowan/hellaswag"),
-    Asset("cosmosqa", "data", "paper", "hf-datasets",
-          "Cosmos QA: a passage, a question and four answers (HF allenai/cosmos_qa; the clusters paper's task)",
-          f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/cosmosqa/", hub_id="allenai/cosmos_qa",
-          aliases=("cosmos-qa", "cosmos_qa")),
+    _hf_data("boolq", "google/boolq",
+             "BoolQ: yes/no questions with a Wikipedia passage (the clusters paper's task)"),
+    _hf_data("yelp-polarity", "fancyzhx/yelp_polarity",
+             "Yelp review polarity, 560k + 38k reviews (the clusters paper's task)", aliases=("yelp_polarity", "yelp")),
+    _hf_data("hellaswag", "Rowan/hellaswag",
+             "HellaSwag: a context and four endings, pick the right one (the clusters paper's task)"),
+    _hf_data("cosmosqa", "allenai/cosmos_qa",
+             "Cosmos QA: a passage, a question and four answers (the clusters paper's task)",
+             aliases=("cosmos-qa", "cosmos_qa")),
     # ----- offline models -----------------------------------------------------------------
     Asset("all-minilm-l6-v2", "model", "offline", "pypi",
           "sentence-transformers/all-MiniLM-L6-v2: BERT encoder, 6 layers, hidden 384",
