@@ -248,6 +248,13 @@ _ASSET_LIST = [
         hidden_size=768, num_attention_heads=12, intermediate_size=3072, embedding_size=768),
     _hf("gpt2", "openai-community/gpt2", "GPT-2 small (124M), with its LM head", "gpt2",
         auto_class="AutoModelForCausalLM", aliases=("gpt-2",)),
+    _hf("llama-3.2-3b", "meta-llama/Llama-3.2-3B", "LLaMA-3.2-3B (28 layers, hidden 3072; gated on the hub)", "llama",
+        auto_class="AutoModelForCausalLM", aliases=("llama3.2-3b",), hidden_size=3072, num_hidden_layers=28,
+        num_attention_heads=24, num_key_value_heads=8, intermediate_size=8192, vocab_size=128256,
+        tie_word_embeddings=True),
+    _hf("llama-3.1-8b", "meta-llama/Llama-3.1-8B", "LLaMA-3.1-8B (32 layers, hidden 4096; gated on the hub)", "llama",
+        auto_class="AutoModelForCausalLM", aliases=("llama3.1-8b",), hidden_size=4096, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336, vocab_size=128256),
     _hf("clip-vit-base-patch32", "openai/clip-vit-base-patch32", "CLIP ViT-B/32 (image + text)",
         "clip", aliases=("clip", "clip-vit-b-32", "clip-vit-b32")),
 ]

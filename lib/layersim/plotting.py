@@ -243,3 +243,30 @@ def pca_comparison(reference, others: dict, labels=None, title: str | None = Non
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def token_table(words, probs, ax=None, columns: Sequence[str] | None = None, title: str | None = None,
+                cmap: str = "RdBu", fontsize: float = 5.5):
+    """The tracing paper's Fig. 20: one row per layer (layer 0 at the bottom, the last at the top),
+    one column per decoding step; each cell shows that layer's top-1 token (``words`` ``[L+1, S]``)
+    and is coloured by its probability (``probs`` ``[L+1, S]``: red 0, blue 1)."""
+    import matplotlib.pyplot as plt
+
+    W, P = np.asarray(words, dtype=object), np.asarray(probs, dtype=float)
+    if W.shape != P.shape:
+        raise ValueError(f"words {W.shape} and probs {P.shape} differ in shape")
+    ax = _axes(ax, figsize=(max(6, 0.75 * W.shape[1]), max(4, 0.22 * W.shape[0])))
+    im = ax.imshow(P, origin="lower", aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0)
+    for i in range(W.shape[0]):
+        for j in range(W.shape[1]):
+            ax.text(j, i, str(W[i, j])[:10], ha="center", va="center", fontsize=fontsize)
+    ax.set_yticks(range(W.shape[0]))
+    ax.set_yticklabels(range(W.shape[0]), fontsize=6)
+    ax.set_xticks(range(W.shape[1]))
+    ax.set_xticklabels(list(columns) if columns is not None else range(1, W.shape[1] + 1), rotation=90, fontsize=6)
+    ax.set_ylabel("layer (0 = embeddings)")
+    ax.set_xlabel("decoding step: the token the model generated")
+    plt.colorbar(im, ax=ax, fraction=0.03, pad=0.01, label="probability of the layer's top-1 token")
+    if title:
+        ax.set_title(title)
+    return ax

@@ -32,13 +32,17 @@ from .models import (
 )
 
 __all__ = [
+    "GreedyLens",
     "LayerProbs",
+    "TokenLens",
     "NextToken",
     "effective_depth",
     "layer_accuracy",
     "layer_logits",
     "layer_probs",
+    "greedy_lens",
     "next_token_scores",
+    "token_lens",
     "predictions",
     "saturation_layer",
 ]
@@ -247,3 +251,92 @@ def next_token_scores(model: nn.Module, batches, device="auto") -> NextToken:
         raise ValueError("no token to score: every text is shorter than two tokens")
     mean = nll / count
     return NextToken(mean, float(np.exp(mean)), correct / count, int(count))
+
+
+# ----------------------------------------------------------------------------- the logit lens on a language model
+
+
+def _lens_head(model: nn.Module) -> tuple[nn.Module, nn.Module, torch.device]:
+    norm, head = final_norm(model), classifier_head(model)
+    ref = _param_of(head, norm)
+    return norm, head, ref.device if ref is not None else torch.device("cpu")
+
+
+class TokenLens(NamedTuple):
+    """The logit lens on every scored token position: ``top`` ``[L+1, N]`` the top-1 token of each
+    layer's readout, ``confidence`` ``[N]`` the model's own probability of its top-1 token, and
+    ``max_error`` the largest ``|lens_L - model logits| / max |model logits|`` seen (the lens on the
+    last layer must reproduce the model)."""
+
+    top: np.ndarray
+    confidence: np.ndarray
+    max_error: float
+
+
+def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
+    """The logit lens (final norm + unembedding on every layer, recomputed per layer) at every
+    non-padding position of ``batches`` (HF dicts with ``input_ids``, ``attention_mask``) of a
+    causal LM: the tracing paper's saturation analysis (§2.2, App. C.1) over a text set. Only the
+    top-1 token per layer is kept (a vocabulary of 50k times every layer and position would not
+    fit in memory); ``saturation_layer(result.top)`` gives each position's saturation layer."""
+    from .models import stream
+
+    norm, head, dev = _lens_head(model)
+    tops, conf, err = [], [], 0.0
+    base = getattr(model, "surgery_base", model)
+    for batch, inputs in zip(stream(model, batches, token="tokens", device=device), batches):
+        keep = batch.mask.bool() if batch.mask is not None else torch.ones(batch.entries[0].shape[:2], dtype=torch.bool)
+        with evaluating(base), torch.no_grad():
+            own = base(**{k: v.to(dev) for k, v in inputs.items() if k in ("input_ids", "attention_mask")},
+                       use_cache=False).logits[keep.to(dev)].float()
+            layer_tops = []
+            for h in batch.entries:
+                z = head(norm(h[keep.to(h.device)].to(dev))).float()
+                layer_tops.append(z.argmax(-1).cpu().numpy())
+            err = max(err, float((z - own).abs().max() / own.abs().max().clamp_min(1e-30)))
+            conf.append(torch.softmax(own, -1).max(-1).values.cpu().numpy())
+        tops.append(np.stack(layer_tops))
+    return TokenLens(np.concatenate(tops, axis=1), np.concatenate(conf), err)
+
+
+class GreedyLens(NamedTuple):
+    """Greedy decoding read through the logit lens, ``S`` steps: ``tokens`` ``[S]`` the generated
+    ids (the model's own argmax), ``top`` / ``top_prob`` ``[L+1, S]`` each layer's top-1 token and
+    its probability, ``chosen_prob`` ``[L+1, S]`` each layer's probability of the token the model
+    chose, ``max_error`` as in :class:`TokenLens`."""
+
+    tokens: np.ndarray
+    top: np.ndarray
+    top_prob: np.ndarray
+    chosen_prob: np.ndarray
+    max_error: float
+
+
+def greedy_lens(model: nn.Module, tokenizer, prompt: str, steps: int, device="auto") -> GreedyLens:
+    """Decode ``steps`` tokens after ``prompt`` greedily and read every layer's next-token
+    distribution at each step through the logit lens (the tracing paper's Fig. 20: "Simply put,
+    the theory of relativity states" on LLaMA-3.2-3B). The next token is the model's own argmax,
+    so the tokens equal ``model.generate(do_sample=False)``'s."""
+    from .models import stream
+
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    norm, head, dev = _lens_head(model)
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    tokens, top, top_prob, chosen, err = [], [], [], [], 0.0
+    with evaluating(model), torch.no_grad():
+        for _ in range(steps):
+            inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+            hidden = next(iter(stream(model, [inputs], token="last", device=device))).entries
+            probs = torch.stack([torch.softmax(head(norm(h.to(dev))).float()[0], -1) for h in hidden])  # [L+1, V]
+            own = model(**{k: v.to(dev) for k, v in inputs.items()}, use_cache=False).logits[0, -1].float()
+            lens_last = head(norm(hidden[-1].to(dev))).float()[0]
+            err = max(err, float((lens_last - own).abs().max() / own.abs().max().clamp_min(1e-30)))
+            nxt = int(own.argmax())
+            p, t = probs.max(-1)
+            tokens.append(nxt)
+            top.append(t.cpu().numpy())
+            top_prob.append(p.cpu().numpy())
+            chosen.append(probs[:, nxt].cpu().numpy())
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return GreedyLens(np.array(tokens), np.stack(top, 1), np.stack(top_prob, 1), np.stack(chosen, 1), err)
