@@ -83,3 +83,46 @@ def test_pretrained_minilm_gets_its_tokenizer_and_a_seeded_head():
     b = ft.load_classifier("all-minilm-l6-v2", 6, seed=3)
     assert a.layersim_tokenizer is not None and a.config.num_labels == 6
     torch.testing.assert_close(a.classifier.weight, b.classifier.weight)
+
+
+def test_aligned_loss_is_eq5_over_the_blocks_with_the_shared_head(tokenizer):
+    from layersim import models, objectives, readout
+
+    model = ft.load_classifier("all-minilm-l6-v2", 2, seed=1, random_init=True, config=SMALL).eval()
+    task = toy_task(12)
+    batch = tt.encode(task, tokenizer, 12, 16)[0]
+    with torch.no_grad():
+        loss = ft.aligned_loss(model, batch)
+        standard = model(**batch).loss
+    H = models.collect(model, [{k: v for k, v in batch.items() if k != "labels"}], device="cpu", progress=False).hidden
+    z = torch.from_numpy(readout.layer_logits(model, H)[1:]).double()  # blocks 1..L through the hooks
+    w = objectives.layer_weights(len(z))
+    ce = torch.stack([torch.nn.functional.cross_entropy(zl, torch.as_tensor(task.labels)) for zl in z])
+    assert float(loss) == pytest.approx(float((w * ce).sum()), rel=1e-5)
+    assert float(ce[-1]) == pytest.approx(float(standard), rel=1e-5)  # the last term is the standard loss
+
+
+def test_aligned_finetuning_is_cached_apart_and_standard_keys_do_not_move(tokenizer, tmp_cache):
+    import dataclasses
+
+    from layersim import training
+
+    train = toy_task(32)
+    cfg = ft.FinetuneConfig(lr=3e-3, batch_size=16, warmup_steps=1, steps=2, max_length=16)
+    _, std = ft.cached_finetune("all-minilm-l6-v2", train, cfg, tokenizer=tokenizer, random_init=True, config=SMALL,
+                                progress=False, device="cpu")
+    _, ali = ft.cached_finetune("all-minilm-l6-v2", train, dataclasses.replace(cfg, objective="aligned"),
+                                tokenizer=tokenizer, random_init=True, config=SMALL, progress=False, device="cpu")
+    assert std["key"] != ali["key"] and ali["train"]["objective"] == "aligned" and "objective" not in std["train"]
+    legacy = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "objective"}
+    assert std["key"] == training.config_key(
+        {"asset": "all-minilm-l6-v2", "num_labels": 2, "auto_class": "AutoModelForSequenceClassification",
+         "random_init": True, "config": SMALL}, legacy, std["data"])
+    with pytest.raises(ValueError, match="objective"):
+        ft.FinetuneConfig(objective="multi_exit")
+
+
+def test_steps_for_epochs():
+    assert ft.steps_for(100, 32, 3) == 10 and ft.steps_for(96, 32, 1) == 3 and ft.steps_for(10, 4, 0.5) == 2
+    with pytest.raises(ValueError):
+        ft.steps_for(10, 4, 0)

@@ -86,8 +86,9 @@ def check_names(settings: Mapping[str, Any]) -> None:
 
 def config_from(settings: Mapping[str, Any], seed: int = 0) -> finetune.FinetuneConfig:
     """The :class:`~layersim.finetune.FinetuneConfig` of a settings dict (``presets.CLUSTERS_FINETUNE``
-    keys ``lr``, ``batch_size``, ``warmup_steps``, ``steps``, ``max_length``, ``weight_decay``)."""
-    keys = ("lr", "batch_size", "warmup_steps", "steps", "max_length", "weight_decay")
+    keys ``lr``, ``batch_size``, ``warmup_steps``, ``steps``, ``max_length``, ``weight_decay`` and,
+    optionally, ``objective``)."""
+    keys = ("lr", "batch_size", "warmup_steps", "steps", "max_length", "weight_decay", "objective")
     return finetune.FinetuneConfig(**{k: settings[k] for k in keys if k in settings}, seed=seed)
 
 

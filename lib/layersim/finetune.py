@@ -34,12 +34,19 @@ from torch import nn
 from . import text_tasks
 from .models import evaluating, resolve_device
 
-__all__ = ["FinetuneConfig", "cached_finetune", "evaluate", "finetune", "load_classifier", "lr_at", "predict"]
+__all__ = ["FinetuneConfig", "OBJECTIVES", "aligned_loss", "cached_finetune", "evaluate", "finetune", "load_classifier",
+           "lr_at", "predict", "steps_for"]
+
+
+#: ``"ce"``: the task loss on the last layer (standard fine-tuning); ``"aligned"``: the tracing
+#: paper's eq. (5) over the encoder's layers with the one shared head (AlignedBERT, §4)
+OBJECTIVES = ("ce", "aligned")
 
 
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """Optimisation of one fine-tuning run (defaults: the clusters paper's, §2)."""
+    """Optimisation of one fine-tuning run (defaults: the clusters paper's, §2; ``objective``: one
+    of :data:`OBJECTIVES`)."""
 
     lr: float = 1e-5
     batch_size: int = 4
@@ -48,8 +55,11 @@ class FinetuneConfig:
     max_length: int = 128
     weight_decay: float = 0.0
     seed: int = 0
+    objective: str = "ce"
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr}")
         if self.steps < 1 or self.batch_size < 1 or self.max_length < 4:
@@ -57,6 +67,14 @@ class FinetuneConfig:
                              f"{self.steps}, {self.batch_size}, {self.max_length}")
         if not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"warmup_steps must be in 0..steps={self.steps}, got {self.warmup_steps}")
+
+
+def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:
+    """Optimiser steps of ``epochs`` passes over ``n_examples`` in batches of ``batch_size`` (the
+    last batch of an epoch may be short): ``ceil(epochs * n_examples / batch_size)``."""
+    if n_examples < 1 or batch_size < 1 or not (math.isfinite(epochs) and epochs > 0):
+        raise ValueError(f"need n_examples, batch_size >= 1 and epochs > 0, got {n_examples}, {batch_size}, {epochs}")
+    return int(math.ceil(epochs * n_examples / batch_size))
 
 
 def lr_at(step: int, cfg: FinetuneConfig) -> float:
@@ -69,6 +87,27 @@ def lr_at(step: int, cfg: FinetuneConfig) -> float:
 
 def _to(batch: dict, dev: torch.device) -> dict:
     return {k: v.to(dev) for k, v in batch.items()}
+
+
+def aligned_loss(model: nn.Module, batch: dict) -> torch.Tensor:
+    """The tracing paper's aligned loss, eq. (5), for a fine-tuned encoder (AlignedBERT, §4 and
+    App. C.2): ``sum_l lambda_l CE(W h^(l), y)`` over blocks ``l = 1..L`` with the model's own
+    classifier ``W`` (for BERT: pooler + classifier, ``layersim.adapters``) on each block's CLS
+    token and the linearly increasing weights ``lambda_l = 2l / (L(L+1))``
+    (``layersim.objectives``). The last term is the standard loss. Single-label classification
+    with BERT-like encoders (no final norm: HF's ``hidden_states[l]`` is block ``l``'s output)."""
+    from . import adapters, objectives
+
+    adapter = adapters.get(model)
+    if adapter.name not in ("bert", "albert", "distilbert") or type(model).__name__.endswith("ForMultipleChoice"):
+        raise ValueError(f"the aligned loss is implemented for BERT-like sequence classifiers, not {type(model).__name__}")
+    labels = batch["labels"]
+    if labels.dtype.is_floating_point:
+        raise ValueError("the aligned loss needs class labels (a regression task has none)")
+    out = model.base_model(**{k: v for k, v in batch.items() if k != "labels"}, output_hidden_states=True)
+    head, norm = adapter.head(model), adapter.final_norm(model)
+    logits = torch.stack([head(norm(h[:, 0])) for h in out.hidden_states[1:]])
+    return objectives.weighted_ce(logits, labels, objectives.layer_weights(len(logits)))
 
 
 def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, tokenizer: Any = None,
@@ -110,7 +149,7 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
         batch = _to(text_tasks.encode(task, tokenizer, cfg.batch_size, cfg.max_length, order=take)[0], dev)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        loss = model(**batch).loss
+        loss = model(**batch).loss if cfg.objective == "ce" else aligned_loss(model, batch)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"fine-tuning diverged: loss {loss.item()} at step {step}")
         opt.zero_grad(set_to_none=True)
@@ -207,13 +246,16 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
         return model
 
     def fit(model, train_set, train_cfg, device, progress):
-        return finetune(model, train_set, train_cfg, holder["tokenizer"], device=device, progress=progress)
+        return finetune(model, train_set, run_cfg, holder["tokenizer"], device=device, progress=progress)
 
+    key_cfg = dataclasses.asdict(run_cfg)
+    if run_cfg.objective == "ce":  # checkpoints made before objectives existed keep their keys
+        del key_cfg["objective"]
     model_desc = {"asset": name, "num_labels": task.num_labels,
                   "auto_class": "AutoModelForMultipleChoice" if task.multiple_choice else "AutoModelForSequenceClassification",
                   **({"random_init": True, "config": config} if random_init else {})}
     data_desc = {**task.describe(), "labels_sha": _labels_digest(task)}
-    model, meta = training.cached_model(f"ft-{name}", build, model_desc, run_cfg, task, data_desc,
+    model, meta = training.cached_model(f"ft-{name}", build, model_desc, key_cfg, task, data_desc,
                                         device=device, progress=progress, retrain=retrain, fit=fit)
     model.layersim_tokenizer = holder["tokenizer"]
     meta["restart"] = int(restart)

@@ -396,7 +396,7 @@ def cached_model(
     meta = {
         "key": key,
         "model": dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else model_cfg,
-        "train": dataclasses.asdict(train_cfg),
+        "train": dataclasses.asdict(train_cfg) if dataclasses.is_dataclass(train_cfg) else train_cfg,
         "data": data_desc,
         "history": history,
         "train_seconds": time.perf_counter() - t0,
