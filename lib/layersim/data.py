@@ -46,6 +46,7 @@ __all__ = [
     "load_glue",
     "load_wikitext103",
     "load_hf_text",
+    "austen_tokenizer",
     "subset_indices",
     "class_subset",
     "ImageDataset",
@@ -331,6 +332,37 @@ def text_sample(name: str, n: int | None, seed: int = 0, split: str = "all") -> 
         else:
             raise ValueError(f"{name} has {len(pool)} texts in its {split!r} half, {n} were asked for")
     return [texts[i] for i in np.sort(pool[:n])]
+
+
+def austen_tokenizer(vocab_size: int = 2048):
+    """A byte-level BPE tokenizer with ``vocab_size`` entries learnt from the *training* half of the
+    Austen sentences (:func:`text_sample` ``split="train"``), as a transformers
+    ``PreTrainedTokenizerFast`` with ``<pad>`` = id 0 (also its EOS); for language models trained
+    here (``layersim.lm``). Learnt once (a few seconds) and cached as
+    ``data/cache/text/austen-bpe-<vocab_size>.json``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < 300:
+        raise ValueError(f"vocab_size must be at least 300 (256 bytes and merges), got {vocab_size}")
+    path = cache_dir("text") / f"austen-bpe-{vocab_size}.json"
+    tok = None
+    if path.is_file():
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as err:  # noqa: BLE001 - a damaged cache entry is moved aside and rebuilt
+            quarantine(path, err)
+    if tok is None:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tok.train_from_iterator(text_sample("austen", None, split="train"), trainer)
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        tok.save(str(tmp))
+        os.replace(tmp, path)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<pad>")
 
 
 def text_batches(texts: Sequence[str], tokenizer: Any, batch_size: int = 64, max_length: int = 128) -> list[dict]:

@@ -33,12 +33,14 @@ from .models import (
 
 __all__ = [
     "GreedyLens",
+    "LayerNextToken",
     "LayerProbs",
     "TokenLens",
     "NextToken",
     "effective_depth",
     "layer_accuracy",
     "layer_logits",
+    "layer_next_token_scores",
     "layer_probs",
     "greedy_lens",
     "next_token_scores",
@@ -340,3 +342,44 @@ def greedy_lens(model: nn.Module, tokenizer, prompt: str, steps: int, device="au
             chosen.append(probs[:, nxt].cpu().numpy())
             ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
     return GreedyLens(np.array(tokens), np.stack(top, 1), np.stack(top_prob, 1), np.stack(chosen, 1), err)
+
+
+class LayerNextToken(NamedTuple):
+    """Next-token prediction read at every layer through the shared final norm and LM head:
+    ``nll`` ``[L+1]`` (nats per predicted token), ``perplexity`` ``exp(nll)``, top-1 ``accuracy``
+    ``[L+1]`` (eq. 20 of the tracing paper), over ``n_tokens`` predicted tokens."""
+
+    nll: np.ndarray
+    perplexity: np.ndarray
+    accuracy: np.ndarray
+    n_tokens: int
+
+
+def layer_next_token_scores(model: nn.Module, batches, device="auto") -> LayerNextToken:
+    """:func:`next_token_scores` at every layer of a causal LM (the tracing paper's Fig. 9 a, b):
+    the final norm and the LM head applied to each block's output at every position whose next
+    token is not padding (right-padded ``batches`` with ``input_ids``, ``attention_mask``). The
+    last entry equals :func:`next_token_scores` of the model itself."""
+    from .models import stream
+
+    norm, head, dev = _lens_head(model)
+    nll = correct = None
+    count = 0
+    with torch.no_grad():
+        for batch, inputs in zip(stream(model, batches, token="tokens", device=device), batches):
+            ids = inputs["input_ids"].to(dev)
+            mask = inputs.get("attention_mask", torch.ones_like(inputs["input_ids"])).to(dev).bool()
+            keep = mask[:, 1:] & mask[:, :-1]
+            target = ids[:, 1:][keep]
+            per_nll, per_acc = [], []
+            for h in batch.entries:
+                z = head(norm(h.to(dev)[:, :-1][keep])).float()
+                per_nll.append(float((torch.logsumexp(z, -1) - z.gather(-1, target[:, None])[:, 0]).double().sum()))
+                per_acc.append(float((z.argmax(-1) == target).sum()))
+            nll = np.array(per_nll) if nll is None else nll + per_nll
+            correct = np.array(per_acc) if correct is None else correct + per_acc
+            count += int(keep.sum())
+    if not count:
+        raise ValueError("no token to score: every text is shorter than two tokens")
+    mean = nll / count
+    return LayerNextToken(mean, np.exp(mean), correct / count, count)

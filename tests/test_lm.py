@@ -1,0 +1,80 @@
+"""layersim.lm and the layer-wise LM readout: the aligned LM loss (eq. 5) against the hooks' readout,
+per-layer scores against next_token_scores, exits against generate, the Austen BPE tokenizer."""
+
+import numpy as np
+import pytest
+import torch
+
+from layersim import data, lm, readout
+
+CFG = lm.LMConfig(vocab_size=512, n_positions=32, n_embd=32, n_layer=3, n_head=2, steps=30, batch_size=8, lr=3e-3,
+                  warmup_steps=3)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return data.austen_tokenizer(512)
+
+
+@pytest.fixture(scope="module")
+def batches(tok):
+    return lm.lm_batches(data.text_sample("austen", 48, split="train"), tok, 8, 32)
+
+
+def test_austen_tokenizer_round_trips_and_pads_with_id_0(tok):
+    text = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+    assert tok.decode(tok(text)["input_ids"]) == text and len(tok) == 512 and tok.pad_token_id == 0
+    with pytest.raises(ValueError, match="vocab_size"):
+        data.austen_tokenizer(100)
+
+
+def test_layer_scores_end_at_the_models_own_and_the_aligned_loss_is_eq5(tok, batches):
+    from layersim import objectives
+
+    model = lm.build_gpt2(CFG).eval()
+    per_layer = readout.layer_next_token_scores(model, batches[:2], device="cpu")
+    own = readout.next_token_scores(model, batches[:2], device="cpu")
+    assert per_layer.nll.shape == (4,) and per_layer.n_tokens == own.n_tokens
+    assert per_layer.nll[-1] == pytest.approx(own.nll, rel=1e-5) and per_layer.accuracy[-1] == pytest.approx(own.accuracy)
+    with torch.no_grad():
+        one = [readout.layer_next_token_scores(model, [batches[0]], device="cpu")]
+        loss = lm.aligned_lm_loss(model, batches[0])
+        standard = model(**batches[0]).loss
+    expect = float((objectives.layer_weights(3) * torch.tensor(one[0].nll[1:])).sum())
+    assert float(loss) == pytest.approx(expect, rel=1e-5) and float(standard) == pytest.approx(one[0].nll[-1], rel=1e-5)
+
+
+def test_training_learns_caches_and_the_aligned_model_differs(batches, tmp_cache):
+    import dataclasses
+
+    desc = {"source": "austen", "n": 48}
+    m, meta = lm.cached_lm(CFG, batches, desc, device="cpu", progress=False)
+    assert not meta["from_cache"] and meta["history"][-1]["loss"] < meta["history"][0]["loss"]
+    again, meta2 = lm.cached_lm(CFG, batches, desc, device="cpu", progress=False)
+    assert meta2["from_cache"]
+    for a, b in zip(m.state_dict().values(), again.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    _, meta3 = lm.cached_lm(dataclasses.replace(CFG, objective="aligned"), batches, desc, device="cpu", progress=False)
+    assert meta3["key"] != meta["key"]
+
+
+def test_exit_at_the_last_block_with_a_tiny_nucleus_is_greedy_generate(batches):
+    model = lm.build_gpt2(CFG).eval()
+    prompts = batches[0]["input_ids"][:3, :4]
+    ours = lm.generate_at_exit(model, prompts, 3, 5, p=1e-9, device="cpu")
+    with torch.no_grad():
+        ref = model.generate(prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=5, min_new_tokens=5,
+                             do_sample=False, pad_token_id=0)[:, 4:]
+    assert torch.equal(ours, ref)
+    early = lm.generate_at_exit(model, prompts, 1, 5, p=0.95, seed=1, device="cpu")
+    assert early.shape == (3, 5) and torch.equal(early, lm.generate_at_exit(model, prompts, 1, 5, p=0.95, seed=1,
+                                                                            device="cpu"))
+
+
+def test_bad_settings_are_named():
+    with pytest.raises(ValueError, match="objective"):
+        lm.LMConfig(objective="kl")
+    with pytest.raises(ValueError, match="multiple"):
+        lm.LMConfig(n_embd=30, n_head=4)
+    with pytest.raises(ValueError, match="source"):
+        lm.texts("wiki", "train", 3)
