@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +117,7 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
     (set by :func:`load_classifier`). Returns the history: one entry per 10 % of the steps
     (``step``, mean training ``loss`` since the last entry, ``seconds``). Raises FloatingPointError
     when the loss is not finite."""
-    from tqdm.auto import tqdm
+    from . import training
 
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "layersim_tokenizer", None)
     if tokenizer is None:
@@ -139,27 +138,17 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
                             lr=cfg.lr)
     rng = np.random.default_rng(cfg.seed)
     order = np.empty(0, dtype=np.int64)
-    history, every = [], max(1, cfg.steps // 10)
-    t0, loss_sum, n_loss = time.perf_counter(), 0.0, 0
-    bar = tqdm(range(cfg.steps), desc=f"fine-tune {task.name}", disable=not progress, leave=False)
-    for step in bar:
+
+    def loss_at(step: int) -> torch.Tensor:
+        nonlocal order
         if len(order) < cfg.batch_size:
             order = np.concatenate([order, rng.permutation(len(task))])
         take, order = order[:cfg.batch_size], order[cfg.batch_size:]
         batch = _to(text_tasks.encode(task, tokenizer, cfg.batch_size, cfg.max_length, order=take)[0], dev)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        loss = model(**batch).loss if cfg.objective == "ce" else aligned_loss(model, batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"fine-tuning diverged: loss {loss.item()} at step {step}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        loss_sum, n_loss = loss_sum + loss.item(), n_loss + 1
-        if (step + 1) % every == 0 or step + 1 == cfg.steps:
-            history.append({"step": step + 1, "loss": loss_sum / n_loss, "seconds": time.perf_counter() - t0})
-            bar.set_postfix(loss=f"{loss_sum / n_loss:.3f}")
-            loss_sum, n_loss = 0.0, 0
+        return model(**batch).loss if cfg.objective == "ce" else aligned_loss(model, batch)
+
+    history = training.run_steps(opt, cfg.steps, loss_at, lambda step: lr_at(step, cfg), f"fine-tune {task.name}",
+                                 progress, what="fine-tuning")
     model.eval()
     return history
 

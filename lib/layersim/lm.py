@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,8 +118,7 @@ def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any =
     ``cfg.seed``-ed order each pass) with the standard or the aligned loss; the history has one
     entry per 10 % of the steps (``step``, mean ``loss``, ``seconds``). FloatingPointError if the
     loss is not finite."""
-    from tqdm.auto import tqdm
-
+    from . import training
     from .models import resolve_device
 
     dev = resolve_device(device)
@@ -129,24 +127,16 @@ def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any =
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     order: list[int] = []
-    history, every = [], max(1, cfg.steps // 10)
-    t0, total, count = time.perf_counter(), 0.0, 0
-    for step in tqdm(range(cfg.steps), desc=f"train LM ({cfg.objective})", disable=not progress, leave=False):
+
+    def loss_at(step: int) -> torch.Tensor:
+        nonlocal order
         if not order:
             order = rng.permutation(len(batches)).tolist()
         batch = {k: v.to(dev) for k, v in batches[order.pop()].items()}
-        for group in opt.param_groups:
-            group["lr"] = _lr(step, cfg)
-        loss = model(**batch, use_cache=False).loss if cfg.objective == "ce" else aligned_lm_loss(model, batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"training diverged: loss {loss.item()} at step {step}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        total, count = total + loss.item(), count + 1
-        if (step + 1) % every == 0 or step + 1 == cfg.steps:
-            history.append({"step": step + 1, "loss": total / count, "seconds": time.perf_counter() - t0})
-            total, count = 0.0, 0
+        return model(**batch, use_cache=False).loss if cfg.objective == "ce" else aligned_lm_loss(model, batch)
+
+    history = training.run_steps(opt, cfg.steps, loss_at, lambda step: _lr(step, cfg), f"train LM ({cfg.objective})",
+                                 progress)
     model.eval()
     return history
 

@@ -212,6 +212,34 @@ def train_classifier(
     return history
 
 
+def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], torch.Tensor],
+              lr_of: Callable[[int], float], desc: str, progress: bool = True, what: str = "training") -> list[dict]:
+    """The step loop of the text models (``layersim.finetune``, ``layersim.lm``): for each step set
+    the learning rate ``lr_of(step)``, take ``loss_at(step)`` (which draws its own batch), stop with
+    FloatingPointError if it is not finite, back-propagate and step. Returns one history entry per
+    10 % of the steps (``step``, mean ``loss`` since the previous entry, ``seconds`` since the start)."""
+    from tqdm.auto import tqdm
+
+    history, every = [], max(1, steps // 10)
+    t0, total, count = time.perf_counter(), 0.0, 0
+    bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = lr_of(step)
+        loss = loss_at(step)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"{what} diverged: loss {loss.item()} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total, count = total + loss.item(), count + 1
+        if (step + 1) % every == 0 or step + 1 == steps:
+            history.append({"step": step + 1, "loss": total / count, "seconds": time.perf_counter() - t0})
+            bar.set_postfix(loss=f"{total / count:.3f}")
+            total, count = 0.0, 0
+    return history
+
+
 # ----------------------------------------------------------------------------- cache
 
 
