@@ -928,4 +928,9 @@ def test_cross_matrix_is_pairwise_cka_between_two_stacks():
     with pytest.raises(ValueError, match="same samples"):
         S.cross_matrix(A, [rng.normal(size=(49, 3))])
     with pytest.raises(ValueError, match="computes"):
-        S.cross_matrix(A, B, metric="cos")
+        S.cross_matrix(A, B, metric="cca")
+    C = [rng.normal(size=(50, 4)) for _ in range(3)]
+    D = [c + rng.normal(size=(50, 4)) for c in C[:2]]
+    M = S.cross_matrix(C, D, metric="cos")
+    assert M.shape == (3, 2)
+    assert M[2, 1] == pytest.approx(S.cosine(C[2], D[1]), rel=1e-12)

@@ -777,14 +777,16 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
 
 def cross_matrix(layers_a: Any, layers_b: Any, metric: str = "cka") -> np.ndarray:
     """``[A, B]`` similarity between every layer of one model (rows) and every layer of another
-    (columns) on the same samples: linear CKA (``'cka'``) or its debiased form. The clusters
+    (columns) on the same samples: linear CKA (``'cka'``) or its debiased form, or the mean
+    centred sample-wise cosine (``'cos'``, all widths equal; sample ``i`` of one stack against
+    sample ``i`` of the other: the tracing paper's cross-modal COS of CLIP, App. D). The clusters
     paper's FT-ORIG and FT[1]-FT[2] maps (Figs. 1, 5, 6). Computed as the off-diagonal block of
     :func:`layer_matrix` over both stacks together (one product, float64), so it agrees with it
     entry for entry; widths may differ between and within the stacks."""
-    if metric not in ("cka", "debiased_cka"):
-        raise ValueError(f"cross_matrix computes 'cka' or 'debiased_cka', got {metric!r}")
-    A = _checked_layers(layers_a, min_n=4 if metric == "debiased_cka" else 2, native=True)[0]
-    B = _checked_layers(layers_b, min_n=4 if metric == "debiased_cka" else 2, native=True)[0]
+    if metric not in ("cka", "debiased_cka", "cos"):
+        raise ValueError(f"cross_matrix computes 'cka', 'debiased_cka' or 'cos', got {metric!r}")
+    A = _checked_layers(layers_a, min_n=4 if metric == "debiased_cka" else 2, native=metric != "cos")[0]
+    B = _checked_layers(layers_b, min_n=4 if metric == "debiased_cka" else 2, native=metric != "cos")[0]
     if A[0].shape[0] != B[0].shape[0]:
         raise ValueError(f"the two stacks have {A[0].shape[0]} and {B[0].shape[0]} samples; "
                          "cross-model similarity needs the same samples in both")
