@@ -21,7 +21,6 @@ learnt from them (``layersim.data.austen_tokenizer``).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,13 +105,6 @@ def aligned_lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     return (objectives.layer_weights(len(losses)).to(losses) * losses).sum()
 
 
-def _lr(step: int, cfg: LMConfig) -> float:
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return 0.5 * cfg.lr * (1 + math.cos(math.pi * min(1.0, progress)))
-
-
 def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any = "auto", progress: bool = True) -> list[dict]:
     """Train ``model`` in place for ``cfg.steps`` AdamW steps over ``batches`` (cycled in a
     ``cfg.seed``-ed order each pass) with the standard or the aligned loss; the history has one
@@ -135,7 +127,7 @@ def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any =
         batch = {k: v.to(dev) for k, v in batches[order.pop()].items()}
         return model(**batch, use_cache=False).loss if cfg.objective == "ce" else aligned_lm_loss(model, batch)
 
-    history = training.run_steps(opt, cfg.steps, loss_at, lambda step: _lr(step, cfg), f"train LM ({cfg.objective})",
+    history = training.run_steps(opt, cfg.steps, loss_at, lambda step: training.warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.steps), f"train LM ({cfg.objective})",
                                  progress)
     model.eval()
     return history

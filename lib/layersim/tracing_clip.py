@@ -122,8 +122,6 @@ def train_clip(model: nn.Module, images: torch.Tensor, texts: list[str], tokeniz
                device: Any = "auto", progress: bool = True) -> list[dict]:
     """Train ``model`` in place with CLIP's symmetric contrastive loss on (image, caption) pairs,
     minibatches of ``cfg.batch_size`` drawn in a ``cfg.seed``-ed order (``layersim.training.run_steps``)."""
-    import math
-
     from . import training
     from .models import resolve_device
 
@@ -143,12 +141,9 @@ def train_clip(model: nn.Module, images: torch.Tensor, texts: list[str], tokeniz
         return model(input_ids=enc["input_ids"].to(dev), attention_mask=enc["attention_mask"].to(dev),
                      pixel_values=images[take].to(dev), return_loss=True).loss
 
-    def lr_of(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return cfg.lr * (step + 1) / cfg.warmup_steps
-        return 0.5 * cfg.lr * (1 + math.cos(math.pi * (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)))
-
-    history = training.run_steps(opt, cfg.steps, loss_at, lr_of, "train CLIP", progress)
+    history = training.run_steps(opt, cfg.steps, loss_at,
+                                 lambda step: training.warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.steps),
+                                 "train CLIP", progress)
     model.eval()
     return history
 

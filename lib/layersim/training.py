@@ -212,6 +212,15 @@ def train_classifier(
     return history
 
 
+def warmup_cosine(step: int, lr: float, warmup_steps: int, steps: int) -> float:
+    """Learning rate at optimiser step ``step`` (0-based): linear warm-up over ``warmup_steps``,
+    then cosine decay to 0 at ``steps`` (the small text and CLIP models trained here)."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
+    return 0.5 * lr * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
 def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], torch.Tensor],
               lr_of: Callable[[int], float], desc: str, progress: bool = True, what: str = "training") -> list[dict]:
     """The step loop of the text models (``layersim.finetune``, ``layersim.lm``): for each step set
