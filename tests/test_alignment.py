@@ -478,3 +478,42 @@ def test_rbf_net_trains():
     assert not np.allclose(rbf.centers.detach().numpy(), c0.numpy())  # the centres are trained
     (h,) = al.hidden_representations(net, X)
     assert h.shape == (150, 20) and np.all((h > 0) & (h <= 1))
+
+
+def test_svd_of_a_constant_token_survives_flushed_denormals():
+    """A token that is the same in every sample (a CLS token at the embedding layer) is a rank-one
+    matrix; with denormals flushed to zero (training.cpu_for_small_models) LAPACK's gesdd fails on it
+    ("SVD did not converge"). svd falls back to the Gram route and gives the same curve."""
+    torch = pytest.importorskip("torch")
+    r = rng(3)
+    row = r.standard_normal(384) * 5
+    Phi = al.prepare(np.tile(row, (1000, 1)))
+    y = np.sign(r.standard_normal(1000))
+    tau = al.thresholds_for(1000)
+    ref = al.alignment_curve(Phi, y, tau)
+    torch.set_flush_denormal(True)
+    try:
+        got = al.alignment_curve(al.svd(Phi), y, tau)
+    finally:
+        torch.set_flush_denormal(False)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
+    # one direction (the constant row) holds the projection of y on the all-ones vector
+    assert got[0] == pytest.approx(1000.0) and got[1] == pytest.approx(y.sum() ** 2 / 1000, rel=1e-9)
+
+
+def test_sample_size_errors_separable_vs_noise():
+    r = rng(5)
+    y, yt = np.repeat([-1.0, 1.0], 50), np.repeat([-1.0, 1.0], 100)
+    good = al.prepare(np.c_[y, 0.3 * r.standard_normal((100, 5))])
+    good_t = al.prepare(np.c_[yt, 0.3 * r.standard_normal((200, 5))])
+    noise, noise_t = al.prepare(r.standard_normal((100, 50))), al.prepare(r.standard_normal((200, 50)))
+    e_good = al.sample_size_errors(good, y, good_t, yt, [4, 20], [0.1, 1.0, 10.0], steps=50, repeats=3, seed=0)
+    e_noise = al.sample_size_errors(noise, y, noise_t, yt, [4, 20], [0.1, 1.0, 10.0], steps=50, repeats=3, seed=0)
+    assert e_good.shape == (2, 3) and e_good.max() < 0.05
+    assert 0.3 < e_noise.mean() < 0.7
+    np.testing.assert_array_equal(e_good, al.sample_size_errors(good, y, good_t, yt, [4, 20], [0.1, 1.0, 10.0],
+                                                                steps=50, repeats=3, seed=0))
+    with pytest.raises(ValueError, match="sizes"):
+        al.sample_size_errors(good, y, good_t, yt, [102], [1.0])
+    with pytest.raises(ValueError, match=r"\+-1"):
+        al.sample_size_errors(good, y * 2, good_t, yt, [4], [1.0])

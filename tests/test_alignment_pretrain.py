@@ -196,3 +196,60 @@ def test_domain_and_group_checks_name_the_parameter():
     pt.check_groups({"target": "cifar10", "groups": ["natural", "artificial"]})
     with pytest.raises(ValueError, match=r"parameter 'groups': \['natural'\] are not class groups of 'fashion-mnist'"):
         pt.check_groups({"target": "fashion-mnist", "groups": ["clothing", "natural"]})
+
+
+# ----------------------------------------------------------------------------- Section 7.2's comparison
+
+
+def _task(seed=0, n=40, m=30):
+    r = np.random.default_rng(seed)
+    y_tr, y_te = np.sign(r.standard_normal(n)), np.sign(r.standard_normal(m))
+    good = (np.c_[y_tr, r.standard_normal((n, 3)) * 0.1], np.c_[y_te, r.standard_normal((m, 3)) * 0.1])
+    noise = (r.standard_normal((n, 60)), r.standard_normal((m, 60)))
+    return {"good": good, "noise": noise}, y_tr, y_te
+
+
+def test_evaluate_task_alignment_and_linear_models():
+    from layersim import alignment as al
+
+    reps, y_tr, y_te = _task()
+    tau = al.thresholds_for(40)
+    run = pt.evaluate_task(reps, y_tr, y_te, tau, ["good", "noise"], [0.1, 1.0], steps=20, record=[0, 5, 20])
+    for name, (A, _) in reps.items():
+        c, a = al.curve_and_area(A, y_tr, tau)  # thin SVD: same curve as the Gram route
+        np.testing.assert_allclose(run["curves"][name], c, atol=1e-9)
+        assert run["areas"][name] == pytest.approx(a)
+    assert run["areas"]["good"] > run["areas"]["noise"] and run["dims"] == {"good": 4, "noise": 60}
+    g = run["gd"]["good"]["logistic"]
+    ref = al.best_linear_curves(al.prepare(reps["good"][0]), y_tr, [0.1, 1.0], loss="logistic", steps=20,
+                                Phi_test=al.prepare(reps["good"][1]), y_test=y_te, record=[0, 5, 20])
+    np.testing.assert_allclose(g["test"], ref["test"])
+    assert list(g["steps"]) == [0, 5, 20] and g["lr"] == ref["lr"]
+    assert g["test_error"][-1] < 0.1 < run["gd"]["noise"]["logistic"]["test_error"][-1]
+    with pytest.raises(ValueError, match="not among"):
+        pt.evaluate_task(reps, y_tr, y_te, tau, ["missing"], [0.1], 5)
+    with pytest.raises(ValueError, match="rows"):
+        pt.evaluate_task(reps, y_tr[:-1], y_te, tau, [], [0.1], 5)
+
+
+def _run(areas, final_test):
+    """A fake evaluate_task result: given areas and final test losses per trained representation."""
+    gd = {n: {loss: {"train": np.array([1.0, v + 0.05]), "test": np.array([1.0, v]), "steps": np.array([0, 1]),
+                     "test_error": np.array([0.5, v / 2])} for loss in pt.LOSSES} for n, v in final_test.items()}
+    return {"areas": areas, "gd": gd}
+
+
+def test_transfer_claims_values_from_known_runs():
+    runs = [_run({"pre": 0.5, "init": 0.1, "in": 0.3, "h1": 0.2, "h2": 0.6}, {"pre": 0.2, "h1": 0.5, "h2": 0.3}),
+            _run({"pre": 0.3, "init": 0.2, "in": 0.4, "h1": 0.2, "h2": 0.2}, {"pre": 0.4, "h1": 0.3, "h2": 0.5})]
+    c = pt.transfer_claims(runs, "pre", "init", "in", ["h1", "h2"], subject="cnn")
+    assert list(c) == ["pretrained_beats_init_and_input", "cnn_beats_handcrafted", "cnn_best_test_performance"]
+    first = c["pretrained_beats_init_and_input"]
+    assert first["value"] == pytest.approx(0.4 - 0.35) and first["holds"] and first["tasks_holding"] == 1
+    hand = c["cnn_beats_handcrafted"]
+    assert hand["value"] == pytest.approx(0.4 - 0.4) and not hand["holds"] and hand["tasks_holding"] == 1
+    best = c["cnn_best_test_performance"]  # mean final test: pre 0.3, h1 0.4, h2 0.4
+    assert best["value"] == pytest.approx(0.1) and best["holds"] and best["tasks_holding"] == 1
+    assert best["final_test_classification_error"]["pre"] == pytest.approx(0.15)
+    with pytest.raises(ValueError, match="gradient descent"):
+        pt.transfer_claims(runs, "init", "pre", "in", ["h1"])

@@ -275,3 +275,28 @@ def test_unsupported_models():
     t5 = tr.T5Model(tr.T5Config(d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, vocab_size=61))
     with pytest.raises(NotImplementedError, match="layersim.adapters.register"):
         M.family(t5)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_collect_tokens_equals_one_collect_per_token(hf_model, side):
+    """Several token choices from one pass give exactly what one collect() per choice gives."""
+    batches = [padded(side), padded(side)]
+    got = M.collect_tokens(hf_model, batches, ["cls", "mean", "last", 1], progress=False, device="cpu")
+    for t, arr in got.items():
+        np.testing.assert_allclose(arr, hs(hf_model, batches, token=t), rtol=0, atol=1e-6)
+    assert got["cls"].shape == (M.n_layers(hf_model) + 1, 6, 32)
+
+
+def test_collect_tokens_vision_and_layers(vit, images):
+    got = M.collect_tokens(vit, [images], ("cls", "mean"), layers=[0, -1], progress=False, device="cpu")
+    np.testing.assert_allclose(got["mean"], hs(vit, [images], token="mean", layers=[0, -1]), atol=1e-6)
+    np.testing.assert_allclose(got["cls"], hs(vit, [images], token="cls", layers=[0, -1]), atol=1e-6)
+
+
+def test_collect_tokens_bad_input(vit, images):
+    with pytest.raises(ValueError, match="distinct"):
+        M.collect_tokens(vit, [images], ["cls", "cls"], progress=False, device="cpu")
+    with pytest.raises(ValueError, match="not token choices"):
+        M.collect_tokens(vit, [images], ["all"], progress=False, device="cpu")
+    with pytest.raises(ValueError, match="no batches"):
+        M.collect_tokens(vit, [], ["cls"], progress=False, device="cpu")

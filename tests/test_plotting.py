@@ -73,3 +73,29 @@ def test_pca_comparison_projects_every_panel_on_the_references_axes():
     np.testing.assert_allclose(np.asarray(p1)[:, 1], np.asarray(p0)[:, 1], atol=1e-9)
     with pytest.raises(ValueError, match="reference"):
         plotting.pca_comparison(X[:2], {})
+
+
+def _fake_runs(names, T=5, steps=(0, 1, 10)):
+    r = np.random.default_rng(0)
+    runs = []
+    for _ in range(3):
+        gd = {n: {loss: {"steps": np.array(steps), "train": r.random(len(steps)) + 0.1, "test": r.random(len(steps)) + 0.1}
+                  for loss in ("squared", "logistic")} for n in names}
+        runs.append({"curves": {n: np.sort(r.random(T))[::-1] + 1 for n in names}, "gd": gd})
+    return runs
+
+
+def test_task_alignment_bands_and_linear_learning_curves_draw_every_representation():
+    runs = _fake_runs(["a", "b"])
+    fig, ax = plt.subplots()
+    plotting.task_alignment_bands(ax, runs, ["a", "b"], np.arange(5), {"a": "red"}, title="t")
+    assert [l.get_label() for l in ax.get_lines()] == ["a", "b"] and ax.get_title() == "t"
+    m = np.mean([r["curves"]["a"] / r["curves"]["a"][0] for r in runs], axis=0)
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), m)
+    fig, axes = plt.subplots(1, 2)
+    plotting.linear_learning_curves(axes, runs, ["a", "b"])
+    for ax in axes:
+        lines = ax.get_lines()
+        assert [l.get_label() for l in lines] == ["a train", "a test", "b train", "b test"]
+        assert lines[0].get_color() == lines[1].get_color() != lines[2].get_color()
+        assert ax.get_xscale() == "log" and lines[0].get_xdata()[0] == 0.5

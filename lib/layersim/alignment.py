@@ -29,7 +29,8 @@ left singular vectors of a representation matrix ``Phi`` (n samples x d features
   (:func:`sparse_coding_features`), HOG (:func:`hog_features`) and RBF kernel features
   (:func:`rbf_features`); and the learning curves of a zero-initialised linear model trained by
   gradient descent on a fixed representation (:func:`linear_training_curves`, with the paper's
-  step-size sweep in :func:`best_linear_curves`; :func:`least_squares_fit` for expressivity).
+  step-size sweep in :func:`best_linear_curves`; :func:`least_squares_fit` for expressivity; its test
+  error after small training sets in :func:`sample_size_errors`).
 
 One SVD can be shared by several calls: :func:`svd` (thin, or from the Gram matrix for wide
 representations) returns an :class:`SVD` that :func:`curve_and_area`, :func:`alignment_curve`,
@@ -147,11 +148,23 @@ def svd(Phi, gram: bool = False) -> SVD:
         raise ValueError(f"Phi must be 2-d [n, d], got shape {Phi.shape}")
     n, d = Phi.shape
     if gram and d > n:
-        lam, U = np.linalg.eigh(Phi @ Phi.T)
-        order = np.argsort(lam)[::-1]
-        return SVD(U=U[:, order], sigma=np.sqrt(np.maximum(lam[order], 0.0)), shape=(n, n))
-    U, s, _ = np.linalg.svd(Phi, full_matrices=False)
+        return _gram_svd(Phi)
+    try:
+        U, s, _ = np.linalg.svd(Phi, full_matrices=False)
+    except np.linalg.LinAlgError:
+        # LAPACK's divide-and-conquer SVD fails on (near) rank-one matrices when the CPU flushes
+        # denormal numbers to zero (torch.set_flush_denormal(True), set by
+        # layersim.training.cpu_for_small_models): e.g. a token that is the same in every sample.
+        # The Gram route gives the same curve (its extra directions have sigma ~ 0).
+        return _gram_svd(Phi)
     return SVD(U=U, sigma=s, shape=Phi.shape)
+
+
+def _gram_svd(Phi: np.ndarray) -> SVD:
+    """Left singular vectors and values of ``Phi [n, d]`` from the eigendecomposition of ``Phi Phi^T``."""
+    lam, U = np.linalg.eigh(Phi @ Phi.T)
+    order = np.argsort(lam)[::-1]
+    return SVD(U=U[:, order], sigma=np.sqrt(np.maximum(lam[order], 0.0)), shape=(Phi.shape[0], Phi.shape[0]))
 
 
 def _svd_of(Phi) -> SVD:
@@ -449,6 +462,36 @@ def best_linear_curves(Phi, y, lrs: Sequence[float], loss: str = "squared", step
         raise FloatingPointError(f"every step size in {list(lrs)} diverged")
     out, _, lr = best
     return {**out, "lr": lr, "all": finals}
+
+
+def sample_size_errors(Phi, y, Phi_test, y_test, sizes: Sequence[int], lrs: Sequence[float], steps: int = 500,
+                       repeats: int = 5, seed: int = 0) -> np.ndarray:
+    """Test classification error of the paper's linear model trained on small training sets.
+
+    For every ``m`` in ``sizes``: ``repeats`` subsets of ``m`` training rows, balanced over the two
+    labels (+-1) and drawn with ``seed``; on each, the zero-initialised logistic-loss model of
+    :func:`best_linear_curves` (``lrs``, ``steps`` of full-batch gradient descent), then its fraction of
+    wrong signs on all of ``Phi_test``. ``Phi`` and ``Phi_test`` are used as given (call
+    :func:`prepare` first). Returns ``[len(sizes), repeats]``: where the alignment paper says a better
+    aligned representation learns faster (Section 6), this asks whether it also needs fewer examples.
+    """
+    Phi, Pt = np.asarray(Phi, dtype=np.float64), np.asarray(Phi_test, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if not np.all(np.abs(y) == 1):
+        raise ValueError("sample_size_errors expects labels +-1")
+    classes = [np.flatnonzero(y < 0), np.flatnonzero(y > 0)]
+    sizes = [int(m) for m in sizes]
+    if any(m < 2 or m // 2 > min(len(c) for c in classes) for m in sizes):
+        raise ValueError(f"sizes must be between 2 and {2 * min(len(c) for c in classes)} (balanced draws), got {sizes}")
+    rng = np.random.default_rng(seed)
+    out = np.empty((len(sizes), repeats))
+    for i, m in enumerate(sizes):
+        for r in range(repeats):
+            idx = np.concatenate([rng.choice(c, m // 2, replace=False) for c in classes])
+            fit = best_linear_curves(Phi[idx], y[idx], lrs, loss="logistic", steps=steps, Phi_test=Pt,
+                                     y_test=y_test, record=[steps])
+            out[i, r] = float(fit["test_error"][-1])
+    return out
 
 
 def _sigmoid(z):

@@ -23,8 +23,11 @@ three notebooks ``a08_pretrained_cnn``, ``a09_source_similarity`` and ``a10_nega
   returns them as float64 ``[n, d]`` arrays (forward hooks on torchvision models).
 * **fine-tuning**: :func:`replace_head` and :func:`finetune` (SGD with momentum, the paper's appendix D),
   :func:`accuracy`.
-* **binary target tasks**: :func:`binary_pairs` (their alignment: :func:`layersim.alignment.curve_and_area`
-  with ``gram=True``, the SVD of a wide representation from its n x n Gram matrix).
+* **binary target tasks**: :func:`binary_pairs`; :func:`evaluate_task` compares representations on one task
+  (alignment curves and areas through :func:`layersim.alignment.curve_and_area` with ``gram=True``, the SVD of
+  a wide representation from its n x n Gram matrix; linear models trained by gradient descent), and
+  :func:`transfer_claims` tests Section 7.2's statements on the tasks' runs (a08 here on images; a11,
+  :mod:`layersim.alignment_text`, on text with a pretrained Transformer).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -368,6 +371,103 @@ def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: 
 def binary_pairs(classes: Sequence[int]) -> list[tuple[int, int]]:
     """All unordered pairs of ``classes`` (the paper's binary target tasks: 15 from 6 classes, 6 from 4)."""
     return list(itertools.combinations(classes, 2))
+
+
+#: the two losses of the paper's linear models (Figures 13c, d and 20b, c)
+LOSSES = ("squared", "logistic")
+
+
+def evaluate_task(reps: Mapping[str, tuple[np.ndarray, np.ndarray]], y_train, y_test, thresholds,
+                  trained: Sequence[str], lrs: Sequence[float], steps: int, record: Sequence[int] | None = None) -> dict:
+    """Section 7.2's comparison of representations on one binary target task (Figures 13, 19, 20).
+
+    ``reps``: ``{name: (train [n, d], test [m, d])}`` features of the same examples; ``y_train``,
+    ``y_test``: labels +-1. Every representation gets its alignment curve and area (eq. 2 through
+    :func:`layersim.alignment.curve_and_area`, on the training half, SVD from the Gram matrix); the
+    ``trained`` ones also get a zero-initialised linear model trained by full-batch gradient descent
+    with each of :data:`LOSSES` (:func:`layersim.alignment.best_linear_curves`: the best of ``lrs`` by
+    final training loss, test losses at the ``record`` steps).
+
+    Returns ``{"curves", "areas", "gd": {name: {loss: curves}}, "dims": {name: d}}``.
+    """
+    from . import alignment as al
+
+    missing = [n for n in trained if n not in reps]
+    if missing:
+        raise ValueError(f"trained representation(s) {missing} are not among {sorted(reps)}")
+    curves, areas, dims = {}, {}, {}
+    for name, (A_tr, A_te) in reps.items():
+        if len(A_tr) != len(y_train) or len(A_te) != len(y_test):
+            raise ValueError(f"{name!r}: {len(A_tr)}/{len(A_te)} rows for {len(y_train)}/{len(y_test)} labels")
+        curves[name], areas[name] = al.curve_and_area(A_tr, y_train, thresholds, gram=True)
+        dims[name] = int(np.prod(A_tr.shape[1:]))
+    gd = {}
+    for name in trained:
+        P_tr, P_te = al.prepare(reps[name][0]), al.prepare(reps[name][1])
+        gd[name] = {loss: al.best_linear_curves(P_tr, y_train, lrs, loss=loss, steps=steps, Phi_test=P_te,
+                                                y_test=y_test, record=record) for loss in LOSSES}
+    return {"curves": curves, "areas": areas, "gd": gd, "dims": dims}
+
+
+def mean_areas(runs: Sequence[dict]) -> dict[str, float]:
+    """The alignment area of every representation, mean over the tasks (:func:`evaluate_task` runs)."""
+    return {n: float(np.mean([r["areas"][n] for r in runs])) for n in runs[0]["areas"]}
+
+
+def final_losses(runs: Sequence[dict]) -> dict[tuple[str, str, str], float]:
+    """``{(name, loss, "train" | "test"): final loss, mean over the tasks}`` of the linear models."""
+    return {(name, loss, part): float(np.mean([r["gd"][name][loss][part] for r in runs], axis=0)[-1])
+            for name in runs[0]["gd"] for loss in LOSSES for part in ("train", "test")}
+
+
+def transfer_claims(runs: Sequence[dict], pretrained: str, init: str, inputs: str, handcrafted: Sequence[str],
+                    subject: str = "pretrained") -> dict:
+    """Section 7.2's three statements, tested on :func:`evaluate_task` runs (``results.claim`` dicts).
+
+    * ``pretrained_beats_init_and_input`` (Figs. 13a, 19): mean area of ``pretrained`` minus the larger
+      of ``init``'s and ``inputs``'s; positive = holds.
+    * ``<subject>_beats_handcrafted`` (Figs. 13b, 20a): ``pretrained``'s area minus the best of
+      ``handcrafted``.
+    * ``<subject>_best_test_performance`` (Figs. 13c, d, 20b, c): the smallest, over both losses and
+      every other representation trained with gradient descent, of (other's final test loss minus
+      ``pretrained``'s), mean over tasks; positive = holds. The log10 training-loss gap averaged over the
+      recorded steps (faster optimisation) and the final test classification error ride along.
+
+    Each records in how many tasks it holds task by task (the last as the number of tasks in which the
+    pre-trained model has the lowest final test loss for both losses).
+    """
+    from . import results
+
+    area = mean_areas(runs)
+    A = {n: np.array([r["areas"][n] for r in runs]) for n in area}
+    final = final_losses(runs)
+    others = [n for n in runs[0]["gd"] if n != pretrained]
+    if pretrained not in runs[0]["gd"] or not others:
+        raise ValueError(f"{pretrained!r} and at least one other representation must be trained with gradient descent")
+    hand = list(handcrafted)
+    pre_gap = area[pretrained] - max(area[init], area[inputs])
+    hand_gap = area[pretrained] - max(area[h] for h in hand)
+    test_gap = min(final[(o, loss, "test")] - final[(pretrained, loss, "test")] for o in others for loss in LOSSES)
+    best_tasks = int(sum(all(r["gd"][o][loss]["test"][-1] > r["gd"][pretrained][loss]["test"][-1]
+                             for o in others for loss in LOSSES) for r in runs))
+    speed = {loss: {o: float(np.mean([np.mean(np.log10(r["gd"][o][loss]["train"][1:]) -
+                                              np.log10(r["gd"][pretrained][loss]["train"][1:])) for r in runs]))
+                    for o in others} for loss in LOSSES}
+    test_error = {n: float(np.mean([r["gd"][n]["logistic"]["test_error"][-1] for r in runs])) for n in runs[0]["gd"]}
+    return {
+        "pretrained_beats_init_and_input": results.claim(
+            float(pre_gap), 0.0, ">", note="alignment area: pre-trained minus max(init, input)",
+            tasks_holding=int(np.sum(A[pretrained] > np.maximum(A[init], A[inputs]))), n_tasks=len(runs),
+            area_input=area[inputs], area_init=area[init], area_pretrained=area[pretrained]),
+        f"{subject}_beats_handcrafted": results.claim(
+            float(hand_gap), 0.0, ">", note=f"alignment area: pre-trained minus max({', '.join(hand)})",
+            tasks_holding=int(np.sum(A[pretrained] > np.max([A[h] for h in hand], axis=0))),
+            area_handcrafted={h: area[h] for h in hand}),
+        f"{subject}_best_test_performance": results.claim(
+            float(test_gap), 0.0, ">",
+            note=f"final test loss: smallest margin of {', '.join(others)} over the pre-trained (both losses)",
+            tasks_holding=best_tasks, train_log10_gap_over_steps=speed, final_test_classification_error=test_error),
+    }
 
 
 # ----------------------------------------------------------------------------- the shared source networks

@@ -55,6 +55,7 @@ __all__ = [
     "block_modules",
     "classifier_head",
     "collect",
+    "collect_tokens",
     "evaluating",
     "family",
     "final_norm",
@@ -386,6 +387,46 @@ def collect(
     if store is None:
         raise ValueError("no batches")
     return Features(store.finish(), np.concatenate(labels) if with_labels else None, ids)
+
+
+def collect_tokens(
+    model: nn.Module,
+    batches: Iterable[Any],
+    tokens: Sequence[Token],
+    layers: Sequence[int] | None = None,
+    device: str | torch.device = "auto",
+    progress: bool = True,
+) -> dict[Token, np.ndarray]:
+    """:func:`collect` for several token choices at once: ``{token: float32 [n_entries, N, d]}``
+    from one forward pass per batch (e.g. ``tokens=("cls", "mean")`` for an encoder read both at
+    its CLS token and mean-pooled over its tokens, without running it twice).
+
+    Each layer's whole output is taken from the hooks (:func:`stream` with ``token="tokens"``) and
+    every choice is applied to it exactly as :func:`collect` applies one (same padding mask, same
+    prefix tokens), so ``collect_tokens(m, b, [t])[t]`` equals ``collect(m, b, t).hidden``. Labels
+    are not kept; the result is held in memory.
+    """
+    tokens = list(tokens)
+    if not tokens or len(set(map(str, tokens))) != len(tokens):
+        raise ValueError(f"tokens must be a non-empty list of distinct token choices, got {tokens!r}")
+    if any(t in ("tokens", "all") for t in tokens):
+        raise ValueError("collect_tokens picks one vector per sample; 'tokens' and 'all' are not token choices "
+                         "here (use stream(token='tokens') or layer_outputs(token='all'))")
+    base = getattr(model, "surgery_base", model)
+    adapter = adapters.get(base)
+    n_prefix, include = adapter.n_prefix(base), adapter.include_prefix(base)
+    parts: dict[Token, list[np.ndarray]] = {t: [] for t in tokens}
+    for b in stream(model, batches, layers, "tokens", device=device, progress=progress):
+        for t in tokens:
+            picked = [_select(h, t, b.mask, n_prefix, include) for h in b.entries]
+            widths = {h.shape[-1] for h in picked}
+            if len(widths) > 1:
+                raise ValueError(f"the layers have different widths {sorted(widths)}; pass layers= to keep those "
+                                 "of one width")
+            parts[t].append(torch.stack(picked).float().cpu().numpy())
+    if not parts[tokens[0]]:
+        raise ValueError("no batches")
+    return {t: np.concatenate(p, axis=1) for t, p in parts.items()}
 
 
 def hidden_states(

@@ -213,6 +213,50 @@ def alignment_family(ax, thresholds, input_curves, settings: dict, title: str | 
     return ax
 
 
+def task_alignment_bands(ax, runs: Sequence[dict], names: Sequence[str], thresholds, colors: dict | None = None,
+                         title: str | None = None):
+    """The alignment paper's Figures 13a, b and 20a: the normalised alignment curve (eq. 2, divided by
+    ``||y||^2``) of each named representation, mean over the tasks with a band of one standard error.
+    ``runs``: ``layersim.alignment_pretrain.evaluate_task`` results."""
+    from .trends import mean_se
+
+    t = np.asarray(thresholds, dtype=np.float64)
+    for name in names:
+        m, se = mean_se([r["curves"][name] / r["curves"][name][0] for r in runs])
+        style = {} if colors is None or name not in colors else {"color": colors[name]}
+        line, = ax.plot(t, m, lw=2, label=name, **style)
+        ax.fill_between(t, m - se, m + se, color=line.get_color(), alpha=0.2)
+    ax.set_xlabel(r"threshold $\tau$ on singular values")
+    ax.set_ylabel(r"alignment / $\|y\|^2$")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def linear_learning_curves(axes, runs: Sequence[dict], names: Sequence[str], colors: dict | None = None):
+    """The alignment paper's Figures 13c, d and 20b, c: training (dashed) and test (solid) loss of the
+    gradient-descent linear models, mean over the tasks, against the step (log scale; step 0 drawn at 0.5):
+    one panel per loss (``axes``: the squared-loss and the logistic-loss axes). ``runs``:
+    ``layersim.alignment_pretrain.evaluate_task`` results."""
+    for ax, loss, letter in zip(axes, ("squared", "logistic"), "cd"):
+        for name in names:
+            steps = runs[0]["gd"][name][loss]["steps"]
+            style = {} if colors is None or name not in colors else {"color": colors[name]}
+            for part, ls in (("train", "--"), ("test", "-")):
+                m = np.mean([r["gd"][name][loss][part] for r in runs], axis=0)
+                line, = ax.plot(np.maximum(steps, 0.5), m, ls, label=f"{name} {part}", **style)
+                style = {"color": line.get_color()}
+        ax.set_xscale("log")
+        ax.set_xlabel("gradient-descent step (step 0 drawn at 0.5)")
+        ax.set_ylabel("mean squared error" if loss == "squared" else "logistic loss (bits)")
+        ax.set_title(f"({letter}) {loss} loss")
+        ax.grid(alpha=0.3)
+        ax.legend(frameon=False, fontsize=8, ncol=2)
+    return axes
+
+
 def pca_comparison(reference, others: dict, labels=None, title: str | None = None, max_points: int = 2000):
     """Scatter plots of representations ``[N, d]`` on the top two principal axes of ``reference``
     (centred with its mean): the reference first, then each of ``others`` (name -> ``[N, d]`` of the
