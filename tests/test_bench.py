@@ -68,3 +68,42 @@ def test_tiny_valid_run(capsys):
     assert bench.main(argv) == 0
     out = capsys.readouterr().out
     assert "| 2×40×4 | (a) naive" in out and "StreamingCKA memory vs N" in out
+
+
+# ----------------------------------------------------------------------------- python -m layersim.bench train
+
+
+def test_bench_train_quick_on_the_cpu(capsys):
+    from layersim import bench_train
+
+    assert bench.main(["train", "--quick", "--steps", "2", "--batch", "8", "--objectives", "ce,aligned",
+                       "--augmentations", "none,batch"]) == 0
+    out = capsys.readouterr().out
+    assert "device: CPU" in out and "| objective | precision |" in out
+    assert re.search(r"\| ce \| fp32 \| [\d,]+ \| [\d,]+ \(\d\.\d\d×\) \|", out)
+    assert "| aligned | bf16 | n/a | n/a |" in out  # no bf16 on the CPU: listed, not measured
+    imgs = bench_train.RandomImages(4, augment=bench_train.data.Augmentation(32))
+    assert imgs[0][0].shape == (3, 32, 32) and len(imgs) == 4
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--steps", "0"], "--steps and --batch must be positive"),
+    (["--objectives", "ce,nope"], "--objectives: choose from ce,aligned"),
+    (["--precisions", ""], "--precisions: choose from fp32,bf16"),
+    (["--augmentations", "flip"], "--augmentations: choose from none,per-image,batch"),
+])
+def test_bench_train_bad_arguments(argv, message, capsys):
+    from layersim import bench_train
+
+    with pytest.raises(SystemExit) as exc:
+        bench_train.parse_args(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_device_cka_on_the_cpu(capsys):
+    assert bench.main(["device-cka", "--shape", "60x8", "--layers", "4", "--device", "cpu", "--check-n", "30"]) == 0
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if line.startswith("| 4 x 60 x 8")][0]
+    assert "| cpu | feature |" in row and float(row.split("|")[-2].split()[0]) < 1e-10
+    got = bench.device_cka(20, 40, 3, "cpu", check_n=20, log=lambda m: None)
+    assert got["form"] == "gram" and got["maxdiff"] < 1e-10 and 0 < got["cka_last_first"] <= 1

@@ -514,3 +514,95 @@ def test_as_model_input_resizes_converts_and_normalises():
     assert back.shape == (2, 1, 28, 28)
     with pytest.raises(ValueError, match="1 or 3"):
         data.as_model_input(torch.rand(2, 2, 8, 8), "fashion-mnist")
+
+
+def test_augmentation_per_image_is_the_torchvision_pipeline_it_replaced():
+    """Same draws from the global generator, same images: committed CPU results do not move."""
+    import torch
+    from torchvision import transforms
+
+    x = torch.rand(1, 28, 28)
+    old = transforms.Compose([transforms.RandomCrop(28, padding=3), transforms.RandomHorizontalFlip(0.5),
+                              transforms.RandomRotation(15)])
+    torch.manual_seed(5)
+    a = [old(x) for _ in range(5)]
+    torch.manual_seed(5)
+    b = [data.train_augmentation(28)(x) for _ in range(5)]
+    assert all(torch.equal(p, q) for p, q in zip(a, b))
+
+
+def test_transform_batch_shift_flip_and_rotation_against_plain_tensor_ops():
+    import torch
+
+    x = torch.arange(2 * 3 * 6 * 6, dtype=torch.float32).view(2, 3, 6, 6) + 1
+    zero = torch.zeros(2)
+    same = data.transform_batch(x, torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, dtype=torch.bool), zero)
+    assert torch.equal(same, x)
+    # a shift by (1, -2): output (u, v) = input (u + 1, v - 2), zeros where that is outside
+    shifted = data.transform_batch(x, torch.tensor([[1, -2], [0, 0]]), torch.zeros(2, dtype=torch.bool), zero)
+    ref = torch.zeros_like(x[0])
+    ref[:, :5, 2:] = x[0, :, 1:, :4]
+    assert torch.equal(shifted[0], ref) and torch.equal(shifted[1], x[1])
+    flipped = data.transform_batch(x, torch.zeros(2, 2, dtype=torch.long), torch.tensor([True, False]), zero)
+    assert torch.equal(flipped[0], x[0].flip(-1)) and torch.equal(flipped[1], x[1])
+    # a quarter turn is exact with nearest sampling; +90 and -90 degrees are half a turn apart
+    turned = data.transform_batch(x, torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, dtype=torch.bool),
+                                  torch.tensor([90.0, -90.0]))
+    assert torch.equal(turned[0], x[0].rot90(1, (1, 2))) or torch.equal(turned[0], x[0].rot90(-1, (1, 2)))
+    x1 = x[1].rot90(1, (1, 2)) if torch.equal(turned[0], x[0].rot90(1, (1, 2))) else x[1].rot90(-1, (1, 2))
+    assert torch.equal(turned[1].rot90(2, (1, 2)), x1)
+
+
+def test_batch_augmentation_draws_like_the_per_image_one():
+    import torch
+
+    aug = data.Augmentation(28)
+    x = torch.rand(4000, 1, 28, 28) + 0.5  # no zeros inside the image
+    g = torch.Generator().manual_seed(0)
+    out = aug.batch(x, generator=g)
+    assert out.shape == x.shape
+    again = aug.batch(x, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(out, again)
+    # zero (padding / fill) fraction of the batch path and of the per-image path agree
+    torch.manual_seed(0)
+    per_image = torch.stack([aug(x[i]) for i in range(1000)])
+    z_batch, z_image = (out == 0).float().mean().item(), (per_image == 0).float().mean().item()
+    assert abs(z_batch - z_image) < 0.01 and z_batch > 0.02
+    # flips: about half the images of a left-right asymmetric batch come out mirrored
+    ramp = torch.arange(28.0).expand(2000, 1, 28, 28) + 1
+    plain = data.Augmentation(28, degrees=0, padding=0).batch(ramp, generator=torch.Generator().manual_seed(1))
+    mirrored = (plain[:, 0, 14, 0] > plain[:, 0, 14, -1]).float().mean().item()
+    assert 0.45 < mirrored < 0.55
+    assert not data.Augmentation(28, flip=False, degrees=0, padding=0).batch(ramp).ne(ramp).any()
+    with pytest.raises(ValueError, match="expected a batch"):
+        aug.batch(torch.rand(2, 1, 32, 32))
+
+
+def test_image_dataset_defers_its_augmentation_on_request():
+    import torch
+
+    ds = data.image_dataset("digits", "train", limit=20, augment=True)
+    assert isinstance(ds.augment, data.Augmentation) and not ds.augment.flip
+    torch.manual_seed(0)
+    a = ds[3][0]
+    ds.defer_augment = True
+    raw = ds[3][0]
+    ds.defer_augment = False
+    plain = data.image_dataset("digits", "train", limit=20)[3][0]
+    assert torch.equal(raw, plain) and not torch.equal(a, plain)
+
+
+@pytest.mark.parametrize("i,j,flip,angle", [(1, 5, False, 10.0), (0, 0, True, -12.0), (6, 2, True, 7.3), (3, 3, False, 0.0)])
+def test_transform_batch_equals_torchvision_crop_flip_rotate(i, j, flip, angle):
+    """For given draws, the batched transform is torchvision's pipeline to the pixel: a crop at (i, j)
+    of the image padded by 3, a horizontal flip, a rotation by `angle` (nearest, zero fill)."""
+    import torch
+    from torchvision.transforms import functional as TF
+
+    img = torch.rand(2, 28, 28) + 0.5
+    ref = TF.pad(img, [3, 3, 3, 3])[:, i:i + 28, j:j + 28]
+    if flip:
+        ref = TF.hflip(ref)
+    ref = TF.rotate(ref, angle)
+    got = data.transform_batch(img[None], torch.tensor([[i - 3, j - 3]]), torch.tensor([flip]), torch.tensor([angle]))[0]
+    assert torch.equal(got, ref)

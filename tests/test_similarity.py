@@ -934,3 +934,87 @@ def test_cross_matrix_is_pairwise_cka_between_two_stacks():
     M = S.cross_matrix(C, D, metric="cos")
     assert M.shape == (3, 2)
     assert M[2, 1] == pytest.approx(S.cosine(C[2], D[1]), rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# the device path (CUDA tensors stay on their GPU); checked here on CPU tensors with
+# device="torch", which runs the same torch code
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("metric,center", [("cka", True), ("debiased_cka", True), ("cos", True), ("cos", False)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_device_path_layer_matrix_equals_the_cpu_path(metric, center, dtype):
+    rng = np.random.default_rng(41)
+    layers = [x.astype(dtype) for x in random_layers(rng, n=80, dims=(6, 6, 6, 6, 6), offset=1e3)]
+    ref = S.layer_matrix(layers, metric, center=center)
+    for form in ("auto", "feature", "gram"):
+        got = S.layer_matrix([torch.from_numpy(x) for x in layers], metric, center=center, form=form, device="torch")
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
+    stacked = S.layer_matrix(torch.from_numpy(np.stack(layers)), metric, center=center, device="torch")
+    np.testing.assert_allclose(stacked, ref, rtol=0, atol=1e-10)
+    if metric != "cos":  # layers of different widths
+        mixed = [x.astype(dtype) for x in random_layers(rng, n=40, dims=(3, 8, 5), offset=-7.0)]
+        np.testing.assert_allclose(S.layer_matrix([torch.from_numpy(x) for x in mixed], metric, device="torch"),
+                                   S.layer_matrix(mixed, metric), rtol=0, atol=1e-10)
+
+
+def test_device_path_gram_form_in_row_blocks(monkeypatch):
+    rng = np.random.default_rng(44)
+    layers = random_layers(rng, n=37, dims=(40, 50, 30), offset=3.0)  # N < sum d / 2: the Gram form
+    assert S._choose_form(37, [40, 50, 30]) == "gram"
+    monkeypatch.setattr(S, "_MAX_BYTES", 8 * 3 * 37 * 5)  # row blocks of 5 rows
+    for metric in ("cka", "debiased_cka"):
+        np.testing.assert_allclose(S.layer_matrix([torch.from_numpy(x) for x in layers], metric, device="torch"),
+                                   S.layer_matrix(layers, metric), rtol=0, atol=1e-10)
+
+
+def test_device_path_kornblith_demo_and_scale():
+    X, Y = kornblith_demo()
+    ref = S.layer_matrix([X, Y], "cka")
+    for c in (1.0, 1e-150, 1e150):
+        got = S.layer_matrix([torch.from_numpy(X * c), torch.from_numpy(Y * c)], "cka", device="torch")
+        np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+def test_device_path_rejects_bad_input_like_the_cpu_path():
+    good_t = [torch.randn(10, 3), torch.randn(10, 3)]
+    bad = [good_t[0].clone(), good_t[1]]
+    bad[0][2, 1] = float("nan")
+    with pytest.raises(ValueError, match="layer 0 contains NaN or inf"):
+        S.layer_matrix(bad, device="torch")
+    with pytest.raises(ValueError, match="same number of samples"):
+        S.layer_matrix([torch.randn(10, 3), torch.randn(9, 3)], device="torch")
+    with pytest.raises(ValueError, match="constant across samples"):
+        S.layer_matrix([torch.ones(10, 3), torch.randn(10, 3)], device="torch")
+    with pytest.raises(ValueError, match="same feature dimension"):
+        S.layer_matrix([torch.randn(10, 3), torch.randn(10, 4)], "cos", device="torch")
+    with pytest.raises(ValueError, match="need at least 4 samples"):
+        S.layer_matrix([torch.randn(3, 3), torch.randn(3, 3)], "debiased_cka", device="torch")
+    with pytest.raises(ValueError, match="device must be"):
+        S.layer_matrix(good_t, device="gpu")
+    with pytest.raises(ValueError, match="form must be"):
+        S.layer_matrix(good_t, form="fast", device="torch")
+    assert not S._on_cuda(good_t) and not S._on_cuda(np.zeros((2, 3, 4)))
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("debiased", [False, True])
+def test_device_path_streaming_equals_the_cpu_stream(monkeypatch, debiased):
+    rng = np.random.default_rng(43)
+    layers = [x.astype(np.float32) for x in random_layers(rng, n=64, dims=(5, 9, 3, 7), offset=1e3)]
+    metric = "debiased_cka" if debiased else "cka"
+    ref = S.layer_matrix(layers, metric)
+    acc = S.StreamingCKA(debiased=debiased, device="torch")
+    for a, b in zip([0, 3, 20, 21, 50], [3, 20, 21, 50, 64]):
+        acc.update([torch.from_numpy(x[a:b]) for x in layers])
+    assert acc._torch and isinstance(acc._Su, torch.Tensor) and acc.n == 64
+    np.testing.assert_allclose(acc.result(), ref, rtol=0, atol=1e-10)
+    # a later batch 2^200 times larger is rescaled on the device as on the host
+    monkeypatch.setattr(S, "_STREAM_HEADROOM", 32)
+    base = random_layers(rng, n=48, dims=(5, 7, 4), offset=2.0)
+    acc = S.StreamingCKA(debiased=debiased, device="torch")
+    acc.update([torch.from_numpy(x[:16] * 1e-100) for x in base])
+    acc.update([torch.from_numpy(x[16:] * 1e-100 * 2.0**200) for x in base])
+    ref = S.layer_matrix([np.concatenate([x[:16], x[16:] * 2.0**200]) for x in base], metric)
+    np.testing.assert_allclose(acc.result(), ref, rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="device must be"):
+        S.StreamingCKA(device="cuda:0")

@@ -149,3 +149,72 @@ def test_split_settings_serves_both_model_configs():
                                                  {"in_features": 784, "num_classes": 10}, seed=2)
     assert (mlp_cfg, mlp_train) == training.configs_from(presets.TRACING_MLP["default"], info, mlp.MLPConfig, seed=2)
     assert mlp_cfg.width == presets.TRACING_MLP["default"]["width"] and mlp_train.seed == 2
+
+
+# ----------------------------------------------------------------------------- precision and the GPU data path
+
+
+def test_resolve_precision_and_autocast_on_the_cpu():
+    assert training.resolve_precision("auto", "cpu") == "fp32" == training.resolve_precision("fp32", "cpu")
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        training.resolve_precision("bf16", "cpu")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        training.resolve_precision("fp16", "cpu")
+    import contextlib
+
+    assert isinstance(training.autocast("fp32"), contextlib.nullcontext)
+    import warnings
+
+    with warnings.catch_warnings():  # "CUDA is not available ... Disabling autocast": expected here
+        warnings.simplefilter("ignore")
+        assert isinstance(training.autocast("bf16"), torch.autocast)
+    with pytest.raises(ValueError, match="resolved precision"):
+        training.autocast("auto")
+
+
+def test_precision_key_keeps_fp32_keys_and_separates_bf16(tmp_cache):
+    parts = (TINY, TrainConfig(epochs=1, batch_size=16), {"name": "toy"})
+    legacy = training.config_key(*parts)
+    assert training.precision_key("fp32") == ()
+    assert training.config_key(*parts, *training.precision_key("bf16")) != legacy
+    _, meta = training.cached_vit(*parts[:2], toy_data(), parts[2], device="cpu", progress=False)
+    assert meta["key"] == legacy and meta["precision"] == "fp32"  # checkpoints made before precisions load
+
+
+def test_loader_settings_per_device():
+    assert training.loader_settings("cpu") == {"num_workers": 0}
+    assert training.loader_settings("cpu", workers=2) == {"num_workers": 2}
+    assert training.loader_settings("cuda", workers=3) == {"num_workers": 3, "pin_memory": True, "persistent_workers": True}
+    auto = training.loader_settings("cuda")
+    assert 0 <= auto["num_workers"] <= 8 and auto["pin_memory"]
+    with pytest.raises(ValueError, match="workers"):
+        training.loader_settings("cpu", workers=-1)
+
+
+def test_batch_augmentation_path_replaces_the_per_image_one(monkeypatch):
+    """augment_on_device=True (what CUDA does by default) on the CPU: the per-image augmentation is
+    never called, every batch goes through Augmentation.batch, and the switch is restored."""
+    from layersim import data
+
+    ds = data.image_dataset("digits", "train", limit=64, augment=True)
+    calls = {"image": 0, "batch": 0}
+    per_image, per_batch = ds.augment.__call__, ds.augment.batch
+
+    class Spy(data.Augmentation):
+        def __call__(self, x):
+            calls["image"] += 1
+            return per_image(x)
+
+        def batch(self, x, generator=None):
+            calls["batch"] += 1
+            assert x.shape[1:] == (1, 8, 8)
+            return per_batch(x, generator)
+
+    ds.augment = Spy(8, flip=False)
+    vit = training.build_vit(ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=10, embed_dim=16, depth=1,
+                                       num_heads=2))
+    cfg = TrainConfig(epochs=2, batch_size=16)
+    training.train_classifier(vit, ds, cfg, device="cpu", progress=False, augment_on_device=True)
+    assert calls == {"image": 0, "batch": 8} and ds.defer_augment is False
+    training.train_classifier(vit, ds, cfg, device="cpu", progress=False)  # the CPU default: per image
+    assert calls == {"image": 128, "batch": 8}

@@ -1,4 +1,6 @@
-"""Benchmark of the all-pairs linear-CKA matrix (issue 3, "Speed"): ``python -m layersim.bench``.
+"""Benchmark of the all-pairs linear-CKA matrix (issue 3, "Speed"): ``python -m layersim.bench``
+(``python -m layersim.bench train``: the training throughput of :mod:`layersim.bench_train`;
+``python -m layersim.bench device-cka``: the CKA matrix of hidden states on their GPU, :func:`device_cka`).
 
 In one run, for each shape (default: 13 layers x N=3000 x d=384 and 13 x N=10000 x d=768)
 it times, on the same float32 layer stack:
@@ -585,7 +587,85 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def device_layers(n: int, d: int, L: int, device, seed: int = 0):
+    """A residual stream like :class:`ResidualStream`'s, made with torch on ``device``: ``[L, n, d]``
+    float32 (``h_{l+1} = h_l + 0.6 tanh(h_l W1_l) W2_l`` plus a shared offset with a few massive
+    features), without passing through the host."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    off = 3.0 * torch.randn(d, generator=g, device=device)
+    off[torch.randperm(d, generator=g, device=device)[:max(1, d // 128)]] = 100.0
+    h = torch.randn(n, d, generator=g, device=device)
+    out = torch.empty((L, n, d), device=device)
+    out[0] = h + off
+    for layer in range(1, L):
+        W1, W2 = (torch.randn(d, d, generator=g, device=device) / d ** 0.5 for _ in range(2))
+        h = h + 0.6 * torch.tanh(h @ W1) @ W2
+        out[layer] = h + off * (1.0 + layer / L)
+    return out
+
+
+def device_cka(n: int, d: int, L: int, device: str = "auto", check_n: int = 2000, log=print) -> dict:
+    """``layer_matrix`` (linear CKA) of ``L`` layers of ``n x d`` float32 hidden states that live on
+    ``device`` (CUDA: the device path, :func:`layersim.similarity._torch_layer_matrix`), timed against
+    the floor of the form it picks: ONE stacked float64 product on the same device (the Gram form:
+    ``Z Z^T`` of the centred ``Z = [n, L d]``, as many multiply-adds as building every layer's Gram
+    matrix; the feature form: ``Z^T Z``). The first ``check_n`` samples are also computed on the CPU
+    and compared (max |diff|)."""
+    import torch
+
+    from .models import resolve_device
+
+    dev = resolve_device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    X = device_layers(n, d, L, dev)
+    form = S._choose_form(n, [d] * L)
+    sync()
+    t0 = time.perf_counter()
+    M = S.layer_matrix(X, "cka", device="auto" if dev.type == "cuda" else "torch")
+    sync()
+    t_lm = time.perf_counter() - t0
+    Z = (X.to(torch.float64) - X.to(torch.float64).mean(1, keepdim=True)).permute(1, 0, 2).reshape(n, L * d)
+    sync()
+    t0 = time.perf_counter()
+    F = Z @ Z.T if form == "gram" else Z.T @ Z
+    sync()
+    t_floor = time.perf_counter() - t0
+    del Z, F
+    k = min(check_n, n)
+    ref = S.layer_matrix([x[:k].cpu().numpy() for x in X], "cka")
+    sub = S.layer_matrix(X[:, :k], "cka", device="auto" if dev.type == "cuda" else "torch")
+    diff = float(np.abs(sub - ref).max())
+    log(f"| {L} x {n} x {d} | {dev} | {form} | {t_lm:.2f} | {t_floor:.2f} | {t_lm / t_floor:.2f} | {diff:.1e} "
+        f"(first {k} samples) |")
+    return {"seconds": t_lm, "floor": t_floor, "form": form, "maxdiff": diff, "cka_last_first": float(M[0, -1])}
+
+
+def device_cka_main(argv: list[str]) -> int:
+    """``python -m layersim.bench device-cka [--shape NxD] [--layers L] [--device D]``."""
+    ap = argparse.ArgumentParser(prog="python -m layersim.bench device-cka",
+                                 description="linear CKA of hidden states on their device vs one float64 GEMM")
+    ap.add_argument("--shape", type=_shapes, default="10000x4096", help="NxD (default: LLaMA-3.1-8B's width)")
+    ap.add_argument("--layers", type=_int_at_least(2), default=33)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--check-n", type=_int_at_least(4), default=2000)
+    args = ap.parse_args(argv)
+    print("| layers x N x d | device | form | layer_matrix s | one float64 GEMM s | ratio | max diff to CPU |")
+    print("|---|---|---|---:|---:|---:|---|")
+    for n, d in args.shape:
+        device_cka(n, d, args.layers, args.device, args.check_n)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:  # python -m layersim.bench train: training throughput (layersim.bench_train)
+        from layersim import bench_train
+
+        return bench_train.main(argv[1:])
+    if argv[:1] == ["device-cka"]:
+        return device_cka_main(argv[1:])
     args = parse_args(argv)
 
     def log(msg: str) -> None:

@@ -110,13 +110,14 @@ def aligned_loss(model: nn.Module, batch: dict) -> torch.Tensor:
 
 
 def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, tokenizer: Any = None,
-             device: Any = "auto", progress: bool = True) -> list[dict]:
+             device: Any = "auto", progress: bool = True, precision: str = "auto") -> list[dict]:
     """Fine-tune ``model`` (a HF ``*ForSequenceClassification``) in place on ``task`` for
     ``cfg.steps`` AdamW steps of ``cfg.batch_size`` examples (epochs of a ``cfg.seed``-ed
     permutation, as many as the steps need). ``tokenizer`` defaults to ``model.layersim_tokenizer``
     (set by :func:`load_classifier`). Returns the history: one entry per 10 % of the steps
     (``step``, mean training ``loss`` since the last entry, ``seconds``). Raises FloatingPointError
-    when the loss is not finite."""
+    when the loss is not finite. ``precision``: ``layersim.training.resolve_precision`` (bf16 autocast
+    on CUDA under "auto", fp32 on the CPU)."""
     from . import training
 
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "layersim_tokenizer", None)
@@ -130,6 +131,7 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
         raise ValueError(f"the model has {model.config.num_labels} outputs, task {task.name!r} has "
                          f"{task.num_labels} labels")
     dev = resolve_device(device)
+    prec = training.resolve_precision(precision, dev)
     torch.manual_seed(cfg.seed)
     model.to(dev).train()
     decay = [p for n, p in model.named_parameters() if p.requires_grad and not n.endswith("bias") and "LayerNorm" not in n]
@@ -148,7 +150,7 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
         return model(**batch).loss if cfg.objective == "ce" else aligned_loss(model, batch)
 
     history = training.run_steps(opt, cfg.steps, loss_at, lambda step: lr_at(step, cfg), f"fine-tune {task.name}",
-                                 progress, what="fine-tuning")
+                                 progress, what="fine-tuning", precision=prec)
     model.eval()
     return history
 
@@ -234,8 +236,9 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
         model.layersim_tokenizer = holder["tokenizer"]
         return model
 
-    def fit(model, train_set, train_cfg, device, progress):
-        return finetune(model, train_set, run_cfg, holder["tokenizer"], device=device, progress=progress)
+    def fit(model, train_set, train_cfg, device, progress, precision):
+        return finetune(model, train_set, run_cfg, holder["tokenizer"], device=device, progress=progress,
+                        precision=precision)
 
     key_cfg = dataclasses.asdict(run_cfg)
     if run_cfg.objective == "ce":  # checkpoints made before objectives existed keep their keys

@@ -105,15 +105,17 @@ def aligned_lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     return (objectives.layer_weights(len(losses)).to(losses) * losses).sum()
 
 
-def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any = "auto", progress: bool = True) -> list[dict]:
+def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any = "auto", progress: bool = True,
+             precision: str = "auto") -> list[dict]:
     """Train ``model`` in place for ``cfg.steps`` AdamW steps over ``batches`` (cycled in a
     ``cfg.seed``-ed order each pass) with the standard or the aligned loss; the history has one
     entry per 10 % of the steps (``step``, mean ``loss``, ``seconds``). FloatingPointError if the
-    loss is not finite."""
+    loss is not finite. ``precision``: ``layersim.training.resolve_precision`` (fp32 on the CPU)."""
     from . import training
     from .models import resolve_device
 
     dev = resolve_device(device)
+    prec = training.resolve_precision(precision, dev)
     torch.manual_seed(cfg.seed)
     model.to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -128,7 +130,7 @@ def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any =
         return model(**batch, use_cache=False).loss if cfg.objective == "ce" else aligned_lm_loss(model, batch)
 
     history = training.run_steps(opt, cfg.steps, loss_at, lambda step: training.warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.steps), f"train LM ({cfg.objective})",
-                                 progress)
+                                 progress, precision=prec)
     model.eval()
     return history
 
@@ -178,8 +180,8 @@ def cached_lm(cfg: LMConfig, batches: list[dict], data_desc: dict, build: Any = 
     (``model_desc``) and data were trained before (``layersim.training.cached_model``)."""
     from . import training
 
-    def fit(model, train_set, train_cfg, device, progress):
-        return train_lm(model, train_set, cfg, device=device, progress=progress)
+    def fit(model, train_set, train_cfg, device, progress, precision):
+        return train_lm(model, train_set, cfg, device=device, progress=progress, precision=precision)
 
     build = build or (lambda: build_gpt2(cfg))
     return training.cached_model("lm", build, model_desc or {"scratch": True}, dataclasses.asdict(cfg), batches,

@@ -3,7 +3,9 @@
 Every function takes representations as numpy arrays or torch tensors of shape
 ``[N, d]`` (N samples, d features; flatten or select tokens beforehand), converts them
 to float64 on the CPU, **centres them before any product is formed**, and returns Python
-floats or numpy arrays.  Centring first matters: activations of transformers share large
+floats or numpy arrays. :func:`layer_matrix` and :class:`StreamingCKA` given CUDA tensors
+(the hidden states of a paper-scale LLM) compute on that GPU instead, in float64, and
+return the same numbers to float64 rounding.  Centring first matters: activations of transformers share large
 offsets, and forming ``X X^T`` in float32 before centring loses everything (a true CKA of
 0.82 came out 0.04 with a shared offset of 1e3).
 
@@ -726,9 +728,160 @@ def _same_dims(layers: Sequence[np.ndarray]) -> None:
             f"cosine needs the same feature dimension d in every layer, got {sorted(dims)}")
 
 
+# --------------------------------------------------------------------------------------
+# the device path: layers that are CUDA tensors stay on their GPU
+# --------------------------------------------------------------------------------------
+def _on_cuda(layers: Any) -> bool:
+    """True when ``layers`` (a stacked tensor or a list of tensors) lives on a CUDA device."""
+    first = layers[0] if isinstance(layers, (list, tuple)) and len(layers) else layers
+    return bool(getattr(getattr(first, "device", None), "type", None) == "cuda")
+
+
+def _torch_layers(layers: Any, min_n: int) -> list:
+    """The device path's :func:`_checked_layers`: a list of 2-D torch tensors on one device, same N,
+    finite, ``N >= min_n`` (same messages as the CPU path); nothing is copied to the host."""
+    import torch
+
+    items = list(layers) if isinstance(layers, (list, tuple)) else (
+        [layers[i] for i in range(layers.shape[0])] if getattr(layers, "ndim", None) == 3 else None)
+    if items is None:
+        raise ValueError(f"layers must be a list of 2-D [N, d] tensors or a 3-D stacked tensor [L, N, d], got "
+                         f"shape {tuple(getattr(layers, 'shape', ()))}")
+    if not items:
+        raise ValueError("layers is empty; need at least one layer")
+    out = []
+    for i, x in enumerate(items):
+        x = torch.as_tensor(x, device=items[0].device) if not isinstance(x, torch.Tensor) else x.detach()
+        if x.is_complex():
+            raise ValueError("complex tensors are not supported")
+        if x.ndim != 2:
+            raise ValueError(f"layer {i} must be 2-D [N, d], got {x.ndim}-D shape {tuple(x.shape)}")
+        if x.shape[1] < 1:
+            raise ValueError(f"layer {i} has no features (shape {tuple(x.shape)})")
+        if x.shape[0] < min_n:
+            raise ValueError(f"layer {i} has N={x.shape[0]} samples; need at least {min_n} samples")
+        if x.shape[0] != items[0].shape[0]:
+            raise ValueError(f"all layers must have the same number of samples N: layer 0 has {items[0].shape[0]}, "
+                             f"layer {i} has {x.shape[0]}")
+        if x.device != items[0].device:
+            raise ValueError(f"all layers must be on one device: layer 0 is on {items[0].device}, layer {i} on {x.device}")
+        finite = torch.isfinite(x)
+        if not bool(finite.all()):
+            raise ValueError(f"layer {i} contains NaN or inf ({int((~finite).sum())} non-finite entries)")
+        out.append(x)
+    return out
+
+
+def _torch_centred(x, name: str):
+    """The device path's :func:`_center`: ``x 2^-e - mean`` in float64 on ``x``'s device."""
+    import torch
+
+    absmax = float(x.abs().max())
+    e = _exponent(absmax)
+    xc = torch.ldexp(x.to(torch.float64), torch.tensor(-e, dtype=torch.float64, device=x.device))
+    xc -= xc.mean(dim=0, keepdim=True)
+    tol = 64 * _EPS * math.sqrt(x.numel()) * math.ldexp(absmax, -e)
+    if float(torch.linalg.vector_norm(xc)) <= tol:
+        raise ValueError(f"{name} is constant across samples (zero variance after centring); "
+                         "CKA and other centred similarities are undefined")
+    return xc
+
+
+def _torch_unit_rows(x, center: bool, name: str):
+    """The device path's :func:`_unit_rows`: float64 rows of unit norm, on ``x``'s device."""
+    import torch
+
+    absmax = float(x.abs().max())
+    e = _exponent(absmax)
+    z = torch.ldexp(x.to(torch.float64), torch.tensor(-e, dtype=torch.float64, device=x.device))
+    if center:
+        z -= z.mean(dim=0, keepdim=True)
+    norms = torch.linalg.vector_norm(z, dim=1)
+    tol = 64 * _EPS * math.sqrt(x.shape[1]) * math.ldexp(absmax, -e)
+    bad = torch.nonzero(norms <= tol).flatten()
+    if bad.numel():
+        what = "after centring " if center else ""
+        raise ValueError(f"{name} has {bad.numel()} zero-norm row(s) {what}(first: sample {int(bad[0])}); "
+                         "cosine similarity is undefined for them")
+    return z / norms[:, None]
+
+
+def _torch_gram_dots(Xcs: Sequence) -> Any:
+    """The device path's :func:`_gram_dots`: all ``<K_i, K_j>_F`` (``K_l = X_l X_l^T``) from row
+    blocks of the Gram matrices, on the layers' device; the buffer stays within ``_MAX_BYTES``."""
+    import torch
+
+    L, n = len(Xcs), Xcs[0].shape[0]
+    dev = Xcs[0].device
+    b = int(max(1, min(n, _MAX_BYTES // (8 * L * n))))
+    T = torch.zeros((L, L), dtype=torch.float64, device=dev)
+    for r0 in range(0, n, b):
+        r1 = min(n, r0 + b)
+        G = torch.stack([X[r0:r1] @ X[r0:].T for X in Xcs])  # [L, m, n - r0]: K_l[r, r:]
+        m = r1 - r0
+        d = G[:, :, :m].reshape(L, -1)
+        T += d @ d.T
+        if n > r1:
+            o = G[:, :, m:].reshape(L, -1)
+            T += 2.0 * (o @ o.T)
+    return T
+
+
+def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "auto") -> np.ndarray:
+    """:func:`layer_matrix` with every product on the layers' own device (a GPU), in float64.
+
+    Each layer is centred (and divided by its power of two) once, in float64, on the device; then
+    either the feature form, one ``d_i x d_j`` cross-covariance per pair of layers ``i <= j`` (memory:
+    the centred layers plus one ``d x d`` block), or the Gram form in row blocks
+    (:func:`_torch_gram_dots`), chosen by cost as on the CPU (:func:`_choose_form`: the Gram form when
+    N is below about ``sum d_l / 2``, e.g. an 8B LLaMA's 33 x 4096 features on 10,000 samples);
+    for ``'cos'``, one elementwise product of the unit-row layers per pair. Only the ``L x L`` sums
+    come back to the host, where they are normalised by the CPU path's own code, so the two paths
+    agree to float64 rounding.
+    """
+    import torch
+
+    debiased = metric == "debiased_cka"
+    Xs = _torch_layers(layers, min_n=4 if debiased else 2)
+    L, n = len(Xs), Xs[0].shape[0]
+    T = torch.empty((L, L), dtype=torch.float64, device=Xs[0].device)
+    if metric == "cos":
+        _same_dims(Xs)
+        Us = [_torch_unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
+        for i in range(L):
+            for j in range(i, L):
+                T[i, j] = T[j, i] = (Us[i] * Us[j]).sum() / n
+        M = T.cpu().numpy()
+        M = np.clip(0.5 * (M + M.T), -1.0, 1.0)
+        np.fill_diagonal(M, 1.0)
+        return M
+    Xcs = [_torch_centred(x, f"layer {i}") for i, x in enumerate(Xs)]
+    if form == "auto":
+        form = _choose_form(n, [x.shape[1] for x in Xcs])
+    if form == "gram":
+        T = _torch_gram_dots(Xcs)
+    elif form == "feature":
+        for i in range(L):
+            for j in range(i, L):
+                T[i, j] = T[j, i] = torch.square(Xcs[i].T @ Xcs[j]).sum()
+    else:
+        raise ValueError(f"form must be 'auto', 'feature' or 'gram', got {form!r}")
+    T_host = T.cpu().numpy()
+    if not debiased:
+        return _cka_from_dots(T_host, False)
+    R = torch.stack([torch.square(x).sum(dim=1) for x in Xcs]).cpu().numpy()
+    return _cka_from_dots(_debias(T_host, R, n), True, ref=np.diag(T_host))
+
+
 def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
-                 form: str = "auto") -> np.ndarray:
+                 form: str = "auto", device: str = "auto") -> np.ndarray:
     """Symmetric L x L similarity matrix between all layers, computed in one batch.
+
+    ``device``: ``"auto"`` keeps layers that are CUDA tensors on their GPU and computes there
+    (:func:`_torch_layer_matrix`: float64 on the device, the same two forms), everything else on
+    the CPU as below; ``"torch"`` takes the device path
+    for torch tensors anywhere (also CPU tensors: how the tests check it), ``"cpu"`` always copies
+    to the host.
 
     - ``'cka'``: linear CKA (tracing eq. 3 / Kornblith et al. §3).  Every layer is
       centred once, in float64, into one ``[N, sum d_l]`` array ``Z`` (float32 input is
@@ -761,6 +914,10 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
         Symmetric, with ones on the diagonal.
     """
     _check_metric(metric, center)
+    if device not in ("auto", "cpu", "torch"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'torch', got {device!r}")
+    if device == "torch" or (device == "auto" and _on_cuda(layers)):
+        return _torch_layer_matrix(layers, metric, center, form)
     debiased = metric == "debiased_cka"
     Xs, absmax = _checked_layers(layers, min_n=4 if debiased else 2, native=metric != "cos")
     if metric == "cos":
@@ -918,13 +1075,28 @@ class StreamingCKA:
     a batch far smaller than the first only contributes what float64 can resolve next to it.
     """
 
-    def __init__(self, debiased: bool = False):
+    def __init__(self, debiased: bool = False, device: str = "auto"):
+        if device not in ("auto", "cpu", "torch"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'torch', got {device!r}")
         self.debiased = bool(debiased)
+        self.device = device
         self.n = 0
         self._dims: list[int] | None = None
+        self._torch = False
 
     def update(self, layers: Any) -> "StreamingCKA":
-        """Add one minibatch: a list of [b, d_l] arrays or a stacked [L, b, d] array."""
+        """Add one minibatch: a list of [b, d_l] arrays or a stacked [L, b, d] array.
+
+        Batches that are CUDA tensors (``device="auto"``; any torch tensors with ``"torch"``) are
+        accumulated on their device in float64 (the first batch decides for the whole stream);
+        :meth:`result` brings the sums to the host once."""
+        if self._dims is None:
+            self._torch = self.device == "torch" or (self.device == "auto" and _on_cuda(layers))
+        if self._torch:
+            return self._update_torch(layers)
+        if _on_cuda(layers):
+            raise ValueError("this StreamingCKA accumulates on the CPU (its first batch was there); "
+                             "keep every batch on one device")
         Xs, absmax = _checked_layers(layers, min_n=1, native=True)
         dims = [x.shape[1] for x in Xs]
         exps = [_exponent(m) for m in absmax]
@@ -969,10 +1141,74 @@ class StreamingCKA:
             self._t += Q.sum(0)
         return self
 
+    def _update_torch(self, layers: Any) -> "StreamingCKA":
+        """:meth:`update` with the batch and every accumulator on the batch's device (float64):
+        the same sums as the CPU path (the full ``S``, not its upper triangle)."""
+        import torch
+
+        Xs = _torch_layers(layers, min_n=1)
+        absmax = [float(x.abs().max()) for x in Xs]
+        dims = [x.shape[1] for x in Xs]
+        exps = [_exponent(m) for m in absmax]
+        dev, f64 = Xs[0].device, torch.float64
+        first = self._dims is None
+        if first:
+            self._dims, self._starts = dims, _starts(dims)
+            D, L = sum(dims), len(dims)
+            self._e = exps
+            self._s = torch.zeros(D, dtype=f64, device=dev)
+            self._Su = torch.zeros((D, D), dtype=f64, device=dev)
+            self._absmax = np.zeros(L)
+            if self.debiased:
+                self._A = torch.zeros((L, L), dtype=f64, device=dev)
+                self._B = torch.zeros((L, D), dtype=f64, device=dev)
+                self._t = torch.zeros(L, dtype=f64, device=dev)
+        elif dims != self._dims:
+            raise ValueError(f"layer dimensions changed between batches: {self._dims} -> {dims}")
+        elif Xs[0].device != self._Su.device:
+            raise ValueError(f"this StreamingCKA accumulates on {self._Su.device}; got a batch on {Xs[0].device}")
+        else:
+            for i, e in enumerate(exps):
+                if e > self._e[i] + _STREAM_HEADROOM:
+                    self._rescale_layer(i, e - self._e[i])
+        Y = torch.empty((Xs[0].shape[0], sum(dims)), dtype=f64, device=dev)
+        for x, s0, d, e in zip(Xs, self._starts, dims, self._e):
+            Y[:, s0:s0 + d] = torch.ldexp(x.to(f64), torch.tensor(-e, dtype=f64, device=dev))
+        if first:
+            self._shift = Y.mean(0)
+        Y -= self._shift
+        self.n += Y.shape[0]
+        self._s += Y.sum(0)
+        self._Su.addmm_(Y.T, Y)
+        self._absmax = np.maximum(self._absmax, [math.ldexp(m, -e) for m, e in zip(absmax, self._e)])
+        if self.debiased:
+            Q = torch.stack([torch.square(Y[:, s0:s0 + d]).sum(1) for s0, d in zip(self._starts, dims)], dim=1)
+            self._A += Q.T @ Q
+            self._B += Q.T @ Y
+            self._t += Q.sum(0)
+        return self
+
+    def _on_host(self) -> "StreamingCKA":
+        """A CPU copy of a device-accumulated state (float64 numpy accumulators), for :meth:`result`."""
+        import copy
+
+        host = copy.copy(self)
+        host._torch = False
+        host._Su = np.asfortranarray(self._Su.cpu().numpy())
+        host._s, host._shift = self._s.cpu().numpy(), self._shift.cpu().numpy()
+        if self.debiased:
+            host._A, host._B, host._t = (a.cpu().numpy() for a in (self._A, self._B, self._t))
+        return host
+
     def _rescale_layer(self, i: int, k: int) -> None:
         """Divide layer i's part of every accumulator by ``2^k`` (layer i's scale grows)."""
-        def div(a: np.ndarray, power: int) -> None:
-            np.ldexp(a, -power * k, out=a)
+        def div(a, power: int) -> None:
+            if isinstance(a, np.ndarray):
+                np.ldexp(a, -power * k, out=a)
+            else:  # a torch tensor (the device path): an exact power of two, in place
+                import torch
+
+                a.copy_(torch.ldexp(a, torch.tensor(-power * k, dtype=a.dtype, device=a.device)))
         blk = slice(self._starts[i], self._starts[i] + self._dims[i])
         div(self._Su[blk, :], 1)  # the diagonal block gets both factors
         div(self._Su[:, blk], 1)
@@ -1011,6 +1247,8 @@ class StreamingCKA:
         """The L x L (debiased) linear CKA matrix of all samples seen so far."""
         if self._dims is None:
             raise ValueError("no batches were added")
+        if self._torch:
+            return self._on_host().result()
         n = self.n
         if n < (4 if self.debiased else 2):
             raise ValueError(

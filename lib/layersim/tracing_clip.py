@@ -119,13 +119,15 @@ def captions(labels: np.ndarray, class_names: Sequence[str], rng: np.random.Gene
 
 
 def train_clip(model: nn.Module, images: torch.Tensor, texts: list[str], tokenizer: Any, cfg: ClipConfig,
-               device: Any = "auto", progress: bool = True) -> list[dict]:
+               device: Any = "auto", progress: bool = True, precision: str = "auto") -> list[dict]:
     """Train ``model`` in place with CLIP's symmetric contrastive loss on (image, caption) pairs,
-    minibatches of ``cfg.batch_size`` drawn in a ``cfg.seed``-ed order (``layersim.training.run_steps``)."""
+    minibatches of ``cfg.batch_size`` drawn in a ``cfg.seed``-ed order (``layersim.training.run_steps``;
+    ``precision``: ``layersim.training.resolve_precision``, fp32 on the CPU)."""
     from . import training
     from .models import resolve_device
 
     dev = resolve_device(device)
+    prec = training.resolve_precision(precision, dev)
     torch.manual_seed(cfg.seed)
     model.to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -143,7 +145,7 @@ def train_clip(model: nn.Module, images: torch.Tensor, texts: list[str], tokeniz
 
     history = training.run_steps(opt, cfg.steps, loss_at,
                                  lambda step: training.warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.steps),
-                                 "train CLIP", progress)
+                                 "train CLIP", progress, precision=prec)
     model.eval()
     return history
 
@@ -153,8 +155,8 @@ def cached_clip(cfg: ClipConfig, images: torch.Tensor, texts: list[str], tokeniz
     """:func:`small_clip` trained by :func:`train_clip`, or loaded from ``<cache>/checkpoints/clip-<key>/``."""
     from . import training
 
-    def fit(model, train_set, train_cfg, device, progress):
-        return train_clip(model, images, texts, tokenizer, cfg, device=device, progress=progress)
+    def fit(model, train_set, train_cfg, device, progress, precision):
+        return train_clip(model, images, texts, tokenizer, cfg, device=device, progress=progress, precision=precision)
 
     return training.cached_model("clip", lambda: small_clip(cfg, len(tokenizer), tokenizer.eos_token_id),
                                  {"vocabulary": sorted(tokenizer.vocab)}, dataclasses.asdict(cfg), None, data_desc,

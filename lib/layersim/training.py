@@ -153,6 +153,63 @@ def cpu_for_small_models(threads: int = 1) -> None:
     torch.set_flush_denormal(True)
 
 
+#: the ``precision`` settings of the training loops: "auto" = bf16 autocast on a CUDA device that
+#: supports it, fp32 anywhere else (the CPU, on which every committed default-scale result was trained)
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def resolve_precision(precision: str, device: str | torch.device = "auto") -> str:
+    """``"fp32"`` or ``"bf16"``: what a training loop on ``device`` runs in for the setting ``precision``.
+
+    ``"auto"``: bf16 autocast on CUDA devices with bf16 support (Ampere and later: about twice the
+    float32 speed of the paper-scale ViT on one H100, issue 15), fp32 otherwise. ``"bf16"`` asks for it
+    and raises ValueError where it is not available (the CPU: autocast there would be slow, and would
+    move the committed CPU results)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    dev = resolve_device(device)
+    cuda_bf16 = dev.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if precision == "bf16" and not cuda_bf16:
+        raise ValueError(f"precision='bf16' needs a CUDA device with bf16 support; on {dev} train with 'fp32' or 'auto'")
+    if precision == "auto":
+        return "bf16" if cuda_bf16 else "fp32"
+    return precision
+
+
+def autocast(precision: str):
+    """The forward pass's context for a resolved precision: ``torch.autocast("cuda", bfloat16)`` for
+    ``"bf16"`` (weights, gradients and the optimiser stay float32; bf16 needs no loss scaling), a
+    no-op for ``"fp32"``."""
+    import contextlib
+
+    if precision == "bf16":
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    raise ValueError(f"autocast takes a resolved precision ('fp32' or 'bf16'), got {precision!r}")
+
+
+def precision_key(precision: str) -> tuple[dict, ...]:
+    """The checkpoint-key part of a resolved precision: nothing for fp32 (so the keys of every checkpoint
+    trained before precisions existed stay valid), ``{"precision": "bf16"}`` otherwise: fp32 and bf16
+    checkpoints never mix."""
+    return () if precision == "fp32" else ({"precision": precision},)
+
+
+def loader_settings(device: str | torch.device, workers: int | None = None) -> dict:
+    """DataLoader keywords for training on ``device``: on CUDA, ``workers`` worker processes (default:
+    all CPU cores but one, at most 8), pinned memory and persistent workers, so that decoding and the
+    per-image transforms keep up with the GPU; on the CPU the main process (``workers`` or 0), as
+    before."""
+    dev = resolve_device(device)
+    if workers is not None and workers < 0:
+        raise ValueError(f"workers must be >= 0, got {workers}")
+    if dev.type != "cuda":
+        return {"num_workers": workers or 0}
+    n = min(8, max(0, (os.cpu_count() or 1) - 1)) if workers is None else workers
+    return {"num_workers": n, "pin_memory": True, "persistent_workers": n > 0}
+
+
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
     """The learning rate at optimiser step ``step`` (0-based) under ``cfg``'s schedule."""
     epoch = step / steps_per_epoch
@@ -174,42 +231,75 @@ def train_classifier(
     cfg: TrainConfig,
     device: str | torch.device = "auto",
     progress: bool = True,
+    precision: str = "auto",
+    workers: int | None = None,
+    augment_on_device: bool | None = None,
 ) -> list[dict]:
     """Train ``model`` in place with AdamW on ``train_set``; return per-epoch history.
 
     Each history entry holds the epoch, the mean training loss over the epoch's batches and
-    the epoch's wall time.
+    the epoch's wall time. ``precision``: :func:`resolve_precision` (bf16 autocast on CUDA under
+    "auto"; fp32 on the CPU). On CUDA the batches come from :func:`loader_settings` workers
+    (``workers``) into pinned memory, and a data set whose augmentation can run per batch
+    (``layersim.data.ImageDataset`` with ``augment``) is augmented on the device, one batch at a
+    time (:meth:`layersim.data.Augmentation.batch`), instead of image by image in the workers
+    (``augment_on_device``: None = on CUDA only; True/False to choose). On the CPU the loop is the
+    one every committed result was trained with.
     """
     from tqdm.auto import tqdm
 
     dev = resolve_device(device)
+    prec = resolve_precision(precision, dev)
     seed_everything(cfg.seed)
     model.to(dev).train()
     gen = torch.Generator().manual_seed(cfg.seed)
-    loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen, drop_last=False)
+    on_device = _device_augmentation(train_set, dev if augment_on_device is None else augment_on_device)
+    loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen, drop_last=False,
+                        **loader_settings(dev, workers))
+    aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed) if on_device is not None else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     objective = OBJECTIVES[cfg.objective]
     history, step = [], 0
-    for epoch in range(cfg.epochs):
-        t0, loss_sum, n_seen = time.perf_counter(), 0.0, 0
-        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
-        for x, y in bar:
-            x, y = x.to(dev), y.to(dev)
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, len(loader), cfg)
-            loss = objective(model, x, y, cfg)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"training diverged: loss {loss.item()} at epoch {epoch + 1}, step {step}")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            step += 1
-            loss_sum += loss.item() * len(y)
-            n_seen += len(y)
-            bar.set_postfix(loss=f"{loss_sum / n_seen:.3f}")
-        history.append({"epoch": epoch + 1, "loss": loss_sum / n_seen, "seconds": time.perf_counter() - t0})
+    try:
+        for epoch in range(cfg.epochs):
+            t0, loss_sum, n_seen = time.perf_counter(), 0.0, 0
+            bar = tqdm(loader, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
+            for x, y in bar:
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                if on_device is not None:
+                    x = on_device.batch(x, generator=aug_gen)
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(step, len(loader), cfg)
+                with autocast(prec):
+                    loss = objective(model, x, y, cfg)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"training diverged: loss {loss.item()} at epoch {epoch + 1}, step {step}")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                step += 1
+                loss_sum += loss.item() * len(y)
+                n_seen += len(y)
+                bar.set_postfix(loss=f"{loss_sum / n_seen:.3f}")
+            history.append({"epoch": epoch + 1, "loss": loss_sum / n_seen, "seconds": time.perf_counter() - t0})
+    finally:
+        if on_device is not None:
+            train_set.defer_augment = False
     model.eval()
     return history
+
+
+def _device_augmentation(train_set: Dataset, where: torch.device | bool):
+    """The data set's batch augmentation when it should run on the training device (``where``: the
+    device, augmented there when it is CUDA; or an explicit True/False) and the data set can
+    (an ``augment`` with a ``batch`` method and a ``defer_augment`` switch): its per-image
+    augmentation is switched off until training ends. None otherwise."""
+    aug = getattr(train_set, "augment", None)
+    wanted = where if isinstance(where, bool) else where.type == "cuda"
+    if not wanted or aug is None or not hasattr(aug, "batch") or not hasattr(train_set, "defer_augment"):
+        return None
+    train_set.defer_augment = True
+    return aug
 
 
 def warmup_cosine(step: int, lr: float, warmup_steps: int, steps: int) -> float:
@@ -222,11 +312,13 @@ def warmup_cosine(step: int, lr: float, warmup_steps: int, steps: int) -> float:
 
 
 def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], torch.Tensor],
-              lr_of: Callable[[int], float], desc: str, progress: bool = True, what: str = "training") -> list[dict]:
+              lr_of: Callable[[int], float], desc: str, progress: bool = True, what: str = "training",
+              precision: str = "fp32") -> list[dict]:
     """The step loop of the text models (``layersim.finetune``, ``layersim.lm``): for each step set
-    the learning rate ``lr_of(step)``, take ``loss_at(step)`` (which draws its own batch), stop with
-    FloatingPointError if it is not finite, back-propagate and step. Returns one history entry per
-    10 % of the steps (``step``, mean ``loss`` since the previous entry, ``seconds`` since the start)."""
+    the learning rate ``lr_of(step)``, take ``loss_at(step)`` (which draws its own batch) under
+    :func:`autocast` of the resolved ``precision``, stop with FloatingPointError if it is not finite,
+    back-propagate and step. Returns one history entry per 10 % of the steps (``step``, mean ``loss``
+    since the previous entry, ``seconds`` since the start)."""
     from tqdm.auto import tqdm
 
     history, every = [], max(1, steps // 10)
@@ -235,7 +327,8 @@ def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], t
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = lr_of(step)
-        loss = loss_at(step)
+        with autocast(precision):
+            loss = loss_at(step)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{what} diverged: loss {loss.item()} at step {step}")
         opt.zero_grad(set_to_none=True)
@@ -394,12 +487,16 @@ def cached_model(
     progress: bool = True,
     retrain: bool = False,
     fit: Callable[..., list[dict]] | None = None,
+    precision: str = "auto",
 ) -> tuple[nn.Module, dict]:
     """Train ``build()`` with :func:`train_classifier`, or load it if this configuration was trained before.
 
-    ``fit(model, train_set, train_cfg, device=, progress=) -> history`` replaces
+    ``fit(model, train_set, train_cfg, device=, progress=, precision=) -> history`` replaces
     :func:`train_classifier` for models trained another way (``layersim.finetune`` for text
-    encoders); ``train_cfg`` is then whatever dataclass ``fit`` reads.
+    encoders); ``train_cfg`` is then whatever dataclass ``fit`` reads. ``precision`` is resolved
+    for ``device`` (:func:`resolve_precision`: bf16 autocast on CUDA under "auto", fp32 on the
+    CPU) and enters the key when it is not fp32 (:func:`precision_key`), so a bf16 checkpoint is
+    never loaded by an fp32 run or the other way round; ``meta["precision"]`` records it.
 
     The checkpoint lives in ``<cache>/checkpoints/<prefix>-<key>/`` with ``key`` hashing
     ``model_cfg``, ``train_cfg`` and ``data_desc`` (:func:`config_key`), so a different subset
@@ -414,7 +511,8 @@ def cached_model(
     no cache. A checkpoint without a checksum (written before checksums) is loaded if it loads cleanly,
     and its checksum is added (with a note).
     """
-    key = config_key(model_cfg, train_cfg, data_desc)
+    prec = resolve_precision(precision, device)
+    key = config_key(model_cfg, train_cfg, data_desc, *precision_key(prec))
     folder = cache_dir("checkpoints") / f"{prefix}-{key}"
     model = build()
     if not retrain and os.path.lexists(folder):
@@ -429,7 +527,7 @@ def cached_model(
     t0 = time.perf_counter()
     if callable(train_set) and not isinstance(train_set, Dataset):
         train_set = train_set()
-    history = (fit or train_classifier)(model, train_set, train_cfg, device=device, progress=progress)
+    history = (fit or train_classifier)(model, train_set, train_cfg, device=device, progress=progress, precision=prec)
     meta = {
         "key": key,
         "model": dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else model_cfg,
@@ -438,6 +536,7 @@ def cached_model(
         "history": history,
         "train_seconds": time.perf_counter() - t0,
         "n_params": sum(p.numel() for p in model.parameters()),
+        "precision": prec,
     }
     meta["weights_sha256"] = _save_checkpoint(folder, model, meta, replace=retrain)
     meta["from_cache"] = False
