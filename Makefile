@@ -11,12 +11,13 @@ NB      ?=
 STAMP   := $(VENV)/.layersim-installed
 ASSETS  := data/system/.provisioned
 
-.PHONY: all setup venv assets reproduce test unit notebooks-smoke smoke-refs lock clean-runs help
+.PHONY: all setup venv assets reproduce test unit notebooks-smoke smoke-refs report lock clean-runs help
 
 help:
 	@echo "make reproduce  run every notebook at SCALE=$(SCALE) (NB=pattern for a subset), writing figures/"
 	@echo "make test       unit tests + every notebook at smoke scale with nbval regression checks"
 	@echo "make smoke-refs refresh the smoke-scale nbval references under tests/notebooks/ (deliberately)"
+	@echo "make report MODEL=m DATA=d  every lens of the four papers on one model (runs/report/m__d/report.html)"
 	@echo "make setup      create .venv and provision offline data and models (both commands do this)"
 
 setup: venv assets
@@ -52,6 +53,10 @@ unit: setup
 
 smoke-refs: setup
 	$(PYTHON) -m layersim.runner --refs --nb '$(NB)'
+
+# Every lens on one model: make report MODEL=all-minilm-l6-v2 DATA=austen [REPORT_ARGS="--n 500"]
+report: setup
+	$(PYTHON) -m layersim report --model '$(MODEL)' --data '$(DATA)' $(REPORT_ARGS)
 
 # Re-pin requirements-lock.txt to what is installed now (after a deliberate upgrade).
 lock: venv

@@ -379,6 +379,31 @@ def block_redundancy(data: LayerData) -> np.ndarray:
     return redundancy.block_redundancy(data.hidden)
 
 
+def rba_error(data: LayerData) -> np.ndarray:
+    """Held-out error of the closed-form linear map from every layer to the next (the redundancy
+    paper's Redundant Blocks Approximation, §3, on one token per sample), ``[E-1]``: the affine
+    least-squares map ``h_{i-1} -> h_i`` fitted on every other sample
+    (``layersim.redundancy.fit_linear_map``) and scored on the rest as ``1 - R^2`` (residual sum of
+    squares over the centred sum of squares of ``h_i``): 0 = the block is a linear map on these
+    samples, 1 = no better than the mean."""
+    from . import redundancy
+
+    h = data.hidden
+    n = h.shape[1]
+    if n < 4:
+        raise ValueError(f"redundancy/rba_error needs at least 4 samples, got {n}")
+    fit, test = np.arange(0, n, 2), np.arange(1, n, 2)
+    out = []
+    for i in range(1, len(h)):
+        X, Y = np.asarray(h[i - 1], np.float64), np.asarray(h[i], np.float64)
+        T = redundancy.fit_linear_map(X[fit], Y[fit], bias=True)
+        pred = X[test] @ T[:-1] + T[-1]
+        resid = Y[test] - pred
+        centred = Y[test] - Y[test].mean(axis=0)
+        out.append(float((resid ** 2).sum() / max((centred ** 2).sum(), np.finfo(float).tiny)))
+    return np.array(out)
+
+
 def logit_accuracy(data: LayerData) -> np.ndarray:
     """Layer-wise accuracy of the last-layer classifier on every entry (tracing eq. 2)."""
     from . import readout  # torch and the model adapters only when a logit lens runs
@@ -498,6 +523,9 @@ for _lens in (
     Lens("redundancy/block", block_redundancy, "redundancy", "redundancy eq. 1",
          _H, "per_step", {"shared_orthogonal", "shared_translation", _PERM},
          "Block Redundancy: minus the MSE between consecutive layers"),
+    Lens("redundancy/rba_error", rba_error, "redundancy", "redundancy §3 (RBA; held-out 1 - R^2: ours)",
+         _H, "per_step", {"isotropic_scale", "orthogonal", "translation"},
+         "held-out error of the affine least-squares map from each layer to the next"),
     Lens("logit_lens/accuracy", logit_accuracy, "tracing", "tracing eq. 2",
          _ZL, "per_layer", _LOGIT, "accuracy of the last-layer classifier applied to every layer"),
     Lens("logit_lens/saturation", saturation, "tracing", "tracing §2.2 (unnumbered)",

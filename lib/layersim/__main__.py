@@ -1,0 +1,21 @@
+"""``python -m layersim <command>``: ``report`` (every lens on one model: :mod:`layersim.report`)."""
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m layersim report --model MODEL --data DATA [options]   (report --help for the options)\n"
+              "       python -m layersim.runner ...   (run notebooks)   python -m layersim.bench ...   (benchmarks)")
+        return 0 if argv else 2
+    if argv[0] == "report":
+        from .report import main as report_main
+
+        return report_main(argv[1:])
+    print(f"unknown command {argv[0]!r}; the command is: report", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,633 @@
+"""``layersim report``: every lens of the four papers on any model, from one extraction pass (issue 16).
+
+A report takes a **model** a user has and a **data set**, reads every layer of the model once
+(:func:`layersim.models.collect`: one forward pass per batch, one token per sample) and applies every
+lens of the registry (:mod:`layersim.lenses`) that the inputs allow: COS and linear CKA to the last
+layer and between all pairs, adjacent-layer cosine and the residual norm ratio (tracing), the logit
+lens and saturation layers where the model's own classifier fits the labels (tracing), Block
+Redundancy and the fit error of a per-block linear map (redundancy), alignment areas (alignment), the
+two-cluster block-diagonal score (clusters), within-class collapse and linear probes. A lens that does
+not apply is listed as skipped with the reason, never dropped.
+
+Models (:func:`describe_model`, :func:`load_model`):
+
+* a registered asset (``layersim.assets``): ``all-minilm-l6-v2``, ``smollm2-135m`` offline; the paper
+  models (``bert-base-uncased``, ``deit_small_patch16_224``, ...) when downloads are allowed;
+* ``tracing-vit`` (``tracing-vit:<scale>``): the tracing paper's ViT trained here at that scale
+  (``layersim.presets.TRACING_VIT``; trained on first use, then cached, as in t01);
+* a local folder with a Hugging Face ``config.json`` (a fine-tuned model of your own);
+* ``timm:<name>``: any timm model (its weights downloaded by timm when allowed).
+
+Data sets (:func:`describe_data`, :func:`load_data`): images ``fashion-mnist``, ``digits`` (offline),
+``mnist``, ``cifar10``, ``cifar100`` (downloaded); text ``austen`` (sentences labelled by novel),
+the text tasks of :mod:`layersim.text_tasks` (``austen-excerpt``, ..., GLUE names at paper scale),
+``python-docs`` (no labels); a folder of images in one sub-folder per class, or a ``.txt`` file with
+one text per line (no labels).
+
+Every check that can fail — an unknown name, a model family without an adapter, a data set of the
+other modality — runs in :func:`check` before any model or data is loaded, and raises one
+``ValueError`` that says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
+           "describe_model", "extract", "load_data", "load_model", "run_lenses", "slug"]
+
+#: offline and paper-scale image data sets a report reads (the test split), and the text sources
+IMAGE_SETS = ("fashion-mnist", "digits", "mnist", "cifar10", "cifar100")
+TEXT_SOURCES = ("austen", "python-docs")
+DATA_SETS = IMAGE_SETS + TEXT_SOURCES
+#: lens name patterns, one per paper: what ``lenses=None`` applies
+LENS_GROUPS = ("cos/*", "cka/to_last", "cka/matrix", "residual/*", "logit_lens/*", "redundancy/*",
+               "alignment/*", "clusters/*", "collapse/*", "probe/*")
+#: a logit lens over a vocabulary bigger than this is skipped (its [E, N, V] logits would not fit)
+MAX_LOGIT_CLASSES = 1000
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What :func:`describe_model` found out about a model name, without loading it."""
+
+    name: str
+    kind: str  # "asset" | "tracing-vit" | "folder" | "timm"
+    modality: str  # "image" | "text"
+    detail: str = ""  # the asset name, the scale, the folder or the timm name
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What :func:`describe_data` found out about a data set name, without loading it."""
+
+    name: str
+    kind: str  # "image-set" | "text-source" | "text-task" | "image-folder" | "text-file"
+    modality: str
+    labelled: bool
+
+
+def slug(name: str) -> str:
+    """A folder name for a model or data set name (``runs/report/<slug>/``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(name).strip().rstrip("/")).strip("-").lower() or "model"
+
+
+# ----------------------------------------------------------------------------- what a name means
+
+
+def describe_model(name: str) -> ModelSpec:
+    """The kind and modality of ``name`` (module docstring), from names and files only; ValueError
+    naming the accepted forms when it is none of them."""
+    from . import assets
+
+    name = str(name).strip()
+    if not name:
+        raise ValueError("model is empty: give a registered model, tracing-vit, a model folder or timm:<name>")
+    if name == "tracing-vit" or name.startswith("tracing-vit:"):
+        scale = name.partition(":")[2] or "default"
+        from .presets import TRACING_VIT
+
+        if scale not in TRACING_VIT:
+            raise ValueError(f"tracing-vit:{scale}: the scale must be one of {sorted(TRACING_VIT)}")
+        return ModelSpec(name, "tracing-vit", "image", scale)
+    if name.startswith("timm:"):
+        return ModelSpec(name, "timm", "image", name[5:])
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{name!r} is a folder without a Hugging Face config.json; save the model with "
+                             "model.save_pretrained(folder) (and its tokenizer) first")
+        text = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"))
+        return ModelSpec(name, "folder", "text" if text else "image", str(path))
+    try:
+        asset = assets.get_asset(name)
+    except ValueError as err:
+        raise ValueError(f"unknown model {name!r}: use a registered model ({', '.join(a.name for a in assets.list_assets('model'))}), "
+                         f"tracing-vit[:scale], a folder with a Hugging Face config.json, or timm:<name> ({err})") from None
+    if asset.kind != "model":
+        raise ValueError(f"{name!r} is a data set; pass it as the data set (--data) and choose a model")
+    return ModelSpec(name, "asset", "text" if asset.has_tokenizer else "image", asset.name)
+
+
+def describe_data(name: str) -> DataSpec:
+    """The kind, modality and labels of data set ``name`` (module docstring); ValueError listing the
+    accepted names when it is none of them."""
+    from . import text_tasks
+
+    name = str(name).strip()
+    key = name.lower().replace("_", "-")
+    if key in ("fashion-mnist", "digits", "mnist", "cifar10", "cifar100"):
+        return DataSpec(key, "image-set", "image", True)
+    if key in ("austen", "janeaustenr"):
+        return DataSpec("austen", "text-source", "text", True)
+    if key == "python-docs":
+        return DataSpec(key, "text-source", "text", False)
+    if key in text_tasks.OFFLINE_TASKS or key in text_tasks.PAPER_TASKS:
+        return DataSpec(key, "text-task", "text", True)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        classes = [p for p in sorted(path.iterdir()) if p.is_dir()]
+        if not classes:
+            raise ValueError(f"{name!r}: an image folder needs one sub-folder of images per class")
+        return DataSpec(str(path), "image-folder", "image", True)
+    if path.is_file():
+        if path.suffix.lower() != ".txt":
+            raise ValueError(f"{name!r}: a text file must be a .txt file with one text per line")
+        return DataSpec(str(path), "text-file", "text", False)
+    raise ValueError(f"unknown data set {name!r}: use one of {', '.join(DATA_SETS)}, a text task "
+                     f"({', '.join(text_tasks.OFFLINE_TASKS)}, or a GLUE name), a folder of images in one "
+                     "sub-folder per class, or a .txt file with one text per line")
+
+
+def check(model: str, data: str, lenses: list[str] | None = None) -> tuple[ModelSpec, DataSpec, list[str]]:
+    """Everything that can be checked before loading: the model and data names, that their
+    modalities agree, and the lens names or patterns (:data:`LENS_GROUPS` when None). Returns the
+    specs and the lens names; ValueError otherwise."""
+    from . import lenses as lens_registry
+
+    m, d = describe_model(model), describe_data(data)
+    if m.modality != d.modality:
+        raise ValueError(f"{model!r} reads {m.modality}s but {data!r} is {'an' if d.modality == 'image' else 'a'} {d.modality} data set; choose "
+                         f"{'an image' if m.modality == 'image' else 'a text'} data set "
+                         f"({', '.join(IMAGE_SETS if m.modality == 'image' else TEXT_SOURCES)}, ...)")
+    names: list[str] = []
+    for pattern in (LENS_GROUPS if lenses is None else lenses):
+        found = lens_registry.names(pattern)
+        if not found:
+            lens_registry.get(pattern)  # the registry's error, with the closest names
+        names += [n for n in found if n not in names]
+    return m, d, names
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+@dataclass
+class Loaded:
+    """A loaded model: the module, its tokenizer (text) and the image data set its inputs are
+    normalised like (images), with a one-line description."""
+
+    model: Any
+    tokenizer: Any = None
+    input_like: str | None = None
+    trained_on: str | None = None
+    description: str = ""
+
+
+def load_model(spec: ModelSpec, device: Any = "auto", progress: bool = False) -> Loaded:
+    """Load the model of ``spec`` (weights downloaded only where the asset allows), and check that
+    its family has an adapter (ValueError naming the supported families otherwise)."""
+    from . import adapters, assets
+
+    if spec.kind == "tracing-vit":
+        from . import training
+        from .presets import TRACING_VIT
+
+        s = TRACING_VIT[spec.detail]
+        model, meta = training.vit_from_settings(s, device=device, progress=progress)
+        out = Loaded(model, None, s["dataset"], s["dataset"],
+                     f"the tracing paper's ViT at the {spec.detail} scale ({s['depth']} blocks, width {s['embed_dim']}), "
+                     f"trained here on {s['dataset']} ({'cached' if meta.get('from_cache') else 'trained now'})")
+    elif spec.kind == "timm":
+        import timm
+
+        model = timm.create_model(spec.detail, pretrained=assets.downloads_allowed()).eval()
+        out = Loaded(model, None, "imagenet", None, f"timm {spec.detail}")
+    elif spec.kind == "folder":
+        import transformers as tr
+
+        model = tr.AutoModel.from_pretrained(spec.detail).eval()
+        tok = tr.AutoTokenizer.from_pretrained(spec.detail) if spec.modality == "text" else None
+        out = Loaded(model, tok, None if tok else "imagenet", None, f"the model in {spec.detail}")
+    else:
+        model, tok = assets.load_model(spec.detail)
+        out = Loaded(model, tok, None if tok is not None else "imagenet", None,
+                     assets.get_asset(spec.detail).description)
+    if out.tokenizer is not None and out.tokenizer.pad_token is None:  # decoders: pad with EOS
+        out.tokenizer.pad_token = out.tokenizer.eos_token
+    try:
+        adapters.get(out.model)
+    except NotImplementedError as err:
+        raise ValueError(f"{spec.name!r} loaded, but {err}") from None
+    return out
+
+
+@dataclass
+class Inputs:
+    """The samples of a report: ``images`` (``[N, C, H, W]`` in [0, 1]) or ``texts`` (and ``pairs``
+    for a sentence-pair task), ``labels`` ``[N]`` or None, ``label_names``."""
+
+    spec: DataSpec
+    images: Any = None
+    texts: list[str] | None = None
+    pairs: list[str] | None = None
+    labels: np.ndarray | None = None
+    label_names: tuple = ()
+
+
+def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
+    """``n`` samples of ``spec``: the test split of an image set (stratified), held-out sentences
+    (``austen``: the validation chunks of the six-novel task, balanced), a text task's validation
+    split, a seeded sample of a text source, every image of a class folder or every line of a text
+    file (up to ``n``, seeded)."""
+    import torch
+
+    from . import data, text_tasks
+
+    if n < 4:
+        raise ValueError(f"n_samples must be at least 4, got {n}")
+    if spec.kind == "image-set":
+        split = "all" if spec.name == "digits" else "test"
+        ds = data.image_dataset(spec.name, split, limit=n, seed=seed, normalize=False)
+        x, y = ds.tensors()
+        return Inputs(spec, images=x, labels=y.numpy(), label_names=tuple(ds.classes))
+    if spec.kind == "text-source" and spec.name == "austen":
+        task = text_tasks.load_task("austen-novel", "validation", n=n, seed=seed)
+        return Inputs(spec, texts=task.text_a, labels=task.labels, label_names=task.label_names)
+    if spec.kind == "text-source":
+        return Inputs(spec, texts=data.text_sample(spec.name, n, seed=seed))
+    if spec.kind == "text-task":
+        task = text_tasks.load_task(spec.name, "validation", n=n, seed=seed)
+        if task.multiple_choice:
+            raise ValueError(f"{spec.name!r} is multiple choice; a report reads one text (or pair) per sample")
+        return Inputs(spec, texts=task.text_a, pairs=task.text_b, labels=np.asarray(task.labels),
+                      label_names=task.label_names)
+    rng = np.random.default_rng(seed)
+    if spec.kind == "text-file":
+        lines = [t.strip() for t in Path(spec.name).read_text(encoding="utf-8").splitlines() if t.strip()]
+        if len(lines) < 4:
+            raise ValueError(f"{spec.name}: need at least 4 non-empty lines, found {len(lines)}")
+        keep = np.sort(rng.choice(len(lines), min(n, len(lines)), replace=False))
+        return Inputs(spec, texts=[lines[i] for i in keep])
+    from PIL import Image
+
+    classes = [p for p in sorted(Path(spec.name).iterdir()) if p.is_dir()]
+    files = [(f, k) for k, c in enumerate(classes) for f in sorted(c.iterdir())
+             if f.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")]
+    if len(files) < 4:
+        raise ValueError(f"{spec.name}: need at least 4 images in its class folders, found {len(files)}")
+    keep = np.sort(rng.choice(len(files), min(n, len(files)), replace=False))
+    images = []
+    for i in keep:
+        with Image.open(files[i][0]) as im:
+            arr = np.asarray(im.convert("RGB").resize((224, 224)), dtype=np.float32) / 255.0
+        images.append(torch.from_numpy(arr).permute(2, 0, 1))
+    return Inputs(spec, images=torch.stack(images), labels=np.array([files[i][1] for i in keep]),
+                  label_names=tuple(c.name for c in classes))
+
+
+# ----------------------------------------------------------------------------- one pass, then every lens
+
+
+def _batches(loaded: Loaded, inputs: Inputs, batch_size: int, max_length: int) -> list:
+    """The model's batches: normalised images (``data.as_model_input``) or tokenised texts (right
+    padding, truncated to ``max_length``), each with its labels."""
+    import torch
+
+    from . import data
+
+    out = []
+    n = len(inputs.images) if inputs.images is not None else len(inputs.texts)
+    if inputs.texts is not None:  # batches of similar length: far less padding (the order is irrelevant to every lens)
+        inputs = _by_length(inputs, loaded.tokenizer, max_length)
+    for s in range(0, n, batch_size):
+        y = None if inputs.labels is None else torch.as_tensor(inputs.labels[s:s + batch_size])
+        if inputs.images is not None:
+            x = data.as_model_input(inputs.images[s:s + batch_size], loaded.input_like)
+            out.append(x if y is None else (x, y))
+            continue
+        tok = loaded.tokenizer
+        second = None if inputs.pairs is None else inputs.pairs[s:s + batch_size]
+        enc = dict(tok(inputs.texts[s:s + batch_size], second, padding=True, truncation=True, max_length=max_length,
+                       return_tensors="pt"))
+        if y is not None:
+            enc["labels"] = y
+        out.append(enc)
+    return out
+
+
+def _by_length(inputs: Inputs, tokenizer: Any, max_length: int) -> Inputs:
+    """``inputs`` with its texts (pairs, labels) sorted by tokenised length (stable)."""
+    import dataclasses
+
+    lengths = [len(ids) for ids in tokenizer(inputs.texts, inputs.pairs, truncation=True, max_length=max_length)["input_ids"]]
+    order = np.argsort(lengths, kind="stable")
+    return dataclasses.replace(
+        inputs, texts=[inputs.texts[i] for i in order],
+        pairs=None if inputs.pairs is None else [inputs.pairs[i] for i in order],
+        labels=None if inputs.labels is None else np.asarray(inputs.labels)[order])
+
+
+@dataclass
+class Report:
+    """The extracted layers (``layersim.lenses.LayerData``), each lens's result or the reason it was
+    skipped, and what was read (``meta``)."""
+
+    data: Any
+    results: dict[str, np.ndarray] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+
+def _logits(loaded: Loaded, inputs: Inputs, hidden: np.ndarray) -> tuple[np.ndarray | None, str]:
+    """The logit lens's input (``readout.layer_logits``) when the model's own classifier can be read
+    against these labels, else None and why."""
+    from . import models, readout
+
+    try:
+        head = models.classifier_head(loaded.model)
+    except (ValueError, NotImplementedError, AttributeError) as err:
+        return None, f"the model has no classifier head to read every layer with ({err})"
+    k = getattr(head, "out_features", None) or getattr(getattr(head, "weight", None), "shape", [None])[0]
+    if k is not None and k > MAX_LOGIT_CLASSES:
+        return None, (f"its head has {k} outputs (a vocabulary): the [layers, samples, {k}] logits are not kept; "
+                      "the token-level logit lens of a language model is notebook t08")
+    if inputs.labels is None:
+        return None, "the data set has no labels"
+    if loaded.trained_on is None or loaded.trained_on != inputs.spec.name:
+        return None, (f"the head was not trained on {inputs.spec.name}'s classes"
+                      + (f" (it was trained on {loaded.trained_on})" if loaded.trained_on else ""))
+    return readout.layer_logits(loaded.model, hidden), ""
+
+
+def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size: int = 64, max_length: int = 128,
+            device: Any = "auto", progress: bool = False) -> Report:
+    """One forward pass over the samples (:func:`layersim.models.collect`, ``token`` or the adapter's
+    default; texts batched in order of length, so the samples of the result are in that order, with
+    their labels), then the logits of every layer where they apply; returns a :class:`Report` without
+    lens results."""
+    import time
+
+    from . import lenses, models
+
+    t0 = time.perf_counter()
+    feats = models.collect(loaded.model, _batches(loaded, inputs, batch_size, max_length), token=token, device=device,
+                           progress=progress)
+    seconds = time.perf_counter() - t0
+    logits, why = _logits(loaded, inputs, feats.hidden)
+    labels = None if feats.labels is None else np.asarray(feats.labels).astype(np.int64)  # in the batches' order
+    const = constant_entries(feats.hidden)
+    keep = [i for i in range(feats.hidden.shape[0]) if i not in const]
+    if len(keep) < 2:
+        raise ValueError(f"the token read ({token or 'the default'}) is the same in every sample at all but "
+                         f"{len(keep)} layer(s); choose another token (e.g. token='mean')")
+    hidden = feats.hidden if not const else feats.hidden[keep]
+    logits = logits if logits is None or not const else logits[keep]
+    data = lenses.LayerData(hidden=hidden, labels=labels, logits=logits, layers=[feats.layers[i] for i in keep])
+    meta = {"n_samples": int(feats.hidden.shape[1]), "n_entries": len(keep),
+            "constant_layers_left_out": [feats.layers[i] for i in const],
+            "width": int(feats.hidden.shape[2]), "token": token or "the model's default",
+            "extract_seconds": seconds, "logits": "computed" if logits is not None else f"not available: {why}",
+            "model": loaded.description, "label_names": list(inputs.label_names)}
+    return Report(data, meta=meta)
+
+
+def constant_entries(hidden: np.ndarray) -> list[int]:
+    """The entries of ``hidden [E, N, d]`` whose token is the same vector in every sample (to
+    float64 rounding, the tolerance of ``layersim.similarity``): a CLS token at the embedding output,
+    before any attention has mixed the sequence in. No centred measure (COS, CKA, probes) is defined
+    on them, so a report leaves them out and says so."""
+    from . import similarity
+
+    out = []
+    for i, h in enumerate(hidden):
+        try:
+            similarity._center(np.asarray(h, dtype=np.float64), f"layer {i}")
+        except ValueError:
+            out.append(i)
+    return out
+
+
+def _why_not(lens, data, logit_reason: str) -> str | None:
+    """Why ``lens`` cannot run on ``data`` (None if it can)."""
+    missing = sorted(k for k in lens.needs if getattr(data, k) is None)
+    if not missing:
+        return None
+    if "logits" in missing and logit_reason:
+        return f"needs logits: {logit_reason}"
+    return f"needs {', '.join(missing)}, which this data set does not have"
+
+
+def run_lenses(report: Report, names: list[str], progress: bool = False) -> Report:
+    """Apply every lens in ``names`` to ``report.data``; a lens that cannot run (a missing input, or
+    its own ValueError, e.g. too few samples per class) is recorded in ``report.skipped`` with why.
+    The seconds of each lens go to ``report.meta["lens_seconds"]``."""
+    import time
+
+    from . import lenses
+
+    reason = report.meta.get("logits", "")
+    reason = reason.split(": ", 1)[1] if reason.startswith("not available") else ""
+    seconds = {}
+    for name in names:
+        lens = lenses.get(name)
+        why = _why_not(lens, report.data, reason)
+        if why:
+            report.skipped[name] = why
+            continue
+        t0 = time.perf_counter()
+        try:
+            report.results[name] = lenses.apply(name, report.data)
+        except ValueError as err:
+            report.skipped[name] = f"did not apply: {err}"
+        seconds[name] = time.perf_counter() - t0
+        if progress:
+            print(f"{name}: {seconds[name]:.1f} s", flush=True)
+    report.meta["lens_seconds"] = seconds
+    return report
+
+
+def summary_table(report: Report) -> str:
+    """Markdown: one row per lens (ran: its output's shape and a one-line digest; skipped: why)."""
+    from . import lenses
+
+    layers = report.data.layers or list(range(report.data.n_entries or 0))
+    rows = [f"Layers read: {', '.join(map(str, layers))} (0 = embedding output, i = output of block i). Per-layer "
+            "results are listed in this order; per-step ones compare each layer with the one before it "
+            "(from the second on).", "", "| lens | paper | result |", "|---|---|---|"]
+    for name in sorted(set(report.results) | set(report.skipped)):
+        lens = lenses.get(name)
+        if name in report.skipped:
+            rows.append(f"| `{name}` | {lens.paper} | skipped: {report.skipped[name]} |")
+            continue
+        v = np.asarray(report.results[name], dtype=float)
+        if lens.returns == "per_pair":
+            digest = f"{v.shape[0]} × {v.shape[1]} matrix, off-diagonal mean {v[~np.eye(len(v), dtype=bool)].mean():.3f}"
+        elif lens.returns in ("per_sample_step", "per_sample_layer"):
+            digest = "median per layer: " + ", ".join(f"{x:.3g}" for x in np.median(v, axis=1))
+        elif lens.returns == "per_sample":
+            digest = f"mean {v.mean():.2f}, median {np.median(v):.0f} over {v.size} samples"
+        else:
+            digest = ", ".join(f"{x:.3g}" for x in v)
+        rows.append(f"| `{name}` | {lens.paper} | {digest} |")
+    return "\n".join(rows)
+
+
+def output_folder(model: str, data: str, out: str | os.PathLike | None, scale: str) -> Path:
+    """Where a report writes: ``out`` if given, else ``results.output_dir("report", "<model>__<data>")``
+    (``figures/report/...`` for a default-scale run of the notebook, ``runs/<scale>/report/...`` else)."""
+    from . import results
+
+    if out:
+        path = Path(out)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return results.output_dir("report", f"{slug(model)}__{slug(data)}", scale)
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+#: per-layer lenses drawn against the layer, with their axis label
+_PER_LAYER = {"cos/to_last": "COS with the last layer", "cka/to_last": "CKA with the last layer",
+              "alignment/area": "alignment area", "probe/accuracy": "linear-probe accuracy",
+              "logit_lens/accuracy": "logit-lens accuracy", "collapse/nc1": "NC1 (log scale)"}
+#: per-step lenses (entry i-1 compares layers i-1 and i); per-sample-step ones are drawn by their median
+_PER_STEP = {"redundancy/block": "Block Redundancy (-MSE)", "redundancy/rba_error": "RBA held-out 1 - R²",
+             "clusters/block_diagonal": "two-cluster score (split after layer)",
+             "cos/adjacent": "adjacent-layer cosine (median)", "residual/norm_ratio": "skip / residual norm (median)"}
+
+
+def figures(report: Report, title: str = "") -> dict[str, Any]:
+    """The report's figures, ``{file stem: matplotlib figure}``: ``matrices`` (CKA and COS between all
+    pairs of layers), ``per_layer`` (one panel per per-layer lens), ``per_step`` (one panel per
+    adjacent-layer lens) and ``saturation`` (histogram of the saturation layers), each only when
+    at least one of its lenses ran."""
+    import matplotlib.pyplot as plt
+
+    from . import plotting
+
+    res, layers = report.results, report.data.layers or list(range(report.data.n_entries))
+    out = {}
+    mats = [n for n in ("cka/matrix", "cos/matrix") if n in res]
+    if mats:
+        fig, axes = plt.subplots(1, len(mats), figsize=(6.2 * len(mats), 5), squeeze=False)
+        for ax, name in zip(axes[0], mats):
+            plotting.layer_heatmap(res[name], layers=layers, ax=ax, title=name, vmin=None,
+                                   annotate=len(layers) <= 13)
+        fig.suptitle(title)
+        out["matrices"] = fig
+    for key, table, xs in (("per_layer", _PER_LAYER, np.asarray(layers)),
+                           ("per_step", _PER_STEP, np.asarray(layers[1:]))):
+        names = [n for n in table if n in res]
+        if not names:
+            continue
+        cols = min(3, len(names))
+        rows = -(-len(names) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+        for ax, name in zip(axes.ravel(), names):
+            v = np.asarray(res[name], dtype=float)
+            v = np.median(v, axis=1) if v.ndim == 2 else v
+            ax.plot(xs, v, "o-", color="tab:blue")
+            if name == "collapse/nc1":
+                ax.set_yscale("log")
+            ax.set_title(name, fontsize=10)
+            ax.set_ylabel(table[name], fontsize=9)
+            ax.set_xlabel("layer (0 = embeddings)" if key == "per_layer" else "layer i (compared with i - 1)")
+            ax.grid(alpha=0.3)
+        for ax in axes.ravel()[len(names):]:
+            ax.axis("off")
+        fig.suptitle(title)
+        fig.tight_layout()
+        out[key] = fig
+    if "logit_lens/saturation" in res:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        sat = np.asarray(res["logit_lens/saturation"])
+        ax.hist(sat, bins=np.arange(min(layers), max(layers) + 2) - 0.5, color="tab:orange")
+        ax.set_xlabel("saturation layer")
+        ax.set_ylabel("samples")
+        ax.set_title(f"logit_lens/saturation ({title})", fontsize=10)
+        out["saturation"] = fig
+    return out
+
+
+def digest(report: Report) -> dict[str, Any]:
+    """The numbers of ``metrics.json``: every per-layer and per-step result in full, matrices in
+    full, per-sample results by their mean/median per layer (the raw arrays can be recomputed)."""
+    from . import lenses
+
+    out = {}
+    for name, v in report.results.items():
+        kind = lenses.get(name).returns
+        v = np.asarray(v, dtype=float)
+        if kind in ("per_sample_step", "per_sample_layer"):
+            out[name] = {"median_per_layer": np.median(v, axis=1), "mean_per_layer": v.mean(axis=1)}
+        elif kind == "per_sample":
+            out[name] = {"mean": float(v.mean()), "median": float(np.median(v)),
+                         "counts": np.bincount(v.astype(int)).tolist()}
+        else:
+            out[name] = v
+    return out
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+NOTEBOOK = Path("notebooks") / "report" / "layer_report.ipynb"
+
+
+def export_html(executed: Path, html: Path) -> Path:
+    """The executed notebook as one self-contained HTML page (nbconvert; figures embedded), with the
+    code cells' inputs kept so that a reader sees how each number was computed."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    html.write_text(body, encoding="utf-8")
+    return html
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m layersim report --model M --data D [...]`` (module docstring): checks the names,
+    executes the report notebook with papermill into ``--out`` (default ``runs/report/<model>__<data>``)
+    and exports it to ``report.html`` there. Exit 2 with one message for a bad name."""
+    import argparse
+    import time
+
+    import papermill as pm
+
+    from .paths import repo_root
+
+    ap = argparse.ArgumentParser(prog="python -m layersim report",
+                                 description="every lens of the four papers on one model and data set")
+    ap.add_argument("--model", required=True, help="a registered model, tracing-vit[:scale], a Hugging Face folder or timm:NAME")
+    ap.add_argument("--data", required=True, help=f"{', '.join(DATA_SETS)}, a text task, an image folder or a .txt file")
+    ap.add_argument("--n", type=int, default=None, help="samples (default 2000)")
+    ap.add_argument("--token", choices=("cls", "mean", "last"), default=None)
+    ap.add_argument("--lenses", default=None, help="comma-separated lens names or patterns (default: all)")
+    ap.add_argument("--max-length", type=int, default=None)
+    ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--scale", default="default", choices=("smoke", "default", "paper"),
+                    help="the presets the unset options come from (default: default)")
+    ap.add_argument("--out", default=None, help="output folder (default runs/report/<model>__<data>)")
+    args = ap.parse_args(argv)
+    lens_list = None if args.lenses is None else [x.strip() for x in args.lenses.split(",") if x.strip()]
+    try:
+        check(args.model, args.data, lens_list)
+    except ValueError as err:
+        ap.error(str(err))
+    root = repo_root()
+    out = Path(args.out) if args.out else root / "runs" / "report" / f"{slug(args.model)}__{slug(args.data)}"
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    params = {"scale": args.scale, "model": args.model, "dataset": args.data, "device": args.device, "out": str(out)}
+    for key, value in (("n_samples", args.n), ("token", args.token), ("lenses", lens_list),
+                       ("max_length", args.max_length), ("batch_size", args.batch_size)):
+        if value is not None:
+            params[key] = value
+    executed = out / "layer_report.ipynb"
+    t0 = time.perf_counter()
+    print(f"report: {args.model} on {args.data} -> {out}", flush=True)
+    pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, kernel_name="python3",
+                        progress_bar=False, cwd=str(root / NOTEBOOK.parent))
+    html = export_html(executed, out / "report.html")
+    print(f"done in {time.perf_counter() - t0:.0f} s: {html} (open it in a browser), {executed}, figures and "
+          f"metrics.json in {out}")
+    return 0
