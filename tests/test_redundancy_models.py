@@ -81,3 +81,17 @@ def test_the_llm_is_a_real_offline_llama_with_a_pad_token():
     assert tok.pad_token is not None and tok.padding_side == "right"
     batches, _ = rm.inputs(rm.LLM, "austen", 3, tok, split="test", batch_size=3, max_length=12)
     assert batches[0]["input_ids"].shape[0] == 3 and batches[0]["attention_mask"].min() >= 0
+
+
+def test_tracing_vits_exist_at_every_scale_with_their_own_data():
+    """r05 compares the standard and the aligned tracing ViT at every scale (at paper scale the
+    MODELS table holds only the paper's pretrained encoders, which once left r05 without ViTs)."""
+    from layersim import redundancy_models as rm
+
+    for scale, dataset in (("smoke", "fashion-mnist"), ("default", "fashion-mnist"), ("paper", "cifar10")):
+        vits = rm.tracing_vits(scale)
+        assert list(vits) == ["ViT (standard)", "ViT (aligned)"]
+        assert all(v.source == "tracing_vit" and v.data == (dataset,) for v in vits.values())
+    assert [v.name for v in rm.tracing_vits("default").values()] == ["standard", "aligned"]
+    with pytest.raises(ValueError, match="unknown scale"):
+        rm.tracing_vits("huge")

@@ -81,11 +81,7 @@ def layer_logits(
         raise ValueError(f"hidden has {hidden.shape[0]} entries, expected {len(ids)}: pass layers=")
     if layers is None and hidden.shape[0] != L + 1:
         raise ValueError(f"hidden has {hidden.shape[0]} entries, model has {L + 1}: pass layers=")
-    norm = final_norm(model) if apply_final_norm else nn.Identity()
-    head = classifier_head(model) if head is None else head
-    ref = _param_of(head, norm)
-    device = ref.device if ref is not None else torch.device("cpu")
-    dtype = ref.dtype if ref is not None and ref.dtype.is_floating_point else torch.float32
+    norm, head, device, dtype = _lens_head(model, apply_final_norm, head)
     result = None
     n = hidden.shape[1]
     with evaluating(model):
@@ -258,10 +254,16 @@ def next_token_scores(model: nn.Module, batches, device="auto") -> NextToken:
 # ----------------------------------------------------------------------------- the logit lens on a language model
 
 
-def _lens_head(model: nn.Module) -> tuple[nn.Module, nn.Module, torch.device]:
-    norm, head = final_norm(model), classifier_head(model)
+def _lens_head(model: nn.Module, apply_final_norm: bool = True,
+               head: nn.Module | None = None) -> tuple[nn.Module, nn.Module, torch.device, torch.dtype]:
+    """The readout every lens applies to a layer: ``(final norm or Identity, classifier head (the
+    model's own unless ``head`` is given), the device and floating dtype of their parameters)``."""
+    norm = final_norm(model) if apply_final_norm else nn.Identity()
+    head = classifier_head(model) if head is None else head
     ref = _param_of(head, norm)
-    return norm, head, ref.device if ref is not None else torch.device("cpu")
+    device = ref.device if ref is not None else torch.device("cpu")
+    dtype = ref.dtype if ref is not None and ref.dtype.is_floating_point else torch.float32
+    return norm, head, device, dtype
 
 
 class TokenLens(NamedTuple):
@@ -283,7 +285,7 @@ def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
     fit in memory); ``saturation_layer(result.top)`` gives each position's saturation layer."""
     from .models import stream
 
-    norm, head, dev = _lens_head(model)
+    norm, head, dev, _ = _lens_head(model)
     tops, conf, err = [], [], 0.0
     base = getattr(model, "surgery_base", model)
     for batch, inputs in zip(stream(model, batches, token="tokens", device=device), batches):
@@ -323,7 +325,7 @@ def greedy_lens(model: nn.Module, tokenizer, prompt: str, steps: int, device="au
 
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
-    norm, head, dev = _lens_head(model)
+    norm, head, dev, _ = _lens_head(model)
     ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
     tokens, top, top_prob, chosen, err = [], [], [], [], 0.0
     with evaluating(model), torch.no_grad():
@@ -362,7 +364,7 @@ def layer_next_token_scores(model: nn.Module, batches, device="auto") -> LayerNe
     last entry equals :func:`next_token_scores` of the model itself."""
     from .models import stream
 
-    norm, head, dev = _lens_head(model)
+    norm, head, dev, _ = _lens_head(model)
     nll = correct = None
     count = 0
     with torch.no_grad():

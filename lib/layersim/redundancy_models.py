@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LLM", "MODELS", "Spec", "check_spans", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations"]
+__all__ = ["LLM", "MODELS", "Spec", "check_spans", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations",
+           "tracing_vits"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,18 @@ MODELS: dict[str, dict[str, Spec]] = {
               "DiNO-B": Spec("asset", "dinov2-base", "image", _PAPER_IMAGES),
               "DEiT-S": Spec("asset", "deit-small-patch16-224-hf", "image", _PAPER_IMAGES)},
 }
+
+
+def tracing_vits(scale: str) -> dict[str, Spec]:
+    """The standard and the aligned tracing ViT of ``scale`` (t01/t02's checkpoints; at paper scale
+    DeiT-S trained on CIFAR-10, hours on a GPU), each with its own training data set as its data: what
+    r05 compares at every scale (``MODELS["paper"]`` holds the paper's pretrained encoders instead)."""
+    from . import presets
+
+    if scale not in presets.TRACING_VIT:
+        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(presets.TRACING_VIT)}")
+    return {f"ViT ({variant})": Spec("tracing_vit", variant, "image", (presets.tracing_vit(scale, variant)["dataset"],))
+            for variant in ("standard", "aligned")}
 
 
 #: the decoder r05 reads at every scale (a real 30-block LLaMA-style LM, offline): the paper's method on an LLM
