@@ -162,3 +162,23 @@ def test_load_data_from_a_users_folder_and_text_file(tmp_path):
                                                                                    "fourth", "fifth"}
     with pytest.raises(ValueError, match="at least 4"):
         report.load_data(report.describe_data(str(tmp_path / "t.txt")), 3)
+
+
+@needs_minilm
+def test_streamed_report_equals_the_in_memory_one(tmp_path):
+    """More samples than max_in_memory: features go to a memmap, the similarity lenses are streamed
+    over every sample (same numbers as in memory), the others read an evenly spaced subsample."""
+    m, d, names = report.check(MINILM, "austen", ["cka/*", "cos/matrix", "cos/to_last", "clusters/*", "probe/*"])
+    loaded = report.load_model(m, device="cpu")
+    inputs = report.load_data(d, 30, seed=0)
+    full = report.run_lenses(report.extract(loaded, inputs, token="mean", batch_size=8, max_length=16, device="cpu"),
+                             names)
+    part = report.extract(loaded, inputs, token="mean", batch_size=8, max_length=16, device="cpu", max_in_memory=12,
+                          workdir=tmp_path)
+    assert (tmp_path / "hidden.npy").exists() and part.meta["subsample"]["n"] == 12
+    part = report.run_lenses(part, names)
+    for name in report.STREAMED:
+        np.testing.assert_allclose(part.results[name], full.results[name], rtol=1e-7, atol=1e-9)
+    assert part.data.n_samples == 12 and part.results["probe/accuracy"].shape == full.results["probe/accuracy"].shape
+    with pytest.raises(ValueError, match="cosine similarity is undefined"):
+        report.streamed_similarity(np.ones((2, 5, 3), np.float32), [0, 1])

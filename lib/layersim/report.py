@@ -333,6 +333,7 @@ class Report:
     results: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    streamed: dict[str, np.ndarray] = field(default_factory=dict)  # lenses computed over every sample while streaming
 
 
 def _logits(loaded: Loaded, inputs: Inputs, hidden: np.ndarray) -> tuple[np.ndarray | None, str]:
@@ -353,39 +354,102 @@ def _logits(loaded: Loaded, inputs: Inputs, hidden: np.ndarray) -> tuple[np.ndar
     if loaded.trained_on is None or loaded.trained_on != inputs.spec.name:
         return None, (f"the head was not trained on {inputs.spec.name}'s classes"
                       + (f" (it was trained on {loaded.trained_on})" if loaded.trained_on else ""))
+    if hidden is None:
+        return None, "not read in a streamed report (more samples than max_in_memory)"
     return readout.layer_logits(loaded.model, hidden), ""
 
 
 def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size: int = 64, max_length: int = 128,
-            device: Any = "auto", progress: bool = False) -> Report:
+            device: Any = "auto", progress: bool = False, max_in_memory: int = 20000,
+            workdir: str | os.PathLike | None = None) -> Report:
     """One forward pass over the samples (:func:`layersim.models.collect`, ``token`` or the adapter's
     default; texts batched in order of length, so the samples of the result are in that order, with
     their labels), then the logits of every layer where they apply; returns a :class:`Report` without
-    lens results."""
+    lens results.
+
+    More than ``max_in_memory`` samples: the features go to a ``.npy`` memmap in ``workdir`` (memory:
+    one batch), the similarity lenses are streamed over it (:func:`streamed_similarity`: memory
+    independent of N) and every other lens reads an evenly spaced subsample of ``max_in_memory``
+    samples (stratified by label; ``meta["subsample"]``)."""
+    import tempfile
     import time
 
     from . import lenses, models
 
+    n = len(inputs.images) if inputs.images is not None else len(inputs.texts)
+    streamed = n > max_in_memory
+    out = None
+    if streamed:
+        folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="layersim-report-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        out = folder / "hidden.npy"
     t0 = time.perf_counter()
     feats = models.collect(loaded.model, _batches(loaded, inputs, batch_size, max_length), token=token, device=device,
-                           progress=progress)
+                           progress=progress, out=out)
     seconds = time.perf_counter() - t0
-    logits, why = _logits(loaded, inputs, feats.hidden)
     labels = None if feats.labels is None else np.asarray(feats.labels).astype(np.int64)  # in the batches' order
     const = constant_entries(feats.hidden)
     keep = [i for i in range(feats.hidden.shape[0]) if i not in const]
     if len(keep) < 2:
         raise ValueError(f"the token read ({token or 'the default'}) is the same in every sample at all but "
                          f"{len(keep)} layer(s); choose another token (e.g. token='mean')")
-    hidden = feats.hidden if not const else feats.hidden[keep]
-    logits = logits if logits is None or not const else logits[keep]
-    data = lenses.LayerData(hidden=hidden, labels=labels, logits=logits, layers=[feats.layers[i] for i in keep])
-    meta = {"n_samples": int(feats.hidden.shape[1]), "n_entries": len(keep),
-            "constant_layers_left_out": [feats.layers[i] for i in const],
-            "width": int(feats.hidden.shape[2]), "token": token or "the model's default",
-            "extract_seconds": seconds, "logits": "computed" if logits is not None else f"not available: {why}",
-            "model": loaded.description, "label_names": list(inputs.label_names)}
-    return Report(data, meta=meta)
+    layers = [feats.layers[i] for i in keep]
+    meta = {"n_samples": int(feats.hidden.shape[1]), "n_entries": len(keep), "constant_layers_left_out":
+            [feats.layers[i] for i in const], "width": int(feats.hidden.shape[2]),
+            "token": token or "the model's default", "extract_seconds": seconds, "model": loaded.description,
+            "label_names": list(inputs.label_names)}
+    streamed_results = {}
+    if streamed:
+        streamed_results = streamed_similarity(feats.hidden, keep)
+        ranked = np.arange(n) if labels is None else np.argsort(labels, kind="stable")  # by class: stratified
+        sub = np.unique(ranked[np.linspace(0, n - 1, max_in_memory).round().astype(int)])
+        meta["subsample"] = {"n": len(sub), "why": f"{n} samples > max_in_memory={max_in_memory}: the similarity "
+                             "lenses are streamed over all of them, the others read this evenly spaced subsample"}
+        hidden = np.stack([np.asarray(feats.hidden[i, sub]) for i in keep])
+        labels = None if labels is None else labels[sub]
+    else:
+        hidden = feats.hidden if not const else feats.hidden[keep]
+    logits, why = _logits(loaded, inputs, None if streamed else feats.hidden)
+    if logits is not None and const:
+        logits = logits[keep]
+    meta["logits"] = "computed" if logits is not None else f"not available: {why}"
+    data = lenses.LayerData(hidden=hidden, labels=labels, logits=logits, layers=layers)
+    return Report(data, meta=meta, streamed=streamed_results)
+
+
+#: the lenses :func:`streamed_similarity` computes over all samples when a report streams
+STREAMED = ("cka/matrix", "cka/to_last", "clusters/block_diagonal", "cos/matrix", "cos/to_last")
+
+
+def streamed_similarity(hidden: np.ndarray, keep: list[int], chunk: int = 4096) -> dict[str, np.ndarray]:
+    """The lenses of :data:`STREAMED` over every sample of ``hidden [E, N, d]`` (a memmap is read
+    ``chunk`` samples at a time; memory independent of N), for the entries ``keep``: linear CKA by
+    :class:`layersim.similarity.StreamingCKA` (exact), and the centred sample-wise COS in two passes
+    (the global mean of every layer, then the sums of products of the unit rows, in float64)."""
+    from . import block_structure, similarity
+
+    n = hidden.shape[1]
+    acc = similarity.StreamingCKA()
+    total = np.zeros((len(keep), hidden.shape[2]))
+    for s in range(0, n, chunk):
+        block = np.asarray(hidden[keep, s:s + chunk])
+        acc.update(block)
+        total += block.sum(axis=1, dtype=np.float64)
+    mean = total / n
+    G = np.zeros((len(keep), len(keep)))
+    for s in range(0, n, chunk):
+        Z = np.asarray(hidden[keep, s:s + chunk], dtype=np.float64) - mean[:, None, :]
+        norms = np.linalg.norm(Z, axis=2)
+        if np.any(norms <= 64 * np.finfo(float).eps * np.sqrt(Z.shape[2]) * np.abs(Z).max()):
+            raise ValueError("a sample's feature vector equals its layer's mean: cosine similarity is undefined for it")
+        U = Z / norms[:, :, None]
+        G += np.einsum("ibd,jbd->ij", U, U)
+    cos = np.clip(G / n, -1.0, 1.0)
+    cos = 0.5 * (cos + cos.T)
+    np.fill_diagonal(cos, 1.0)
+    cka = acc.result()
+    return {"cka/matrix": cka, "cka/to_last": cka[:, -1].copy(), "clusters/block_diagonal": block_structure.split_scores(cka),
+            "cos/matrix": cos, "cos/to_last": cos[:, -1].copy()}
 
 
 def constant_entries(hidden: np.ndarray) -> list[int]:
@@ -393,13 +457,18 @@ def constant_entries(hidden: np.ndarray) -> list[int]:
     float64 rounding, the tolerance of ``layersim.similarity``): a CLS token at the embedding output,
     before any attention has mixed the sequence in. No centred measure (COS, CKA, probes) is defined
     on them, so a report leaves them out and says so."""
-    from . import similarity
-
     out = []
-    for i, h in enumerate(hidden):
-        try:
-            similarity._center(np.asarray(h, dtype=np.float64), f"layer {i}")
-        except ValueError:
+    n, chunk = hidden.shape[1], 4096
+    for i in range(hidden.shape[0]):  # two passes of chunks: memory independent of N (a memmap is fine)
+        total, absmax = np.zeros(hidden.shape[2]), 0.0
+        for s in range(0, n, chunk):
+            h = np.asarray(hidden[i, s:s + chunk], dtype=np.float64)
+            total += h.sum(axis=0)
+            absmax = max(absmax, float(np.abs(h).max()))
+        mean, ss = total / n, 0.0
+        for s in range(0, n, chunk):
+            ss += float(((np.asarray(hidden[i, s:s + chunk], dtype=np.float64) - mean) ** 2).sum())
+        if np.sqrt(ss) <= 64 * np.finfo(float).eps * np.sqrt(n * hidden.shape[2]) * absmax:
             out.append(i)
     return out
 
@@ -425,8 +494,13 @@ def run_lenses(report: Report, names: list[str], progress: bool = False) -> Repo
     reason = report.meta.get("logits", "")
     reason = reason.split(": ", 1)[1] if reason.startswith("not available") else ""
     seconds = {}
+    streamed = report.streamed
     for name in names:
         lens = lenses.get(name)
+        if name in streamed:  # computed over every sample while streaming (memory independent of N)
+            report.results[name] = streamed[name]
+            seconds[name] = 0.0
+            continue
         why = _why_not(lens, report.data, reason)
         if why:
             report.skipped[name] = why
@@ -566,6 +640,14 @@ def digest(report: Report) -> dict[str, Any]:
     return out
 
 
+def work_folder(model: str, data: str) -> Path:
+    """Where a streamed report keeps its feature memmap: ``<cache>/report/<model>__<data>/`` (never in
+    ``figures/``; removed by deleting the cache)."""
+    from .paths import cache_dir
+
+    return cache_dir("report", f"{slug(model)}__{slug(data)}")
+
+
 # ----------------------------------------------------------------------------- the command line
 
 
@@ -603,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lenses", default=None, help="comma-separated lens names or patterns (default: all)")
     ap.add_argument("--max-length", type=int, default=None)
     ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--max-in-memory", type=int, default=None,
+                    help="above this many samples, stream the similarity lenses (default 20000)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--scale", default="default", choices=("smoke", "default", "paper"),
                     help="the presets the unset options come from (default: default)")
@@ -619,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     params = {"scale": args.scale, "model": args.model, "dataset": args.data, "device": args.device, "out": str(out)}
     for key, value in (("n_samples", args.n), ("token", args.token), ("lenses", lens_list),
-                       ("max_length", args.max_length), ("batch_size", args.batch_size)):
+                       ("max_length", args.max_length), ("batch_size", args.batch_size),
+                       ("max_in_memory", args.max_in_memory)):
         if value is not None:
             params[key] = value
     executed = out / "layer_report.ipynb"
