@@ -99,3 +99,15 @@ def test_same_novel_pairs(novels):
     novel_of = {t: title for title, texts in novels.items() for t in texts}
     for a, b, y in zip(task.text_a, task.text_b, task.labels):
         assert (novel_of[a] == novel_of[b]) == bool(y) and a != b
+
+
+def test_length_order_sorts_by_tokenised_length_stably():
+    class Words:  # a tokenizer of whitespace words, truncating like Hugging Face's
+        def __call__(self, texts, second=None, truncation=True, max_length=128):
+            rows = [t.split() + (second[i].split() if second else []) for i, t in enumerate(texts)]
+            return {"input_ids": [r[:max_length] for r in rows]}
+
+    texts = ["a b c", "a", "a b", "x y", "a b c d e"]
+    np.testing.assert_array_equal(tt.length_order(Words(), texts), [1, 2, 3, 0, 4])
+    np.testing.assert_array_equal(tt.length_order(Words(), texts, max_length=2), [1, 0, 2, 3, 4])  # truncated: ties
+    np.testing.assert_array_equal(tt.length_order(Words(), ["a", "a b"], ["a b c", "a"]), [1, 0])

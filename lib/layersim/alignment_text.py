@@ -175,8 +175,7 @@ def encoder_features(model: nn.Module, tokenizer: Any, texts: Sequence[str], tok
         raise ValueError("no texts")
     if max_length < 4 or batch_size < 1:
         raise ValueError(f"max_length must be >= 4 and batch_size >= 1, got {max_length}, {batch_size}")
-    lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
-    order = np.argsort(lengths, kind="stable")
+    order = text_tasks.length_order(tokenizer, texts, max_length=max_length)
     batches = []
     for s in range(0, len(order), batch_size):
         part = [texts[i] for i in order[s:s + batch_size]]

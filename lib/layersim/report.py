@@ -316,8 +316,9 @@ def _by_length(inputs: Inputs, tokenizer: Any, max_length: int) -> Inputs:
     """``inputs`` with its texts (pairs, labels) sorted by tokenised length (stable)."""
     import dataclasses
 
-    lengths = [len(ids) for ids in tokenizer(inputs.texts, inputs.pairs, truncation=True, max_length=max_length)["input_ids"]]
-    order = np.argsort(lengths, kind="stable")
+    from . import text_tasks
+
+    order = text_tasks.length_order(tokenizer, inputs.texts, inputs.pairs, max_length)
     return dataclasses.replace(
         inputs, texts=[inputs.texts[i] for i in order],
         pairs=None if inputs.pairs is None else [inputs.pairs[i] for i in order],
@@ -543,16 +544,18 @@ def summary_table(report: Report) -> str:
     return "\n".join(rows)
 
 
-def output_folder(model: str, data: str, out: str | os.PathLike | None, scale: str) -> Path:
-    """Where a report writes: ``out`` if given, else ``results.output_dir("report", "<model>__<data>")``
-    (``figures/report/...`` for a default-scale run of the notebook, ``runs/<scale>/report/...`` else)."""
+def output_folder(out: str | os.PathLike | None, scale: str) -> Path:
+    """Where a report writes: ``out`` if given (``python -m layersim report`` passes
+    ``runs/report/<model>__<data>``), else the notebook's own folder, ``results.output_dir("report",
+    "layer_report", scale)`` (``figures/report/layer_report`` for the committed default-scale run,
+    ``runs/<scale>/report/layer_report`` else)."""
     from . import results
 
     if out:
         path = Path(out)
         path.mkdir(parents=True, exist_ok=True)
         return path
-    return results.output_dir("report", f"{slug(model)}__{slug(data)}", scale)
+    return results.output_dir("report", "layer_report", scale)
 
 
 # ----------------------------------------------------------------------------- figures

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CHUNK", "MIN_WORDS", "OFFLINE_TASKS", "PAPER_TASKS", "TextTask", "VAL_EVERY", "encode", "flat_choices",
-           "load_task", "predictions",
+           "length_order", "load_task", "predictions",
            "majority_baseline", "score"]
 
 CHUNK = 50
@@ -331,6 +331,15 @@ def encode(task: TextTask, tokenizer: Any, batch_size: int = 32, max_length: int
         enc["labels"] = torch.as_tensor(task.labels[b])
         out.append(enc)
     return out
+
+
+def length_order(tokenizer: Any, texts: list[str], second: list[str] | None = None,
+                 max_length: int = 128) -> np.ndarray:
+    """Indices that sort ``texts`` (with their ``second`` texts, for pairs) by tokenised length, stably,
+    after truncation to ``max_length``: batches of similar length need little padding (about half the
+    time of reading Austen sentences in their own order)."""
+    lengths = [len(ids) for ids in tokenizer(list(texts), second, truncation=True, max_length=max_length)["input_ids"]]
+    return np.argsort(lengths, kind="stable")
 
 
 def flat_choices(batches: list[dict]) -> list[dict]:
