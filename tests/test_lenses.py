@@ -73,7 +73,10 @@ def permuted(out: np.ndarray, kind: str, p: np.ndarray | None) -> np.ndarray:
 
 def applicable(lens: Lens) -> list[str]:
     """The transformations that change an input the lens reads (hidden transformations change the
-    logits too, which are recomputed from the hidden states)."""
+    logits too, which are recomputed from the hidden states); none for a lens that reads only the
+    model (its values are checked by ``test_model_lenses_*``)."""
+    if lens.needs == {"model"}:
+        return []
     out = ["sample_permutation"]
     if lens.needs & {"hidden", "logits"}:
         out += list(lenses.HIDDEN_INVARIANCES)
@@ -107,12 +110,51 @@ def data():
     return make_data()
 
 
+def model_runs(model=None, n=8, token=None):
+    """A ``ModelRuns`` on the tiny test ViT (3 blocks): ``n`` images to fit on, ``n`` to compare on."""
+    from builders import image_batch, tiny_vit
+
+    x = image_batch(28, 1, n=2 * n)
+    return lenses.ModelRuns(tiny_vit(perturb=True) if model is None else model, [x[:n]], [x[n:]], token, "cpu")
+
+
+@pytest.fixture(scope="module")
+def with_model(data):
+    """``data`` with a model to run again (the tiny ViT's four entries: embedding, blocks 1-3)."""
+    return dataclasses.replace(data, model=model_runs())
+
+
 @pytest.mark.parametrize("name", lenses.names())
-def test_lens_claims(name, data):
+def test_lens_claims(name, data, with_model):
     """The one table-driven test: every registered lens does what its row claims."""
     lens = lenses.get(name)
+    data = with_model if "model" in lens.needs else data
     assert lenses.apply(name, data).shape == lenses.expected_shape(lens.returns, data)
     check_claims(lens, data)
+
+
+def test_model_lenses_are_span_changes_of_the_steps_between_entries(with_model):
+    """skip_change / rba_change of entries at layers [0, 2, 3] remove blocks 1-2, then block 3; an
+    identity block costs nothing to skip, a linear one nothing to approximate."""
+    import torch
+
+    runs = with_model.model
+    two = lenses.LayerData(layers=[0, 2, 3], model=runs)
+    want = redundancy.span_changes(runs.model, runs.fit, runs.eval, [(1, 2), (3, 3)], "skip", device="cpu")
+    np.testing.assert_allclose(lenses.apply("redundancy/skip_change", two), want, rtol=1e-12)
+    assert lenses.apply("redundancy/rba_change", two).shape == (2,)
+    from builders import tiny_vit
+
+    vit = tiny_vit(perturb=True)
+    vit.blocks[1] = torch.nn.Identity()  # block 2 does nothing
+    skip = lenses.apply("redundancy/skip_change", lenses.LayerData(layers=[0, 1, 2, 3], model=model_runs(vit)))
+    assert skip[1] < 1e-12 < min(skip[0], skip[2])
+    torch.manual_seed(3)
+    vit.blocks[1] = torch.nn.Linear(32, 32, bias=False)  # block 2 is a linear map of every token
+    approx = lenses.apply("redundancy/rba_change", lenses.LayerData(layers=[0, 1, 2, 3], model=model_runs(vit)))
+    assert approx[1] < 1e-8 < min(approx[0], approx[2])
+    with pytest.raises(ValueError, match="two increasing layer indices"):
+        lenses.apply("redundancy/skip_change", lenses.LayerData(layers=[2, 1], model=runs))
 
 
 @pytest.mark.parametrize("name, claim", [
@@ -175,15 +217,43 @@ def test_apply_equals_the_source_functions(data):
 
 
 def test_alignment_area_is_the_binary_area_for_two_classes(data):
-    """Two classes: the paper's y = 2t - 1; K > 2: mean of the one-vs-rest areas."""
+    """Two classes: the paper's y = 2t - 1; K > 2: the mean of the binary areas of every pair of
+    classes, each on that pair's samples with its own threshold grid."""
     h, y = data.hidden, data.labels
     two = LayerData(hidden=h, labels=(y == 1).astype(int))
     tau = alignment.thresholds_for(N)
     want = [alignment.curve_and_area(x, alignment.binary_targets(two.labels), tau)[1] for x in h]
     np.testing.assert_allclose(lenses.apply("alignment/area", two), want, rtol=1e-12)
-    rest = [np.mean([alignment.curve_and_area(x, alignment.binary_targets(y == k), tau)[1] for k in range(K)])
-            for x in h]
-    np.testing.assert_allclose(lenses.apply("alignment/area", data), rest, rtol=1e-12)
+    pairs = []
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        rows = (y == a) | (y == b)
+        t = alignment.thresholds_for(int(rows.sum()))
+        pairs.append([alignment.curve_and_area(x[rows], alignment.binary_targets(y[rows] == b), t)[1] for x in h])
+    np.testing.assert_allclose(lenses.apply("alignment/area", data), np.mean(pairs, axis=0), rtol=1e-12)
+
+
+def test_alignment_area_of_many_classes_is_not_carried_by_the_label_mean():
+    """Six classes, features without any class information but a large common component: the
+    one-vs-rest vectors (mean -2/3) would score about (1 - 2/6)^2 = 0.44 on the constant direction;
+    the pairwise area stays at the level of a random binary task, while class structure raises it."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(6), 50)
+    noise = rng.standard_normal((300, 20)) + 4.0  # a common component
+    area = lenses.apply("alignment/area", LayerData(hidden=noise[None], labels=labels))[0]
+    rest = np.mean([alignment.curve_and_area(noise, alignment.binary_targets(labels == k),
+                                             alignment.thresholds_for(300))[1] for k in range(6)])
+    assert rest > 0.4 > 0.15 > area
+    structured = noise + 3.0 * rng.standard_normal((6, 20))[labels]
+    assert lenses.apply("alignment/area", LayerData(hidden=structured[None], labels=labels))[0] > area + 0.2
+
+
+def test_class_pairs_all_or_a_seeded_subset():
+    assert lenses.class_pairs(np.array([0, 0, 1, 1, 2, 2, 3])) == [(0, 1), (0, 2), (1, 2)]  # class 3: one sample
+    many = np.repeat(np.arange(20), 2)
+    picked = lenses.class_pairs(many, most=45)
+    assert len(picked) == 45 and picked == lenses.class_pairs(many, most=45) and len(set(picked)) == 45
+    with pytest.raises(ValueError, match="two samples each"):
+        lenses.class_pairs(np.array([0, 1, 2]))
 
 
 def test_saturation_reports_layer_indices_when_given(data):
@@ -239,6 +309,11 @@ def test_layer_data_validation(data):
         LayerData(logits=z[..., :2], labels=y)
     with pytest.raises(ValueError, match="layers has 3 indices for 4 entries"):
         LayerData(hidden=h, layers=[0, 1, 2])
+
+
+def test_model_only_lenses_declare_no_invariance():
+    with pytest.raises(ValueError, match="reads only the model"):
+        Lens("x/y", lambda d: d, "p", "e", {"model"}, "per_step", {"sample_permutation"})
 
 
 def test_lens_rows_are_validated():

@@ -99,3 +99,22 @@ def test_task_alignment_bands_and_linear_learning_curves_draw_every_representati
         assert [l.get_label() for l in lines] == ["a train", "a test", "b train", "b test"]
         assert lines[0].get_color() == lines[1].get_color() != lines[2].get_color()
         assert ax.get_xscale() == "log" and lines[0].get_xdata()[0] == 0.5
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 31, 32, 33, 49, 97])
+def test_tick_positions_thin_long_layer_axes_and_keep_both_ends(n):
+    at = plotting.tick_positions(n)
+    assert at[0] == 0 and at[-1] == n - 1 and all(b > a for a, b in zip(at, at[1:]))
+    if n <= 16:
+        assert at == list(range(n))
+    else:
+        gaps = np.diff(at)
+        assert len(at) <= 17 and gaps[:-1].min() == gaps[:-1].max() >= 2  # evenly spaced but for the last
+
+
+def test_layer_heatmap_of_31_layers_labels_every_other_layer():
+    import matplotlib.pyplot as plt
+
+    ax = plotting.layer_heatmap(np.eye(31), layers=list(range(31)))
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(i) for i in range(0, 31, 2)]
+    plt.close("all")

@@ -243,3 +243,60 @@ def test_block_approximation_errors_vanish_for_a_linear_block_only():
     err = R.block_approximation_errors(model, [x[:6], x[6:]], [x], bias=True, device="cpu")
     assert list(err) == [1, 2, 3]
     assert err[2] < 1e-8 < min(err[1], err[3])
+
+
+def test_fit_rba_spans_equals_one_fit_per_span_from_one_pass(monkeypatch):
+    from builders import image_batch, tiny_vit
+    from layersim import models
+
+    model, x = tiny_vit(perturb=True), image_batch(28, 1, n=10)
+    spans = [(1, 1), (2, 3), (1, 3)]
+    passes = {"n": 0}
+    stream = models.stream
+
+    def counted(*args, **kwargs):
+        passes["n"] += 1
+        yield from stream(*args, **kwargs)
+
+    monkeypatch.setattr(models, "stream", counted)
+    together = R.fit_rba_spans(model, [x[:4], x[4:]], spans, bias=True, device="cpu")
+    assert passes["n"] == 1
+    for span, got in zip(spans, together):
+        want = R.fit_rba(model, [x[:4], x[4:]], *span, bias=True, device="cpu")
+        np.testing.assert_array_equal(got.weight.detach().numpy(), want.weight.detach().numpy())
+        np.testing.assert_array_equal(got.bias.detach().numpy(), want.bias.detach().numpy())
+    with pytest.raises(ValueError, match="spans is empty"):
+        R.fit_rba_spans(model, [x], [])
+    with pytest.raises(ValueError, match="1 <= first <= last <= 3"):
+        R.fit_rba_spans(model, [x], [(1, 1), (3, 4)])
+
+
+def test_relative_change_is_scale_free_and_refuses_a_constant_reference():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((50, 4)), rng.standard_normal((50, 4))
+    assert R.relative_change(a, a) == 0.0
+    assert R.relative_change(3.0 * a, 3.0 * b) == pytest.approx(R.relative_change(a, b), rel=1e-12)
+    want = np.mean((a - b) ** 2) / np.mean((a - a.mean(0)) ** 2)
+    assert R.relative_change(a, b) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="same for every sample"):
+        R.relative_change(np.ones((5, 3)), a[:5, :3])
+
+
+def test_span_changes_skip_and_approximate():
+    """Skipping an identity block changes nothing; approximating a linear block changes nothing;
+    the raw form is the MSE of block_approximation_errors."""
+    from builders import image_batch
+
+    model, _ = _linear_block_vit()
+    x = image_batch(28, 1, n=12)
+    fit, ev = [x[:6], x[6:]], [x]
+    approx = R.span_changes(model, fit, ev, [(1, 1), (2, 2)], "approx", bias=True, device="cpu")
+    assert approx[1] < 1e-8 < approx[0]
+    raw = R.span_changes(model, fit, ev, [(1, 1), (2, 2)], "approx", bias=True, relative=False, device="cpu")
+    errors = R.block_approximation_errors(model, fit, ev, blocks=[1, 2], bias=True, device="cpu")
+    np.testing.assert_allclose(raw, [errors[1], errors[2]], rtol=1e-12)
+    model.blocks[1] = torch.nn.Identity()
+    skip = R.span_changes(model, fit, ev, [(1, 1), (2, 2), (2, 3)], "skip", device="cpu")
+    assert skip[1] < 1e-12 < min(skip[0], skip[2])
+    with pytest.raises(ValueError, match="mode must be"):
+        R.span_changes(model, fit, ev, [(1, 1)], "drop")

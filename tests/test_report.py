@@ -63,6 +63,36 @@ def test_check_folders_and_lens_names(tmp_path):
                           "logit_lens/accuracy", "probe/accuracy"}
 
 
+def test_a_folder_is_matched_to_an_adapter_from_its_config_before_any_weight(tmp_path):
+    """Folders hold only config.json here (no weights, no tokenizer): the family and modality come
+    from the configuration alone, and a family without an adapter is refused by name."""
+    import transformers as tr
+
+    small = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    tr.BertConfig(hidden_size=32, **small).save_pretrained(tmp_path / "bert")
+    tr.ViTConfig(hidden_size=32, **small).save_pretrained(tmp_path / "vit")
+    tr.T5Config(d_model=32, num_layers=2, num_heads=2, d_ff=64, d_kv=16).save_pretrained(tmp_path / "t5")
+    tr.CLIPConfig().save_pretrained(tmp_path / "clip")
+    assert report.describe_model(str(tmp_path / "bert")).modality == "text"
+    assert report.describe_model(str(tmp_path / "vit")).modality == "image"
+    with pytest.raises(ValueError, match="holds a 't5' model .*layersim has adapters for"):
+        report.check(str(tmp_path / "t5"), "austen")
+    with pytest.raises(ValueError, match="a report reads one tower"):
+        report.describe_model(str(tmp_path / "clip"))
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "config.json").write_text('{"model_type": "no-such-family"}')
+    with pytest.raises(ValueError, match="transformers cannot read its config.json"):
+        report.describe_model(str(tmp_path / "odd"))
+
+
+def test_stratified_subsample_keeps_class_proportions():
+    labels = np.array([0] * 60 + [1] * 30 + [2] * 10)[np.random.default_rng(0).permutation(100)]
+    pick = report.stratified(labels, 100, 20)
+    assert len(pick) == 20 and np.all(np.diff(pick) > 0)
+    assert np.bincount(labels[pick]).tolist() == [12, 6, 2]
+    assert report.stratified(None, 10, 4).tolist() == [0, 3, 6, 9] and len(report.stratified(labels, 100, 500)) == 100
+
+
 def test_constant_entries_and_skip_reasons():
     rng = np.random.default_rng(0)
     hidden = rng.standard_normal((4, 30, 5)).astype(np.float32)
@@ -95,16 +125,20 @@ def test_one_pass_report_on_minilm_and_its_figures():
     m, d, names = report.check(MINILM, "austen")
     loaded = report.load_model(m, device="cpu")
     inputs = report.load_data(d, 24, seed=0)
-    r = report.run_lenses(report.extract(loaded, inputs, batch_size=8, max_length=24, device="cpu"), names)
+    r = report.run_lenses(report.extract(loaded, inputs, batch_size=8, max_length=24, device="cpu", n_surgery=12), names)
     assert r.meta["constant_layers_left_out"] == [0] and r.data.layers == [1, 2, 3, 4, 5, 6]
+    assert r.meta["surgery"].startswith("6 samples to fit RBA maps on, 6 to compare")
+    assert r.results["redundancy/skip_change"].shape == r.results["redundancy/rba_change"].shape == (5,)
     assert r.results["cka/to_last"][-1] == pytest.approx(1.0) and r.results["cka/matrix"].shape == (6, 6)
     assert "no classifier" in r.skipped["logit_lens/accuracy"]
     figs = report.figures(r, title="t")
     assert set(figs) == {"matrices", "per_layer", "per_step"}
     digest = report.digest(r)
     assert set(digest) == set(r.results) and "median_per_layer" in digest["cos/adjacent"]
-    mean = report.extract(loaded, inputs, token="mean", batch_size=8, max_length=24, device="cpu")
+    mean = report.extract(loaded, inputs, token="mean", batch_size=8, max_length=24, device="cpu", n_surgery=0)
     assert mean.meta["constant_layers_left_out"] == [] and mean.data.layers[0] == 0
+    off = report.run_lenses(mean, ["redundancy/skip_change"])
+    assert off.skipped["redundancy/skip_change"].endswith("n_surgery=0 turned that off")
     # texts are batched by length: every label must still sit with its own text's features
     from layersim import alignment_text
 

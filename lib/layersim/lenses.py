@@ -19,8 +19,10 @@ Inputs (:class:`LayerData`)
 ``hidden`` ``[E, N, d]``: E entries of one token's features (index 0 = the embedding output,
 ``i`` = the output of block ``i``, no final norm: the raw residual stream, as
 ``layersim.models.collect`` gives it); ``labels`` ``[N]`` integers ``0..K-1``; ``logits``
-``[E, N, K]`` (``readout.layer_logits``); ``layers`` the layer index of each entry (optional).
-A lens names the inputs it ``needs``; :func:`apply` raises ``ValueError`` naming the lens and
+``[E, N, K]`` (``readout.layer_logits``); ``layers`` the layer index of each entry (optional);
+``model`` a :class:`ModelRuns` (the model itself and batches to run it on) for the lenses that
+change the model and run it again (skipping or approximating blocks): the only lenses that cost
+more than the one pass that read ``hidden``. A lens names the inputs it ``needs``; :func:`apply` raises ``ValueError`` naming the lens and
 the missing input.
 
 Output kinds (``returns``)
@@ -61,7 +63,8 @@ by lenses that read ``hidden``, ``logit_*`` only by lenses that read ``logits``:
 reads logits alone declares no invariance of the hidden states, because that depends on the
 readout head (the test recomputes the logits of transformed hidden states with a plain affine
 head, under which none holds). Invariances are declared for a lens's default keyword arguments
-(e.g. ``center=False`` takes translation invariance away from COS).
+(e.g. ``center=False`` takes translation invariance away from COS). A lens that reads only
+``model`` is untouched by all of them and declares none (its own tests check its values).
 
 Layer convention: as ``layersim.models``; per-layer outputs follow the order of the entries.
 """
@@ -85,6 +88,7 @@ __all__ = [
     "KINDS",
     "LayerData",
     "Lens",
+    "ModelRuns",
     "Row",
     "apply",
     "expected_shape",
@@ -95,7 +99,7 @@ __all__ = [
     "table",
 ]
 
-INPUTS = ("hidden", "labels", "logits")
+INPUTS = ("hidden", "labels", "logits", "model")
 KINDS = ("per_layer", "per_pair", "per_step", "per_sample_step", "per_sample_layer", "per_sample")
 HIDDEN_INVARIANCES = ("invertible_linear", "isotropic_scale", "shared_scale", "orthogonal", "shared_orthogonal",
                       "translation", "shared_translation")
@@ -128,6 +132,29 @@ def _array(x: Any) -> np.ndarray:
 
 
 @dataclass
+class ModelRuns:
+    """What a lens that runs the model again reads: the ``model`` (any family with an adapter), the
+    batches RBA maps are fitted on (``fit``) and those the final representations are compared on
+    (``eval``), the token read (None: the adapter's default) and the device. The original model's
+    final representation is computed once and shared by every such lens (:meth:`reference`)."""
+
+    model: Any
+    fit: Any
+    eval: Any
+    token: Any = None
+    device: Any = "auto"
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def reference(self) -> np.ndarray:
+        """The unchanged model's final representation of ``eval`` (``redundancy.final_representation``)."""
+        if "reference" not in self._memo:
+            from . import redundancy
+
+            self._memo["reference"] = redundancy.final_representation(self.model, self.eval, self.token, self.device)
+        return self._memo["reference"]
+
+
+@dataclass
 class LayerData:
     """What a lens reads: ``hidden`` ``[E, N, d]``, ``labels`` ``[N]``, ``logits`` ``[E, N, K]``.
 
@@ -141,6 +168,7 @@ class LayerData:
     labels: Any = None
     logits: Any = None
     layers: Sequence[int] | None = None
+    model: ModelRuns | None = None
 
     def __post_init__(self) -> None:
         if self.hidden is not None:
@@ -177,9 +205,11 @@ class LayerData:
 
     @property
     def n_entries(self) -> int | None:
-        """E, from ``hidden`` or ``logits`` (None if neither is given)."""
+        """E, from ``hidden`` or ``logits``, else from ``layers`` (None if none is given)."""
         ref = self.hidden if self.hidden is not None else self.logits
-        return None if ref is None else int(ref.shape[0])
+        if ref is None:
+            return None if self.layers is None else len(self.layers)
+        return int(ref.shape[0])
 
     @property
     def n_samples(self) -> int | None:
@@ -240,6 +270,9 @@ class Lens:
         if "logits" not in needs and inv & set(LOGIT_INVARIANCES):
             raise ValueError(f"lens {self.name!r} does not read logits; it cannot declare "
                              f"{sorted(inv & set(LOGIT_INVARIANCES))}")
+        if needs == {"model"} and inv:
+            raise ValueError(f"lens {self.name!r} reads only the model; the invariances are transformations of "
+                             f"hidden, labels and logits, so it cannot declare {sorted(inv)}")
 
 
 _REGISTRY: dict[str, Lens] = {}
@@ -404,6 +437,36 @@ def rba_error(data: LayerData) -> np.ndarray:
     return np.array(out)
 
 
+def _steps(data: LayerData) -> list[tuple[int, int]]:
+    """The span of blocks between each pair of consecutive entries, ``(layers[i-1] + 1, layers[i])``
+    (``layersim.surgery``'s 1-based blocks): the blocks a per-step lens removes."""
+    layers = list(range(data.n_entries)) if data.layers is None else list(data.layers)
+    if len(layers) < 2 or any(b <= a for a, b in zip(layers, layers[1:])):
+        raise ValueError(f"a lens that changes the model needs at least two increasing layer indices, got {layers}")
+    return [(a + 1, b) for a, b in zip(layers, layers[1:])]
+
+
+def skip_change(data: LayerData) -> np.ndarray:
+    """Relative change of the final representation when the blocks between consecutive entries are
+    skipped (redundancy §4.3, Table 2's "skip"; measured as Figs. 3 and 7 by the MSE of the final
+    representations, over their variance: :func:`layersim.redundancy.span_changes`), ``[E-1]``."""
+    from . import redundancy
+
+    m = data.model
+    return redundancy.span_changes(m.model, m.fit, m.eval, _steps(data), "skip", m.token, device=m.device,
+                                   reference=m.reference())
+
+
+def rba_change(data: LayerData) -> np.ndarray:
+    """As :func:`skip_change` with the blocks approximated instead (RBA, §3: one linear map per step,
+    fitted on every token of ``data.model.fit``; no intercept, as the paper), ``[E-1]``."""
+    from . import redundancy
+
+    m = data.model
+    return redundancy.span_changes(m.model, m.fit, m.eval, _steps(data), "approx", m.token, device=m.device,
+                                   reference=m.reference())
+
+
 def logit_accuracy(data: LayerData) -> np.ndarray:
     """Layer-wise accuracy of the last-layer classifier on every entry (tracing eq. 2)."""
     from . import readout  # torch and the model adapters only when a logit lens runs
@@ -421,29 +484,46 @@ def saturation(data: LayerData) -> np.ndarray:
     return idx if data.layers is None else np.asarray(data.layers)[idx]
 
 
-def _alignment_targets(labels: np.ndarray) -> np.ndarray:
-    """The alignment paper's ``y = 2t - 1`` (:func:`alignment.binary_targets`) for two classes;
-    for K > 2 one such one-vs-rest vector per class, ``[N, K]``."""
-    classes, t = np.unique(labels, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError("alignment/area needs at least two classes in labels")
-    if len(classes) == 2:
-        return alignment.binary_targets(t)
-    return np.stack([alignment.binary_targets(t == k) for k in range(len(classes))], axis=1)
+def class_pairs(labels: np.ndarray, most: int = 45, seed: int = 0) -> list[tuple[int, int]]:
+    """The pairs of classes ``(a, b)``, ``a < b``, of ``labels`` that have at least two samples each:
+    all of them up to ``most`` (45 = every pair of ten classes), else ``most`` of them drawn without
+    replacement (seeded: the same pairs on every run). ValueError when there is none."""
+    classes, counts = np.unique(labels, return_counts=True)
+    usable = classes[counts >= 2]
+    pairs = [(int(a), int(b)) for i, a in enumerate(usable) for b in usable[i + 1:]]
+    if not pairs:
+        raise ValueError("alignment/area needs at least two classes in labels, with at least two samples each")
+    if len(pairs) > most:
+        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), most, replace=False))
+        pairs = [pairs[i] for i in keep]
+    return pairs
 
 
-def alignment_area(data: LayerData, thresholds: Any = None, num: int = 62) -> np.ndarray:
+def alignment_area(data: LayerData, thresholds: Any = None, num: int = 62, most_pairs: int = 45) -> np.ndarray:
     """Normalised area under the alignment curve of every entry (alignment eq. 2).
 
     Each entry in the paper's form (:func:`alignment.prepare`: a constant-1 column, unit rows),
-    eq. 2 at ``thresholds`` (default :func:`alignment.thresholds_for` ``(N, num)``), area by
-    :func:`alignment.alignment_area`. Labels: the paper's ``y = 2t - 1`` for two classes; for
-    K > 2 classes the K one-vs-rest ``+-1`` vectors, and the mean of their areas (for two
-    classes both one-vs-rest vectors are ``+-y``, so this is the binary area).
+    eq. 2 at ``thresholds`` (default :func:`alignment.thresholds_for` ``(n, num)`` for ``n``
+    samples), area by :func:`alignment.alignment_area`. Labels as the paper's: a binary task with
+    ``y = 2t - 1``. Two classes: that task on all samples. K > 2 classes: the mean over pairs of
+    classes (:func:`class_pairs`, at most ``most_pairs``) of the area of the binary task on that
+    pair's samples, as the paper builds its target tasks from pairs of classes (§5). (One-vs-rest
+    vectors would not do: their mean, ``2/K - 1``, is carried by the constant column and by any
+    common component of the features, so every layer would score about ``(1 - 2/K)^2`` whatever
+    its class structure: 0.45 for six classes.)
     """
-    y = _alignment_targets(data.labels)
-    tau = alignment.thresholds_for(data.n_samples, num) if thresholds is None else thresholds
-    return np.array([np.mean(alignment.curve_and_area(h, y, tau)[1]) for h in data.hidden])
+    labels = np.asarray(data.labels)
+    classes = np.unique(labels)
+    if len(classes) < 2:
+        raise ValueError("alignment/area needs at least two classes in labels")
+    pairs = [(int(classes[0]), int(classes[1]))] if len(classes) == 2 else class_pairs(labels, most_pairs)
+    areas = np.zeros((len(pairs), data.n_entries))
+    for k, (a, b) in enumerate(pairs):
+        rows = np.flatnonzero((labels == a) | (labels == b))
+        y = alignment.binary_targets(labels[rows] == b)
+        tau = alignment.thresholds_for(len(rows), num) if thresholds is None else thresholds
+        areas[k] = [alignment.curve_and_area(h[rows], y, tau)[1] for h in data.hidden]
+    return areas.mean(axis=0)
 
 
 def nc1(data: LayerData) -> np.ndarray:
@@ -491,6 +571,7 @@ def probe_accuracy(data: LayerData, train: Any = None, C: float = 1.0) -> np.nda
 # --------------------------------------------------------------------------------------
 _H, _HL, _Z, _ZL = frozenset({"hidden"}), frozenset({"hidden", "labels"}), \
     frozenset({"logits"}), frozenset({"logits", "labels"})
+_M = frozenset({"model"})
 _PERM = "sample_permutation"
 _COS = frozenset({"isotropic_scale", "shared_orthogonal", "translation", _PERM})
 _RIGID = frozenset({"isotropic_scale", "orthogonal", "translation", _PERM})
@@ -526,13 +607,17 @@ for _lens in (
     Lens("redundancy/rba_error", rba_error, "redundancy", "redundancy §3 (RBA; held-out 1 - R^2: ours)",
          _H, "per_step", {"isotropic_scale", "orthogonal", "translation"},
          "held-out error of the affine least-squares map from each layer to the next"),
+    Lens("redundancy/skip_change", skip_change, "redundancy", "redundancy §4.3, Table 2; Figs. 3, 7 (relative MSE: ours)",
+         _M, "per_step", set(), "change of the final representation with the blocks of each step skipped"),
+    Lens("redundancy/rba_change", rba_change, "redundancy", "redundancy §3, §4.3, Table 2; Figs. 3, 7 (relative MSE: ours)",
+         _M, "per_step", set(), "change of the final representation with the blocks of each step approximated by RBA"),
     Lens("logit_lens/accuracy", logit_accuracy, "tracing", "tracing eq. 2",
          _ZL, "per_layer", _LOGIT, "accuracy of the last-layer classifier applied to every layer"),
     Lens("logit_lens/saturation", saturation, "tracing", "tracing §2.2 (unnumbered)",
          _Z, "per_sample", _LOGIT, "first layer from which the top-1 prediction stays the final one"),
     Lens("alignment/area", alignment_area, "alignment", "alignment eq. 2 (area of the curve)",
          _HL, "per_layer", {"orthogonal", _PERM},
-         "normalised area under the alignment curve of one-vs-rest +-1 labels"),
+         "normalised area under the alignment curve of +-1 labels (K > 2: mean over pairs of classes)"),
     Lens("collapse/nc1", nc1, "tracing", "tracing footnote 5 (after Papyan et al. 2020)",
          _HL, "per_layer", _RIGID, "within-class variability collapse NC1 = tr(Sigma_W Sigma_B^+) / K"),
     Lens("probe/accuracy", probe_accuracy, "tracing", "tracing App. B.4, Fig. 17",

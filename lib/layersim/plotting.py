@@ -40,6 +40,19 @@ def layer_curves(curves: dict[str, Sequence[float]], layers: Sequence[int] | Non
     return ax
 
 
+def tick_positions(n: int, most: int = 16) -> list[int]:
+    """Which of ``n`` layer labels to write on an axis: all of them up to ``most``, else every k-th
+    (k the smallest step that leaves at most ``most``) and the last one (in place of the k-th
+    before it when that is within k/2), so that 31 labels of a 30-block model do not overlap."""
+    if n <= most:
+        return list(range(n))
+    step = -(-n // most)
+    at = list(range(0, n, step))
+    if at[-1] != n - 1:
+        at[-1 if n - 1 - at[-1] <= step / 2 else len(at):] = [n - 1]
+    return at
+
+
 def layer_heatmap(matrix, layers: Sequence[int] | None = None, ax=None, title: str | None = None,
                   vmin: float | None = None, vmax: float = 1.0, cmap: str = "viridis", annotate: bool | None = None,
                   columns: Sequence[int] | None = None, xlabel: str = "layer", ylabel: str = "layer", fmt: str = ".2f"):
@@ -54,8 +67,9 @@ def layer_heatmap(matrix, layers: Sequence[int] | None = None, ax=None, title: s
     cols = (rows if m.shape[1] == m.shape[0] else np.arange(1, m.shape[1] + 1)) if columns is None else np.asarray(columns)
     vmin = min(0.0, float(np.nanmin(m))) if vmin is None else vmin
     im = ax.imshow(np.ma.masked_invalid(m), vmin=vmin, vmax=vmax, cmap=cmap)
-    ax.set_xticks(range(len(cols)), cols)
-    ax.set_yticks(range(len(rows)), rows)
+    for axis, labels in ((ax.xaxis, cols), (ax.yaxis, rows)):
+        at = tick_positions(len(labels))
+        axis.set_ticks(at, [str(labels[i]) for i in at])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if annotate if annotate is not None else max(m.shape) <= 13:

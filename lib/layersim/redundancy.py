@@ -42,8 +42,11 @@ __all__ = [
     "final_representation",
     "fit_linear_map",
     "fit_rba",
+    "fit_rba_spans",
     "paper_span",
+    "relative_change",
     "representation_mse",
+    "span_changes",
 ]
 
 
@@ -198,36 +201,60 @@ def fit_rba(model: nn.Module, data: Any, first: int, last: int, per_token: bool 
     token ``"tokens"``; padding tokens of text batches are left out), in float64
     (:class:`LeastSquares`). ``per_token``: one map per token position (inputs of one length,
     no padding). Returns the :class:`LinearMap` to put in with
-    ``surgery.replace(model, first, last, rba)``.
+    ``surgery.replace(model, first, last, rba)``. :func:`fit_rba_spans` fits several spans at once.
     """
+    return fit_rba_spans(model, data, [(first, last)], per_token, bias, ridge, batch_size, device, progress)[0]
+
+
+def fit_rba_spans(model: nn.Module, data: Any, spans: Any, per_token: bool = False, bias: bool = False,
+                  ridge: float = 0.0, batch_size: int = 64, device: Any = "auto",
+                  progress: bool = False) -> list[LinearMap]:
+    """:func:`fit_rba` for every ``(first, last)`` of ``spans``, from **one** streamed pass over
+    ``data`` (each batch reads the layers the spans need and updates every span's
+    :class:`LeastSquares`): the same maps as one :func:`fit_rba` per span, for the cost of one
+    forward pass instead of ``len(spans)``. Returns the maps in the order of ``spans``."""
     from . import models
 
     L = models.n_layers(model)
-    if not (isinstance(first, (int, np.integer)) and isinstance(last, (int, np.integer))) \
-            or not 1 <= first <= last <= L:
-        raise ValueError(f"blocks first={first!r}..last={last!r} must satisfy 1 <= first <= last <= {L}")
-    fits: list[LeastSquares] = []
-    for b in models.stream(model, data, layers=[first - 1, last], token="tokens", batch_size=batch_size,
+    spans = [tuple(s) for s in spans]
+    if not spans:
+        raise ValueError("spans is empty: give at least one (first, last) span of blocks")
+    for span in spans:
+        if len(span) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in span) \
+                or not 1 <= span[0] <= span[1] <= L:
+            raise ValueError(f"blocks first={span[0]!r}..last={span[-1]!r} must satisfy 1 <= first <= last <= {L}")
+    needed = sorted({int(i) for first, last in spans for i in (first - 1, last)})
+    where = {layer: k for k, layer in enumerate(needed)}
+    fits: list[list[LeastSquares]] = [[] for _ in spans]
+    seen = False
+    for b in models.stream(model, data, layers=needed, token="tokens", batch_size=batch_size,
                            device=device, progress=progress):
-        x, y = (h if h.ndim == 3 else h[:, None] for h in b.entries)  # [B, T, d]
-        if per_token:
-            if b.mask is not None and not bool(b.mask.all()):
-                raise ValueError("per-token maps need inputs of one length (the batch has padding)")
-            if not fits:
-                fits = [LeastSquares(bias) for _ in range(x.shape[1])]
-            if len(fits) != x.shape[1]:
-                raise ValueError(f"per-token maps of {len(fits)} tokens got a batch of {x.shape[1]}")
-            for t, ls in enumerate(fits):
-                ls.update(x[:, t], y[:, t])
-        else:
-            keep = slice(None) if b.mask is None else b.mask.reshape(-1).bool()
-            if not fits:
-                fits = [LeastSquares(bias)]
-            fits[0].update(x.reshape(-1, x.shape[-1])[keep], y.reshape(-1, y.shape[-1])[keep])
-    if not fits:
+        seen = True
+        entries = [h if h.ndim == 3 else h[:, None] for h in b.entries]  # [B, T, d]
+        keep = None if b.mask is None else b.mask.reshape(-1).bool()
+        for (first, last), span_fits in zip(spans, fits):
+            x, y = entries[where[first - 1]], entries[where[last]]
+            if per_token:
+                if b.mask is not None and not bool(b.mask.all()):
+                    raise ValueError("per-token maps need inputs of one length (the batch has padding)")
+                if not span_fits:
+                    span_fits += [LeastSquares(bias) for _ in range(x.shape[1])]
+                if len(span_fits) != x.shape[1]:
+                    raise ValueError(f"per-token maps of {len(span_fits)} tokens got a batch of {x.shape[1]}")
+                for t, ls in enumerate(span_fits):
+                    ls.update(x[:, t], y[:, t])
+            else:
+                if not span_fits:
+                    span_fits.append(LeastSquares(bias))
+                rows_x, rows_y = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
+                span_fits[0].update(rows_x if keep is None else rows_x[keep], rows_y if keep is None else rows_y[keep])
+    if not seen:
         raise ValueError("no batches")
-    solutions = [ls.solve(ridge=ridge) for ls in fits]
-    return LinearMap(np.stack(solutions) if per_token else solutions[0], bias=bias, per_token=per_token)
+    out = []
+    for span_fits in fits:
+        solutions = [ls.solve(ridge=ridge) for ls in span_fits]
+        out.append(LinearMap(np.stack(solutions) if per_token else solutions[0], bias=bias, per_token=per_token))
+    return out
 
 
 def representation_mse(a: Any, b: Any) -> float:
@@ -254,20 +281,53 @@ def final_representation(model: nn.Module, batches: Any, token: Any = None, devi
     return normed[0].astype(np.float64)
 
 
+def relative_change(reference: Any, changed: Any) -> float:
+    """:func:`representation_mse` of ``changed`` against ``reference``, divided by the mean squared
+    deviation of ``reference`` from its mean (its total variance per feature): 0 = unchanged, 1 = as
+    far from the original as the original's samples are from their mean; unlike the raw MSE it
+    compares models of different widths and scales. ValueError for a constant ``reference``."""
+    ref = np.asarray(reference, dtype=np.float64)
+    mse = representation_mse(ref, changed)
+    var = float(np.mean((ref - ref.mean(axis=0)) ** 2))
+    if var <= np.finfo(float).tiny:
+        raise ValueError("the reference representation is the same for every sample: a relative change is undefined")
+    return mse / var
+
+
+def span_changes(model: nn.Module, fit_batches: Any, eval_batches: Any, spans: Any, mode: str, token: Any = None,
+                 bias: bool = False, relative: bool = True, device: Any = "auto",
+                 reference: np.ndarray | None = None) -> np.ndarray:
+    """How far each span of blocks moves the final representation when it is skipped
+    (``mode="skip"``: ``surgery.skip``) or approximated (``"approx"``: RBA maps of every span fitted
+    on ``fit_batches`` in one pass, :func:`fit_rba_spans`, then ``surgery.replace``): the redundancy
+    paper's comparison of approximating with skipping (§4.3, Table 2), measured as in its Figs. 3 and
+    7 by the MSE between the :func:`final_representation` of the changed and the original model on
+    ``eval_batches`` — :func:`relative_change` when ``relative`` (the default), the raw MSE otherwise.
+    ``reference``: the original model's final representation, if already computed. ``[len(spans)]``."""
+    from . import surgery
+
+    if mode not in ("skip", "approx"):
+        raise ValueError(f"mode must be 'skip' or 'approx', got {mode!r}")
+    spans = [tuple(int(v) for v in s) for s in spans]
+    ref = final_representation(model, eval_batches, token, device) if reference is None else reference
+    score = relative_change if relative else representation_mse
+    maps = fit_rba_spans(model, fit_batches, spans, bias=bias, device=device) if mode == "approx" else [None] * len(spans)
+    out = []
+    for (first, last), rba in zip(spans, maps):
+        changed = surgery.skip(model, first, last) if rba is None else surgery.replace(model, first, last, rba)
+        out.append(score(ref, final_representation(changed, eval_batches, token, device)))
+    return np.array(out)
+
+
 def block_approximation_errors(model: nn.Module, fit_batches: Any, eval_batches: Any, blocks: Any = None,
                                token: Any = None, bias: bool = False, device: Any = "auto") -> dict[int, float]:
-    """For every block ``k`` of ``blocks`` (default all, 1..L): RBA of that block alone
-    (:func:`fit_rba` on ``fit_batches``, then ``surgery.replace(model, k, k, map)``) and the MSE of the
-    approximated model's :func:`final_representation` on ``eval_batches`` against the original's
-    (the paper's Figs. 3 and 7, which set it beside Block Redundancy). ``{k: mse}``."""
-    from . import models, surgery
+    """For every block ``k`` of ``blocks`` (default all, 1..L): RBA of that block alone (fitted on
+    ``fit_batches``, every block's map from one pass) and the MSE of the approximated model's
+    :func:`final_representation` on ``eval_batches`` against the original's (the paper's Figs. 3 and
+    7, which set it beside Block Redundancy): :func:`span_changes` with ``relative=False``. ``{k: mse}``."""
+    from . import models
 
-    L = models.n_layers(model)
-    blocks = range(1, L + 1) if blocks is None else blocks
-    reference = final_representation(model, eval_batches, token, device)
-    out = {}
-    for k in blocks:
-        rba = fit_rba(model, fit_batches, int(k), int(k), bias=bias, device=device)
-        approx = final_representation(surgery.replace(model, int(k), int(k), rba), eval_batches, token, device)
-        out[int(k)] = representation_mse(reference, approx)
-    return out
+    blocks = range(1, models.n_layers(model) + 1) if blocks is None else [int(k) for k in blocks]
+    mse = span_changes(model, fit_batches, eval_batches, [(k, k) for k in blocks], "approx", token, bias,
+                       relative=False, device=device)
+    return {int(k): float(v) for k, v in zip(blocks, mse)}

@@ -15,7 +15,8 @@ Models (:func:`describe_model`, :func:`load_model`):
   models (``bert-base-uncased``, ``deit_small_patch16_224``, ...) when downloads are allowed;
 * ``tracing-vit`` (``tracing-vit:<scale>``): the tracing paper's ViT trained here at that scale
   (``layersim.presets.TRACING_VIT``; trained on first use, then cached, as in t01);
-* a local folder with a Hugging Face ``config.json`` (a fine-tuned model of your own);
+* a local folder with a Hugging Face ``config.json`` (a fine-tuned model of your own; its family is
+  matched against the adapters from the configuration alone, :func:`folder_adapter`);
 * ``timm:<name>``: any timm model (its weights downloaded by timm when allowed).
 
 Data sets (:func:`describe_data`, :func:`load_data`): images ``fashion-mnist``, ``digits`` (offline),
@@ -103,8 +104,8 @@ def describe_model(name: str) -> ModelSpec:
         if not (path / "config.json").is_file():
             raise ValueError(f"{name!r} is a folder without a Hugging Face config.json; save the model with "
                              "model.save_pretrained(folder) (and its tokenizer) first")
-        text = any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"))
-        return ModelSpec(name, "folder", "text" if text else "image", str(path))
+        adapter = folder_adapter(path)
+        return ModelSpec(name, "folder", "text" if adapter.inputs == "text" else "image", str(path))
     try:
         asset = assets.get_asset(name)
     except ValueError as err:
@@ -113,6 +114,36 @@ def describe_model(name: str) -> ModelSpec:
     if asset.kind != "model":
         raise ValueError(f"{name!r} is a data set; pass it as the data set (--data) and choose a model")
     return ModelSpec(name, "asset", "text" if asset.has_tokenizer else "image", asset.name)
+
+
+def folder_adapter(path: str | os.PathLike) -> Any:
+    """The adapter (``layersim.adapters``) of the model saved in ``path``, found **before any weight
+    is read**: the model is built from its ``config.json`` on PyTorch's meta device (modules and
+    shapes, no memory, no weights) and matched against the adapters. ValueError naming the family
+    and the supported ones when there is no adapter, or when transformers does not know the
+    config's ``model_type``."""
+    import torch
+    import transformers as tr
+
+    from . import adapters
+
+    try:
+        config = tr.AutoConfig.from_pretrained(str(path))
+    except (ValueError, KeyError, OSError) as err:
+        raise ValueError(f"{str(path)!r}: transformers cannot read its config.json ({err})") from None
+    try:
+        with torch.device("meta"):
+            skeleton = tr.AutoModel.from_config(config)
+    except (ValueError, KeyError) as err:
+        raise ValueError(f"{str(path)!r}: transformers has no model for model_type={config.model_type!r} ({err})") from None
+    if config.model_type == "clip":
+        raise ValueError(f"{str(path)!r} holds a whole CLIP model; a report reads one tower: save it on its own, e.g. "
+                         "CLIPVisionModelWithProjection.from_pretrained(folder).save_pretrained(vision_folder)")
+    try:
+        return adapters.get(skeleton)
+    except NotImplementedError as err:
+        raise ValueError(f"{str(path)!r} holds a {config.model_type!r} model ({type(skeleton).__name__}), but "
+                         f"{err}") from None
 
 
 def describe_data(name: str) -> DataSpec:
@@ -362,7 +393,7 @@ def _logits(loaded: Loaded, inputs: Inputs, hidden: np.ndarray) -> tuple[np.ndar
 
 def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size: int = 64, max_length: int = 128,
             device: Any = "auto", progress: bool = False, max_in_memory: int = 20000,
-            workdir: str | os.PathLike | None = None) -> Report:
+            workdir: str | os.PathLike | None = None, n_surgery: int = 128) -> Report:
     """One forward pass over the samples (:func:`layersim.models.collect`, ``token`` or the adapter's
     default; texts batched in order of length, so the samples of the result are in that order, with
     their labels), then the logits of every layer where they apply; returns a :class:`Report` without
@@ -371,7 +402,10 @@ def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size
     More than ``max_in_memory`` samples: the features go to a ``.npy`` memmap in ``workdir`` (memory:
     one batch), the similarity lenses are streamed over it (:func:`streamed_similarity`: memory
     independent of N) and every other lens reads an evenly spaced subsample of ``max_in_memory``
-    samples (stratified by label; ``meta["subsample"]``)."""
+    samples (stratified by label; ``meta["subsample"]``).
+
+    ``n_surgery`` samples (0: none) are kept with the model for the lenses that skip or approximate
+    blocks and run it again (:func:`model_runs`; ``meta["surgery"]``)."""
     import tempfile
     import time
 
@@ -402,8 +436,7 @@ def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size
     streamed_results = {}
     if streamed:
         streamed_results = streamed_similarity(feats.hidden, keep)
-        ranked = np.arange(n) if labels is None else np.argsort(labels, kind="stable")  # by class: stratified
-        sub = np.unique(ranked[np.linspace(0, n - 1, max_in_memory).round().astype(int)])
+        sub = stratified(labels, n, max_in_memory)
         meta["subsample"] = {"n": len(sub), "why": f"{n} samples > max_in_memory={max_in_memory}: the similarity "
                              "lenses are streamed over all of them, the others read this evenly spaced subsample"}
         hidden = np.stack([np.asarray(feats.hidden[i, sub]) for i in keep])
@@ -414,8 +447,47 @@ def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size
     if logits is not None and const:
         logits = logits[keep]
     meta["logits"] = "computed" if logits is not None else f"not available: {why}"
-    data = lenses.LayerData(hidden=hidden, labels=labels, logits=logits, layers=layers)
+    runs, meta["surgery"] = (model_runs(loaded, inputs, n_surgery, token, batch_size, max_length, device)
+                             if n_surgery else (None, "off (n_surgery=0)"))
+    data = lenses.LayerData(hidden=hidden, labels=labels, logits=logits, layers=layers, model=runs)
     return Report(data, meta=meta, streamed=streamed_results)
+
+
+def stratified(labels: np.ndarray | None, n: int, k: int) -> np.ndarray:
+    """Indices of ``k`` of ``n`` samples, evenly spaced over the samples ordered by label (stable):
+    every class in proportion to its size (all samples when ``k >= n``), in increasing order;
+    evenly spaced over the samples' own order when ``labels`` is None."""
+    ranked = np.arange(n) if labels is None else np.argsort(np.asarray(labels), kind="stable")  # by class
+    return np.unique(ranked[np.linspace(0, n - 1, min(k, n)).round().astype(int)])
+
+
+def _subset(inputs: Inputs, index: np.ndarray) -> Inputs:
+    """The samples ``index`` of ``inputs``."""
+    import dataclasses
+
+    pick = (lambda seq: None if seq is None else [seq[i] for i in index])
+    return dataclasses.replace(
+        inputs, images=None if inputs.images is None else inputs.images[index], texts=pick(inputs.texts),
+        pairs=pick(inputs.pairs), labels=None if inputs.labels is None else np.asarray(inputs.labels)[index])
+
+
+def model_runs(loaded: Loaded, inputs: Inputs, n: int, token: str | None = None, batch_size: int = 64,
+               max_length: int = 128, device: Any = "auto") -> tuple[Any, str]:
+    """What the lenses that run the model again read (``layersim.lenses.ModelRuns``): ``n`` samples
+    (:func:`stratified`), alternately to fit RBA maps on and to compare final representations on,
+    as the model's batches, and a line saying so. The forward passes they cost (one per skipped span and one fit plus one
+    per approximated span, over ``n / 2`` samples each) are why ``n`` is small."""
+    from . import lenses
+
+    total = len(inputs.images) if inputs.images is not None else len(inputs.texts)
+    if n < 4:
+        raise ValueError(f"n_surgery must be 0 (off) or at least 4, got {n}")
+    pick = stratified(inputs.labels, total, n)
+    fit, ev = pick[0::2], pick[1::2]
+    runs = lenses.ModelRuns(loaded.model, _batches(loaded, _subset(inputs, fit), batch_size, max_length),
+                            _batches(loaded, _subset(inputs, ev), batch_size, max_length), token, device)
+    why = f"{len(fit)} samples to fit RBA maps on, {len(ev)} to compare the final representations on"
+    return runs, why
 
 
 #: the lenses :func:`streamed_similarity` computes over all samples when a report streams
@@ -481,6 +553,8 @@ def _why_not(lens, data, logit_reason: str) -> str | None:
         return None
     if "logits" in missing and logit_reason:
         return f"needs logits: {logit_reason}"
+    if missing == ["model"]:
+        return "runs the model again with blocks skipped or approximated; n_surgery=0 turned that off"
     return f"needs {', '.join(missing)}, which this data set does not have"
 
 
@@ -568,7 +642,12 @@ _PER_LAYER = {"cos/to_last": "COS with the last layer", "cka/to_last": "CKA with
 #: per-step lenses (entry i-1 compares layers i-1 and i); per-sample-step ones are drawn by their median
 _PER_STEP = {"redundancy/block": "Block Redundancy (-MSE)", "redundancy/rba_error": "RBA held-out 1 - R²",
              "clusters/block_diagonal": "two-cluster score (split after layer)",
-             "cos/adjacent": "adjacent-layer cosine (median)", "residual/norm_ratio": "skip / residual norm (median)"}
+             "cos/adjacent": "adjacent-layer cosine (median)", "residual/norm_ratio": "skip / residual norm (median)",
+             "redundancy/skip_change": "final representation: relative MSE",
+             "redundancy/rba_change": "final representation: relative MSE"}
+#: per-step lenses drawn in one panel (the redundancy paper's skip vs approximate): panel title -> (lens, legend)
+_TOGETHER = {"skip vs approximate (log scale)": (("redundancy/skip_change", "blocks skipped"),
+                                                 ("redundancy/rba_change", "blocks approximated (RBA)"))}
 
 
 def figures(report: Report, title: str = "") -> dict[str, Any]:
@@ -592,23 +671,31 @@ def figures(report: Report, title: str = "") -> dict[str, Any]:
         out["matrices"] = fig
     for key, table, xs in (("per_layer", _PER_LAYER, np.asarray(layers)),
                            ("per_step", _PER_STEP, np.asarray(layers[1:]))):
-        names = [n for n in table if n in res]
-        if not names:
+        panels = [(n, ((n, None),)) for n in table if n in res]  # (heading, ((lens, legend), ...))
+        if key == "per_step":
+            for heading, members in _TOGETHER.items():
+                present = tuple(m for m in members if m[0] in res)
+                if len(present) > 1:
+                    panels = [p for p in panels if p[0] not in dict(present)] + [(heading, present)]
+        if not panels:
             continue
-        cols = min(3, len(names))
-        rows = -(-len(names) // cols)
+        cols = min(3, len(panels))
+        rows = -(-len(panels) // cols)
         fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
-        for ax, name in zip(axes.ravel(), names):
-            v = np.asarray(res[name], dtype=float)
-            v = np.median(v, axis=1) if v.ndim == 2 else v
-            ax.plot(xs, v, "o-", color="tab:blue")
-            if name == "collapse/nc1":
+        for ax, (heading, members) in zip(axes.ravel(), panels):
+            for (name, legend), color in zip(members, ("tab:blue", "tab:orange")):
+                v = np.asarray(res[name], dtype=float)
+                v = np.median(v, axis=1) if v.ndim == 2 else v
+                ax.plot(xs, v, "o-", color=color, label=legend)
+            if heading == "collapse/nc1" or len(members) > 1:
                 ax.set_yscale("log")
-            ax.set_title(name, fontsize=10)
-            ax.set_ylabel(table[name], fontsize=9)
+            if len(members) > 1:
+                ax.legend(frameon=False, fontsize=8)
+            ax.set_title(heading, fontsize=10)
+            ax.set_ylabel(table[members[0][0]], fontsize=9)
             ax.set_xlabel("layer (0 = embeddings)" if key == "per_layer" else "layer i (compared with i - 1)")
             ax.grid(alpha=0.3)
-        for ax in axes.ravel()[len(names):]:
+        for ax in axes.ravel()[len(panels):]:
             ax.axis("off")
         fig.suptitle(title)
         fig.tight_layout()
@@ -690,6 +777,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--max-in-memory", type=int, default=None,
                     help="above this many samples, stream the similarity lenses (default 20000)")
+    ap.add_argument("--n-surgery", type=int, default=None,
+                    help="samples the skip / approximate lenses run the model again on (default 128; 0: off)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--scale", default="default", choices=("smoke", "default", "paper"),
                     help="the presets the unset options come from (default: default)")
@@ -707,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
     params = {"scale": args.scale, "model": args.model, "dataset": args.data, "device": args.device, "out": str(out)}
     for key, value in (("n_samples", args.n), ("token", args.token), ("lenses", lens_list),
                        ("max_length", args.max_length), ("batch_size", args.batch_size),
-                       ("max_in_memory", args.max_in_memory)):
+                       ("max_in_memory", args.max_in_memory), ("n_surgery", args.n_surgery)):
         if value is not None:
             params[key] = value
     executed = out / "layer_report.ipynb"
