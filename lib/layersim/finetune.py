@@ -32,6 +32,7 @@ from torch import nn
 
 from . import text_tasks
 from .models import evaluating, resolve_device
+from .training import StepConfig
 
 __all__ = ["FinetuneConfig", "OBJECTIVES", "aligned_loss", "cached_finetune", "evaluate", "finetune", "load_classifier",
            "lr_at", "predict", "steps_for"]
@@ -43,9 +44,9 @@ OBJECTIVES = ("ce", "aligned")
 
 
 @dataclass(frozen=True)
-class FinetuneConfig:
+class FinetuneConfig(StepConfig):
     """Optimisation of one fine-tuning run (defaults: the clusters paper's, §2; ``objective``: one
-    of :data:`OBJECTIVES`)."""
+    of :data:`OBJECTIVES`; the shared fields and their checks: ``layersim.training.StepConfig``)."""
 
     lr: float = 1e-5
     batch_size: int = 4
@@ -57,15 +58,11 @@ class FinetuneConfig:
     objective: str = "ce"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a positive number, got {self.lr}")
-        if self.steps < 1 or self.batch_size < 1 or self.max_length < 4:
-            raise ValueError(f"steps and batch_size must be >= 1 and max_length >= 4, got "
-                             f"{self.steps}, {self.batch_size}, {self.max_length}")
-        if not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"warmup_steps must be in 0..steps={self.steps}, got {self.warmup_steps}")
+        if self.max_length < 4:
+            raise ValueError(f"max_length must be >= 4, got {self.max_length}")
 
 
 def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:

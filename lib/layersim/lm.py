@@ -29,13 +29,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from .training import StepConfig
+
 __all__ = ["LMConfig", "aligned_lm_loss", "build_gpt2", "cached_lm", "generate_at_exit", "lm_batches",
            "model_and_tokenizer", "texts", "train_lm"]
 
 
 @dataclass(frozen=True)
-class LMConfig:
-    """A small GPT-2 and how it is trained (``objective``: ``"ce"`` or ``"aligned"``)."""
+class LMConfig(StepConfig):
+    """A small GPT-2 and how it is trained (``objective``: ``"ce"`` or ``"aligned"``; the optimisation
+    fields and their checks: ``layersim.training.StepConfig``)."""
 
     vocab_size: int = 2048
     n_positions: int = 64
@@ -51,14 +54,13 @@ class LMConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.objective not in ("ce", "aligned"):
             raise ValueError(f"objective must be 'ce' or 'aligned', got {self.objective!r}")
-        if min(self.steps, self.batch_size, self.n_layer, self.n_embd, self.n_head, self.vocab_size) < 1:
-            raise ValueError("steps, batch_size and the model sizes must be positive")
+        if min(self.n_layer, self.n_embd, self.n_head, self.vocab_size) < 1:
+            raise ValueError("the model sizes must be positive")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not a multiple of n_head={self.n_head}")
-        if not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"warmup_steps must be in 0..steps={self.steps}, got {self.warmup_steps}")
 
 
 def build_gpt2(cfg: LMConfig, pad_token_id: int = 0) -> nn.Module:

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .training import StepConfig
+
 __all__ = ["ClipConfig", "TEMPLATES", "WordTokenizer", "cached_clip", "captions", "pixels_for", "projected_layers", "small_clip",
            "train_clip"]
 
@@ -70,8 +72,9 @@ class WordTokenizer:
 
 
 @dataclass(frozen=True)
-class ClipConfig:
-    """The small CLIP and its training (CLIP's contrastive loss, AdamW, warm-up then cosine)."""
+class ClipConfig(StepConfig):
+    """The small CLIP and its training (CLIP's contrastive loss, AdamW, warm-up then cosine; the
+    optimisation fields and their checks: ``layersim.training.StepConfig``)."""
 
     image_size: int = 28
     patch_size: int = 7
@@ -88,10 +91,9 @@ class ClipConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.width % self.heads or self.image_size % self.patch_size:
             raise ValueError("width must be a multiple of heads and image_size of patch_size")
-        if not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"warmup_steps must be in 0..steps={self.steps}")
 
 
 def small_clip(cfg: ClipConfig, vocab_size: int, eos_token_id: int) -> nn.Module:

@@ -93,6 +93,33 @@ def build_vit(cfg: ViTConfig, seed: int | None = 0) -> nn.Module:
 
 
 @dataclass(frozen=True)
+class StepConfig:
+    """The optimisation fields of a training run counted in optimiser steps (AdamW; ``warmup_steps``
+    of linear warm-up, then the loop's decay: :func:`warmup_cosine` for the language models and
+    CLIP, linear for fine-tuning), shared by ``lm.LMConfig``, ``tracing_clip.ClipConfig`` and
+    ``finetune.FinetuneConfig``, which add their own fields and defaults. Validated once here:
+    ``steps`` and ``batch_size`` at least 1, ``lr`` a positive number, ``weight_decay`` at least 0,
+    ``0 <= warmup_steps <= steps``."""
+
+    steps: int = 1000
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError(f"steps and batch_size must be at least 1, got {self.steps} and {self.batch_size}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive number, got {self.lr}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay}")
+        if not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"warmup_steps must be in 0..steps={self.steps}, got {self.warmup_steps}")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation settings. ``schedule`` is ``"cosine"`` (with ``warmup_epochs`` of linear
     warm-up) or ``"multistep"`` (the paper's MultiStepLR: ×0.1 at each of ``milestones``)."""
