@@ -20,7 +20,7 @@ def test_describe_model_and_data_from_names_only(tmp_path):
     assert report.describe_model("deit_small_patch16_224").modality == "image"
     vit = report.describe_model("tracing-vit:smoke")
     assert (vit.kind, vit.modality, vit.detail) == ("tracing-vit", "image", "smoke")
-    assert report.describe_model("timm:resnet18").kind == "timm"
+    assert report.describe_model("timm:vit_small_patch16_224").kind == "timm"
     assert report.describe_data("Fashion_MNIST").name == "fashion-mnist"
     assert report.describe_data("austen").labelled and not report.describe_data("python-docs").labelled
     assert report.describe_data("austen-excerpt").kind == "text-task"
@@ -38,6 +38,8 @@ def test_describe_model_and_data_from_names_only(tmp_path):
     ("tracing-vit", "austen", "reads images but 'austen' is a text data set"),
     (MINILM, "wikipedia", "unknown data set 'wikipedia'"),
     ("", "austen", "model is empty"),
+    ("timm:resnet18", "digits", "timm:resnet18 is a timm model \\(ResNet\\), but unsupported model ResNet"),
+    ("timm:vit_smol_patch16_224", "digits", "timm has no model 'vit_smol_patch16_224'; close names: "),
 ])
 def test_check_refuses_bad_names_before_loading(model, data, message):
     with pytest.raises(ValueError, match=message):

@@ -17,7 +17,8 @@ Models (:func:`describe_model`, :func:`load_model`):
   (``layersim.presets.TRACING_VIT``; trained on first use, then cached, as in t01);
 * a local folder with a Hugging Face ``config.json`` (a fine-tuned model of your own; its family is
   matched against the adapters from the configuration alone, :func:`folder_adapter`);
-* ``timm:<name>``: any timm model (its weights downloaded by timm when allowed).
+* ``timm:<name>``: a timm model of a family with an adapter (its weights downloaded by timm when
+  allowed; the name and family are checked first, :func:`timm_adapter`).
 
 Data sets (:func:`describe_data`, :func:`load_data`): images ``fashion-mnist``, ``digits`` (offline),
 ``mnist``, ``cifar10``, ``cifar100`` (downloaded); text ``austen`` (sentences labelled by novel),
@@ -98,6 +99,7 @@ def describe_model(name: str) -> ModelSpec:
             raise ValueError(f"tracing-vit:{scale}: the scale must be one of {sorted(TRACING_VIT)}")
         return ModelSpec(name, "tracing-vit", "image", scale)
     if name.startswith("timm:"):
+        timm_adapter(name[5:])
         return ModelSpec(name, "timm", "image", name[5:])
     path = Path(name).expanduser()
     if path.is_dir():
@@ -116,34 +118,54 @@ def describe_model(name: str) -> ModelSpec:
     return ModelSpec(name, "asset", "text" if asset.has_tokenizer else "image", asset.name)
 
 
-def folder_adapter(path: str | os.PathLike) -> Any:
-    """The adapter (``layersim.adapters``) of the model saved in ``path``, found **before any weight
-    is read**: the model is built from its ``config.json`` on PyTorch's meta device (modules and
-    shapes, no memory, no weights) and matched against the adapters. ValueError naming the family
-    and the supported ones when there is no adapter, or when transformers does not know the
-    config's ``model_type``."""
+def _skeleton_adapter(build: Any, what: str) -> Any:
+    """The adapter of the model ``build()`` makes, built on PyTorch's meta device (modules and shapes:
+    no memory, no weights read or downloaded); ValueError starting with ``what`` when no adapter fits."""
     import torch
-    import transformers as tr
 
     from . import adapters
+
+    with torch.device("meta"):
+        skeleton = build()
+    try:
+        return adapters.get(skeleton)
+    except NotImplementedError as err:
+        raise ValueError(f"{what} ({type(skeleton).__name__}), but {err}") from None
+
+
+def folder_adapter(path: str | os.PathLike) -> Any:
+    """The adapter (``layersim.adapters``) of the model saved in ``path``, found **before any weight
+    is read**: the model is built from its ``config.json`` on the meta device and matched against the
+    adapters. ValueError naming the family and the supported ones when there is no adapter, or when
+    transformers does not know the config's ``model_type``."""
+    import transformers as tr
 
     try:
         config = tr.AutoConfig.from_pretrained(str(path))
     except (ValueError, KeyError, OSError) as err:
         raise ValueError(f"{str(path)!r}: transformers cannot read its config.json ({err})") from None
-    try:
-        with torch.device("meta"):
-            skeleton = tr.AutoModel.from_config(config)
-    except (ValueError, KeyError) as err:
-        raise ValueError(f"{str(path)!r}: transformers has no model for model_type={config.model_type!r} ({err})") from None
     if config.model_type == "clip":
         raise ValueError(f"{str(path)!r} holds a whole CLIP model; a report reads one tower: save it on its own, e.g. "
                          "CLIPVisionModelWithProjection.from_pretrained(folder).save_pretrained(vision_folder)")
     try:
-        return adapters.get(skeleton)
-    except NotImplementedError as err:
-        raise ValueError(f"{str(path)!r} holds a {config.model_type!r} model ({type(skeleton).__name__}), but "
-                         f"{err}") from None
+        return _skeleton_adapter(lambda: tr.AutoModel.from_config(config),
+                                 f"{str(path)!r} holds a {config.model_type!r} model")
+    except KeyError as err:
+        raise ValueError(f"{str(path)!r}: transformers has no model for model_type={config.model_type!r} ({err})") from None
+
+
+def timm_adapter(name: str) -> Any:
+    """The adapter of timm model ``name``, found before any weight is downloaded (the architecture
+    built on the meta device); ValueError for a name timm does not know or a family without an adapter."""
+    import difflib
+
+    import timm
+
+    if not name or not timm.is_model(name):
+        close = difflib.get_close_matches(name, timm.list_models(), n=5, cutoff=0.7) if name else []
+        raise ValueError(f"timm has no model {name!r}" + (f"; close names: {', '.join(close)}" if close else "")
+                         + " (timm.list_models('*vit*') lists them)")
+    return _skeleton_adapter(lambda: timm.create_model(name, pretrained=False), f"timm:{name} is a timm model")
 
 
 def describe_data(name: str) -> DataSpec:
