@@ -446,25 +446,27 @@ def _steps(data: LayerData) -> list[tuple[int, int]]:
     return [(a + 1, b) for a, b in zip(layers, layers[1:])]
 
 
+def _span_change(data: LayerData, mode: str) -> np.ndarray:
+    """:func:`layersim.redundancy.span_changes` of every step of ``data`` (:func:`_steps`), ``mode``
+    ``"skip"`` or ``"approx"``, against the reference final representation ``data.model`` shares."""
+    from . import redundancy
+
+    m = data.model
+    return redundancy.span_changes(m.model, m.fit, m.eval, _steps(data), mode, m.token, device=m.device,
+                                   reference=m.reference())
+
+
 def skip_change(data: LayerData) -> np.ndarray:
     """Relative change of the final representation when the blocks between consecutive entries are
     skipped (redundancy §4.3, Table 2's "skip"; measured as Figs. 3 and 7 by the MSE of the final
     representations, over their variance: :func:`layersim.redundancy.span_changes`), ``[E-1]``."""
-    from . import redundancy
-
-    m = data.model
-    return redundancy.span_changes(m.model, m.fit, m.eval, _steps(data), "skip", m.token, device=m.device,
-                                   reference=m.reference())
+    return _span_change(data, "skip")
 
 
 def rba_change(data: LayerData) -> np.ndarray:
     """As :func:`skip_change` with the blocks approximated instead (RBA, §3: one linear map per step,
     fitted on every token of ``data.model.fit``; no intercept, as the paper), ``[E-1]``."""
-    from . import redundancy
-
-    m = data.model
-    return redundancy.span_changes(m.model, m.fit, m.eval, _steps(data), "approx", m.token, device=m.device,
-                                   reference=m.reference())
+    return _span_change(data, "approx")
 
 
 def logit_accuracy(data: LayerData) -> np.ndarray:

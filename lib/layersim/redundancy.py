@@ -232,11 +232,11 @@ def fit_rba_spans(model: nn.Module, data: Any, spans: Any, per_token: bool = Fal
         seen = True
         entries = [h if h.ndim == 3 else h[:, None] for h in b.entries]  # [B, T, d]
         keep = None if b.mask is None else b.mask.reshape(-1).bool()
+        if per_token and keep is not None and not bool(keep.all()):
+            raise ValueError("per-token maps need inputs of one length (the batch has padding)")
         for (first, last), span_fits in zip(spans, fits):
             x, y = entries[where[first - 1]], entries[where[last]]
             if per_token:
-                if b.mask is not None and not bool(b.mask.all()):
-                    raise ValueError("per-token maps need inputs of one length (the batch has padding)")
                 if not span_fits:
                     span_fits += [LeastSquares(bias) for _ in range(x.shape[1])]
                 if len(span_fits) != x.shape[1]:

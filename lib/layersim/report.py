@@ -283,6 +283,10 @@ class Inputs:
     labels: np.ndarray | None = None
     label_names: tuple = ()
 
+    def __len__(self) -> int:
+        """N, the number of samples."""
+        return len(self.images) if self.images is not None else len(self.texts)
+
 
 def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
     """``n`` samples of ``spec``: the test split of an image set (stratified), held-out sentences
@@ -346,7 +350,7 @@ def _batches(loaded: Loaded, inputs: Inputs, batch_size: int, max_length: int) -
     from . import data
 
     out = []
-    n = len(inputs.images) if inputs.images is not None else len(inputs.texts)
+    n = len(inputs)
     if inputs.texts is not None:  # batches of similar length: far less padding (the order is irrelevant to every lens)
         inputs = _by_length(inputs, loaded.tokenizer, max_length)
     for s in range(0, n, batch_size):
@@ -367,15 +371,9 @@ def _batches(loaded: Loaded, inputs: Inputs, batch_size: int, max_length: int) -
 
 def _by_length(inputs: Inputs, tokenizer: Any, max_length: int) -> Inputs:
     """``inputs`` with its texts (pairs, labels) sorted by tokenised length (stable)."""
-    import dataclasses
-
     from . import text_tasks
 
-    order = text_tasks.length_order(tokenizer, inputs.texts, inputs.pairs, max_length)
-    return dataclasses.replace(
-        inputs, texts=[inputs.texts[i] for i in order],
-        pairs=None if inputs.pairs is None else [inputs.pairs[i] for i in order],
-        labels=None if inputs.labels is None else np.asarray(inputs.labels)[order])
+    return _subset(inputs, text_tasks.length_order(tokenizer, inputs.texts, inputs.pairs, max_length))
 
 
 @dataclass
@@ -433,7 +431,7 @@ def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size
 
     from . import lenses, models
 
-    n = len(inputs.images) if inputs.images is not None else len(inputs.texts)
+    n = len(inputs)
     streamed = n > max_in_memory
     out = None
     if streamed:
@@ -483,8 +481,8 @@ def stratified(labels: np.ndarray | None, n: int, k: int) -> np.ndarray:
     return np.unique(ranked[np.linspace(0, n - 1, min(k, n)).round().astype(int)])
 
 
-def _subset(inputs: Inputs, index: np.ndarray) -> Inputs:
-    """The samples ``index`` of ``inputs``."""
+def _subset(inputs: Inputs, index: Any) -> Inputs:
+    """The samples ``index`` of ``inputs``, in that order."""
     import dataclasses
 
     pick = (lambda seq: None if seq is None else [seq[i] for i in index])
@@ -506,7 +504,7 @@ def model_runs(loaded: Loaded, inputs: Inputs, n: int, token: str | None = None,
     per approximated span, over ``n / 2`` samples each) are why ``n`` is small."""
     from . import lenses
 
-    total = len(inputs.images) if inputs.images is not None else len(inputs.texts)
+    total = len(inputs)
     if n < 4:
         raise ValueError(f"n_surgery must be 0 (off) or at least 4, got {n}")
     pick = stratified(inputs.labels, total, n)
