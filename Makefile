@@ -1,7 +1,8 @@
 # layersim — the two commands of the README, and the steps they stand on.
 #   make reproduce [SCALE=default|smoke|paper] [NB=<glob or substring>]
 #   make test
-# Both create .venv and provision the offline assets on first use.
+#   make compare [RUN=figures] [REF=git:HEAD]
+# All create .venv and provision the offline assets on first use.
 
 PY      ?= python3
 VENV    ?= .venv
@@ -11,12 +12,14 @@ NB      ?=
 STAMP   := $(VENV)/.layersim-installed
 ASSETS  := data/system/.provisioned
 
-.PHONY: all setup venv assets reproduce test unit notebooks-smoke smoke-refs report lock clean-runs help
+.PHONY: all setup venv assets reproduce test unit notebooks-smoke smoke-refs test-portable compare report lock clean-runs help
 
 help:
 	@echo "make reproduce  run every notebook at SCALE=$(SCALE) (NB=pattern for a subset), writing figures/"
 	@echo "make test       unit tests + every notebook at smoke scale with nbval regression checks"
 	@echo "make smoke-refs refresh the smoke-scale nbval references under tests/notebooks/ (deliberately)"
+	@echo "make test-portable  the most kernel-sensitive smoke notebooks under other CPU kernels and thread counts"
+	@echo "make compare    how close a run came to the committed results (RUN=figures REF=git:HEAD)"
 	@echo "make report MODEL=m DATA=d  every lens of the four papers on one model (runs/report/m__d/report.html)"
 	@echo "make setup      create .venv and provision offline data and models (both commands do this)"
 
@@ -44,7 +47,9 @@ reproduce: setup
 	$(PYTHON) -m layersim.runner --scale $(SCALE) --nb '$(NB)'
 
 # One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
-# (only cells tagged nbval-check-output are compared, after tests/nbval_sanitize.cfg).
+# (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)
+# and its metrics.json checked against <stem>.metrics.json within tests/notebooks/tolerances.json
+# (the layersim.smoke_check plugin, loaded by pyproject.toml's addopts).
 test: setup
 	$(PYTHON) -m pytest tests --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
@@ -53,6 +58,18 @@ unit: setup
 
 smoke-refs: setup
 	$(PYTHON) -m layersim.runner --refs --nb '$(NB)'
+
+# The most kernel-sensitive smoke notebooks under torch's generic and AVX2 kernels and 1-3 threads,
+# each checked like make test does (PORTABLE_ARGS="--nb a02 --settings default-1t" for a part).
+test-portable: setup
+	$(PYTHON) -m layersim.portable $(PORTABLE_ARGS)
+
+# A finished run against the committed results: after make reproduce, RUN=figures (the working tree)
+# against REF=git:HEAD; any folder of <paper>/<stem>/metrics.json or git:<rev> on either side.
+RUN ?= figures
+REF ?= git:HEAD
+compare: venv
+	$(PYTHON) -m layersim compare '$(RUN)' '$(REF)' $(COMPARE_ARGS)
 
 # Every lens on one model: make report MODEL=all-minilm-l6-v2 DATA=austen [REPORT_ARGS="--n 500"]
 report: setup

@@ -9,6 +9,27 @@ from builders import text_batch, tiny
 from layersim import readout
 
 
+def near_top(tokens, logits):
+    """Each of ``tokens`` [N] is a top-1 of its row of ``logits`` [N, V] up to float32 rounding: its logit is
+    at most 1e-4 x max |logits| below the row's best (hundreds of times the drift between two routes to the
+    same logits: other batching, a KV cache, other CPU kernels). A random-init model's top two logits may be
+    closer than that drift, so one route's argmax need not be another's; a wrong token falls far short.
+    Returns the tolerance."""
+    z = (logits.detach() if isinstance(logits, torch.Tensor) else torch.from_numpy(np.asarray(logits))).double()
+    tol = 1e-4 * float(z.abs().max())
+    picked = z.gather(-1, torch.as_tensor(np.asarray(tokens)).long().reshape(-1, 1))[:, 0]
+    assert (picked >= z.max(-1).values - tol).all(), (picked - z.max(-1).values).min()
+    return tol
+
+
+def step_logits(model, ids, tokens):
+    """The next-token logits [S, V] before each of ``tokens`` [S] generated after ``ids`` [1, T]: one pass
+    over the whole sequence (the causal mask hides what follows each position)."""
+    full = torch.cat([ids, torch.as_tensor(np.asarray(tokens)).long()[None]], dim=1)
+    with torch.no_grad():
+        return model(input_ids=full, attention_mask=torch.ones_like(full)).logits[0, ids.shape[1] - 1:-1].float()
+
+
 class CharTokenizer:
     """Stands in for a tokenizer: one id per character (mod the tiny vocabulary)."""
 
@@ -24,10 +45,17 @@ def test_greedy_lens_decodes_like_generate_and_reads_every_layer(family):
     with torch.no_grad():
         ref = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False,
                              min_new_tokens=6, pad_token_id=0)[0, ids.shape[1]:]
-    assert out.tokens.tolist() == ref.tolist()
+    # greedy: every step takes a top-1 token of the model given the tokens before it...
+    z = step_logits(model, ids, out.tokens)
+    tol = near_top(out.tokens, z)
+    near_top(out.top[-1], z)  # ...which the lens on the last layer reads as its top-1 too
+    # ...and the decoding is generate's until a step where two tokens tie within rounding (either may win)
+    top2 = step_logits(model, ids, ref).topk(2, -1).values
+    clear = torch.cumprod((top2[:, 0] - top2[:, 1] > 2 * tol).long(), 0).bool()
+    assert out.tokens[clear.numpy()].tolist() == ref[clear].tolist()
     L = readout.n_layers(model)
     assert out.top.shape == out.top_prob.shape == out.chosen_prob.shape == (L + 1, 6)
-    assert np.array_equal(out.top[-1], out.tokens) and np.allclose(out.chosen_prob[-1], out.top_prob[-1])
+    assert np.allclose(out.chosen_prob[-1], out.top_prob[-1])
     assert out.max_error < 1e-5 and ((out.chosen_prob <= out.top_prob + 1e-7)).all()
     sat = readout.saturation_layer(out.top)
     assert ((0 <= sat) & (sat <= L)).all()
@@ -43,8 +71,9 @@ def test_token_lens_keeps_the_top_token_of_every_layer_at_every_real_position():
     with torch.no_grad():
         own = model(**batch).logits[keep]
         hs = model(**batch, output_hidden_states=True).hidden_states
-    assert np.array_equal(lens.top[-1], own.argmax(-1).numpy()) and lens.max_error < 1e-5
+    near_top(lens.top[-1], own)  # the lens on the last layer reads the model's own top-1
+    assert lens.max_error < 1e-5
     np.testing.assert_allclose(lens.confidence, torch.softmax(own, -1).max(-1).values.numpy(), rtol=1e-5)
     # an independent readout of block 1 (HF's hidden_states[1] is block 1's output, no final norm)
     z1 = model.lm_head(model.model.norm(hs[1][keep]))
-    assert np.array_equal(lens.top[1], z1.argmax(-1).numpy())
+    near_top(lens.top[1], z1)

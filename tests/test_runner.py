@@ -34,6 +34,7 @@ def test_discover_by_substring_and_glob(fake_repo):
     assert stems(runner.discover("t01")) == ["t01_a"]
     assert stems(runner.discover("tracing/*")) == ["t01_a", "t02_b"]
     assert runner.discover("nothing-like-this") == []
+    assert stems(runner.discover("t02, a01")) == ["a01_c", "t02_b"]
 
 
 @pytest.mark.slow
@@ -135,7 +136,8 @@ def test_runs_with_parameters_or_other_scales_leave_committed_files_alone(fake_r
     """Real papermill runs of a notebook that writes through results.output_dir: the committed
     notebook and figures/ change only in the plain default run (the control)."""
     writes = ("from layersim import results\n"
-              "(results.output_dir('p', 'n', scale) / 'out.txt').write_text(f'{scale} {n}')")
+              "(results.output_dir('p', 'n', scale) / 'out.txt').write_text(f'{scale} {n}')\n"
+              "results.write_metrics(results.output_dir('p', 'n', scale), 'p/n', scale, {}, {})")
     nb = _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [writes], 'scale = "default"\nn = None')
     (fake_repo / "figures" / "p" / "n").mkdir(parents=True)
     (fake_repo / "figures" / "p" / "n" / "out.txt").write_text("committed")
@@ -158,17 +160,37 @@ def test_parse_value():
 
 @pytest.mark.slow
 def test_refs_keep_only_the_checked_outputs(fake_repo):
-    nb = _notebook(fake_repo / "notebooks" / "p" / "r.ipynb", ["print('noise')", "6 * 7"])
+    writes = ("from layersim import results\n"
+              "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
+              "OUT = results.output_dir('p', 'r', scale)\n"
+              "results.save_figure(plt.figure(), OUT, 'fig')\n"
+              "results.write_metrics(OUT, 'p/r', scale, {'n': 3}, {'c': results.claim(0.5, 0.3)},"
+              " curve=[1.0, 2.0], models={'m': {'train_seconds': 1.5}})")
+    nb = _notebook(fake_repo / "notebooks" / "p" / "r.ipynb", ["print('noise')", writes, "6 * 7"])
     data = json.loads(nb.read_text())
-    data["cells"][2]["metadata"]["tags"] = ["nbval-check-output"]
+    data["cells"][3]["metadata"]["tags"] = ["nbval-check-output"]
     nb.write_text(json.dumps(data))
+    stale = fake_repo / "runs" / "smoke" / "p" / "r"
+    stale.mkdir(parents=True)
+    (stale / "old.png").write_bytes(b"left by an earlier run")
     assert runner.main(["--refs", "--nb", "r"]) == 0
+    metrics = json.loads((fake_repo / "tests" / "notebooks" / "p" / "r.metrics.json").read_text())
+    assert metrics["claims"]["c"]["holds"] is True and metrics["curve"] == [1.0, 2.0]
+    assert metrics["png_files"] == ["fig.png"], "the reference lists this run's figures alone"
+    assert metrics["models"] == {"m": {}}, "timings are left out of the reference"
     ref = json.loads((fake_repo / "tests" / "notebooks" / "p" / "r.ipynb").read_text())
     outputs = {"".join(c["source"]): c.get("outputs") for c in ref["cells"] if c["cell_type"] == "code"}
     assert outputs["print('noise')"] == []
     assert "".join(outputs["6 * 7"][0]["data"]["text/plain"]) == "42"
     assert 'scale = "smoke"' in "".join(ref["cells"][1]["source"])  # the injected parameters
     assert "papermill" not in ref["metadata"]
+
+
+@pytest.mark.slow
+def test_a_reference_needs_the_runs_metrics(fake_repo, capsys):
+    _notebook(fake_repo / "notebooks" / "p" / "q.ipynb", ["6 * 7"])
+    assert runner.main(["--refs", "--nb", "q"]) == 1
+    assert "wrote no metrics.json: a smoke reference needs the run's results.write_metrics" in capsys.readouterr().out
 
 
 def test_unknown_parameter_of_a_real_notebook_lists_its_parameters(monkeypatch):

@@ -37,13 +37,8 @@ def check_scale(scale: str) -> str:
     return scale
 
 
-def output_dir(paper: str, stem: str, scale: str) -> Path:
-    """The folder a run writes to (created): ``figures/...`` at default scale, ``runs/<scale>/...`` else.
-
-    ``$LAYERSIM_OUT`` replaces the root for any scale, but only a default-scale run may write
-    into the repository's ``figures/`` (the committed results): another scale pointed there
-    raises ``ValueError``.
-    """
+def run_folder(paper: str, stem: str, scale: str) -> Path:
+    """Where a run of ``<paper>/<stem>`` at ``scale`` writes (see :func:`output_dir`); nothing is created."""
     check_scale(scale)
     env = os.environ.get("LAYERSIM_OUT")
     if env:
@@ -52,7 +47,18 @@ def output_dir(paper: str, stem: str, scale: str) -> Path:
         base = repo_root() / "figures"
     else:
         base = repo_root() / "runs" / scale
-    folder = base / paper / stem
+    return base / paper / stem
+
+
+def output_dir(paper: str, stem: str, scale: str) -> Path:
+    """The folder a run writes to (created): ``figures/...`` at default scale, ``runs/<scale>/...`` else.
+
+    ``$LAYERSIM_OUT`` replaces the root for any scale, but only a default-scale run may write
+    into the repository's ``figures/`` (the committed results): another scale pointed there
+    raises ``ValueError``.
+    """
+    folder = run_folder(paper, stem, scale)
+    env = os.environ.get("LAYERSIM_OUT")
     committed = (repo_root() / "figures").resolve()
     if scale != "default" and folder.resolve().is_relative_to(committed):
         raise ValueError(f"a {scale}-scale run may not write into {committed} (the committed default-scale "

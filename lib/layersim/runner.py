@@ -20,7 +20,9 @@ Where the executed notebook goes (:func:`plan`); only the first case writes anyt
   outputs go to ``runs/default/<paper>/<stem>/`` (``LAYERSIM_OUT`` is set for it, unless you set it).
 - other scales: ``runs/<scale>/<paper>/<stem>/`` (never ``notebooks/`` or ``figures/``).
 - ``--refs``: the smoke-scale reference copies under ``tests/notebooks/<paper>/`` that the
-  nbval regression tests compare against (``make smoke-refs``); no ``-p`` and no other scale.
+  nbval regression tests compare against (``make smoke-refs``), each with ``<stem>.metrics.json``:
+  the run's numbers and figure names, which ``layersim.smoke_check`` compares with measured
+  tolerances; no ``-p`` and no other scale.
 """
 
 from __future__ import annotations
@@ -28,14 +30,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import compare
 from .paths import repo_root
 from .results import SCALES
 
@@ -53,19 +58,20 @@ class Outcome:
 def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
     """Notebooks under ``notebooks/`` whose relative path matches ``pattern``.
 
-    ``pattern`` is a glob (``tracing/t0*``) or a plain substring (``t01``); empty means all.
-    Checkpoint folders are skipped.
+    ``pattern`` is a glob (``tracing/t0*``) or a plain substring (``t01``), or several of them separated
+    by commas (``a02,r05``); empty means all. Checkpoint folders are skipped.
     """
     base = (root or repo_root()) / "notebooks"
     found = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    if not pattern:
+    patterns = [p.strip() for p in pattern.split(",") if p.strip()]
+    if not patterns:
         return found
 
-    def match(p: Path) -> bool:
+    def match(p: Path, pat: str) -> bool:
         rel = p.relative_to(base).as_posix()
-        return fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + ".ipynb") or pattern in rel
+        return fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(rel, pat + ".ipynb") or pat in rel
 
-    return [p for p in found if match(p)]
+    return [p for p in found if any(match(p, pat) for pat in patterns)]
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -171,20 +177,37 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
     target = plan(nb, scale, refs, params, root)
     target.executed.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    try:
-        with _environment(LAYERSIM_OUT=str(target.out_root) if target.out_root else None):
-            pm.execute_notebook(
-                str(nb), str(target.executed), parameters={"scale": scale, **(params or {})},
-                kernel_name=KERNEL, progress_bar=False, cwd=str(nb.parent),
-            )
-    except Exception as exc:  # papermill raises on the first failing cell
-        error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
-        return Outcome(nb, False, time.perf_counter() - t0, error)
+    with tempfile.TemporaryDirectory(prefix="layersim-refs-") as fresh:
+        # a reference run writes into an empty folder, so that its figure list holds this run's alone
+        out_root = Path(fresh) if refs else target.out_root
+        try:
+            with _environment(LAYERSIM_OUT=str(out_root) if out_root else None):
+                pm.execute_notebook(
+                    str(nb), str(target.executed), parameters={"scale": scale, **(params or {})},
+                    kernel_name=KERNEL, progress_bar=False, cwd=str(nb.parent),
+                )
+        except Exception as exc:  # papermill raises on the first failing cell
+            error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
+            return Outcome(nb, False, time.perf_counter() - t0, error)
+        if refs:
+            strip_reference(target.executed)
+            try:
+                write_reference_metrics(Path(fresh) / nb.parent.name / nb.stem, target.executed)
+            except ValueError as exc:
+                return Outcome(nb, False, time.perf_counter() - t0,
+                               f"{exc}: a smoke reference needs the run's results.write_metrics")
     if target.publish is not None:
         shutil.copyfile(target.executed, target.publish)
-    if refs:
-        strip_reference(target.executed)
     return Outcome(nb, True, time.perf_counter() - t0)
+
+
+def write_reference_metrics(run: Path, reference: Path) -> Path:
+    """Save the smoke run's ``metrics.json`` and figure names (run facts such as timings left out) as
+    ``<stem>.metrics.json`` beside the reference notebook: what ``layersim.smoke_check`` compares with."""
+    data = compare.without_run_facts(compare.record(run))
+    path = reference.with_suffix(".metrics.json")
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
 
 
 def strip_reference(path: Path) -> None:
@@ -217,7 +240,8 @@ def parse_value(text: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m layersim.runner", description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", choices=SCALES, default=None, help="smoke, default or paper (default: default)")
-    ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> to run (default: all)")
+    ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> to run, several "
+                    "separated by commas (default: all)")
     ap.add_argument("--refs", action="store_true", help="write smoke-scale nbval references under tests/notebooks/")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="a notebook parameter (not scale); a run with -p never replaces committed results")

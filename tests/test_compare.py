@@ -1,0 +1,241 @@
+"""layersim.compare: what counts as the same result across machines, and the compare command."""
+
+import copy
+import json
+import math
+
+import pytest
+
+from layersim import compare
+from layersim.compare import Tolerance
+
+
+def metrics(**over):
+    """A small metrics.json payload with two claims, a per-layer list, a note and run facts."""
+    m = {
+        "notebook": "toy/t01", "scale": "smoke", "params": {"depth": 4, "seed": 0},
+        "claims": {
+            "rises": {"holds": True, "value": 0.80, "threshold": 0.5, "op": ">=", "note": "7 of 8 steps, rho 0.80"},
+            "close": {"holds": False, "value": 0.101, "threshold": 0.1, "op": "<="},
+        },
+        "accuracy": [0.25, 0.5, 0.75, 1.0],
+        "perplexity": 14449.5,
+        "models": {"standard": {"train_seconds": 12.5, "weights_sha256": "ab12", "from_cache": False, "epochs": 3}},
+        "png_files": ["accuracy.png", "cka.png"],
+    }
+    m.update(over)
+    return m
+
+
+def test_flatten_names_every_leaf_and_leaves_out_run_facts():
+    flat = compare.flatten(metrics())
+    assert flat["accuracy[2]"] == 0.75 and flat["claims.rises.value"] == 0.80
+    assert flat["models.standard.epochs"] == 3
+    assert not any("seconds" in k or "sha256" in k or "from_cache" in k for k in flat)
+    assert compare.flatten({"a": [], "b": {"c": []}}) == {"a": [], "b.c": []}
+
+
+def test_without_run_facts_keeps_the_results():
+    m = compare.without_run_facts(metrics())
+    assert m["models"] == {"standard": {"epochs": 3}} and m["accuracy"] == metrics()["accuracy"]
+
+
+def test_relative_difference_is_symmetric_and_bounded():
+    assert compare.relative_difference(2.0, 2.0) == 0 and compare.relative_difference(0.0, 0.0) == 0
+    assert compare.relative_difference(1.0, 1.1) == pytest.approx(0.1 / 1.1)
+    assert compare.relative_difference(1.1, 1.0) == compare.relative_difference(1.0, 1.1)
+    assert compare.relative_difference(-1.0, 1.0) == 2.0
+
+
+@pytest.mark.parametrize("rtol, atol", [(-1e-3, 0), (0, math.nan), (math.inf, 0), ("0.1", 0)])
+def test_a_tolerance_must_be_finite_and_not_negative(rtol, atol):
+    with pytest.raises(ValueError, match="tolerance"):
+        Tolerance(rtol, atol)
+
+
+def test_tolerance_is_numpys_isclose():
+    import numpy as np
+
+    tol = Tolerance(rtol=1e-3, atol=1e-4)
+    for ref, new in [(14449.5, 14449.6), (14449.5, 14470.0), (0.0, 5e-5), (0.0, 2e-4), (0.315, 0.3153), (-1.0, -1.0011)]:
+        assert tol.allows(ref, new) == bool(np.isclose(new, ref, rtol=1e-3, atol=1e-4)), (ref, new)
+
+
+def test_the_same_run_agrees_and_run_facts_are_ignored():
+    other = metrics(models={"standard": {"train_seconds": 99.0, "weights_sha256": "ff00", "from_cache": True,
+                                         "epochs": 3}})
+    c = compare.compare_metrics(metrics(), other, Tolerance(0, 0))
+    assert c.ok() and not c.problems() and c.all_rel == 0 and c.n_claims == 2
+
+
+def test_kernel_noise_within_the_tolerance_passes_and_is_measured():
+    new = metrics(accuracy=[0.25, 0.505, 0.75, 1.0], perplexity=14449.6)
+    new["claims"]["rises"]["value"] = 0.803
+    new["claims"]["rises"]["note"] = "7 of 8 steps, rho 0.803"  # the words agree, its numbers are measured
+    c = compare.compare_metrics(metrics(), new, Tolerance(rtol=1e-4, atol=0.01))
+    assert c.ok(), c.problems()
+    assert c.claims_key == "claims.rises.value" and c.claims_rel == pytest.approx(0.003 / 0.803)
+    assert c.all_key == "accuracy[1]" and c.all_rel == pytest.approx(0.005 / 0.505)
+
+
+def test_a_claim_value_changed_beyond_the_tolerance_fails():
+    new = copy.deepcopy(metrics())
+    new["claims"]["rises"]["value"] = 0.9  # verdict unchanged, value off by 0.1
+    c = compare.compare_metrics(metrics(), new, Tolerance(rtol=0, atol=0.01))
+    assert not c.ok() and c.outside == ["claims.rises.value: 0.8 -> 0.9 (differs by 0.1, allowed 0.01)"]
+    assert compare.compare_metrics(metrics(), new).ok(), "without a tolerance numbers are measured, not failed"
+
+
+def test_a_flipped_verdict_fails_unless_its_value_is_within_the_tolerance_of_the_threshold():
+    far = copy.deepcopy(metrics())
+    far["claims"]["rises"].update(holds=False, value=0.45)
+    loose = compare.compare_metrics(metrics(), far, Tolerance(rtol=0, atol=0.5))  # 0.45 is within 0.5 of 0.5
+    assert loose.flipped == loose.fragile == ["rises"] and loose.ok()
+    tight = compare.compare_metrics(metrics(), far, Tolerance(rtol=0, atol=0.04))
+    assert tight.flipped == ["rises"] and not tight.fragile and not tight.ok()
+    assert "verdict flipped: rises" in tight.problems()
+
+    near = copy.deepcopy(metrics())
+    near["claims"]["close"].update(holds=True, value=0.0995)  # 0.101 vs threshold 0.1: decided by rounding
+    c = compare.compare_metrics(metrics(), near, Tolerance(rtol=0, atol=0.002))
+    assert c.flipped == ["close"] and c.fragile == ["close"] and c.ok()
+    assert not compare.compare_metrics(metrics(), near).ok(), "without a tolerance every flip counts"
+
+
+def test_structure_must_match_exactly():
+    cases = {
+        "a layer fewer": (metrics(accuracy=[0.25, 0.5, 0.75]), "accuracy[3]: only in the reference"),
+        "a figure missing": (metrics(png_files=["accuracy.png"]), "png_files[1]: only in the reference"),
+        "a new key": (metrics(extra=1.0), "extra: only in this run"),
+        "a parameter changed": (metrics(params={"depth": 6, "seed": 0}), "params.depth: 4 -> 6"),
+        "a number became None": (metrics(perplexity=None), "perplexity: 14449.5 -> None"),
+        "a note's words changed": (None, "claims.rises.note"),
+    }
+    for name, (new, expected) in cases.items():
+        if new is None:
+            new = copy.deepcopy(metrics())
+            new["claims"]["rises"]["note"] = "8 of 8 layers, rho 0.80"
+        c = compare.compare_metrics(metrics(), new, Tolerance(rtol=1, atol=1))
+        assert not c.ok(), name
+        assert any(p.startswith(expected) for p in c.problems()), (name, c.problems())
+
+
+def test_mask_numbers_keeps_words_and_identifiers():
+    assert compare.mask_numbers("max error 6.5e-11 (3 of 4), -0.25") == "max error # (# of #), #"
+    assert compare.mask_numbers("a02 MiniLM-L6 blocks 22-29") == "a02 MiniLM-L6 blocks #-#"
+
+
+def write_run(root, layout="folder", **over):
+    """Write metrics() (with overrides) for toy/t01 as a run folder or as a smoke reference file."""
+    m = metrics(**over)
+    if layout == "folder":
+        folder = root / "toy" / "t01"
+        folder.mkdir(parents=True)
+        figures = m.pop("png_files")
+        (folder / "metrics.json").write_text(json.dumps(m))
+        for name in figures:
+            (folder / name).write_bytes(b"png")
+    else:
+        (root / "toy").mkdir(parents=True)
+        (root / "toy" / "t01.metrics.json").write_text(json.dumps(m))
+
+
+def test_load_run_reads_both_layouts_with_their_figures(tmp_path):
+    write_run(tmp_path / "a", "folder")
+    write_run(tmp_path / "b", "reference")
+    a, b = compare.load_run(tmp_path / "a"), compare.load_run(tmp_path / "b")
+    assert set(a) == set(b) == {"toy/t01"}
+    assert a["toy/t01"]["png_files"] == ["accuracy.png", "cka.png"] == b["toy/t01"]["png_files"]
+    assert compare.compare_runs(a, b, Tolerance())[0].ok()
+
+
+def test_load_run_reads_figures_from_a_commit():
+    head = compare.load_run("git:HEAD")
+    assert "tracing/t01_cos_vs_cka" in head and "report/layer_report" in head
+    assert head["tracing/t01_cos_vs_cka"]["png_files"], "the committed figures are listed"
+    assert all("claims" in m for m in head.values())
+
+
+def test_record_ignores_what_an_earlier_run_left(tmp_path):
+    import os
+    import time
+
+    write_run(tmp_path, "folder")
+    folder = tmp_path / "toy" / "t01"
+    old = time.time() - 3600
+    os.utime(folder / "cka.png", (old, old))
+    assert compare.record(folder, since=time.time() - 60)["png_files"] == ["accuracy.png"]
+    os.utime(folder / "metrics.json", (old, old))
+    with pytest.raises(ValueError, match="wrote no metrics.json"):
+        compare.record(folder, since=time.time() - 60)
+
+
+@pytest.mark.parametrize("source, message", [
+    ("no/such/folder", "no such folder"), ("git:no-such-revision", "not a commit"), ("empty", "holds no metrics"),
+    ("broken", "not valid JSON")])
+def test_load_run_names_what_is_wrong(tmp_path, source, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "broken" / "toy" / "t01").mkdir(parents=True)
+    (tmp_path / "broken" / "toy" / "t01" / "metrics.json").write_text("{")
+    with pytest.raises(ValueError, match=message):
+        compare.load_run(source if source.startswith("git:") else tmp_path / source)
+
+
+def test_spread_measures_what_a_tolerance_must_cover():
+    runs = [metrics(), metrics(accuracy=[0.25, 0.52, 0.75, 1.0]), metrics(perplexity=14450.5)]
+    runs[2]["claims"]["close"]["holds"] = True
+    s = compare.spread(runs)
+    assert s["atol"] == pytest.approx(0.02) and s["worst_abs"] == "accuracy[1]"
+    assert s["rtol"] == pytest.approx(1 / 14449.5) and s["worst_rel"] == "perplexity"
+    assert s["flipped"] == ["close"]
+    with pytest.raises(ValueError):
+        compare.spread(runs[:1])
+
+
+def test_the_command_prints_a_table_and_exits_by_the_verdicts(tmp_path, capsys):
+    write_run(tmp_path / "ref", "folder")
+    write_run(tmp_path / "same", "folder", perplexity=14449.6)
+    flipped = metrics()
+    flipped["claims"]["rises"].update(holds=False, value=0.4)
+    write_run(tmp_path / "flip", "folder", claims=flipped["claims"])
+
+    assert compare.main([str(tmp_path / "same"), str(tmp_path / "ref")]) == 0
+    out = capsys.readouterr().out
+    assert "| toy/t01 | same (2) | 0 |" in out and "`perplexity`" in out and "1 of 1 notebooks agree" in out
+    assert compare.main([str(tmp_path / "same"), str(tmp_path / "ref"), "--rtol", "1e-6"]) == 1
+    assert "outside the tolerance: perplexity" in capsys.readouterr().out
+    assert compare.main([str(tmp_path / "flip"), str(tmp_path / "ref")]) == 1
+    assert "flipped: `rises`" in capsys.readouterr().out
+    assert compare.main([str(tmp_path / "nothing"), str(tmp_path / "ref")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert compare.main([str(tmp_path / "same"), str(tmp_path / "ref"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["ok"] is True
+
+
+def test_the_committed_figures_agree_with_themselves():
+    assert compare.main(["git:HEAD", "git:HEAD", "--rtol", "0", "--atol", "0"]) == 0
+
+
+def test_groups_are_claims_and_top_level_keys():
+    assert compare.group_of("claims.rises.value") == "claims.rises"
+    assert compare.group_of("claims.rises.per_block[2]") == "claims.rises"
+    assert compare.group_of("curves.plain[3]") == "curves" and compare.group_of("accuracy[1]") == "accuracy"
+    assert compare.group_of("perplexity") == "perplexity"
+
+
+def test_tolerances_per_group_leave_the_other_groups_tight():
+    tol = compare.Tolerances.from_json({"rtol": 0, "atol": 1e-5, "groups": {"accuracy": {"rtol": 0, "atol": 0.05}}})
+    noisy = metrics(accuracy=[0.25, 0.54, 0.75, 1.0])
+    assert compare.compare_metrics(metrics(), noisy, tol).ok()
+    also_claim = copy.deepcopy(noisy)
+    also_claim["claims"]["rises"]["value"] = 0.81
+    c = compare.compare_metrics(metrics(), also_claim, tol)
+    assert [o.split(":")[0] for o in c.outside] == ["claims.rises.value"]
+
+
+def test_spread_is_also_measured_per_group():
+    runs = [metrics(), metrics(accuracy=[0.25, 0.52, 0.75, 1.0], params={"depth": 9, "seed": 0})]
+    runs[1]["claims"]["rises"]["value"] = 0.79
+    g = compare.spread(runs)["groups"]
+    assert g["accuracy"]["atol"] == pytest.approx(0.02) and g["claims.rises"]["atol"] == pytest.approx(0.01)
+    assert g["perplexity"] == {"atol": 0.0, "rtol": 0.0} and "params" not in g

@@ -1,0 +1,78 @@
+"""layersim.portable: tolerances from measured spreads, and checking runs made under other kernels."""
+
+import json
+
+import pytest
+
+from layersim import compare, portable
+
+
+@pytest.mark.parametrize("x, up", [(0.0123, 0.02), (0.02, 0.02), (3e-7, 3e-7), (9.1e-3, 0.01), (0.0, 0.0), (1.5, 2.0)])
+def test_round_up_to_one_significant_digit(x, up):
+    assert portable.round_up(x) == pytest.approx(up)
+
+
+def test_a_tolerance_covers_safety_times_the_spread_and_the_reported_one():
+    assert portable.tolerance_from({"atol": 0.004, "rtol": 0.0}) == {"atol": 0.02, "rtol": portable.FLOOR}
+    assert portable.tolerance_from({"atol": 0.004}, {"atol": 0.017}) == {"atol": 0.07, "rtol": portable.FLOOR}
+
+
+def test_notebook_entry_lists_only_the_groups_that_moved():
+    spread = {"atol": 0.004, "worst_abs": "acc[1]", "rtol": 0.0, "worst_rel": "", "flipped": [],
+              "groups": {"acc": {"atol": 0.004, "rtol": 0.0}, "cka": {"atol": 0.0, "rtol": 0.0}}}
+    entry = portable.notebook_entry(spread, ["reference", "default-1t"], {"claims.c": {"atol": 0.001}})
+    assert entry["groups"] == {"acc": {"rtol": portable.FLOOR, "atol": 0.02},
+                               "claims.c": {"rtol": portable.FLOOR, "atol": 0.004}}
+    assert entry["rtol"] == entry["atol"] == portable.FLOOR
+    assert entry["measured"]["groups"] == {"acc": {"atol": 0.004, "rtol": 0.0}}
+    assert compare.Tolerances.from_json(entry).for_key("acc[3]").atol == 0.02
+
+
+def test_fresh_cache_shares_data_but_not_checkpoints(tmp_path, tmp_cache):
+    cache = portable.fresh_cache(tmp_path / "c")
+    assert sorted(p.name for p in cache.iterdir()) == sorted(portable.DATA_CACHES)
+    assert all((cache / n).is_symlink() and (cache / n).resolve() == (tmp_cache / n).resolve()
+               for n in portable.DATA_CACHES)
+    portable.fresh_cache(tmp_path / "c")  # again: nothing to do
+
+
+def _reference_tree(tmp_path):
+    refs = tmp_path / "refs"
+    (refs / "toy").mkdir(parents=True)
+    (refs / "toy" / "t01.ipynb").write_text("{}")
+    ref = {"notebook": "toy/t01", "scale": "smoke", "params": {}, "png_files": [],
+           "claims": {"c": {"holds": True, "value": 0.5, "threshold": 0.3, "op": ">="}}, "acc": [0.5, 0.25]}
+    (refs / "toy" / "t01.metrics.json").write_text(json.dumps(ref))
+    (refs / "tolerances.json").write_text(json.dumps({"default": {"rtol": 1e-5, "atol": 1e-5}, "notebooks": {}}))
+
+
+def _run(tmp_path, name, **over):
+    """A smoke run's output folder for toy/t01: the reference's metrics with ``over`` changed."""
+    out = tmp_path / name
+    (out / "toy" / "t01").mkdir(parents=True)
+    if not (tmp_path / "refs").exists():
+        _reference_tree(tmp_path)
+    m = json.loads((tmp_path / "refs" / "toy" / "t01.metrics.json").read_text())
+    m.pop("png_files")
+    m.update(over)
+    (out / "toy" / "t01" / "metrics.json").write_text(json.dumps(m))
+    return out
+
+
+def test_measure_and_check_runs(tmp_path):
+    a = _run(tmp_path, "a", acc=[0.51, 0.25])
+    b = _run(tmp_path, "b", acc=[0.5, 0.2502])
+    refs = tmp_path / "refs"
+    before = portable.check_run(a, refs)
+    assert not before["toy/t01"].ok(), "the default tolerance is the floor"
+    data = portable.measure({"default-1t": a, "by-hand": b}, refs)
+    entry = data["notebooks"]["toy/t01"]
+    assert entry["measured"]["runs"] == ["reference", "default-1t", "by-hand"]
+    assert entry["measured"]["groups"]["acc"]["atol"] == pytest.approx(0.01)
+    assert entry["groups"]["acc"]["atol"] == pytest.approx(0.04)
+    assert data["settings"]["default-1t"] == portable.SETTINGS["default-1t"]
+    (refs / "tolerances.json").write_text(json.dumps(data))
+    assert portable.check_run(a, refs)["toy/t01"].ok() and portable.check_run(b, refs)["toy/t01"].ok()
+    assert "ok" in portable.report({"default-1t": portable.check_run(a, refs)})
+    broken = _run(tmp_path, "broken", acc=[0.6, 0.25])
+    assert not portable.check_run(broken, refs)["toy/t01"].ok()
