@@ -239,3 +239,9 @@ def test_spread_is_also_measured_per_group():
     g = compare.spread(runs)["groups"]
     assert g["accuracy"]["atol"] == pytest.approx(0.02) and g["claims.rises"]["atol"] == pytest.approx(0.01)
     assert g["perplexity"] == {"atol": 0.0, "rtol": 0.0} and "params" not in g
+
+
+def test_the_share_of_the_tolerance_used_is_reported():
+    c = compare.compare_metrics(metrics(), metrics(perplexity=14449.5 + 0.5), Tolerance(rtol=1e-4, atol=0))
+    assert c.tolerance_used == pytest.approx(0.5 / 1.44495) and c.ok()
+    assert compare.compare_metrics(metrics(), metrics(), Tolerance()).tolerance_used == 0

@@ -159,6 +159,7 @@ class Comparison:
     all_pair: tuple = ()
     n_claims: int = 0
     n_numbers: int = 0
+    tolerance_used: float = 0.0  # the largest |difference| / allowed difference (<= 1 within the tolerance)
 
     def ok(self) -> bool:
         """Same structure, every verdict the same (fragile flips aside), every number within tolerance."""
@@ -215,6 +216,9 @@ def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | No
             if rel > out.all_rel:
                 out.all_rel, out.all_key, out.all_pair = rel, key, (a, b)
             tol = tolerance.for_key(key) if tolerance is not None else None
+            if tol is not None and a != b:
+                allowed = tol.atol + tol.rtol * abs(a)
+                out.tolerance_used = max(out.tolerance_used, abs(b - a) / allowed if allowed else math.inf)
             if tol is not None and not tol.allows(float(a), float(b)):
                 out.outside.append(f"{key}: {a!r} -> {b!r} (differs by {abs(b - a):.2g}, "
                                    f"allowed {tol.atol + tol.rtol * abs(a):.2g})")

@@ -179,7 +179,8 @@ def cpu_name() -> str:
 
 
 def report(results: dict[str, dict[str, compare.Comparison | str]]) -> str:
-    """A Markdown table: notebook x setting, each cell ``ok`` or what differs."""
+    """A Markdown table: notebook x setting, each cell ``ok`` with the largest difference as a share of
+    its tolerance, or what differs."""
     settings = list(results)
     keys = sorted({k for r in results.values() for k in r})
     rows = ["| notebook | " + " | ".join(settings) + " |", "|---|" + "---|" * len(settings)]
@@ -192,7 +193,8 @@ def report(results: dict[str, dict[str, compare.Comparison | str]]) -> str:
             elif isinstance(c, str):
                 cells.append(f"**{c}**")
             elif c.ok():
-                cells.append(f"ok ({c.all_rel:.0e})" + (" fragile flip" if c.fragile else ""))
+                cells.append(f"ok ({c.tolerance_used:.0%} of the tolerance)"
+                             + (f", fragile flip: {', '.join(c.fragile)}" if c.fragile else ""))
             else:
                 cells.append("**" + "; ".join(c.problems()[:2]) + "**")
         rows.append(f"| {key} | " + " | ".join(cells) + " |")
