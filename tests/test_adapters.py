@@ -195,7 +195,8 @@ def test_layer_outputs_of_every_shape_equal_a_hand_run(ragged, token):
     for i, (g, h) in enumerate(zip(got, ref)):
         want = h.mean(dim=(2, 3)) if (token == "mean" and h.ndim == 4) else h.flatten(1)
         assert g.dtype == np.float64 and g.shape == tuple(want.shape), f"{name} entry {i}"
-        np.testing.assert_allclose(g, want.double().numpy(), atol=1e-5, err_msg=f"{name} entry {i}")
+        # float32 maps of batches of 3 against a hand run on one batch (ResNet's reach ~3): to float32 rounding
+        np.testing.assert_allclose(g, want.double().numpy(), rtol=1e-5, atol=1e-5, err_msg=f"{name} entry {i}")
 
 
 def test_last_entry_reads_out_as_the_model(ragged):
@@ -228,8 +229,8 @@ def test_layer_outputs_takes_arrays_datasets_and_batches():
     b = models.layer_outputs(t.model, TensorDataset(t.batch, torch.zeros(len(t.batch))), layers=[1, 3],
                              batch_size=3, device="cpu")
     c = models.layer_outputs(t.model, [t.batch[:1], t.batch[1:]], layers=[1, 3], device="cpu")
-    for x, y, z in zip(a, b, c):
-        np.testing.assert_allclose(x, y, atol=1e-6)
-        np.testing.assert_allclose(x, z, atol=1e-6)
+    for x, y, z in zip(a, b, c):  # batches of 2, 3 and 1 + 3: the same float32 maps up to rounding
+        np.testing.assert_allclose(x, y, atol=1e-5)
+        np.testing.assert_allclose(x, z, atol=1e-5)
     with pytest.raises(ValueError, match="no batches"):
         models.layer_outputs(t.model, [], device="cpu")

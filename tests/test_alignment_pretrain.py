@@ -39,9 +39,10 @@ def test_extract_features_matches_hidden_and_batches():
     assert set(f) == set(m.layer_names)
     for name, h in zip(m.layer_names, hs):
         assert f[name].dtype == np.float64
-        np.testing.assert_allclose(f[name], h.detach().flatten(1).double().numpy(), rtol=1e-6, atol=1e-7)
+        # float32 features of batches of 3 against one batch of 10: equal to float32 rounding (a few ulps)
+        np.testing.assert_allclose(f[name], h.detach().flatten(1).double().numpy(), rtol=1e-5, atol=1e-6)
     avg = pt.extract_features(m, TensorDataset(x, torch.zeros(10)), layers=["conv2"], spatial="avg")
-    np.testing.assert_allclose(avg["conv2"], hs[1].detach().mean(dim=(2, 3)).double().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(avg["conv2"], hs[1].detach().mean(dim=(2, 3)).double().numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="unknown layer"):
         pt.extract_features(m, x, layers=["fc9"])
 

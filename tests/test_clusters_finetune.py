@@ -11,7 +11,8 @@ from layersim import assets, clusters_finetune as cf, finetune as ft, probe, rea
 from layersim import text_tasks as tt
 
 TINY = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
-FAMILIES = {"roberta-base": dict(TINY, type_vocab_size=2),  # the MiniLM tokenizer marks second segments "albert-large-v2": dict(TINY, embedding_size=16, vocab_size=30522),
+FAMILIES = {"roberta-base": dict(TINY, type_vocab_size=2),  # the MiniLM tokenizer marks second segments
+            "albert-large-v2": dict(TINY, embedding_size=16, vocab_size=30522),
             "electra-base-discriminator": dict(TINY, embedding_size=16)}
 SETTINGS = dict(steps=3, batch_size=8, lr=1e-3, warmup_steps=1, max_length=24, weight_decay=0.0, eval_batch_size=16)
 

@@ -21,6 +21,50 @@ def batches(tok):
     return lm.lm_batches(data.text_sample("austen", 48, split="train"), tok, 8, 32)
 
 
+def _tol(z):
+    """How far two routes to the same float32 logits may drift apart (other batch shapes, a KV cache, other
+    CPU kernels): 1e-4 of their scale, hundreds of times the drift measured."""
+    return 1e-4 * float(z.abs().max())
+
+
+def next_token_accuracy_range(model, batches):
+    """``(lo, hi)``: the next-token accuracy of ``model`` on ``batches`` when any token within ``_tol`` of a
+    position's best logit may be its top-1. A random-init LM's top two logits can be closer than the rounding
+    of another route to them, which then breaks the near tie its own way; ``lo`` counts the positions right
+    for sure, ``hi`` those that may be right."""
+    sure = maybe = n = 0
+    with torch.no_grad():
+        for b in batches:
+            ids, mask = b["input_ids"], b["attention_mask"].bool()
+            z = model(input_ids=ids, attention_mask=mask.long(), use_cache=False).logits[:, :-1].float()
+            keep = mask[:, 1:] & mask[:, :-1]
+            near = (z >= z.max(-1, keepdim=True).values - _tol(z))[keep]
+            hit = near.gather(-1, ids[:, 1:][keep][:, None])[:, 0]
+            sure += int((hit & (near.sum(-1) == 1)).sum())
+            maybe += int(hit.sum())
+            n += int(keep.sum())
+    return sure / n, maybe / n
+
+
+def assert_greedy(model, prompts, tokens, ref):
+    """``tokens`` [B, S] continue ``prompts`` [B, T] greedily: at every step a top-1 token of ``model`` given
+    what precedes it, up to float32 rounding (one pass over the whole sequence gives every step's logits);
+    and they are ``ref``, another greedy decoding, until a step where two tokens tie within rounding (each
+    route may break that tie its own way)."""
+    T = prompts.shape[1]
+
+    def steps(out):
+        with torch.no_grad():
+            return model(input_ids=torch.cat([prompts, out], 1), use_cache=False).logits[:, T - 1:-1].float()
+
+    z = steps(tokens)
+    picked = z.gather(-1, tokens[..., None])[..., 0]
+    assert (picked >= z.max(-1).values - _tol(z)).all()
+    top2 = steps(ref).topk(2, -1).values
+    clear = torch.cumprod((top2[..., 0] - top2[..., 1] > 2 * _tol(z)).long(), dim=1).bool()
+    assert torch.equal(tokens[clear], ref[clear])
+
+
 def test_austen_tokenizer_round_trips_and_pads_with_id_0(tok):
     text = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
     assert tok.decode(tok(text)["input_ids"]) == text and len(tok) == 512 and tok.pad_token_id == 0
@@ -35,7 +79,9 @@ def test_layer_scores_end_at_the_models_own_and_the_aligned_loss_is_eq5(tok, bat
     per_layer = readout.layer_next_token_scores(model, batches[:2], device="cpu")
     own = readout.next_token_scores(model, batches[:2], device="cpu")
     assert per_layer.nll.shape == (4,) and per_layer.n_tokens == own.n_tokens
-    assert per_layer.nll[-1] == pytest.approx(own.nll, rel=1e-5) and per_layer.accuracy[-1] == pytest.approx(own.accuracy)
+    assert per_layer.nll[-1] == pytest.approx(own.nll, rel=1e-5)
+    lo, hi = next_token_accuracy_range(model, batches[:2])  # the last layer's top-1 is the model's own
+    assert lo <= own.accuracy <= hi and lo <= per_layer.accuracy[-1] <= hi
     with torch.no_grad():
         one = [readout.layer_next_token_scores(model, [batches[0]], device="cpu")]
         loss = lm.aligned_lm_loss(model, batches[0])
@@ -65,7 +111,7 @@ def test_exit_at_the_last_block_with_a_tiny_nucleus_is_greedy_generate(batches):
     with torch.no_grad():
         ref = model.generate(prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=5, min_new_tokens=5,
                              do_sample=False, pad_token_id=0)[:, 4:]
-    assert torch.equal(ours, ref)
+    assert_greedy(model, prompts, ours, ref)
     early = lm.generate_at_exit(model, prompts, 1, 5, p=0.95, seed=1, device="cpu")
     assert early.shape == (3, 5) and torch.equal(early, lm.generate_at_exit(model, prompts, 1, 5, p=0.95, seed=1,
                                                                             device="cpu"))

@@ -23,6 +23,18 @@ def _data(n=40, seed=0):
     return x, y
 
 
+def accuracy_range(logits, labels):
+    """``(lo, hi)``: the accuracy of ``logits`` [N, K] when any class within float32 rounding of a row's best
+    (1e-4 of the logits' scale, hundreds of times the drift between two routes to them: other batch sizes,
+    other CPU kernels) may be its top-1. A random-init model's top two logits can be closer than that drift,
+    and another route breaks such a near tie its own way; ``lo`` counts the rows right for sure, ``hi`` those
+    that may be right."""
+    z = np.asarray(logits, dtype=np.float64)
+    near = z >= z.max(1, keepdims=True) - 1e-4 * np.abs(z).max()
+    hit = near[np.arange(len(z)), labels]
+    return (hit & (near.sum(1) == 1)).mean(), hit.mean()
+
+
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("final_norm", [False, True])
 def test_shapes_and_readout_of_last_layer_is_the_models_logits(residual, final_norm):
@@ -39,7 +51,8 @@ def test_shapes_and_readout_of_last_layer_is_the_models_logits(residual, final_n
         np.testing.assert_allclose(H, torch.stack(model.hidden(x)).numpy(), atol=1e-6)
     np.testing.assert_allclose(logits[-1], ref, rtol=1e-5, atol=1e-6)
     assert ev.accuracy.shape == (5,)
-    assert ev.accuracy[-1] == pytest.approx(np.mean(ref.argmax(1) == y.numpy()))
+    lo, hi = accuracy_range(ref, y.numpy())
+    assert lo <= ev.accuracy[-1] <= hi
 
 
 def test_the_adapter_reads_hidden_layers_and_refuses_mixed_widths():

@@ -278,8 +278,9 @@ def test_next_token_scores_against_a_hand_computation_and_padding():
             hits += int(logits[row, p].argmax().item() == ids[p + 1])
             n += 1
     assert got.n_tokens == n
-    assert got.nll == pytest.approx(nll / n, rel=1e-6) and got.accuracy == pytest.approx(hits / n)
-    assert got.perplexity == pytest.approx(np.exp(nll / n), rel=1e-6)
+    # float32 log-softmax against a float64 one: rel=1e-6 was ~10 float32 ulps, reached within 10x here
+    assert got.nll == pytest.approx(nll / n, rel=1e-5) and got.accuracy == pytest.approx(hits / n)
+    assert got.perplexity == pytest.approx(np.exp(nll / n), rel=1e-5)
     from layersim import surgery
 
     skipped = R.next_token_scores(surgery.skip(model, 2, 2), [batch], device="cpu")

@@ -44,8 +44,10 @@ SETTINGS = {
                 "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OMP_NUM_THREADS": "3"},
 }
 
-#: the notebooks whose smoke numbers move most between kernel settings (measured: tolerances.json)
-SENSITIVE = "a02_emergence,a11_pretrained_text,r05_llm_redundancy,t06_transfer,a07_peaks_transfer,t09_aligned_bert"
+#: the notebooks whose smoke numbers moved most between kernel settings, here or on other machines
+#: (benchmarks/REPRODUCIBILITY.md): a02 and t06 (training amplifies the rounding; one probe sample),
+#: t08 (a token of the logit lens), the layer report, a11 and r05 (moved on other machines)
+SENSITIVE = "a02_emergence,a11_pretrained_text,r05_llm_redundancy,t06_transfer,t08_llm_saturation,layer_report"
 
 #: a tolerance is this many times the largest spread seen
 SAFETY = 4.0
