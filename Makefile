@@ -50,8 +50,13 @@ reproduce: setup
 # (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)
 # and its metrics.json checked against <stem>.metrics.json within tests/notebooks/tolerances.json
 # (the layersim.smoke_check plugin, loaded by pyproject.toml's addopts).
+# TEST_WORKERS pytest processes (pytest-xdist; each notebook's cells stay together on one), each with
+# one torch/BLAS thread unless OMP_NUM_THREADS is set: two workers of one thread fill two cores without
+# oversubscribing them. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PYTHON) -m pytest tests --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile \
+	  --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 unit: setup
 	$(PYTHON) -m pytest tests --ignore=tests/notebooks -p no:cacheprovider
