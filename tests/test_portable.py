@@ -17,15 +17,19 @@ def test_a_tolerance_covers_safety_times_the_spread_and_the_reported_one():
     assert portable.tolerance_from({"atol": 0.004}, {"atol": 0.017}) == {"atol": 0.07, "rtol": portable.FLOOR}
 
 
-def test_notebook_entry_lists_only_the_groups_that_moved():
-    spread = {"atol": 0.004, "worst_abs": "acc[1]", "rtol": 0.0, "worst_rel": "", "flipped": [],
-              "groups": {"acc": {"atol": 0.004, "rtol": 0.0}, "cka": {"atol": 0.0, "rtol": 0.0}}}
-    entry = portable.notebook_entry(spread, ["reference", "default-1t"], {"claims.c": {"atol": 0.001}})
-    assert entry["groups"] == {"acc": {"rtol": portable.FLOOR, "atol": 0.02},
-                               "claims.c": {"rtol": portable.FLOOR, "atol": 0.004}}
-    assert entry["rtol"] == entry["atol"] == portable.FLOOR
-    assert entry["measured"]["groups"] == {"acc": {"atol": 0.004, "rtol": 0.0}}
-    assert compare.Tolerances.from_json(entry).for_key("acc[3]").atol == 0.02
+def test_notebook_entry_defaults_to_the_median_group_and_lists_the_groups_beyond_it():
+    groups = {"acc": {"atol": 0.004, "rtol": 0.0}, "cos": {"atol": 1e-7, "rtol": 0.0},
+              "chaotic": {"atol": 1.0, "rtol": 0.0}, "still": {"atol": 0.0, "rtol": 0.0}}
+    spread = {"atol": 1.0, "worst_abs": "chaotic[1]", "rtol": 0.0, "worst_rel": "", "flipped": [], "groups": groups}
+    entry = portable.notebook_entry(spread, ["reference", "default-1t"], {"claims.c": {"atol": 0.01}})
+    assert (entry["atol"], entry["rtol"]) == (0.02, portable.FLOOR), "4 x the median moved group (acc), rounded up"
+    assert entry["groups"] == {"chaotic": {"rtol": portable.FLOOR, "atol": 4.0},
+                               "claims.c": {"rtol": portable.FLOOR, "atol": 0.04}}
+    assert "still" not in entry["measured"]["groups"] and entry["reported"] == {"claims.c": {"atol": 0.01}}
+    tol = compare.Tolerances.from_json(entry)
+    assert tol.for_key("still[0]").atol == 0.02 and tol.for_key("chaotic[3]").atol == 4.0
+    quiet = portable.notebook_entry({**spread, "groups": {"still": {"atol": 0.0, "rtol": 0.0}}}, ["reference"])
+    assert (quiet["atol"], quiet["rtol"], quiet["groups"]) == (portable.FLOOR, portable.FLOOR, {})
 
 
 def test_fresh_cache_shares_data_but_not_checkpoints(tmp_path, tmp_cache):
@@ -69,10 +73,13 @@ def test_measure_and_check_runs(tmp_path):
     entry = data["notebooks"]["toy/t01"]
     assert entry["measured"]["runs"] == ["reference", "default-1t", "by-hand"]
     assert entry["measured"]["groups"]["acc"]["atol"] == pytest.approx(0.01)
-    assert entry["groups"]["acc"]["atol"] == pytest.approx(0.04)
+    assert entry["atol"] == pytest.approx(0.04), "the one group that moved sets the notebook's tolerance"
     assert data["settings"]["default-1t"] == portable.SETTINGS["default-1t"]
     (refs / "tolerances.json").write_text(json.dumps(data))
     assert portable.check_run(a, refs)["toy/t01"].ok() and portable.check_run(b, refs)["toy/t01"].ok()
     assert "ok" in portable.report({"default-1t": portable.check_run(a, refs)})
     broken = _run(tmp_path, "broken", acc=[0.6, 0.25])
     assert not portable.check_run(broken, refs)["toy/t01"].ok()
+    (tmp_path / "empty").mkdir()
+    assert portable.check_run(tmp_path / "empty", refs) == {}
+    assert portable.check_run(tmp_path / "empty", refs, ["toy/t01"]) == {"toy/t01": "did not run (see the log)"}

@@ -11,9 +11,10 @@ would hide the difference), and checks each run against the committed smoke refe
 
 With ``--measure`` it also records how far the numbers moved between the settings and the reference,
 per notebook and per group of keys (a claim, or a top-level key of ``metrics.json``:
-:func:`layersim.compare.spread`), and writes ``tests/notebooks/tolerances.json``: each group's
-tolerance is :data:`SAFETY` times the larger of its measured spread and any spread reported from
-another machine (kept in the file under ``reported``), rounded up, never below :data:`FLOOR`.
+:func:`layersim.compare.spread`), and writes ``tests/notebooks/tolerances.json``: a notebook's tolerance
+is :data:`SAFETY` times the (lower) median spread of its groups that moved, and a group that moved more (here,
+or as reported from another machine: kept in the file under ``reported``) gets :data:`SAFETY` times its
+own; rounded up, never below :data:`FLOOR` (:func:`notebook_entry`).
 Runs made by hand under other settings can be added with ``--also NAME=FOLDER``.
 """
 
@@ -25,6 +26,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from . import compare, smoke_check
 from .paths import cache_dir, repo_root
+from .runner import discover
 
 #: kernel settings, each the environment of one run: this machine's own kernels with 2 threads, and
 #: torch's, oneDNN's and MKL's generic (pre-AVX) and AVX2 kernels with 1 and 3 threads. The OpenBLAS
@@ -75,17 +78,22 @@ def tolerance_from(measured: dict, reported: dict | None = None) -> dict:
 
 
 def notebook_entry(spread: dict, runs: list[str], reported: dict | None = None) -> dict:
-    """A notebook's ``tolerances.json`` entry from :func:`layersim.compare.spread` of its runs: the
-    :data:`FLOOR` for the groups of keys that did not move, a tolerance per group that did (or that
-    another machine was reported to move, ``reported``: ``{group: {"atol" or "rtol": spread}}``), and
-    the measured spreads themselves."""
+    """A notebook's ``tolerances.json`` entry from :func:`layersim.compare.spread` of its runs.
+
+    Its default, for every group of keys, is :func:`tolerance_from` the median spread of the groups that
+    moved (a group can stay still by chance: a near tie in an accuracy that none of the runs broke, while
+    another CPU does); a group that moved more (or that another machine was reported to move more,
+    ``reported``: ``{group: {"atol" or "rtol": spread}}``) gets its own. The measured spreads are kept."""
     reported = reported or {}
+    moved = [v for v in spread["groups"].values() if v["atol"] or v["rtol"]]
+    typical = {k: _low_median([v[k] for v in moved if v[k]]) for k in ("atol", "rtol")}
+    default = tolerance_from(typical)
     groups = {}
     for group in sorted(set(spread["groups"]) | set(reported)):
-        tol = tolerance_from(spread["groups"].get(group, {}), reported.get(group))
-        if tol != {"rtol": FLOOR, "atol": FLOOR}:
-            groups[group] = tol
-    entry = {"rtol": FLOOR, "atol": FLOOR, "groups": groups, "measured": {
+        own = tolerance_from(spread["groups"].get(group, {}), reported.get(group))
+        if own["atol"] > default["atol"] or own["rtol"] > default["rtol"]:
+            groups[group] = {k: max(own[k], default[k]) for k in ("rtol", "atol")}
+    entry = {**default, "groups": groups, "measured": {
         "runs": runs, "flipped": spread["flipped"],
         "atol": spread["atol"], "worst_abs": spread["worst_abs"],
         "rtol": spread["rtol"], "worst_rel": spread["worst_rel"],
@@ -93,6 +101,11 @@ def notebook_entry(spread: dict, runs: list[str], reported: dict | None = None) 
     if reported:
         entry["reported"] = reported
     return entry
+
+
+def _low_median(values: list[float]) -> float:
+    """The lower median (an element of ``values``, not a mean of two); 0 for none."""
+    return sorted(values)[(len(values) - 1) // 2] if values else 0.0
 
 
 def fresh_cache(folder: Path) -> Path:
@@ -109,6 +122,8 @@ def run_setting(name: str, env: dict, notebooks: str, work: Path) -> Path:
     """Run the smoke notebooks matching ``notebooks`` under the kernel setting ``env``; returns the
     output root (``<work>/<name>/out``). The runner's log goes to ``<work>/<name>/log``."""
     folder = work / name
+    if folder.exists():  # an earlier run's outputs and checkpoints: this run starts from nothing
+        shutil.rmtree(folder)
     out = folder / "out"
     cache = fresh_cache(folder / "cache")
     environ = {**os.environ, **env, "LAYERSIM_OUT": str(out), "LAYERSIM_CACHE": str(cache)}
@@ -118,13 +133,16 @@ def run_setting(name: str, env: dict, notebooks: str, work: Path) -> Path:
     return out
 
 
-def check_run(out: Path, refs: Path) -> dict[str, compare.Comparison | str]:
-    """Every notebook of the smoke run ``out`` against its reference under ``refs`` (``tests/notebooks``)."""
+def check_run(out: Path, refs: Path, expected: list[str] | None = None) -> dict[str, compare.Comparison | str]:
+    """Every notebook of the smoke run ``out`` against its reference under ``refs`` (``tests/notebooks``);
+    a notebook of ``expected`` (``<paper>/<stem>`` keys) without an output folder did not run."""
     results: dict[str, compare.Comparison | str] = {}
     for nb in sorted(refs.rglob("*.ipynb")):
         key = f"{nb.parent.name}/{nb.stem}"
         folder = out / nb.parent.name / nb.stem
         if not folder.is_dir():
+            if expected and key in expected:
+                results[key] = "did not run (see the log)"
             continue
         ref_path, tol_path = smoke_check.reference_of(nb)
         try:
@@ -158,11 +176,11 @@ def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> 
         notebooks[key] = notebook_entry(compare.spread(records), names, reported)
     return {
         "about": ("Smoke-check tolerances: a number passes when |run - reference| <= atol + rtol*|reference|, "
-                  "with the tolerance of its group of keys (a claim, or a top-level key of metrics.json), "
-                  f"else the notebook's. Each is {SAFETY:g} x the largest spread of the group measured between "
-                  "the runs under the kernel settings below and the reference (and any spread reported from "
-                  f"another machine), rounded up, at least {FLOOR:g}. Written by python -m layersim.portable "
-                  "--measure."),
+                  "with the tolerance of its group of keys (a claim, or a top-level key of metrics.json) where "
+                  f"one is listed, else the notebook's. The notebook's is {SAFETY:g} x the median spread of its "
+                  "groups that moved between the reference and the runs under the kernel settings below; a "
+                  f"group that moved more (there, or as reported from another machine) gets {SAFETY:g} x its own; "
+                  f"rounded up, at least {FLOOR:g}. Written by python -m layersim.portable --measure."),
         "measured_on": f"{dt.date.today().isoformat()}, {cpu_name()}",
         "settings": {k: SETTINGS.get(k, "a run made by hand, named for its setting") for k in runs},
         "default": {"rtol": FLOOR, "atol": FLOOR},
@@ -241,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         previous = json.loads(path.read_text()) if path.is_file() else None
         path.write_text(json.dumps(measure(outs, refs, previous), indent=1) + "\n")
         print(f"wrote {path.relative_to(root)}")
-    results = {name: check_run(out, refs) for name, out in outs.items()}
+    expected = [p.relative_to(root / "notebooks").with_suffix("").as_posix() for p in discover(args.nb)]
+    results = {name: check_run(out, refs, expected if name in chosen else None) for name, out in outs.items()}
     print(report(results))
     bad = [(s, k) for s, r in results.items() for k, c in r.items() if isinstance(c, str) or not c.ok()]
     ran = sum(len(r) for r in results.values())

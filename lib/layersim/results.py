@@ -123,7 +123,8 @@ def save_figure(fig, folder: Path, name: str, dpi: int = 120) -> Path:
 
 
 def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
-    """A small, rounded digest of a run for regression checks (nbval compares it at smoke scale)."""
+    """A small, rounded digest of a run for a reader (at smoke scale nbval compares its keys and list lengths,
+    its numbers masked; ``layersim.smoke_check`` checks the numbers in ``metrics.json``)."""
     def rnd(v):
         v = to_jsonable(v)
         if isinstance(v, list):
