@@ -206,6 +206,8 @@ def test_the_command_prints_a_table_and_exits_by_the_verdicts(tmp_path, capsys):
     assert "outside the tolerance: perplexity" in capsys.readouterr().out
     assert compare.main([str(tmp_path / "flip"), str(tmp_path / "ref")]) == 1
     assert "flipped: `rises`" in capsys.readouterr().out
+    assert compare.main([str(tmp_path / "flip"), str(tmp_path / "ref"), "--nb", "t02,t03"]) == 2, "nothing selected"
+    capsys.readouterr()
     assert compare.main([str(tmp_path / "nothing"), str(tmp_path / "ref")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert compare.main([str(tmp_path / "same"), str(tmp_path / "ref"), "--json"]) == 0

@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="what it is compared with, same forms (default: git:HEAD, the committed figures/)")
     ap.add_argument("--rtol", type=float, default=None, help="fail numbers beyond atol + rtol*|reference|")
     ap.add_argument("--atol", type=float, default=None, help="see --rtol")
-    ap.add_argument("--nb", default="", help="only notebooks whose key contains this text")
+    ap.add_argument("--nb", default="", help="only notebooks whose key contains this text (several: a02,t06)")
     ap.add_argument("--json", action="store_true", help="print the comparisons as JSON instead of a table")
     args = ap.parse_args(argv)
     try:
@@ -408,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    new = {k: v for k, v in new.items() if args.nb in k}
+    patterns = [p.strip() for p in args.nb.split(",") if p.strip()]
+    new = {k: v for k, v in new.items() if not patterns or any(p in k for p in patterns)}
     comparisons = compare_runs(ref, new, tol)
     if not comparisons:
         print(f"error: no notebook of {args.run} is in {args.reference}", file=sys.stderr)
