@@ -12,8 +12,9 @@ For every notebook present on both sides it reports
 - the largest relative difference among the claims' values and among all numbers
   (``|a - b| / max(|a|, |b|)``), with the key where it occurs;
 - structural differences: keys present on one side only, lists of another length, strings,
-  booleans, types or parameters (``params``) that differ (a changed layer count shows here; the
-  numbers inside a note's text are not compared as text);
+  booleans, types, parameters (``params``) or PNG figure names (:data:`FIGURES`) that differ (a
+  changed layer count or a missing figure shows here; the numbers inside a note's text are not
+  compared as text);
 - with a :class:`Tolerance`, the numbers outside it; a verdict that flipped while the claim's value
   lies within the tolerance of its threshold is *fragile*: reported, and not counted as a failure
   by :meth:`Comparison.ok` (a value that close to its threshold is decided by rounding).
