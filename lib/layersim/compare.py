@@ -179,6 +179,13 @@ def _fragile(claim: dict, tol: Tolerance) -> bool:
     return is_number(t) and is_number(v) and tol.allows(t, v)
 
 
+def flipped_claims(ref: dict, new: dict) -> list[str]:
+    """The claims of both payloads whose verdict (``holds``) differs, sorted."""
+    ref_claims, new_claims = ref.get("claims") or {}, new.get("claims") or {}
+    return sorted(n for n in ref_claims.keys() & new_claims.keys()
+                  if bool(ref_claims[n].get("holds")) != bool(new_claims[n].get("holds")))
+
+
 def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | None = None,
                     notebook: str = "") -> Comparison:
     """Compare two ``metrics.json`` payloads (see the module docstring for what is reported).
@@ -189,15 +196,11 @@ def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | No
     if isinstance(tolerance, Tolerance):
         tolerance = Tolerances(tolerance)
     out = Comparison(notebook or str(ref.get("notebook", "")))
-    ref_claims, new_claims = ref.get("claims", {}) or {}, new.get("claims", {}) or {}
-    for name in ref_claims.keys() & new_claims.keys():
-        if bool(ref_claims[name].get("holds")) != bool(new_claims[name].get("holds")):
-            out.flipped.append(name)
-            tol = tolerance.for_key(f"claims.{name}.value") if tolerance is not None else None
-            if tol is not None and (_fragile(ref_claims[name], tol) or _fragile(new_claims[name], tol)):
-                out.fragile.append(name)
-    out.flipped.sort()
-    out.fragile.sort()
+    ref_claims, new_claims = ref.get("claims") or {}, new.get("claims") or {}
+    out.flipped = flipped_claims(ref, new)
+    if tolerance is not None:
+        out.fragile = [name for name in out.flipped if any(
+            _fragile(c[name], tolerance.for_key(f"claims.{name}.value")) for c in (ref_claims, new_claims))]
     fa, fb = flatten(ref), flatten(new)
     for key in sorted(fa.keys() - fb.keys()):
         out.structure.append(f"{key}: only in the reference")
@@ -218,11 +221,10 @@ def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | No
                 out.all_rel, out.all_key, out.all_pair = rel, key, (a, b)
             tol = tolerance.for_key(key) if tolerance is not None else None
             if tol is not None and a != b:
-                allowed = tol.atol + tol.rtol * abs(a)
-                out.tolerance_used = max(out.tolerance_used, abs(b - a) / allowed if allowed else math.inf)
-            if tol is not None and not tol.allows(float(a), float(b)):
-                out.outside.append(f"{key}: {a!r} -> {b!r} (differs by {abs(b - a):.2g}, "
-                                   f"allowed {tol.atol + tol.rtol * abs(a):.2g})")
+                allowed, diff = tol.atol + tol.rtol * abs(a), abs(b - a)
+                out.tolerance_used = max(out.tolerance_used, diff / allowed if allowed else math.inf)
+                if diff > allowed:  # not Tolerance.allows
+                    out.outside.append(f"{key}: {a!r} -> {b!r} (differs by {diff:.2g}, allowed {allowed:.2g})")
         elif isinstance(a, str) and isinstance(b, str):
             if mask_numbers(a) != mask_numbers(b):  # a note's numbers are measured, its words are not
                 out.structure.append(f"{key}: {a!r} -> {b!r}")
@@ -250,8 +252,13 @@ def record(folder: Path, since: float | None = None) -> dict:
     if not path.is_file() or (since is not None and path.stat().st_mtime < since):
         raise ValueError(f"{folder}: the run wrote no metrics.json")
     data = json.loads(path.read_text())
-    data[FIGURES] = sorted(p.name for p in folder.glob("*.png") if since is None or p.stat().st_mtime >= since)
+    data[FIGURES] = figure_names(folder, since)
     return data
+
+
+def figure_names(folder: Path, since: float | None = None) -> list[str]:
+    """The sorted names of the PNG files in ``folder`` (with ``since``: those written at or after it)."""
+    return sorted(p.name for p in Path(folder).glob("*.png") if since is None or p.stat().st_mtime >= since)
 
 
 def _key(rel: str) -> str | None:
@@ -302,7 +309,7 @@ def load_run(source: str | Path, root: Path | None = None) -> dict[str, dict]:
             if key:
                 files[key] = path.read_text()
                 if rel.endswith("/metrics.json"):
-                    pngs[key] = [p.name for p in path.parent.glob("*.png")]
+                    pngs[key] = figure_names(path.parent)
     if not files:
         raise ValueError(f"{source}: holds no metrics.json (expected <paper>/<stem>/metrics.json)")
     out = {}
@@ -342,8 +349,7 @@ def spread(runs: list[dict]) -> dict[str, Any]:
     base = flatten(runs[0])
     out = {"atol": 0.0, "rtol": 0.0, "worst_abs": "", "worst_rel": "", "flipped": [], "groups": {}}
     for other in runs[1:]:
-        comp = compare_metrics(runs[0], other)
-        out["flipped"] = sorted(set(out["flipped"]) | set(comp.flipped))
+        out["flipped"] = sorted(set(out["flipped"]) | set(flipped_claims(runs[0], other)))
         flat = flatten(other)
         for key, a in base.items():
             b = flat.get(key)

@@ -144,14 +144,10 @@ def check_run(out: Path, refs: Path, expected: list[str] | None = None) -> dict[
             if expected and key in expected:
                 results[key] = "did not run (see the log)"
             continue
-        ref_path, tol_path = smoke_check.reference_of(nb)
         try:
-            run = compare.record(folder)
-        except ValueError as exc:
+            results[key] = smoke_check.compare_with_reference(nb, folder)
+        except smoke_check.SmokeMismatch as exc:
             results[key] = f"failed to run ({exc})"
-            continue
-        tol = smoke_check.tolerance_for(key, tol_path)
-        results[key] = compare.compare_metrics(json.loads(ref_path.read_text()), run, tol, notebook=key)
     return results
 
 

@@ -54,28 +54,34 @@ def tolerance_for(key: str, tolerances_file: Path) -> compare.Tolerances:
     return compare.Tolerances.from_json(data["notebooks"].get(key) or data["default"])
 
 
-def check(notebook: Path, since: float | None = None) -> compare.Comparison:
-    """Compare the smoke run of the reference ``notebook`` (its output folder, files written since
-    ``since``) with its ``.metrics.json``; raises :class:`SmokeMismatch` naming every difference."""
+def compare_with_reference(notebook: Path, folder: Path, since: float | None = None) -> compare.Comparison:
+    """The smoke run in ``folder`` (its files written since ``since``) against the reference ``notebook``'s
+    ``.metrics.json``, with the notebook's tolerances; raises :class:`SmokeMismatch` when there is no
+    reference or the run wrote no metrics."""
     notebook = Path(notebook)
     found = reference_of(notebook)
     if found is None:
         raise ValueError(f"{notebook}: not a smoke reference (no {TOLERANCES} two folders up)")
     ref_path, tol_path = found
-    paper, stem = notebook.parent.name, notebook.stem
-    key = f"{paper}/{stem}"
+    key = f"{notebook.parent.name}/{notebook.stem}"
     if not ref_path.is_file():
-        raise SmokeMismatch(f"{key}: no reference {ref_path.name}: run `make smoke-refs NB={stem}`")
+        raise SmokeMismatch(f"{key}: no reference {ref_path.name}: run `make smoke-refs NB={notebook.stem}`")
     try:
-        run = compare.record(run_folder(paper, stem, "smoke"), since=since)
+        run = compare.record(folder, since=since)
     except ValueError as exc:
         raise SmokeMismatch(f"{key}: {exc}") from None
-    tol = tolerance_for(key, tol_path)
-    result = compare.compare_metrics(json.loads(ref_path.read_text()), run, tol, notebook=key)
+    return compare.compare_metrics(json.loads(ref_path.read_text()), run, tolerance_for(key, tol_path), notebook=key)
+
+
+def check(notebook: Path, since: float | None = None) -> compare.Comparison:
+    """Compare the smoke run of the reference ``notebook`` (its output folder, files written since
+    ``since``) with its ``.metrics.json``; raises :class:`SmokeMismatch` naming every difference."""
+    notebook = Path(notebook)
+    result = compare_with_reference(notebook, run_folder(notebook.parent.name, notebook.stem, "smoke"), since)
     if not result.ok():
         lines = "\n  ".join(result.problems())
-        raise SmokeMismatch(f"{key}: the smoke run differs from {ref_path.name} (tolerances: {tol_path.name}):"
-                            f"\n  {lines}")
+        raise SmokeMismatch(f"{result.notebook}: the smoke run differs from {notebook.stem}.metrics.json "
+                            f"(tolerances: {TOLERANCES}):\n  {lines}")
     return result
 
 
