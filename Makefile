@@ -43,8 +43,10 @@ $(ASSETS): scripts/provision.sh | $(STAMP)
 	PYTHON=$(PYTHON) bash scripts/provision.sh
 	@mkdir -p $(dir $@) && touch $@
 
+# At the default scale it replaces the committed results (notebooks/ and figures/): --update-committed is the
+# one switch that lets anything write there. Other scales write runs/<scale>/.
 reproduce: setup
-	$(PYTHON) -m layersim.runner --scale $(SCALE) --nb '$(NB)'
+	$(PYTHON) -m layersim.runner --scale $(SCALE) --nb '$(NB)' $(if $(filter default,$(SCALE)),--update-committed)
 
 # One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
 # (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)

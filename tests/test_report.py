@@ -66,8 +66,9 @@ def test_check_folders_and_lens_names(tmp_path):
 
 
 def test_a_folder_is_matched_to_an_adapter_from_its_config_before_any_weight(tmp_path):
-    """Folders hold only config.json here (no weights, no tokenizer): the family and modality come
-    from the configuration alone, and a family without an adapter is refused by name."""
+    """Folders hold only config.json and an empty weights file here (no tokenizer): the family and modality
+    come from the configuration alone, a family without an adapter is refused by name, and a folder without
+    weights is refused before anything loads."""
     import transformers as tr
 
     small = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
@@ -75,6 +76,10 @@ def test_a_folder_is_matched_to_an_adapter_from_its_config_before_any_weight(tmp
     tr.ViTConfig(hidden_size=32, **small).save_pretrained(tmp_path / "vit")
     tr.T5Config(d_model=32, num_layers=2, num_heads=2, d_ff=64, d_kv=16).save_pretrained(tmp_path / "t5")
     tr.CLIPConfig().save_pretrained(tmp_path / "clip")
+    with pytest.raises(ValueError, match="holds a config.json but no weights"):
+        report.describe_model(str(tmp_path / "bert"))
+    for name in ("bert", "vit"):
+        (tmp_path / name / "model.safetensors").touch()
     assert report.describe_model(str(tmp_path / "bert")).modality == "text"
     assert report.describe_model(str(tmp_path / "vit")).modality == "image"
     with pytest.raises(ValueError, match="holds a 't5' model .*layersim has adapters for"):

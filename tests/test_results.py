@@ -10,7 +10,12 @@ from layersim import results
 
 def test_output_dir_keeps_other_scales_out_of_figures(tmp_path, monkeypatch):
     monkeypatch.delenv("LAYERSIM_OUT", raising=False)
+    monkeypatch.delenv("LAYERSIM_UPDATE_COMMITTED", raising=False)
     monkeypatch.setenv("LAYERSIM_ROOT", str(tmp_path))
+    # a default-scale run writes the committed figures/ only with the switch on (make reproduce)
+    assert results.output_dir("tracing", "t01", "default") == tmp_path / "runs" / "default" / "tracing" / "t01"
+    assert not (tmp_path / "figures").exists()
+    monkeypatch.setenv("LAYERSIM_UPDATE_COMMITTED", "1")
     assert results.output_dir("tracing", "t01", "default") == tmp_path / "figures" / "tracing" / "t01"
     smoke = results.output_dir("tracing", "t01", "smoke")
     assert smoke == tmp_path / "runs" / "smoke" / "tracing" / "t01" and smoke.is_dir()
@@ -22,10 +27,14 @@ def test_output_dir_keeps_other_scales_out_of_figures(tmp_path, monkeypatch):
 def test_output_dir_refuses_other_scales_pointed_into_figures(tmp_path, monkeypatch, scale):
     monkeypatch.setenv("LAYERSIM_ROOT", str(tmp_path))
     monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "figures"))
+    monkeypatch.setenv("LAYERSIM_UPDATE_COMMITTED", "1")  # not even the switch lets another scale in
     with pytest.raises(ValueError, match="may not write into"):
         results.output_dir("tracing", "t01", scale)
     assert not (tmp_path / "figures").exists()
     assert results.output_dir("tracing", "t01", "default") == tmp_path / "figures" / "tracing" / "t01"
+    monkeypatch.setenv("LAYERSIM_UPDATE_COMMITTED", "0")
+    with pytest.raises(ValueError, match="committed results"):
+        results.output_dir("tracing", "t01", "default")
 
 
 def test_claim_is_computed_from_the_value():

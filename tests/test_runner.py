@@ -42,7 +42,7 @@ def test_default_run_publishes_in_place_and_failures_name_the_cell(fake_repo, ca
     good = _notebook(fake_repo / "notebooks" / "p" / "good.ipynb",
                      ["import json, pathlib\npathlib.Path('out.json').write_text(json.dumps(scale))"])
     bad = _notebook(fake_repo / "notebooks" / "p" / "bad.ipynb", ["x = 1", "raise ValueError('boom')"])
-    code = runner.main(["--scale", "default"])
+    code = runner.main(["--scale", "default", "--update-committed"])
     out = capsys.readouterr().out
     assert code == 1  # the batch went on past the failure and reports it at the end
     assert "p/good: ok" in out and "1 notebooks ok, 1 failed" in out
@@ -80,6 +80,9 @@ def test_empty_selection(fake_repo, capsys):
     (["--refs", "-p", "n", "3"], "-p is not allowed"),
     (["-p", "n", "3", "-p", "n", "4"], "-p n given more than once"),
     (["-p", "nosuch", "1"], "p/n has no parameter 'nosuch'; its parameters are seed, n"),
+    (["--scale", "smoke", "--update-committed"], "only with --scale default"),
+    (["--update-committed", "-p", "n", "3"], "only with --scale default, without -p"),
+    (["--refs", "--update-committed"], "without --refs"),
 ])
 def test_bad_arguments_are_usage_errors_and_nothing_runs(fake_repo, capsys, argv, message):
     _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [], 'scale = "default"\nseed = 0\nn = None')
@@ -100,11 +103,16 @@ def test_unknown_parameter_is_named_for_each_notebook_that_lacks_it(fake_repo):
 @pytest.mark.parametrize("scale", ["smoke", "default", "paper"])
 @pytest.mark.parametrize("refs", [False, True])
 @pytest.mark.parametrize("params", [{}, {"n": 1}])
-@pytest.mark.parametrize("user_out", [None, "elsewhere", "figures"])
-def test_only_a_plain_default_run_may_write_committed_results(fake_repo, monkeypatch, scale, refs, params, user_out):
-    """Every combination of the runner's options: only --scale default without -p publishes into
-    notebooks/ and leaves the notebook's output root at figures/; no other plan points there."""
+@pytest.mark.parametrize("update", [False, True])
+@pytest.mark.parametrize("user_out", [None, "elsewhere", "figures", "link-to-figures"])
+def test_only_an_updating_default_run_may_write_committed_results(fake_repo, monkeypatch, scale, refs, params,
+                                                                   update, user_out):
+    """Every combination of the runner's options: only --scale default --update-committed without -p publishes
+    into notebooks/ and turns the switch on for the kernel; no other plan points into the committed folders,
+    whatever LAYERSIM_OUT says (a symlink into figures/ included)."""
     nb = _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
+    (fake_repo / "figures").mkdir()
+    (fake_repo / "link-to-figures").symlink_to(fake_repo / "figures")
     if user_out:
         monkeypatch.setenv("LAYERSIM_OUT", str(fake_repo / user_out))
     committed = [(fake_repo / "notebooks").resolve(), (fake_repo / "figures").resolve()]
@@ -112,19 +120,22 @@ def test_only_a_plain_default_run_may_write_committed_results(fake_repo, monkeyp
     def inside(path):
         return path is not None and any(path.resolve().is_relative_to(c) for c in committed)
 
-    refused = (refs and (scale != "smoke" or params)) or (
-        user_out == "figures" and not refs and (scale != "default" or params))
+    publishing = update and scale == "default" and not refs and not params
+    refused = (refs and (scale != "smoke" or params)) or (update and not publishing) or (
+        user_out in ("figures", "link-to-figures") and not refs and not publishing)
     if refused:
         with pytest.raises(ValueError):
-            runner.plan(nb, scale, refs, params)
+            runner.plan(nb, scale, refs, params, update=update)
         return
-    target = runner.plan(nb, scale, refs, params)
-    plain_default = scale == "default" and not refs and not params
-    assert (target.publish == nb) == plain_default and (target.publish is None) != plain_default
+    target = runner.plan(nb, scale, refs, params, update=update)
+    assert (target.publish == nb) == publishing and (target.publish is None) != publishing
+    assert target.environment["LAYERSIM_UPDATE_COMMITTED"] == ("1" if publishing else "0")
     assert not inside(target.executed)
     assert not inside(target.out_root)
-    if scale == "default" and params and not refs:  # the kernel is pointed away from figures/
-        assert target.out_root == (fake_repo / user_out if user_out else fake_repo / "runs" / "default")
+    if publishing:  # the kernel's own LAYERSIM_OUT is unset: figures/ it is
+        assert target.environment["LAYERSIM_OUT"] is None
+    elif not refs:  # the kernel is pointed away from figures/
+        assert target.out_root == (fake_repo / user_out if user_out else fake_repo / "runs" / scale)
 
 
 def _snapshot(folder):
@@ -142,13 +153,14 @@ def test_runs_with_parameters_or_other_scales_leave_committed_files_alone(fake_r
     (fake_repo / "figures" / "p" / "n").mkdir(parents=True)
     (fake_repo / "figures" / "p" / "n" / "out.txt").write_text("committed")
     before = {**_snapshot(fake_repo / "notebooks"), **_snapshot(fake_repo / "figures")}
-    for argv in (["--scale", "default", "-p", "n", "7"], ["--scale", "smoke"], ["--scale", "paper"], ["--refs"]):
+    for argv in (["--scale", "default"], ["--scale", "default", "-p", "n", "7"], ["--scale", "smoke"],
+                 ["--scale", "paper"], ["--refs"]):
         assert runner.main(argv) == 0, argv
         assert {**_snapshot(fake_repo / "notebooks"), **_snapshot(fake_repo / "figures")} == before, argv
     assert (fake_repo / "runs" / "default" / "p" / "n" / "out.txt").read_text() == "default 7"
     assert (fake_repo / "runs" / "smoke" / "p" / "n" / "out.txt").read_text() == "smoke None"
     assert (fake_repo / "runs" / "paper" / "p" / "n" / "out.txt").read_text() == "paper None"
-    assert runner.main(["--scale", "default"]) == 0  # the control: only this run publishes
+    assert runner.main(["--scale", "default", "--update-committed"]) == 0  # the control: only this run publishes
     assert (fake_repo / "figures" / "p" / "n" / "out.txt").read_text() == "default None"
     assert nb.read_text() != before["p/n.ipynb"].decode()
 

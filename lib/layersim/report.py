@@ -1,4 +1,4 @@
-"""``layersim report``: every lens of the four papers on any model, from one extraction pass (issue 16).
+"""``layersim report``: every lens of the four papers on any model, from one extraction pass.
 
 A report takes a **model** a user has and a **data set**, reads every layer of the model once
 (:func:`layersim.models.collect`: one forward pass per batch, one token per sample) and applies every
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ DATA_SETS = IMAGE_SETS + TEXT_SOURCES
 #: lens name patterns, one per paper: what ``lenses=None`` applies
 LENS_GROUPS = ("cos/*", "cka/to_last", "cka/matrix", "residual/*", "logit_lens/*", "redundancy/*",
                "alignment/*", "clusters/*", "collapse/*", "probe/*")
+#: the weight files transformers loads from a model folder (one of them must be there)
+WEIGHT_FILES = ("model.safetensors", "model-*.safetensors", "pytorch_model.bin", "pytorch_model-*.bin")
 #: a logit lens over a vocabulary bigger than this is skipped (its [E, N, V] logits would not fit)
 MAX_LOGIT_CLASSES = 1000
 
@@ -107,6 +110,9 @@ def describe_model(name: str) -> ModelSpec:
             raise ValueError(f"{name!r} is a folder without a Hugging Face config.json; save the model with "
                              "model.save_pretrained(folder) (and its tokenizer) first")
         adapter = folder_adapter(path)
+        if not any(any(path.glob(pattern)) for pattern in WEIGHT_FILES):
+            raise ValueError(f"{name!r} holds a config.json but no weights ({', '.join(WEIGHT_FILES)}); save the "
+                             "model with model.save_pretrained(folder) first")
         return ModelSpec(name, "folder", "text" if adapter.inputs == "text" else "image", str(path))
     try:
         asset = assets.get_asset(name)
@@ -619,17 +625,16 @@ def run_lenses(report: Report, names: list[str], progress: bool = False) -> Repo
 
 
 def summary_table(report: Report) -> str:
-    """Markdown: one row per lens (ran: its output's shape and a one-line digest; skipped: why)."""
-    from . import lenses
+    """Markdown: one row per lens (ran: its output's shape and a one-line digest; skipped: why), every
+    string escaped (:mod:`layersim.markup`: a reason may quote a user's path or model name)."""
+    from . import lenses, markup
 
     layers = report.data.layers or list(range(report.data.n_entries or 0))
-    rows = [f"Layers read: {', '.join(map(str, layers))} (0 = embedding output, i = output of block i). Per-layer "
-            "results are listed in this order; per-step ones compare each layer with the one before it "
-            "(from the second on).", "", "| lens | paper | result |", "|---|---|---|"]
+    rows = []
     for name in sorted(set(report.results) | set(report.skipped)):
         lens = lenses.get(name)
         if name in report.skipped:
-            rows.append(f"| `{name}` | {lens.paper} | skipped: {report.skipped[name]} |")
+            rows.append([markup.code(name), markup.cell(lens.paper), markup.cell(f"skipped: {report.skipped[name]}")])
             continue
         v = np.asarray(report.results[name], dtype=float)
         if lens.returns == "per_pair":
@@ -640,21 +645,82 @@ def summary_table(report: Report) -> str:
             digest = f"mean {v.mean():.2f}, median {np.median(v):.0f} over {v.size} samples"
         else:
             digest = ", ".join(f"{x:.3g}" for x in v)
-        rows.append(f"| `{name}` | {lens.paper} | {digest} |")
-    return "\n".join(rows)
+        rows.append([markup.code(name), markup.cell(lens.paper), markup.cell(digest)])
+    intro = (f"Layers read: {markup.cell(', '.join(map(str, layers)))} (0 = embedding output, i = output of block i). "
+             "Per-layer results are listed in this order; per-step ones compare each layer with the one before it "
+             "(from the second on).")
+    return intro + "\n\n" + markup.table(["lens", "paper", "result"], rows, raw=True)
+
+
+#: the report's settings at each scale (``None``: the model's default token, every lens, the notebook's own folder)
+PRESETS = {
+    "smoke": dict(model="all-minilm-l6-v2", dataset="austen", token=None, n_samples=48, lenses=None, max_length=32,
+                  batch_size=16, max_in_memory=20000, n_surgery=8, out=None),
+    "default": dict(model="all-minilm-l6-v2", dataset="austen", token=None, n_samples=2000, lenses=None,
+                    max_length=128, batch_size=64, max_in_memory=20000, n_surgery=128, out=None),
+    "paper": dict(model="bert-base-uncased", dataset="sst2", token=None, n_samples=10000, lenses=None,
+                  max_length=128, batch_size=128, max_in_memory=20000, n_surgery=1000, out=None),
+}
+
+
+def _rules() -> dict:
+    from . import settings as s
+
+    return {
+        "model": s.text(), "dataset": s.text(),
+        "token": s.optional(s.choice("cls", "mean", "last"), "the model's default"),
+        "n_samples": s.integer(4), "lenses": s.optional(s.seq(s.text()), "every lens"),
+        "max_length": s.integer(4), "batch_size": s.integer(1), "max_in_memory": s.integer(4),
+        "n_surgery": s.integer(0, meaning="0 turns the skip / approximate lenses off"),
+        "out": s.optional(s.text(), "the notebook's own folder"),
+    }
+
+
+def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: Any) -> dict:
+    """The report's validated settings: :data:`PRESETS` ``[scale]`` with the non-None ``overrides``
+    (``layersim.settings.pick``; one ``ValueError`` naming a bad value). The notebook and the command
+    line both call it, so the command line refuses a bad value before anything executes."""
+    from . import settings
+
+    return settings.pick(PRESETS, scale, seed=seed, device=device, rules=_rules(), **overrides)
+
+
+def _is_report_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds what a report writes (its executed notebook or its metrics.json)."""
+    import json
+
+    if (folder / NOTEBOOK.name).is_file():
+        return True
+    try:
+        return json.loads((folder / "metrics.json").read_text()).get("notebook") == "report/layer_report"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_out(out: str | os.PathLike) -> Path:
+    """``out`` (resolved) if a report may write there: not inside the committed results without the
+    switch (:func:`layersim.writers.check_target`), and new, empty or an earlier report's folder (a
+    folder of other files is refused: the report would mix its files with them). ``ValueError`` else."""
+    from . import writers
+
+    path = writers.check_target(out, "the report folder")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"the report folder {out} is a file")
+    if path.is_dir() and any(path.iterdir()) and not _is_report_folder(path):
+        raise ValueError(f"the report folder {out} holds files that no report wrote: choose a new or empty folder")
+    return path
 
 
 def output_folder(out: str | os.PathLike | None, scale: str) -> Path:
-    """Where a report writes: ``out`` if given (``python -m layersim report`` passes
-    ``runs/report/<model>__<data>``), else the notebook's own folder, ``results.output_dir("report",
-    "layer_report", scale)`` (``figures/report/layer_report`` for the committed default-scale run,
-    ``runs/<scale>/report/layer_report`` else)."""
-    from . import results
+    """Where a report writes, made ready (:func:`layersim.writers.prepare_folder`: checked, writable, an
+    earlier report's figures and numbers removed): ``out`` if given (:func:`check_out`; ``python -m
+    layersim report`` passes ``runs/report/<model>__<data>``), else the notebook's own folder,
+    ``results.output_dir("report", "layer_report", scale)`` (``figures/report/layer_report`` for the
+    committed default-scale run, ``runs/<scale>/report/layer_report`` else)."""
+    from . import results, writers
 
     if out:
-        path = Path(out)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return writers.prepare_folder(check_out(out), "the report folder")
     return results.output_dir("report", "layer_report", scale)
 
 
@@ -774,25 +840,42 @@ NOTEBOOK = Path("notebooks") / "report" / "layer_report.ipynb"
 
 def export_html(executed: Path, html: Path) -> Path:
     """The executed notebook as one self-contained HTML page (nbconvert; figures embedded), with the
-    code cells' inputs kept so that a reader sees how each number was computed."""
+    code cells' inputs kept so that a reader sees how each number was computed. Markdown and HTML
+    outputs pass nbconvert's sanitizer (no script survives, whatever a table quoted); the page is
+    written whole or not at all."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
-    html.write_text(body, encoding="utf-8")
-    return html
+    from . import writers
+
+    body, _ = HTMLExporter(sanitize_html=True).from_notebook_node(nbformat.read(executed, as_version=4))
+    return writers.write_text(html, body, protect=True)
+
+
+def default_out(model: str, data: str) -> Path:
+    """A report's folder when ``--out`` is not given: ``$LAYERSIM_OUT/report/<model>__<data>`` (a relative
+    ``LAYERSIM_OUT`` against the working directory), else ``runs/report/<model>__<data>``."""
+    from . import writers
+    from .paths import repo_root
+
+    env = os.environ.get("LAYERSIM_OUT")
+    base = writers.resolved(env) if env else repo_root() / "runs"
+    return base / "report" / f"{slug(model)}__{slug(data)}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m layersim report --model M --data D [...]`` (module docstring): checks the names,
-    executes the report notebook with papermill into ``--out`` (default ``runs/report/<model>__<data>``)
-    and exports it to ``report.html`` there. Exit 2 with one message for a bad name."""
+    """``python -m layersim report --model M --data D [...]`` (module docstring): checks the names, the
+    settings and the output folder, executes the report notebook with papermill into ``--out`` (default
+    :func:`default_out`) and exports it to ``report.html`` there. Exit 2 with one line for a bad name,
+    value or folder (before anything runs), 1 with one line naming the failed cell."""
     import argparse
     import time
 
     import papermill as pm
 
+    from . import writers
     from .paths import repo_root
+    from .runner import describe_failure, temporary_environ
 
     ap = argparse.ArgumentParser(prog="python -m layersim report",
                                  description="every lens of the four papers on one model and data set")
@@ -810,29 +893,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--scale", default="default", choices=("smoke", "default", "paper"),
                     help="the presets the unset options come from (default: default)")
-    ap.add_argument("--out", default=None, help="output folder (default runs/report/<model>__<data>)")
+    ap.add_argument("--out", default=None, help="output folder: new, empty or an earlier report's (default "
+                    "runs/report/<model>__<data>, or $LAYERSIM_OUT/report/<model>__<data>)")
+    ap.add_argument("--update-committed", action="store_true",
+                    help="allow --out inside figures/ (the committed report examples)")
     args = ap.parse_args(argv)
-    lens_list = None if args.lenses is None else [x.strip() for x in args.lenses.split(",") if x.strip()]
-    try:
-        check(args.model, args.data, lens_list)
-    except ValueError as err:
-        ap.error(str(err))
+    lens_list = None
+    if args.lenses is not None:
+        lens_list = [x.strip() for x in args.lenses.split(",") if x.strip()]
+        if not lens_list:
+            ap.error(f"--lenses {args.lenses!r} names no lens: give comma-separated lens names or patterns")
+    overrides = {"n_samples": args.n, "token": args.token, "lenses": lens_list, "max_length": args.max_length,
+                 "batch_size": args.batch_size, "max_in_memory": args.max_in_memory, "n_surgery": args.n_surgery}
     root = repo_root()
-    out = Path(args.out) if args.out else root / "runs" / "report" / f"{slug(args.model)}__{slug(args.data)}"
-    out = out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    params = {"scale": args.scale, "model": args.model, "dataset": args.data, "device": args.device, "out": str(out)}
-    for key, value in (("n_samples", args.n), ("token", args.token), ("lenses", lens_list),
-                       ("max_length", args.max_length), ("batch_size", args.batch_size),
-                       ("max_in_memory", args.max_in_memory), ("n_surgery", args.n_surgery)):
-        if value is not None:
-            params[key] = value
-    executed = out / "layer_report.ipynb"
+    switch = "1" if args.update_committed else "0"
+    try:
+        with temporary_environ(**{writers.SWITCH: switch}):
+            settings_for(args.scale, device=args.device, model=args.model, dataset=args.data, **overrides)
+            check(args.model, args.data, lens_list)
+            out = check_out(args.out or default_out(args.model, args.data))
+            writers.check_writable(out)
+    except ValueError as err:
+        ap.error(str(err).splitlines()[0])
+    params = {"scale": args.scale, "model": args.model, "dataset": args.data, "device": args.device, "out": str(out),
+              **{k: v for k, v in overrides.items() if v is not None}}
+    executed = out / NOTEBOOK.name
     t0 = time.perf_counter()
     print(f"report: {args.model} on {args.data} -> {out}", flush=True)
-    pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, kernel_name="python3",
-                        progress_bar=False, cwd=str(root / NOTEBOOK.parent))
-    html = export_html(executed, out / "report.html")
+    try:
+        with temporary_environ(**{writers.SWITCH: switch}):
+            pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, kernel_name="python3",
+                                progress_bar=False, cwd=str(root / NOTEBOOK.parent))
+            html = export_html(executed, out / "report.html")
+    except Exception as exc:  # noqa: BLE001 - papermill's error for a failed cell: one line, the notebook kept
+        print(f"report failed at {describe_failure(exc)} -- see {executed}", file=sys.stderr)
+        return 1
     print(f"done in {time.perf_counter() - t0:.0f} s: {html} (open it in a browser), {executed}, figures and "
           f"metrics.json in {out}")
     return 0

@@ -1,15 +1,18 @@
 """What a notebook run writes: its output folder, figures, claims and ``metrics.json``.
 
-Layout (the design card): a default-scale run writes ``figures/<paper>/<stem>/`` (committed);
-runs at any other scale write ``runs/<scale>/<paper>/<stem>/`` and never touch ``figures/``.
-``$LAYERSIM_OUT`` moves the output root (``<root>/<paper>/<stem>``) for any scale (never into
-``figures/`` for a scale other than default). The settings of a run are merged from the presets
-and validated by :func:`layersim.settings.pick`.
+Layout (the design card): the committed default-scale results live in ``figures/<paper>/<stem>/``
+and only a run with the switch ``LAYERSIM_UPDATE_COMMITTED=1`` writes there (``make reproduce``
+sets it; :mod:`layersim.writers`). Any other run -- a notebook opened and run at the default
+scale, a variation with parameters, another scale -- writes ``runs/<scale>/<paper>/<stem>/``.
+``$LAYERSIM_OUT`` moves the output root (``<root>/<paper>/<stem>``) for any scale, never into the
+committed results without the switch (and never at a scale other than default). The settings of
+a run are merged from the presets and validated by :func:`layersim.settings.pick`.
 
 ``metrics.json`` is ``{"notebook", "scale", "params", "claims": {name: {"holds", "value",
 "threshold" or "note", ...}}, ...measured numbers}``. A claim is one of the paper's
 statements tested on this run: :func:`claim` builds one from a measured value and a threshold,
-so that ``holds`` is computed, never typed in.
+so that ``holds`` is computed, never typed in. Every file is written whole or not at all
+(:func:`layersim.writers.atomic_path`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from . import writers
 from .paths import repo_root
 
 SCALES = ("smoke", "default", "paper")
@@ -38,12 +42,17 @@ def check_scale(scale: str) -> str:
 
 
 def run_folder(paper: str, stem: str, scale: str) -> Path:
-    """Where a run of ``<paper>/<stem>`` at ``scale`` writes (see :func:`output_dir`); nothing is created."""
+    """Where a run of ``<paper>/<stem>`` at ``scale`` writes (see :func:`output_dir`); nothing is created.
+
+    ``$LAYERSIM_OUT`` (a relative one against the working directory) if set; else ``figures/`` for
+    a default-scale run with the switch on (:func:`layersim.writers.update_allowed`), else
+    ``runs/<scale>/``.
+    """
     check_scale(scale)
     env = os.environ.get("LAYERSIM_OUT")
     if env:
-        base = Path(env)
-    elif scale == "default":
+        base = writers.resolved(env)
+    elif scale == "default" and writers.update_allowed():
         base = repo_root() / "figures"
     else:
         base = repo_root() / "runs" / scale
@@ -51,20 +60,19 @@ def run_folder(paper: str, stem: str, scale: str) -> Path:
 
 
 def output_dir(paper: str, stem: str, scale: str) -> Path:
-    """The folder a run writes to (created): ``figures/...`` at default scale, ``runs/<scale>/...`` else.
+    """The folder a run writes to, made ready (:func:`layersim.writers.prepare_folder`): created,
+    checked writable before any work, and cleared of an earlier run's figures and ``metrics.json``.
 
-    ``$LAYERSIM_OUT`` replaces the root for any scale, but only a default-scale run may write
-    into the repository's ``figures/`` (the committed results): another scale pointed there
-    raises ``ValueError``.
+    ``figures/<paper>/<stem>`` only for a default-scale run with the switch on, ``runs/<scale>/...``
+    else (:func:`run_folder`). A folder inside the committed results without the switch, or at a
+    scale other than default, raises :class:`layersim.writers.ProtectedPath` (a ``ValueError``).
     """
     folder = run_folder(paper, stem, scale)
-    env = os.environ.get("LAYERSIM_OUT")
-    committed = (repo_root() / "figures").resolve()
-    if scale != "default" and folder.resolve().is_relative_to(committed):
-        raise ValueError(f"a {scale}-scale run may not write into {committed} (the committed default-scale "
-                         f"results): LAYERSIM_OUT={env!r} points there; unset it or choose another folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    if scale != "default" and writers.protected_root(folder) is not None:
+        raise writers.ProtectedPath(f"a {scale}-scale run may not write into {folder} (committed default-scale "
+                                    f"results): LAYERSIM_OUT={os.environ.get('LAYERSIM_OUT')!r} points there; "
+                                    "unset it or choose another folder")
+    return writers.prepare_folder(folder, what=f"the output folder of {paper}/{stem}")
 
 
 def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, **extra: Any) -> dict:
@@ -110,15 +118,15 @@ def write_metrics(folder: Path, notebook: str, scale: str, params: dict, claims:
         if not {"holds", "value"} <= set(c):
             raise ValueError(f"claim {name!r} lacks 'holds' or 'value': {c}")
     payload = {"notebook": notebook, "scale": check_scale(scale), "params": params, "claims": claims, **measured}
-    path = Path(folder) / "metrics.json"
-    path.write_text(json.dumps(to_jsonable(payload), indent=2, sort_keys=False) + "\n")
-    return path
+    return writers.write_text(Path(folder) / "metrics.json",
+                              json.dumps(to_jsonable(payload), indent=2, sort_keys=False) + "\n", protect=True)
 
 
 def save_figure(fig, folder: Path, name: str, dpi: int = 120) -> Path:
     """Save a matplotlib figure as ``folder/<name>.png`` and return the path."""
     path = Path(folder) / f"{name}.png"
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    with writers.atomic_path(path, protect=True) as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
     return path
 
 
@@ -144,10 +152,13 @@ def _fmt(value: float) -> str:
 
 
 def claims_table(claims: dict) -> str:
-    """A Markdown table of the claims: name, verdict, measured value, threshold and note."""
-    rows = ["| claim | holds | value | threshold | note |", "|---|---|---|---|---|"]
+    """A Markdown table of the claims: name, verdict, measured value, threshold and note (every
+    string escaped, :mod:`layersim.markup`)."""
+    from . import markup
+
+    rows = []
     for name, c in claims.items():
         verdict = "yes" if c["holds"] else "**no**"
-        threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""
-        rows.append(f"| `{name}` | {verdict} | {_fmt(c['value'])} | {threshold} | {c.get('note', '')} |")
-    return "\n".join(rows)
+        threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""  # a known operator and a number
+        rows.append([markup.code(name), verdict, _fmt(c["value"]), threshold, markup.cell(c.get("note", ""))])
+    return markup.table(["claim", "holds", "value", "threshold", "note"], rows, raw=True)
