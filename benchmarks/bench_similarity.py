@@ -1,6 +1,6 @@
 """Thin wrapper: ``python benchmarks/bench_similarity.py [args]`` runs ``python -m layersim.bench``.
 
-The all-pairs CKA benchmark of issue 3 (layer_matrix vs one Gram pair per layer pair vs
+The all-pairs CKA benchmark (layer_matrix vs one Gram pair per layer pair vs
 the one-product floor, StreamingCKA memory, torch_cka); see ``layersim/bench.py`` and the
 measured table in ``benchmarks/RESULTS.md``.
 """

@@ -1,4 +1,4 @@
-"""Checkpoint caches heal themselves (issue 9): a broken or tampered checkpoint is moved aside with a
+"""Checkpoint caches heal themselves: a broken or tampered checkpoint is moved aside with a
 warning and trained again, leftovers of killed saves are removed, folders get normal permissions.
 
 Every fault test checks that a warning names the folder, the broken folder still exists under its new

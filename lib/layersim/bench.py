@@ -1,4 +1,4 @@
-"""Benchmark of the all-pairs linear-CKA matrix (issue 3, "Speed"): ``python -m layersim.bench``
+"""Benchmark of the all-pairs linear-CKA matrix: ``python -m layersim.bench``
 (``python -m layersim.bench train``: the training throughput of :mod:`layersim.bench_train`;
 ``python -m layersim.bench device-cka``: the CKA matrix of hidden states on their GPU, :func:`device_cka`).
 

@@ -1,4 +1,4 @@
-"""Training throughput of the paper-scale tracing ViT (issue 15): ``python -m layersim.bench train``.
+"""Training throughput of the paper-scale tracing ViT: ``python -m layersim.bench train``.
 
 The tracing paper trains DeiT-S from scratch on CIFAR-10 (``layersim.presets.TRACING_VIT["paper"]``:
 12 blocks of width 384, 6 heads, patches of 4 on 32 x 32 images, batch 256, 200 epochs). This measures
@@ -98,8 +98,8 @@ def device_name(device: torch.device) -> str:
 def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, precisions=PRECISIONS,
         augmentations=AUGMENTATIONS, quick: bool = False, workers: int | None = None, log=print) -> dict:
     """Every combination; returns ``{(objective, precision, augmentation): images/s or None}`` (None:
-    the precision is not available on this device) and prints the table with the ratios the issue asks
-    for (bf16 over fp32; each augmentation over none)."""
+    the precision is not available on this device) and prints the table with the ratios that matter
+    (bf16 over fp32; each augmentation over none)."""
     results: dict[tuple[str, str, str], float | None] = {}
     for obj, prec, aug in itertools.product(objectives, precisions, augmentations):
         try:
