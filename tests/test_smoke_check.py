@@ -82,7 +82,7 @@ def test_smoke_checks_pass_on_kernel_noise_and_fail_on_real_changes(pytester, re
         ({"TOY_VALUE": "0.1"}, False, "verdict flipped: rises"),
         ({"TOY_LAYERS": "2"}, False, "Cell outputs differ"),  # nbval sees the shorter list first
         ({"TOY_FIGURE": "0"}, False, "png_files[0]: only in the reference"),
-        ({"TOY_WRITE": "0"}, False, "the run wrote no metrics.json"),  # the first case's file is still there
+        ({"TOY_WRITE": "0"}, False, "the run wrote no metrics.json"),  # output_dir removed the earlier run's
     ]
     for env, passes, message in cases:
         outcomes, text = run_smoke(pytester, refs, out, monkeypatch, **env)
@@ -91,7 +91,7 @@ def test_smoke_checks_pass_on_kernel_noise_and_fail_on_real_changes(pytester, re
         else:
             assert outcomes.get("failed") == 1, (env, text)
             assert message in text, (env, text)
-    assert (out / "toy" / "t99_toy" / "metrics.json").is_file()
+    assert not (out / "toy" / "t99_toy" / "metrics.json").exists()  # no stale file passes for this run's
 
 
 def test_reference_of_needs_a_tolerances_file(tmp_path):
