@@ -190,11 +190,26 @@ def test_subset_indices_deterministic_and_seeded():
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     assert np.array_equal(np.bincount(labels[a]), np.full(10, 5))
     assert np.array_equal(data.subset_indices(labels, None), np.arange(1000))
-    assert np.array_equal(data.subset_indices(labels, 5000), np.arange(1000))
+    assert np.array_equal(data.subset_indices(labels, 1000), np.arange(1000))
     flat = data.subset_indices(labels, 50, seed=0, stratified=False)
     assert len(flat) == 50 and not np.array_equal(flat, a)
-    with pytest.raises(ValueError):
-        data.subset_indices(labels, 0)
+
+
+def test_subset_indices_refuses_counts_the_labels_cannot_give():
+    """A count beyond the split was quietly cut to its size (a run recorded 100000 test images and
+    measured 10000); it is refused, naming the count, the data and its size, unless it is a cap."""
+    labels = np.repeat(np.arange(10), 100)
+    with pytest.raises(ValueError, match=r"^limit=5000 is more than the 1000 samples of fashion-mnist's 'test' "
+                                         r"split; use at most 1000"):
+        data.subset_indices(labels, 5000, what="fashion-mnist's 'test' split")
+    assert np.array_equal(data.subset_indices(labels, 5000, at_most=True), np.arange(1000))
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match=rf"^limit={bad}: at least 1 of the samples .* is needed"):
+            data.subset_indices(labels, bad)
+    for bad in (2.5, True, "10"):
+        with pytest.raises(ValueError, match="limit must be a whole number of samples"):
+            data.subset_indices(labels, bad)
+    assert len(data.subset_indices(labels, np.int64(30))) == 30
 
 
 def _permutation_draw(labels, classes, per_class, seed, exclude=None):
@@ -269,8 +284,11 @@ def test_class_subset_names_what_is_wrong(kwargs, message):
        st.integers(0, 2**31))
 def test_subset_indices_properties(labels, limit, seed):
     labels = np.asarray(labels)
-    idx = data.subset_indices(labels, limit, seed=seed)
     n = len(labels)
+    if limit > n:
+        with pytest.raises(ValueError, match=f"limit={limit} is more than the {n} samples"):
+            data.subset_indices(labels, limit, seed=seed)
+    idx = data.subset_indices(labels, limit, seed=seed, at_most=True)
     assert len(idx) == min(limit, n) and len(np.unique(idx)) == len(idx)
     assert np.all(np.diff(idx) > 0) and idx.min() >= 0 and idx.max() < n
     if limit < n:  # stratified: each class within one of its proportional share

@@ -373,3 +373,25 @@ def test_bench_refuses_bad_arguments(argv, words, capsys):
         bench.main(argv)
     assert exc.value.code == 2
     _one_line_error(capsys.readouterr().err, *words)
+
+
+# ----------------------------------------------------------------------------- counts
+
+
+@pytest.mark.parametrize("override, words", [
+    ({"n_eval": 100000}, ("n_eval", "100000", "10000 images of the test split")),
+    ({"n_eval": 2}, ("n_eval", ">= 10")),
+    ({"dataset": "digits"}, ("n_train", "1437 images")),
+])
+def test_a_count_the_data_cannot_give_is_refused_before_anything_loads(override, words):
+    """t01 recorded ``n_eval 100000`` in metrics.json while 10,000 test images were used; ``n_eval 2`` failed
+    deep in the notebook. Its settings are checked against the split sizes now (``presets.check_vit_shape``)."""
+    from layersim import presets, settings
+
+    evals = {"smoke": {"n_eval": 256}, "default": {"n_eval": 5000}, "paper": {"n_eval": 10000}}
+    table = {s: {**presets.TRACING_VIT[s], **evals[s]} for s in results.SCALES}
+    with pytest.raises(ValueError) as info:
+        settings.pick(table, "default", rules=presets.TRACING_VIT_RULES, derived=presets.TRACING_VIT_DERIVED,
+                      checks=[presets.check_vit_shape], **override)
+    message = str(info.value)
+    assert "\n" not in message and all(w in message for w in words), message

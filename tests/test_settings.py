@@ -113,3 +113,15 @@ def test_checks_see_the_merged_settings():
         st.pick(presets, "smoke", rules=rules, checks=checks, classes=[9, 10])
     with pytest.raises(ValueError, match=r"parameter 'n_train': 11 is not allowed; n_train must be <= 10"):
         st.pick(presets, "smoke", rules=rules, checks=checks, n_train=11)
+
+
+def test_n_eval_below_what_the_measures_need_is_refused_up_front():
+    """``-p n_eval 2`` used to fail deep in a notebook (a centred cosine over one sample of the hard
+    classes); the shared rule refuses it before anything loads, saying what it must be."""
+    presets = {"smoke": {"n_eval": 256}}
+    with pytest.raises(ValueError) as info:
+        st.pick(presets, "smoke", n_eval=2)
+    msg = str(info.value)
+    assert msg.startswith("parameter 'n_eval': 2 is not allowed; n_eval must be an integer >= 10 (")
+    assert "one per class" in msg and "\n" not in msg
+    assert st.pick(presets, "smoke", n_eval=st.MIN_EVAL) == {"n_eval": 10}

@@ -46,10 +46,18 @@ def test_bad_requests_are_named():
         tt.load_task("austen-novels")
     with pytest.raises(ValueError, match="split"):
         tt.load_task("austen-novel", "test")
-    with pytest.raises(ValueError, match="per class"):
+    with pytest.raises(ValueError, match=r"^austen-novel validation: n=60000 asks for 10000 examples per class, "
+                                         r"its smallest class has \d+; use n <= \d+"):
         tt.load_task("austen-novel", "validation", n=60000)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match=r"^n=0: at least 1 of the examples of the train split of austen-novel is needed"):
         tt.load_task("austen-novel", n=0)
+    with pytest.raises(ValueError, match=r"^austen-novel train: n=5 is too small; a balanced draw needs at least 1 "
+                                         r"example of each of its 6 classes \(n >= 6\)"):
+        tt.load_task("austen-novel", n=5)
+    with pytest.raises(ValueError, match=r"^n=1000000000 is more than the \d+ sentences of the train split of austen-excerpt"):
+        tt.load_task("austen-excerpt", n=10**9)
+    capped = tt.load_task("austen-novel", "validation", n=60000, at_most=True)  # a cap: all of the balanced split
+    assert len(capped) == len(tt.load_task("austen-novel", "validation"))
     from layersim import assets
 
     with pytest.raises(assets.AssetNotFoundError, match="hellaswag"):

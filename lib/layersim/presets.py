@@ -53,8 +53,9 @@ def patch_size_for(dataset: str) -> int:
 
 
 def check_vit_shape(settings: dict) -> None:
-    """The ViT settings fit together: ``patch_size`` divides the data set's image side and
-    ``embed_dim`` is a multiple of ``num_heads``; else one ``ValueError`` naming the parameter."""
+    """The ViT settings fit together and fit the data set: ``patch_size`` divides the data set's image side,
+    ``embed_dim`` is a multiple of ``num_heads`` and the counts fit its splits (:func:`check_split_counts`);
+    else one ``ValueError`` naming the parameter."""
     from .data import dataset_info
 
     side = dataset_info(settings["dataset"])["image_size"]
@@ -67,6 +68,21 @@ def check_vit_shape(settings: dict) -> None:
     if settings["embed_dim"] % heads:
         raise ValueError(f"parameter 'embed_dim': {settings['embed_dim']} is not a multiple of num_heads={heads}; "
                          f"embed_dim must be a multiple of {heads}")
+    check_split_counts(settings)
+
+
+def check_split_counts(settings: dict) -> None:
+    """``n_train`` (0: the whole split) and ``n_eval`` fit the training and test splits of ``settings["dataset"]``,
+    checked before anything loads (``layersim.data.split_size``); else one ``ValueError`` naming the parameter,
+    so that a run never records a count larger than the one it used."""
+    from .data import split_size
+
+    for name, split in (("n_train", "train"), ("n_eval", "test")):
+        n, size = settings.get(name), split_size(settings["dataset"], split)
+        if n and size is not None and n > size:  # n = 0 / None: the whole split
+            raise ValueError(f"parameter '{name}': {n} is more than the {size} images of the {split} split of "
+                             f"{settings['dataset']}; {name} must be at most {size}"
+                             + (" (0: the whole split)" if name == "n_train" else ""))
 
 
 #: validation of :data:`TRACING_VIT` settings (:func:`layersim.settings.pick`); ``patch_size`` is

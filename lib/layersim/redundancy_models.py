@@ -116,10 +116,12 @@ def inputs(spec: Spec, dataset: str, n: int | None, tokenizer: Any = None, scale
            batch_size: int = 64, max_length: int = 128, split: str = "test") -> tuple[list[Any], np.ndarray | None]:
     """The batches ``spec``'s model reads ``dataset`` with, and their labels (None for texts).
 
-    Images: ``n`` images of the ``split`` (``"test"`` or ``"train"``; stratified, ``seed``-ed; all when
+    ``n`` is a cap shared by the data sets a notebook reads (a split smaller than ``n`` is read whole:
+    digits has 360 test images, Fashion-MNIST 10,000); the count used is the length of the labels.
+    Images: at most ``n`` images of the ``split`` (``"test"`` or ``"train"``; stratified, ``seed``-ed; all when
     None) in [0, 1], prepared by ``data.as_model_input`` like the model's training data (a tracing
     ViT: its data set's size, channels and statistics; a Hugging Face vision model: ImageNet's
-    224 px RGB and statistics). Texts: ``n`` texts of that half of the source (``data.text_sample``:
+    224 px RGB and statistics). Texts: at most ``n`` texts of that half of the source (``data.text_sample``:
     the two halves are disjoint), tokenised by ``tokenizer`` (right padding, at most ``max_length``
     tokens).
     """
@@ -130,9 +132,9 @@ def inputs(spec: Spec, dataset: str, n: int | None, tokenizer: Any = None, scale
     if spec.modality == "text":
         if tokenizer is None:
             raise ValueError(f"the text model {spec.name!r} needs its tokenizer")
-        texts = data.text_sample(dataset, n, seed=seed, split=split)
+        texts = data.text_sample(dataset, n, seed=seed, split=split, at_most=True)
         return data.text_batches(texts, tokenizer, batch_size, max_length), None
-    images, labels = data.image_dataset(dataset, split, limit=n, seed=seed, normalize=False).tensors()
+    images, labels = data.image_dataset(dataset, split, limit=n, seed=seed, normalize=False, at_most=True).tensors()
     like = presets.TRACING_VIT[scale]["dataset"] if spec.source == "tracing_vit" else "imagenet"
     x = data.as_model_input(images, like)
     return [x[i:i + batch_size] for i in range(0, len(x), batch_size)], labels.numpy()

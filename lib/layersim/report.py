@@ -298,7 +298,7 @@ def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
     """``n`` samples of ``spec``: the test split of an image set (stratified), held-out sentences
     (``austen``: the validation chunks of the six-novel task, balanced), a text task's validation
     split, a seeded sample of a text source, every image of a class folder or every line of a text
-    file (up to ``n``, seeded)."""
+    file: at most ``n`` of each (all of a smaller set; the count used is what ``extract`` records)."""
     import torch
 
     from . import data, text_tasks
@@ -307,16 +307,16 @@ def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
         raise ValueError(f"n_samples must be at least 4, got {n}")
     if spec.kind == "image-set":
         split = "all" if spec.name == "digits" else "test"
-        ds = data.image_dataset(spec.name, split, limit=n, seed=seed, normalize=False)
+        ds = data.image_dataset(spec.name, split, limit=n, seed=seed, normalize=False, at_most=True)
         x, y = ds.tensors()
         return Inputs(spec, images=x, labels=y.numpy(), label_names=tuple(ds.classes))
     if spec.kind == "text-source" and spec.name == "austen":
-        task = text_tasks.load_task("austen-novel", "validation", n=n, seed=seed)
+        task = text_tasks.load_task("austen-novel", "validation", n=n, seed=seed, at_most=True)
         return Inputs(spec, texts=task.text_a, labels=task.labels, label_names=task.label_names)
     if spec.kind == "text-source":
-        return Inputs(spec, texts=data.text_sample(spec.name, n, seed=seed))
+        return Inputs(spec, texts=data.text_sample(spec.name, n, seed=seed, at_most=True))
     if spec.kind == "text-task":
-        task = text_tasks.load_task(spec.name, "validation", n=n, seed=seed)
+        task = text_tasks.load_task(spec.name, "validation", n=n, seed=seed, at_most=True)
         if task.multiple_choice:
             raise ValueError(f"{spec.name!r} is multiple choice; a report reads one text (or pair) per sample")
         return Inputs(spec, texts=task.text_a, pairs=task.text_b, labels=np.asarray(task.labels),

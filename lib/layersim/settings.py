@@ -30,7 +30,7 @@ from .results import check_scale
 
 __all__ = [
     "Rule", "integer", "real", "choice", "flag", "text", "seq", "table", "optional", "custom",
-    "COMMON", "RUN_RULES", "check_value", "pick",
+    "COMMON", "MIN_EVAL", "RUN_RULES", "check_value", "pick",
 ]
 
 
@@ -220,10 +220,16 @@ RUN_RULES: dict[str, Rule] = {
     "device": custom(_device, "'auto' (a GPU when there is one), 'cpu', 'cuda', 'cuda:N' or 'mps'"),
 }
 
+#: the fewest held-out examples a notebook measures (``n_eval``): they are drawn stratified from 10-class test
+#: splits (Fashion-MNIST, CIFAR-10), and fewer than one per class leaves classes out of what is measured on them
+#: (t02's easy and hard classes, each needing two samples for a centred cosine; t03's within-class collapse
+#: over all classes); CKA and the centred cosine need at least 2 samples, debiased CKA 4
+MIN_EVAL = 10
+
 #: settings that mean the same in every notebook that has them; a notebook's own rules override these
 COMMON: dict[str, Rule] = {
     "epochs": integer(1),
-    "n_eval": integer(1, meaning="held-out examples measured"),
+    "n_eval": integer(MIN_EVAL, meaning="held-out examples measured, at least one per class of a 10-class test set"),
     "n_seeds": integer(1),
     "n_runs": integer(1),
     "steps": integer(1),

@@ -136,27 +136,34 @@ def _long_enough(text: str) -> bool:
     return len(text.split()) >= MIN_WORDS
 
 
-def _balanced(groups: Sequence[Sequence[Any]], n: int | None, rng: np.random.Generator) -> list[list[Any]]:
+def _balanced(groups: Sequence[Sequence[Any]], n: int | None, rng: np.random.Generator, what: str,
+              at_most: bool = False) -> list[list[Any]]:
     """``n // len(groups)`` items drawn without replacement from each group (all of the smallest
-    group's size when ``n`` is None); ValueError when a group is too small."""
-    per = min(len(g) for g in groups) if n is None else n // len(groups)
+    group's size when ``n`` is None, or when ``at_most`` and ``n`` asks for more); ValueError when
+    ``n`` is below the number of groups or (unless ``at_most``) a group is too small."""
+    smallest = min(len(g) for g in groups)
+    per = smallest if n is None else n // len(groups)
+    if smallest < 1:
+        raise ValueError(f"{what}: a class has no examples; a balanced draw needs at least 1 of each")
     if per < 1:
-        raise ValueError(f"n={n} is too small for {len(groups)} balanced classes")
-    out = []
-    for g in groups:
-        if per > len(g):
-            raise ValueError(f"a class has only {len(g)} examples in this split; n={n} asks for {per} per class")
-        out.append([g[i] for i in np.sort(rng.choice(len(g), per, replace=False))])
-    return out
+        raise ValueError(f"{what}: n={n} is too small; a balanced draw needs at least 1 example of each of its "
+                         f"{len(groups)} classes (n >= {len(groups)})")
+    if per > smallest:
+        if not at_most:
+            raise ValueError(f"{what}: n={n} asks for {per} examples per class, its smallest class has {smallest}; "
+                             f"use n <= {smallest * len(groups)} (or None for all)")
+        per = smallest
+    return [[g[i] for i in np.sort(rng.choice(len(g), per, replace=False))] for g in groups]
 
 
-def _austen_novel(split: str, n: int | None, seed: int) -> TextTask:
+def _austen_novel(split: str, n: int | None, seed: int, at_most: bool = False) -> TextTask:
     novels = _novel_sentences()
     groups = []
     for texts in novels.values():
         mask = _in_split(len(texts), split)
         groups.append([t for t, m in zip(texts, mask) if m and _long_enough(t)])
-    picked = _balanced(groups, n, np.random.default_rng([seed, 0 if split == "train" else 1]))
+    picked = _balanced(groups, n, np.random.default_rng([seed, 0 if split == "train" else 1]),
+                       f"austen-novel {split}", at_most)
     text = [t for g in picked for t in g]
     labels = np.repeat(np.arange(len(picked)), [len(g) for g in picked])
     order = np.random.default_rng([seed, 2]).permutation(len(text))
@@ -164,7 +171,7 @@ def _austen_novel(split: str, n: int | None, seed: int) -> TextTask:
                     label_names=tuple(novels))
 
 
-def _austen_next(split: str, n: int | None, seed: int) -> TextTask:
+def _austen_next(split: str, n: int | None, seed: int, at_most: bool = False) -> TextTask:
     """Positives ``(s_i, s_{i+1})`` inside one chunk; negatives ``(s_i, s_j)`` with ``s_j`` drawn from
     the same novel's sentences of this split, ``|i - j| > 1``."""
     rng = np.random.default_rng([seed, 10 if split == "train" else 11])
@@ -181,7 +188,7 @@ def _austen_next(split: str, n: int | None, seed: int) -> TextTask:
             while abs(j - i) <= 1:
                 j = int(pool[rng.integers(len(pool))])
             neg.append((texts[i], texts[j]))
-    picked = _balanced([neg, pos], n, rng)
+    picked = _balanced([neg, pos], n, rng, f"austen-next {split}", at_most)
     pairs = [p for g in picked for p in g]
     labels = np.repeat(np.arange(2), [len(g) for g in picked])
     order = np.random.default_rng([seed, 12]).permutation(len(pairs))
@@ -196,9 +203,11 @@ def _excerpt(text: str, rng: np.random.Generator, keep: float = 0.6) -> str:
     return " ".join(words[start:start + k])
 
 
-def _austen_excerpt(split: str, n: int | None, seed: int) -> TextTask:
+def _austen_excerpt(split: str, n: int | None, seed: int, at_most: bool = False) -> TextTask:
     """Pairs ``(s_i, excerpt)``: the excerpt (a contiguous ~60 % of the words) is of ``s_i`` itself (1)
     or of ``s_{i+1}``, the next sentence in the same chunk (0); each ``s_i`` is used once."""
+    from .data import check_count
+
     rng = np.random.default_rng([seed, 30 if split == "train" else 31])
     candidates = []
     for texts in _novel_sentences().values():
@@ -206,9 +215,8 @@ def _austen_excerpt(split: str, n: int | None, seed: int) -> TextTask:
         candidates += [(texts[i], texts[i + 1]) for i in np.flatnonzero(mask)[:-1]
                        if mask[i + 1] and (i + 1) // CHUNK == i // CHUNK
                        and _long_enough(texts[i]) and _long_enough(texts[i + 1])]
+    n = check_count(n, len(candidates), f"the {split} split of austen-excerpt", unit="sentences", at_most=at_most)
     total = len(candidates) - len(candidates) % 2 if n is None else n
-    if total > len(candidates):
-        raise ValueError(f"austen-excerpt has {len(candidates)} sentences in its {split} split; n={n} asks for more")
     picked = rng.permutation(len(candidates))[:total]
     labels = np.arange(total) % 2
     text_a, text_b = [], []
@@ -219,9 +227,10 @@ def _austen_excerpt(split: str, n: int | None, seed: int) -> TextTask:
     return TextTask("austen-excerpt", split, text_a, text_b, labels, 2, label_names=("next sentence's", "its own"))
 
 
-def _austen_same_novel(split: str, n: int | None, seed: int) -> TextTask:
+def _austen_same_novel(split: str, n: int | None, seed: int, at_most: bool = False) -> TextTask:
     """Positives: two different sentences of one novel; negatives: sentences of two different
-    novels (both of this split); the novels of the pairs are drawn uniformly."""
+    novels (both of this split); the novels of the pairs are drawn uniformly, with replacement, so
+    any ``n`` can be had (``at_most`` changes nothing)."""
     rng = np.random.default_rng([seed, 20 if split == "train" else 21])
     pools = []
     for texts in _novel_sentences().values():
@@ -248,7 +257,8 @@ def _austen_same_novel(split: str, n: int | None, seed: int) -> TextTask:
 # ----------------------------------------------------------------------------- paper-scale tasks
 
 
-def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bool | None) -> TextTask:
+def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bool | None,
+             at_most: bool = False) -> TextTask:
     """A paper-scale task from its saved Hugging Face data set (first ``n`` of a seeded permutation)."""
     from . import data
 
@@ -258,6 +268,7 @@ def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bo
         ds = data.load_glue(name, hf_split, allow_download=allow_download)
     else:
         ds = data.load_hf_text(name, split, allow_download=allow_download)
+    n = data.check_count(n, len(ds), f"the {split} split of {name}", at_most=at_most)
     order = np.random.default_rng(seed).permutation(len(ds))
     if n is not None:
         order = np.sort(order[:n])
@@ -281,25 +292,24 @@ def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bo
 
 
 def load_task(name: str, split: str = "train", n: int | None = None, seed: int = 0,
-              allow_download: bool | None = None) -> TextTask:
+              allow_download: bool | None = None, at_most: bool = False) -> TextTask:
     """``n`` examples (all when None) of ``split`` (``"train"`` or ``"validation"``) of task ``name``:
-    one of :data:`OFFLINE_TASKS` (balanced per class) or :data:`PAPER_TASKS` (a seeded random
-    subset). Raises ValueError for an unknown task or split."""
+    one of :data:`OFFLINE_TASKS` (balanced per class: a multiple of the number of classes, rounded
+    down) or :data:`PAPER_TASKS` (a seeded random subset). Raises ValueError for an unknown task or
+    split, and for an ``n`` below 1 (below the number of classes for a balanced task) or above what
+    the split holds (``at_most=True``: a larger ``n`` means all of it; ``layersim.data.check_count``)."""
+    from .data import check_count
+
     key = name.lower().replace("_", "-")
     if split not in _SPLITS:
         raise ValueError(f"split must be one of {_SPLITS}, got {split!r}")
-    if n is not None and (isinstance(n, bool) or int(n) < 1):
-        raise ValueError(f"n must be a positive number of examples (or None for all), got {n!r}")
-    if key == "austen-novel":
-        return _austen_novel(split, n, seed)
-    if key == "austen-next":
-        return _austen_next(split, n, seed)
-    if key == "austen-excerpt":
-        return _austen_excerpt(split, n, seed)
-    if key == "austen-same-novel":
-        return _austen_same_novel(split, n, seed)
+    check_count(n, None, f"the {split} split of {name}")
+    builders = {"austen-novel": _austen_novel, "austen-next": _austen_next, "austen-excerpt": _austen_excerpt,
+                "austen-same-novel": _austen_same_novel}
+    if key in builders:
+        return builders[key](split, n, seed, at_most)
     if key in PAPER_TASKS:
-        return _hf_task(key, split, n, seed, allow_download)
+        return _hf_task(key, split, n, seed, allow_download, at_most)
     raise ValueError(f"unknown task {name!r}; use one of {list(OFFLINE_TASKS) + list(PAPER_TASKS)}")
 
 
