@@ -175,7 +175,7 @@ def test_memmap_output_equals_in_memory(vit, images, tmp_path, how):
 def test_bad_token_and_layers(vit, images):
     with pytest.raises(ValueError):
         hs(vit, [images[0][:2]], token="first")
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match="out of range"):
         hs(vit, [images[0][:2]], layers=[DEPTH + 1])
 
 

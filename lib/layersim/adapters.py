@@ -111,7 +111,10 @@ class Adapter:
     maps a representation to one of the same shape (transformers, residual MLPs), so blocks can
     be skipped or replaced (``layersim.surgery``) and all entries stack into one array
     (``models.collect``); False for CNNs whose stages change the shape (read them with
-    ``models.layer_outputs``; surgery refuses them).
+    ``models.layer_outputs``; surgery refuses them). ``widths(model)``: the width (last axis) of
+    every entry ``0..L``, or None where the family cannot tell; by default the hidden size of the
+    residual stream for every entry (HF ``config.hidden_size``, timm ``embed_dim``), which
+    ``layersim.surgery.replace`` checks a replacement against.
     """
 
     name: str
@@ -127,6 +130,7 @@ class Adapter:
     token: Token = "cls"
     include_prefix: Callable[[nn.Module], bool] = field(default=lambda model: False)
     uniform: bool = True
+    widths: Callable[[nn.Module], list[int] | None] = field(default=lambda model: _residual_widths(model))
 
     def n_layers(self, model: nn.Module) -> int:
         """The number of block calls ``L``; feature arrays have ``L + 1`` entries."""
@@ -176,6 +180,18 @@ def table() -> str:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def _residual_widths(model: nn.Module) -> list[int] | None:
+    """``[d] * (L + 1)`` for a model whose blocks all read and write one residual stream of width
+    ``d`` (HF: ``config.hidden_size``, also CLIP towers and DistilBERT's ``dim`` / GPT-2's ``n_embd``
+    through their aliases; timm: ``embed_dim``), None if the model states no such width."""
+    d = getattr(getattr(model, "config", None), "hidden_size", None)
+    if d is None:
+        d = getattr(model, "embed_dim", None)
+    if isinstance(d, bool) or not isinstance(d, int):
+        return None
+    return [d] * (len(get(model).blocks(model)) + 1)
 
 
 def _model_type(model: nn.Module) -> str | None:
@@ -658,6 +674,7 @@ register(Adapter(
     head=lambda m: m.head,
     run=lambda m, x: m(x),
     token="all",
+    widths=lambda m: [m.layers[0].in_features, *(layer.out_features for layer in m.layers)],
 ))
 
 register(Adapter(

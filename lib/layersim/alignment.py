@@ -38,7 +38,11 @@ representations) returns an :class:`SVD` that :func:`curve_and_area`, :func:`ali
 by :mod:`layersim.plotting`.
 
 All array functions take numpy arrays (or anything ``np.asarray`` accepts), compute in float64
-and return numpy arrays.
+and return numpy arrays. The representation, labels and thresholds of the alignment score
+(:func:`prepare`, :func:`svd`, :func:`alignment_curve`, :func:`alignment_area`,
+:func:`curve_and_area`) are checked first: empty, complex, non-numeric or non-finite input, labels
+of another length, and an area that is undefined (a curve that is 0 at its first threshold,
+thresholds that span no range) raise one ``ValueError`` naming the problem, never a NaN.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from .similarity import _to_numpy
 
 #: The paper's six peaks variables.
 PEAKS_VARIABLES = ("A", "B", "C", "D", "E", "F")
@@ -82,22 +88,39 @@ def prepare(Phi, bias: bool = True, normalize: bool = True) -> np.ndarray:
     the authors' demo normalises after appending the bias column). All-zero rows stay zero
     (they cannot occur with ``bias=True``).
     """
-    Phi = np.asarray(Phi, dtype=np.float64)
+    Phi = _to_numpy(Phi, name="Phi")
+    if Phi.ndim == 0:
+        raise ValueError("Phi must be [n, d] (or [n, ...], flattened per sample), got a scalar")
     if Phi.ndim != 2:
-        Phi = Phi.reshape(len(Phi), -1)
-    if not np.all(np.isfinite(Phi)):
-        raise ValueError("Phi has NaN or inf entries")
+        Phi = Phi.reshape(Phi.shape[0], int(np.prod(Phi.shape[1:])))
+    Phi = _matrix(Phi)
     if bias:
         Phi = np.hstack([Phi, np.ones((Phi.shape[0], 1))])
     if normalize:
+        # each row divided by a power of two near its largest entry first (exact), so that its norm
+        # neither overflows (entries ~1e200) nor underflows; the unit rows do not change
+        rowmax = np.abs(Phi).max(axis=1, keepdims=True)
+        Phi = np.ldexp(Phi, -np.frexp(rowmax)[1])
         norms = np.linalg.norm(Phi, axis=1, keepdims=True)
         Phi = Phi / np.where(norms > 0, norms, 1.0)
     return Phi
 
 
+def _matrix(Phi) -> np.ndarray:
+    """``Phi`` as a finite float64 ``[n, d]`` array with ``n, d >= 1``, else one ValueError."""
+    Phi = _to_numpy(Phi, name="Phi")
+    if Phi.ndim != 2:
+        raise ValueError(f"Phi must be 2-d [n, d], got shape {Phi.shape}")
+    if Phi.shape[0] < 1 or Phi.shape[1] < 1:
+        raise ValueError(f"Phi is empty (shape {Phi.shape}): need at least one sample and one feature")
+    if not np.all(np.isfinite(Phi)):
+        raise ValueError("Phi has NaN or inf entries")
+    return Phi
+
+
 def _labels(y, n: int) -> tuple[np.ndarray, bool]:
     """``y`` as ``[n, k]`` float64 and whether it was a single vector."""
-    y = np.asarray(y, dtype=np.float64)
+    y = _to_numpy(y, name="y")
     single = y.ndim == 1
     Y = y[:, None] if single else y
     if Y.ndim != 2 or Y.shape[0] != n:
@@ -143,9 +166,7 @@ def svd(Phi, gram: bool = False) -> SVD:
     directions have ``sigma = 0`` up to rounding, and ``shape`` is ``(n, n)``). A tall ``Phi`` gets the thin
     SVD either way.
     """
-    Phi = np.asarray(Phi, dtype=np.float64)
-    if Phi.ndim != 2:
-        raise ValueError(f"Phi must be 2-d [n, d], got shape {Phi.shape}")
+    Phi = _matrix(Phi)
     n, d = Phi.shape
     if gram and d > n:
         return _gram_svd(Phi)
@@ -197,7 +218,7 @@ def alignment_curve(Phi, y, thresholds) -> np.ndarray:
     dec = _svd_of(Phi)
     _, single = _labels(y, dec.shape[0])
     sp = spectrum(dec, y)
-    tau = np.asarray(thresholds, dtype=np.float64).ravel()
+    tau = _thresholds(thresholds, 1)
     # number of singular values >= tau (sigma is descending)
     count = np.searchsorted(-sp.sigma, -tau, side="right")
     csum = np.concatenate([np.zeros((sp.proj2.shape[0], 1)), np.cumsum(sp.proj2, axis=1)], axis=1)
@@ -239,11 +260,29 @@ def alignment_area(curve, thresholds) -> np.ndarray:
     A one-number summary for comparing curves (1 = all of ``||y||^2`` survives every threshold);
     trapezoidal rule over ``thresholds``.
     """
-    curve = np.asarray(curve, dtype=np.float64)
-    t = np.asarray(thresholds, dtype=np.float64)
+    curve = _to_numpy(curve, name="curve")
+    t = _thresholds(thresholds, 2)
+    if curve.ndim < 1 or curve.shape[-1] != len(t) or not np.all(np.isfinite(curve)):
+        raise ValueError(f"curve must be finite with one value per threshold (last axis {len(t)}), "
+                         f"got shape {curve.shape}")
     width = t[-1] - t[0]
+    if width == 0:
+        raise ValueError(f"the thresholds span no range (first = last = {t[0]:g}): the area is a mean "
+                         "over their range")
+    if np.any(curve[..., 0] == 0):
+        raise ValueError("the curve is 0 at the first threshold (labels y = 0, or no singular value "
+                         "reaches that threshold): its area as a fraction of that value is undefined")
     area = np.sum((curve[..., 1:] + curve[..., :-1]) * np.diff(t) / 2.0, axis=-1)
     return area / (width * curve[..., 0])
+
+
+def _thresholds(thresholds, least: int) -> np.ndarray:
+    """``thresholds`` as a finite 1-d float64 array of at least ``least`` values, else ValueError."""
+    t = _to_numpy(thresholds, name="thresholds").ravel()
+    if len(t) < least or not np.all(np.isfinite(t)):
+        raise ValueError(f"thresholds must be at least {least} finite number(s), got {len(t)} "
+                         f"value(s){'' if np.all(np.isfinite(t)) else ' with NaN or inf'}")
+    return t
 
 
 def curve_and_area(Phi, y, thresholds, relative: bool = False, gram: bool = False):
@@ -263,8 +302,11 @@ def curve_and_area(Phi, y, thresholds, relative: bool = False, gram: bool = Fals
     dec = Phi if isinstance(Phi, SVD) else svd(prepare(Phi), gram=gram)
     curve = alignment_curve(dec, y, thresholds)
     if relative:
-        Y = np.asarray(y, dtype=np.float64)
-        curve = curve / (float(Y @ Y) if Y.ndim == 1 else (Y ** 2).sum(axis=0)[:, None])
+        Y = _to_numpy(y, name="y")
+        norm2 = float(Y @ Y) if Y.ndim == 1 else (Y ** 2).sum(axis=0)[:, None]
+        if np.any(norm2 == 0):
+            raise ValueError("relative=True divides by ||y||^2, but a label vector y is 0")
+        curve = curve / norm2
     area = alignment_area(curve, thresholds)
     return curve, (float(area) if np.ndim(area) == 0 else area)
 

@@ -15,20 +15,38 @@ features.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from .similarity import _checked_2d, _checked_layers, _exponent, _scaled
 
 __all__ = ["nc1", "nc1_per_layer"]
 
 
-def nc1(features: np.ndarray, labels: np.ndarray) -> float:
+def nc1(features: Any, labels: Any) -> float:
     """NC1 of footnote 5, ``tr(Sigma_W Sigma_B^+) / K``, for features ``[N, d]`` and labels ``[N]``
-    (K = the number of distinct labels, at least 2)."""
-    h = np.asarray(features, dtype=np.float64)
+    (K = the number of distinct labels, at least 2).
+
+    ValueError (one line, naming the problem) for features that are not a finite real ``[N, d]``
+    array with N >= 2, labels that are not one per sample, fewer than two classes, or class means
+    that all coincide. The features are divided by a power of two near their largest magnitude
+    first (exact; NC1 does not depend on it), so any finite scale gives the same value.
+    """
+    h, absmax = _checked_2d(features, "features", min_n=2)
+    return _nc1(h, absmax, labels)
+
+
+def _nc1(h: np.ndarray, absmax: float, labels: Any) -> float:
+    """:func:`nc1` of validated features ``h`` (any float dtype) with ``max |h| = absmax``."""
+    h = _scaled(h, _exponent(absmax))  # a fresh float64 array, max |h| in [0.5, 1): squares stay in range
     labels = np.asarray(labels)
+    if labels.ndim != 1 or len(labels) != len(h):
+        raise ValueError(f"labels must be one per sample, shape [{len(h)}], got shape {labels.shape}")
     classes, y = np.unique(labels, return_inverse=True)
     K = len(classes)
     if K < 2:
-        raise ValueError("NC1 needs at least two classes")
+        raise ValueError(f"NC1 needs at least two classes, got {K}")
     counts = np.bincount(y, minlength=K)
     means = np.zeros((K, h.shape[1]))
     np.add.at(means, y, h)
@@ -39,15 +57,20 @@ def nc1(features: np.ndarray, labels: np.ndarray) -> float:
     # comes out of the SVD at ~1e-16 relative, sometimes just above a machine-epsilon cut-off, and
     # would then dominate the trace. Directions below sqrt(eps) of the largest (1e-16 relative in
     # Sigma_B's eigenvalues) carry no between-class spread that float64 can resolve.
-    tol = s.max(initial=0.0) * np.sqrt(np.finfo(np.float64).eps)
+    # Nor do directions at the rounding level of the features themselves (max |h| is in [0.5, 1) here):
+    # class means that differ by less than that coincide as far as float64 can tell.
+    eps = np.finfo(np.float64).eps
+    tol = max(s.max(initial=0.0) * np.sqrt(eps), 64 * eps * np.sqrt(h.size))
     keep = s > tol
     if not keep.any():
-        raise ValueError("all class means coincide: Sigma_B is zero")
+        raise ValueError("all class means coincide (to float64 precision at the features' scale): "
+                         "Sigma_B is zero")
     proj = (h - means[y]) @ u[:, keep]  # within-class deviations along the between-class directions
     within = (proj ** 2).mean(axis=0)  # u_j^T Sigma_W u_j
     return float(np.sum(within / s[keep] ** 2) / K)
 
 
-def nc1_per_layer(hidden: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """NC1 (footnote 5) of every layer's features ``[L, N, d]`` → ``[L]``."""
-    return np.array([nc1(h, labels) for h in hidden])
+def nc1_per_layer(hidden: Any, labels: Any) -> np.ndarray:
+    """NC1 (footnote 5) of every layer's features ``[L, N, d]`` (or a list of ``[N, d_l]``) → ``[L]``."""
+    layers, absmax = _checked_layers(hidden, min_n=2, native=True)
+    return np.array([_nc1(h, m, labels) for h, m in zip(layers, absmax)])

@@ -36,6 +36,7 @@ the absolute positions of GPT-2; encoders get HF's default positions (pad them o
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -175,13 +176,44 @@ def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: 
 
 
 def _layer_ids(layers: Sequence[int] | None, L: int) -> list[int]:
-    """Layer indices in 0..L (negatives count from the end) for ``layers=None`` → all."""
+    """Layer indices in 0..L (negatives count from the end) for ``layers=None`` → all.
+
+    The one check of ``layers`` for :func:`collect`, :func:`collect_tokens`, :func:`stream`,
+    :func:`layer_outputs` and ``layersim.readout``: ValueError for an empty selection, an index
+    that is not an integer, one out of range, or an entry named twice (also as ``i`` and
+    ``i - L - 1``).
+    """
     if layers is None:
         return list(range(L + 1))
-    ids = [int(i) + (L + 1 if int(i) < 0 else 0) for i in layers]
-    if any(not 0 <= i <= L for i in ids):
-        raise IndexError(f"layers {list(layers)} out of range for {L + 1} entries")
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+        raise ValueError(f"layers must be a sequence of layer indices in 0..{L}, got {layers!r}")
+    given = list(layers)
+    if not given:
+        raise ValueError(f"layers is empty: pass at least one index in 0..{L}, or layers=None for all "
+                         f"{L + 1} entries")
+    wrong = [i for i in given if isinstance(i, bool) or not isinstance(i, numbers.Integral)]
+    if wrong:
+        raise ValueError(f"layers must be integer indices, got {wrong[0]!r}")
+    ids = [int(i) + (L + 1 if int(i) < 0 else 0) for i in given]
+    outside = [g for g, i in zip(given, ids) if not 0 <= i <= L]
+    if outside:
+        raise ValueError(f"layers {outside} out of range: the model has entries 0..{L} "
+                         f"(negatives count from the end, down to -{L + 1})")
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ValueError(f"layers {given} name entry {twice[0]} more than once")
     return ids
+
+
+def _labels_of(y: Any, n: int, k: int) -> torch.Tensor | None:
+    """The labels of batch ``k`` of ``n`` samples as a tensor (None if none); ValueError if they are
+    one-dimensional but not one per sample (they would be dropped silently otherwise)."""
+    if y is None:
+        return None
+    y = torch.as_tensor(y)
+    if y.ndim == 1 and len(y) != n:
+        raise ValueError(f"batch {k} has {len(y)} labels for {n} samples: labels must be one per sample")
+    return y
 
 
 def _split_batch(batch: Any, text: bool) -> tuple[Any, torch.Tensor | None]:
@@ -347,9 +379,11 @@ def collect(
     else cpu). ``batches``: a DataLoader or any iterable of batches: vision ``(images, labels)``
     tuples or image tensors; HF dicts of tensors (``input_ids``, ``attention_mask``,
     ``token_type_ids``, ``position_ids``, ``inputs_embeds`` are passed on; ``labels`` /
-    ``label`` are kept as labels when they are one per sample, other keys ignored).
+    ``label`` are kept as labels when they are one per sample, other keys ignored; 1-D labels
+    of another length than the batch raise ValueError).
     ``token``: ``"cls" | "last" | "mean" | int``, or None for the adapter's default (module
-    docstring). ``layers``: indices into 0..L to keep (default all ``L + 1``). Index 0 is the
+    docstring). ``layers``: distinct indices into 0..L to keep (default all ``L + 1``; an empty,
+    out-of-range or repeated selection raises ValueError). Index 0 is the
     embedding output, index i the output of block i; no entry carries the final norm.
     ``model`` may be a ``layersim.surgery`` model: it is read with its blocks spliced (a skipped
     span of ``s`` blocks leaves ``L - s + 1`` entries, a replaced one ``L - s + 2``).
@@ -502,12 +536,12 @@ def stream(
     dev = resolve_device(device)
     model.to(dev)
     with evaluating(model):
-        for batch in _progress(_input_batches(data, batch_size), progress):
+        for k, batch in enumerate(_progress(_input_batches(data, batch_size), progress)):
             inputs, y = _split_batch(batch, text=adapter.inputs == "text")
             inputs = _to_device(inputs, dev)
             picked = _picked(model, adapter, inputs, token)
             mask = inputs.get("attention_mask") if isinstance(inputs, Mapping) else None
-            yield Batch([picked[i] for i in ids], None if y is None else torch.as_tensor(y), mask)
+            yield Batch([picked[i] for i in ids], _labels_of(y, picked[0].shape[0], k), mask)
 
 
 def layer_outputs(

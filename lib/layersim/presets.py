@@ -201,7 +201,7 @@ CLUSTERS_FINETUNE: dict[str, dict] = {
 
 #: validation of :data:`CLUSTERS_FINETUNE` settings (:func:`layersim.settings.pick`)
 CLUSTERS_FINETUNE_RULES: dict[str, st.Rule] = {
-    "n_train": st.optional(st.integer(2), "all"), "n_val": st.optional(st.integer(2), "all"),
+    "n_train": st.optional(st.integer(2), "all"), "n_val": st.optional(st.integer(3, meaning="CKA needs 3 samples"), "all"),
     "steps": st.integer(1), "batch_size": st.integer(1), "lr": st.real(0, open_low=True),
     "warmup_steps": st.integer(0), "max_length": st.integer(4), "weight_decay": st.real(0), "restarts": st.integer(1, 2),
 }

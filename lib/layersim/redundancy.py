@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .similarity import _checked_layers, _exponent, _same_dims, _scaled, _unscaled
+from .similarity import _checked_layers, _exponent, _same_dims, _scaled, _to_numpy, _unscaled
 
 __all__ = [
     "LeastSquares",
@@ -117,8 +117,7 @@ class LeastSquares:
         self.n = 0  # rows seen
 
     def _prepare(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
-        X = np.asarray(X.detach().cpu() if isinstance(X, torch.Tensor) else X, dtype=np.float64)
-        Y = np.asarray(Y.detach().cpu() if isinstance(Y, torch.Tensor) else Y, dtype=np.float64)
+        X, Y = _to_numpy(X, name="X"), _to_numpy(Y, name="Y")  # float64; complex or non-numeric: ValueError
         if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
             raise ValueError(f"X [n, d_in] and Y [n, d_out] must be 2-d with the same rows, got {X.shape}, {Y.shape}")
         if not (np.isfinite(X).all() and np.isfinite(Y).all()):
@@ -138,12 +137,18 @@ class LeastSquares:
         self.n += len(X)
         if self.R is not None:
             X, Y = np.vstack([self.R, X]), np.vstack([self.QtY, Y])
-        Q, R = np.linalg.qr(X, mode="reduced")
-        self.R, self.QtY = R, Q.T @ Y
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            Q, R = np.linalg.qr(X, mode="reduced")
+            QtY = Q.T @ Y
+        if not (np.isfinite(R).all() and np.isfinite(QtY).all()):
+            raise ValueError(f"X and Y are too large for float64 here (max |X| = {np.abs(X).max():.3g}, "
+                             f"max |Y| = {np.abs(Y).max():.3g}): rescale them")
+        self.R, self.QtY = R, QtY
         return self
 
     def solve(self, ridge: float = 0.0, rcond: float | None = None) -> np.ndarray:
-        """The map ``T [d_in (+1), d_out]`` (float64); ValueError before any row was seen."""
+        """The map ``T [d_in (+1), d_out]`` (float64); ValueError before any row was seen, or if the map
+        is beyond float64's range."""
         if self.R is None:
             raise ValueError("no rows: call update() first")
         if not (np.isfinite(ridge) and ridge >= 0):
@@ -156,7 +161,14 @@ class LeastSquares:
                 pen = pen[:-1]
             R = np.vstack([R, pen])
             QtY = np.vstack([QtY, np.zeros((len(pen), QtY.shape[1]))])
-        return np.linalg.lstsq(R, QtY, rcond=rcond)[0]
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+                T = np.linalg.lstsq(R, QtY, rcond=rcond)[0]
+        except np.linalg.LinAlgError as exc:
+            raise ValueError(f"the least-squares map cannot be computed in float64 ({exc})") from None
+        if not np.isfinite(T).all():
+            raise ValueError("the least-squares map is beyond the range of float64 (X is nearly 0 next to Y)")
+        return T
 
 
 def fit_linear_map(X: Any, Y: Any, bias: bool = False, ridge: float = 0.0) -> np.ndarray:
@@ -179,6 +191,12 @@ class LinearMap(nn.Module):
         self.per_token = per_token
         self.weight = nn.Parameter(T[..., :-1, :] if bias else T)
         self.bias = nn.Parameter(T[..., -1, :]) if bias else None
+
+    @property
+    def n_tokens(self) -> int | None:
+        """The token positions a per-token map takes (its inputs are ``[B, n_tokens, d]``); None for a
+        shared map (any number). ``layersim.surgery.replace`` tries a replacement on that many tokens."""
+        return int(self.weight.shape[0]) if self.per_token else None
 
     def forward(self, h: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         if self.per_token:

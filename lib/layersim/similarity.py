@@ -26,7 +26,18 @@ common scaling of both arguments and is computed under one.
 
 Invalid inputs raise ``ValueError`` with a message naming the problem (NaN/inf,
 mismatched N, too few samples, constant representations, wrong number of dimensions,
-zero-norm rows for cosine); no function returns a silent NaN.
+complex or non-numeric entries, zero-norm rows for cosine); no function returns a silent NaN.
+
+Sample size: every centred measure needs N >= 3 samples (N >= 4 for the unbiased HSIC):
+at N = 2 the centred samples are ``+-(x_1 - x_2) / 2``, one direction, and CKA is 1 for
+any data.  Biased linear CKA is also pulled toward 1 when N is small next to the widths:
+for independent isotropic random features of widths d1, d2 it is about
+``1 / sqrt((1 + N/d1)(1 + N/d2))`` (0.92 at N = 64, d = 768).  Where that random-feature
+value exceeds 0.9 for the widest pair of representations compared, :func:`linear_cka`,
+:func:`layer_matrix`, :func:`cross_matrix`, :func:`to_last` and :class:`StreamingCKA`
+warn with :class:`SmallSampleWarning` (use more samples, or ``debiased=True``, whose
+expectation for independent features is 0).  All of these go through one check,
+``_check_samples``, on the CPU and the device paths alike.
 
 References
 ----------
@@ -55,6 +66,8 @@ Equation numbers are given only where they were checked against the paper text i
 from __future__ import annotations
 
 import math
+import sys
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -62,6 +75,7 @@ import numpy as np
 from scipy.linalg import blas as _blas
 
 __all__ = [
+    "SmallSampleWarning",
     "cosine",
     "cosine_per_sample",
     "linear_cka",
@@ -94,31 +108,58 @@ _STREAM_HEADROOM = 32
 # Largest single intermediate (bytes) the batched paths build in one go (Gram stack,
 # concatenated cross-covariance); beyond it they fall back to a loop over layer pairs.
 _MAX_BYTES = 1 << 30
+# Fewest samples of any centred measure: N - 1 >= 2 directions are left after centring.
+_MIN_CENTRED = 3
+# Biased linear CKA warns where independent random features of the compared widths would
+# already give more than this (see ``_random_feature_cka``).
+_RANDOM_CKA_WARN = 0.9
+
+
+class SmallSampleWarning(UserWarning):
+    """Biased linear CKA computed on so few samples, next to the representations' widths, that
+    independent random features would already score above 0.9: the value says little."""
 
 
 # --------------------------------------------------------------------------------------
 # input handling
 # --------------------------------------------------------------------------------------
-def _to_numpy(x: Any, native: bool = False) -> np.ndarray:
-    """Any array-like or torch tensor -> numpy array on the CPU (no validation).
+def _to_numpy(x: Any, native: bool = False, name: str = "the input") -> np.ndarray:
+    """Any array-like or torch tensor -> numpy array on the CPU (no validation of shape or values).
 
     float64 by default.  With ``native=True`` float16/32/64 data keep their dtype (no
     copy); the batched CKA paths cast each layer to float64 only while centring it into
     their one float64 work array, so they never hold a float64 copy of every layer.
+    Complex data and entries that are not numbers (strings, even numeric ones, raw bytes,
+    ragged sequences) raise ValueError naming ``name``; integers and booleans are read as numbers.
     """
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
         x = x.detach().cpu()
         if x.is_complex():
-            raise ValueError("complex tensors are not supported")
+            raise ValueError(f"{name} is complex; complex tensors are not supported")
         if not (native and str(x.dtype) in ("torch.float16", "torch.float32", "torch.float64")):
             x = x.double()
         x = x.numpy()
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except ValueError as exc:  # ragged nested sequences
+        raise ValueError(f"{name} is not a rectangular array of numbers ({_first_line(exc)})") from None
     if np.iscomplexobj(arr):
-        raise ValueError("complex arrays are not supported")
+        raise ValueError(f"{name} is complex; complex arrays are not supported")
+    if arr.dtype.kind in "USV":  # text (even "1.5") or raw bytes are not numbers
+        raise ValueError(f"{name} has entries that are not numbers (dtype {arr.dtype})")
     if native and arr.dtype in (np.float16, np.float32, np.float64):
         return arr
-    return np.asarray(arr, dtype=np.float64)
+    try:
+        return np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} has entries that are not numbers (dtype {arr.dtype}: "
+                         f"{_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message cut to its first line (for one-line error messages)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _absmax(arr: np.ndarray, name: str) -> float:
@@ -173,29 +214,100 @@ def _unscaled(x: Any, e: int, what: str) -> Any:
     raise ValueError(f"{what} is beyond the range of float64 (about 1.8e308) for inputs this large")
 
 
-def _checked_2d(x: Any, name: str, min_n: int = 2,
+def _random_feature_cka(n: int, d1: int, d2: int) -> float:
+    """Biased linear CKA of independent isotropic random features ``[n, d1]`` and ``[n, d2]``,
+    to leading order: ``1 / sqrt((1 + n/d1)(1 + n/d2))``.
+
+    For such features ``E tr(KL) = n d1 d2`` and ``E ||K||_F^2 = n d1 (d1 + n + 1)``
+    (``K = X X^T``), hence the ratio; centring changes it by O(1/n).
+    """
+    return 1.0 / math.sqrt((1.0 + n / d1) * (1.0 + n / d2))
+
+
+def _widest_pair(dims: Sequence[int]) -> tuple[int, int] | None:
+    """The two largest widths of ``dims`` (the pair of distinct layers whose random-feature CKA is
+    highest), or None for fewer than two layers."""
+    if len(dims) < 2:
+        return None
+    a, b = sorted(dims)[-2:]
+    return a, b
+
+
+def _outside_level() -> int:
+    """``stacklevel`` of the first frame outside this module, seen from the function calling this
+    one, so that a warning names the user's line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _check_samples(n: int, name: str, min_n: int = _MIN_CENTRED,
+                   pair: tuple[int, int] | None = None) -> None:
+    """The sample-size rule of every measure of ``[N, d]`` representations, numpy and torch paths.
+
+    Raises ValueError if ``n < min_n`` (``min_n``: 1 for per-sample measures, 3 for centred ones,
+    4 for the unbiased HSIC).  ``pair``: the widths ``(d1, d2)`` of the widest two
+    representations a *biased linear CKA* compares; if independent random features of those
+    widths would give more than ``_RANDOM_CKA_WARN`` (:func:`_random_feature_cka`), warns
+    :class:`SmallSampleWarning` naming N, the widths and that value.
+    """
+    if n < min_n:
+        why = ""
+        if min_n == _MIN_CENTRED:
+            why = (" (after centring, fewer samples span at most one direction and every centred "
+                   "similarity is degenerate: CKA is 1 for any data at N = 2)")
+        elif min_n == 4:
+            why = " (the unbiased HSIC estimator needs N >= 4)"
+        raise ValueError(f"{name} has N={n} samples; need at least {min_n} samples{why}")
+    if pair is not None:
+        d1, d2 = pair
+        base = _random_feature_cka(n, d1, d2)
+        if base > _RANDOM_CKA_WARN:
+            warnings.warn(SmallSampleWarning(
+                f"linear CKA on N={n} samples of widths {d1} and {d2}: independent random features "
+                f"would already give about {base:.3f} (1/sqrt((1 + N/d1)(1 + N/d2))), so values near "
+                f"it mean little; use more samples (N well above the widths / 9) or debiased CKA"),
+                stacklevel=_outside_level())
+
+
+def _checked_2d(x: Any, name: str, min_n: int = _MIN_CENTRED,
                 native: bool = False) -> tuple[np.ndarray, float]:
     """Validate one representation: 2-D ``[N, d]``, finite, ``N >= min_n``, ``d >= 1``.
 
     Returns the array (float64, or the input's float dtype with ``native=True``, see
     :func:`_to_numpy`; not a copy where none was needed) and its ``max |x|``.
     """
-    arr = _to_numpy(x, native)
-    if arr.ndim != 2:
-        hint = ""
-        if arr.ndim == 3:
-            hint = (" (a 3-D array is accepted only where a stack of layers [L, N, d] is "
-                    "expected; for token features, select a token or flatten to [N*T, d])")
-        raise ValueError(f"{name} must be 2-D [N, d], got {arr.ndim}-D shape {arr.shape}{hint}")
-    n, d = arr.shape
-    if d < 1:
-        raise ValueError(f"{name} has no features (shape {arr.shape})")
-    if n < min_n:
-        raise ValueError(f"{name} has N={n} samples; need at least {min_n} samples")
+    arr = _to_numpy(x, native, name)
+    _check_shape(arr.shape, name, min_n)
     return arr, _absmax(arr, name)
 
 
-def _as_2d(x: Any, name: str, min_n: int = 2, native: bool = False) -> np.ndarray:
+def _check_shape(shape: tuple[int, ...], name: str, min_n: int) -> None:
+    """The shape rules of one representation, numpy and torch paths: 2-D ``[N, d]``, ``d >= 1``,
+    ``N >= min_n`` (:func:`_check_samples`)."""
+    shape = tuple(shape)
+    if len(shape) != 2:
+        hint = ""
+        if len(shape) == 3:
+            hint = (" (a 3-D array is accepted only where a stack of layers [L, N, d] is "
+                    "expected; for token features, select a token or flatten to [N*T, d])")
+        raise ValueError(f"{name} must be 2-D [N, d], got {len(shape)}-D shape {shape}{hint}")
+    n, d = shape
+    if d < 1:
+        raise ValueError(f"{name} has no features (shape {shape})")
+    _check_samples(n, name, min_n)
+
+
+def _min_samples(metric: str, center: bool = True) -> int:
+    """Fewest samples ``metric`` accepts: 4 for debiased CKA, 3 for any centred measure, 1 for
+    the uncentred sample-wise cosine."""
+    if metric == "debiased_cka":
+        return 4
+    return _MIN_CENTRED if metric != "cos" or center else 1
+
+
+def _as_2d(x: Any, name: str, min_n: int = _MIN_CENTRED, native: bool = False) -> np.ndarray:
     """:func:`_checked_2d` without ``max |x|``."""
     return _checked_2d(x, name, min_n, native)[0]
 
@@ -206,7 +318,7 @@ def _same_n(X: np.ndarray, Y: np.ndarray, names: str = "X and Y") -> None:
             f"{names} must have the same number of samples N, got {X.shape[0]} and {Y.shape[0]}")
 
 
-def _checked_layers(layers: Any, min_n: int = 2,
+def _checked_layers(layers: Any, min_n: int = _MIN_CENTRED,
                     native: bool = False) -> tuple[list[np.ndarray], list[float]]:
     """A list of ``[N, d_l]`` arrays or a stacked ``[L, N, d]`` array -> validated list
     (float64, or the input's float dtype with ``native=True``) and each layer's ``max |x|``."""
@@ -236,7 +348,7 @@ def _checked_layers(layers: Any, min_n: int = 2,
     return out, [m for _, m in checked]
 
 
-def _as_layers(layers: Any, min_n: int = 2, native: bool = False) -> list[np.ndarray]:
+def _as_layers(layers: Any, min_n: int = _MIN_CENTRED, native: bool = False) -> list[np.ndarray]:
     """:func:`_checked_layers` without the ``max |x|``."""
     return _checked_layers(layers, min_n, native)[0]
 
@@ -301,7 +413,8 @@ def cosine_per_sample(X: Any, Y: Any, center: bool = True) -> np.ndarray:
     Parameters
     ----------
     X, Y : array or tensor, [N, d]
-        Same shape.
+        Same shape; N >= 3 with ``center=True`` (at N = 2 both centred rows are
+        ``+-(x_1 - x_2) / 2``: no sample-wise information is left).
     center : bool
         Subtract each representation's column mean first.
 
@@ -310,8 +423,9 @@ def cosine_per_sample(X: Any, Y: Any, center: bool = True) -> np.ndarray:
     np.ndarray, [N]
         Cosines in [-1, 1] (for box plots, tracing App. B.1).
     """
-    X = _as_2d(X, "X")
-    Y = _as_2d(Y, "Y")
+    min_n = _min_samples("cos", center)
+    X = _as_2d(X, "X", min_n)
+    Y = _as_2d(Y, "Y", min_n)
     if X.shape != Y.shape:
         raise ValueError(f"X and Y must have the same shape [N, d], got {X.shape} and {Y.shape}")
     U = _unit_rows(X, center, "X")
@@ -352,7 +466,7 @@ def gram_linear(X: Any) -> np.ndarray:
     -------
     np.ndarray, [N, N]
     """
-    X, absmax = _checked_2d(X, "X")
+    X, absmax = _checked_2d(X, "X", min_n=2)
     Xc = _center(X, "X", absmax)
     return _unscaled(Xc @ Xc.T, 2 * _exponent(absmax), "the Gram matrix of X")
 
@@ -388,7 +502,7 @@ def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
     """
     if not (threshold > 0 and np.isfinite(threshold)):
         raise ValueError(f"threshold must be a positive finite number, got {threshold}")
-    X = _as_2d(X, "X")
+    X = _as_2d(X, "X", min_n=2)
     D = _sq_distances(_center(X, "X"))
     med = float(np.median(D))
     if med <= 0:
@@ -400,11 +514,10 @@ def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
 
 def _as_gram(K: Any, name: str, min_n: int) -> tuple[np.ndarray, int]:
     """Validated Gram matrix divided by ``2**e`` (``max |K| 2^-e`` in [0.5, 1)), and ``e``."""
-    K = _to_numpy(K)
+    K = _to_numpy(K, name=name)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"{name} must be a square 2-D [N, N] Gram matrix, got shape {K.shape}")
-    if K.shape[0] < min_n:
-        raise ValueError(f"{name} has N={K.shape[0]} samples; need at least {min_n} samples")
+    _check_samples(K.shape[0], name, min_n)
     e = _exponent(_absmax(K, name))
     K = _scaled(K, e)
     scale = max(float(np.abs(K).max()), np.finfo(np.float64).tiny)
@@ -442,12 +555,11 @@ def hsic(K: Any, L: Any, debiased: bool = False) -> float:
     -------
     float
     """
-    K, L, ek, el = _two_grams(K, L, debiased)
+    K, L, ek, el = _two_grams(K, L, 4 if debiased else 2)
     return _unscaled(_hsic(K, L, debiased), ek + el, "HSIC")
 
 
-def _two_grams(K: Any, L: Any, debiased: bool) -> tuple[np.ndarray, np.ndarray, int, int]:
-    min_n = 4 if debiased else 2
+def _two_grams(K: Any, L: Any, min_n: int) -> tuple[np.ndarray, np.ndarray, int, int]:
     K, ek = _as_gram(K, "K", min_n)
     L, el = _as_gram(L, "L", min_n)
     if K.shape != L.shape:
@@ -488,7 +600,8 @@ def gram_cka(K: Any, L: Any, debiased: bool = False) -> float:
     Kornblith et al. (2019), §3 (CKA definition); with ``debiased=True`` every HSIC is
     the unbiased HSIC_1 of Song et al. (2012).  Invariances are those of the kernels.
     """
-    K, L, _, _ = _two_grams(K, L, debiased)  # divided by powers of two: CKA does not change
+    min_n = _min_samples("debiased_cka" if debiased else "cka")
+    K, L, _, _ = _two_grams(K, L, min_n)  # divided by powers of two: CKA does not change
     kk, ll = _hsic(K, K, debiased), _hsic(L, L, debiased)
     fk = fl = 0.0
     if debiased:  # below 1e-10 of the biased value a debiased self-HSIC is rounding noise
@@ -502,8 +615,9 @@ def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> f
     Invariant to translation, orthogonal transforms and isotropic scaling of either
     argument; not to general invertible linear maps.
     """
-    X = _as_2d(X, "X", 4 if debiased else 2)
-    Y = _as_2d(Y, "Y", 4 if debiased else 2)
+    min_n = _min_samples("debiased_cka" if debiased else "cka")
+    X = _as_2d(X, "X", min_n)
+    Y = _as_2d(Y, "Y", min_n)
     _same_n(X, Y)
     return gram_cka(gram_rbf(X, threshold), gram_rbf(Y, threshold), debiased)
 
@@ -661,8 +775,8 @@ def _cka_from_dots(T: np.ndarray, debiased: bool, ref: np.ndarray | None = None)
         bad = int(np.flatnonzero(~(d > floor))[0])
         raise ValueError(
             f"self-HSIC of layer {bad} is not positive ({d[bad]:.3g}): "
-            + ("the unbiased estimate is negative for this small sample; "
-               if debiased else "the representation is constant; ")
+            + ("the representation is constant, or the unbiased estimate is not positive for this "
+               "small sample; " if debiased else "the representation is constant; ")
             + "CKA is undefined")
     M = T / np.sqrt(np.outer(d, d))
     np.fill_diagonal(M, 1.0)
@@ -687,6 +801,11 @@ def linear_cka(X: Any, Y: Any, debiased: bool = False, form: str = "auto") -> fl
     tracing paper's eq. 3 with centred features).  ``debiased=True`` replaces every HSIC
     by the unbiased HSIC_1 of Song et al. (2012) (needs N >= 4; may be negative).
 
+    Needs N >= 3 (at N = 2 it would be 1 for any data).  The biased estimate is pulled
+    toward 1 when N is small next to d1, d2: independent random features give about
+    ``1 / sqrt((1 + N/d1)(1 + N/d2))``; where that exceeds 0.9 a
+    :class:`SmallSampleWarning` says so (the debiased estimate has no such pull).
+
     Invariant to orthogonal transforms, isotropic scaling and translation of either
     argument; not to general invertible linear maps.  X and Y may have different d.
 
@@ -703,10 +822,12 @@ def linear_cka(X: Any, Y: Any, debiased: bool = False, form: str = "auto") -> fl
     -------
     float
     """
-    min_n = 4 if debiased else 2
+    min_n = _min_samples("debiased_cka" if debiased else "cka")
     X, mx = _checked_2d(X, "X", min_n)
     Y, my = _checked_2d(Y, "Y", min_n)
     _same_n(X, Y)
+    if not debiased:
+        _check_samples(X.shape[0], "X", min_n, pair=(X.shape[1], Y.shape[1]))
     M = _linear_cka_matrix([_center(X, "X", mx), _center(Y, "Y", my)], debiased, form)
     return float(M[0, 1])
 
@@ -749,22 +870,24 @@ def _torch_layers(layers: Any, min_n: int) -> list:
                          f"shape {tuple(getattr(layers, 'shape', ()))}")
     if not items:
         raise ValueError("layers is empty; need at least one layer")
+    dev = next((x.device for x in items if isinstance(x, torch.Tensor)), torch.device("cpu"))
     out = []
     for i, x in enumerate(items):
-        x = torch.as_tensor(x, device=items[0].device) if not isinstance(x, torch.Tensor) else x.detach()
-        if x.is_complex():
-            raise ValueError("complex tensors are not supported")
-        if x.ndim != 2:
-            raise ValueError(f"layer {i} must be 2-D [N, d], got {x.ndim}-D shape {tuple(x.shape)}")
-        if x.shape[1] < 1:
-            raise ValueError(f"layer {i} has no features (shape {tuple(x.shape)})")
-        if x.shape[0] < min_n:
-            raise ValueError(f"layer {i} has N={x.shape[0]} samples; need at least {min_n} samples")
-        if x.shape[0] != items[0].shape[0]:
-            raise ValueError(f"all layers must have the same number of samples N: layer 0 has {items[0].shape[0]}, "
+        if isinstance(x, torch.Tensor):
+            x = x.detach()
+            if x.is_complex():
+                raise ValueError(f"layer {i} is complex; complex tensors are not supported")
+            if not x.is_floating_point():  # integers and booleans are read as numbers, as on the CPU
+                x = x.to(torch.float64)
+        else:  # arrays and lists: the CPU path's conversion, then to the tensors' device
+            x = torch.from_numpy(_to_numpy(x, native=True, name=f"layer {i}")).to(dev)
+        _check_shape(tuple(x.shape), f"layer {i}", min_n)
+        if out and x.shape[0] != out[0].shape[0]:
+            raise ValueError(f"all layers must have the same number of samples N: layer 0 has {out[0].shape[0]}, "
                              f"layer {i} has {x.shape[0]}")
-        if x.device != items[0].device:
-            raise ValueError(f"all layers must be on one device: layer 0 is on {items[0].device}, layer {i} on {x.device}")
+        if out and x.device != out[0].device:
+            raise ValueError(f"all layers must be on one device: layer 0 is on {out[0].device}, "
+                             f"layer {i} on {x.device}")
         finite = torch.isfinite(x)
         if not bool(finite.all()):
             raise ValueError(f"layer {i} contains NaN or inf ({int((~finite).sum())} non-finite entries)")
@@ -827,7 +950,8 @@ def _torch_gram_dots(Xcs: Sequence) -> Any:
     return T
 
 
-def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "auto") -> np.ndarray:
+def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "auto",
+                        pair: tuple[int, int] | None = None) -> np.ndarray:
     """:func:`layer_matrix` with every product on the layers' own device (a GPU), in float64.
 
     Each layer is centred (and divided by its power of two) once, in float64, on the device; then
@@ -842,8 +966,10 @@ def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "aut
     import torch
 
     debiased = metric == "debiased_cka"
-    Xs = _torch_layers(layers, min_n=4 if debiased else 2)
+    min_n = _min_samples(metric, center)
+    Xs = _torch_layers(layers, min_n=min_n)
     L, n = len(Xs), Xs[0].shape[0]
+    _check_samples(n, "the layers", min_n, _cka_pair(metric, [x.shape[1] for x in Xs], pair))
     T = torch.empty((L, L), dtype=torch.float64, device=Xs[0].device)
     if metric == "cos":
         _same_dims(Xs)
@@ -897,7 +1023,10 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
       every (centred, if ``center``) layer are normalised, then one product gives all
       pairs.  Needs equal d in all layers.
 
-    Invariances as in :func:`linear_cka` and :func:`cosine`.
+    Invariances as in :func:`linear_cka` and :func:`cosine`.  Needs N >= 3 (N >= 4 for
+    ``'debiased_cka'``, N >= 1 for the uncentred ``'cos'``); ``'cka'`` warns
+    :class:`SmallSampleWarning` when N is so small next to the two widest layers that random
+    features would score above 0.9 (module docstring).
 
     Parameters
     ----------
@@ -913,13 +1042,31 @@ def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
     np.ndarray, [L, L]
         Symmetric, with ones on the diagonal.
     """
+    return _layer_matrix(layers, metric, center, form, device)
+
+
+def _cka_pair(metric: str, dims: Sequence[int], pair: tuple[int, int] | None = None
+              ) -> tuple[int, int] | None:
+    """The widths a biased linear CKA matrix is checked against (:func:`_check_samples`): ``pair``
+    if given, else the two widest layers; None for the other metrics."""
+    if metric != "cka":
+        return None
+    return pair if pair is not None else _widest_pair(dims)
+
+
+def _layer_matrix(layers: Any, metric: str, center: bool, form: str, device: str,
+                  pair: tuple[int, int] | None = None) -> np.ndarray:
+    """:func:`layer_matrix`; ``pair``: the widths of the layer pairs that matter to the caller
+    (:func:`cross_matrix`: the widest of each stack), for the small-sample warning."""
     _check_metric(metric, center)
     if device not in ("auto", "cpu", "torch"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'torch', got {device!r}")
     if device == "torch" or (device == "auto" and _on_cuda(layers)):
-        return _torch_layer_matrix(layers, metric, center, form)
+        return _torch_layer_matrix(layers, metric, center, form, pair)
     debiased = metric == "debiased_cka"
-    Xs, absmax = _checked_layers(layers, min_n=4 if debiased else 2, native=metric != "cos")
+    min_n = _min_samples(metric, center)
+    Xs, absmax = _checked_layers(layers, min_n=min_n, native=metric != "cos")
+    _check_samples(Xs[0].shape[0], "the layers", min_n, _cka_pair(metric, [x.shape[1] for x in Xs], pair))
     if metric == "cos":
         _same_dims(Xs)
         U = np.stack([_unit_rows(x, center, f"layer {i}").ravel() for i, x in enumerate(Xs)])
@@ -942,12 +1089,14 @@ def cross_matrix(layers_a: Any, layers_b: Any, metric: str = "cka") -> np.ndarra
     entry for entry; widths may differ between and within the stacks."""
     if metric not in ("cka", "debiased_cka", "cos"):
         raise ValueError(f"cross_matrix computes 'cka', 'debiased_cka' or 'cos', got {metric!r}")
-    A = _checked_layers(layers_a, min_n=4 if metric == "debiased_cka" else 2, native=metric != "cos")[0]
-    B = _checked_layers(layers_b, min_n=4 if metric == "debiased_cka" else 2, native=metric != "cos")[0]
+    min_n = _min_samples(metric)
+    A = _checked_layers(layers_a, min_n=min_n, native=metric != "cos")[0]
+    B = _checked_layers(layers_b, min_n=min_n, native=metric != "cos")[0]
     if A[0].shape[0] != B[0].shape[0]:
         raise ValueError(f"the two stacks have {A[0].shape[0]} and {B[0].shape[0]} samples; "
                          "cross-model similarity needs the same samples in both")
-    M = layer_matrix(list(A) + list(B), metric=metric)
+    widest = (max(x.shape[1] for x in A), max(x.shape[1] for x in B))  # only pairs across the stacks
+    M = _layer_matrix(list(A) + list(B), metric, True, "auto", "auto", pair=widest)
     return M[:len(A), len(A):].copy()
 
 
@@ -959,8 +1108,12 @@ def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray
     """
     _check_metric(metric, center)
     debiased = metric == "debiased_cka"
-    Xs, absmax = _checked_layers(layers, min_n=4 if debiased else 2)
+    min_n = _min_samples(metric, center)
+    Xs, absmax = _checked_layers(layers, min_n=min_n)
     n = Xs[0].shape[0]
+    if len(Xs) > 1:  # every layer against the last
+        _check_samples(n, "the layers", min_n,
+                       _cka_pair(metric, [], (max(x.shape[1] for x in Xs[:-1]), Xs[-1].shape[1])))
     if metric == "cos":
         _same_dims(Xs)
         V = _unit_rows(Xs[-1], center, f"layer {len(Xs) - 1}")
@@ -996,12 +1149,10 @@ def adjacent_cosine(layers: Any, center: bool = False) -> np.ndarray:
     np.ndarray, [L-1, N]
         Row l compares layer l with layer l+1.
     """
-    Xs = _as_layers(layers, min_n=1)
+    Xs = _as_layers(layers, min_n=_min_samples("cos", center))
     _same_dims(Xs)
     if len(Xs) < 2:
         raise ValueError("adjacent_cosine needs at least 2 layers")
-    if center and Xs[0].shape[0] < 2:
-        raise ValueError("center=True needs at least 2 samples")
     U = [_unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
     return np.clip(np.stack([np.einsum("nd,nd->n", a, b) for a, b in zip(U[:-1], U[1:])]),
                    -1.0, 1.0)
@@ -1250,9 +1401,8 @@ class StreamingCKA:
         if self._torch:
             return self._on_host().result()
         n = self.n
-        if n < (4 if self.debiased else 2):
-            raise ValueError(
-                f"only N={n} samples seen; need at least {4 if self.debiased else 2} samples")
+        metric = "debiased_cka" if self.debiased else "cka"
+        _check_samples(n, "the stream", _min_samples(metric), _cka_pair(metric, self._dims))
         mu = self._s / n
         dims = np.array(self._dims)
         var = np.add.reduceat(np.diag(self._Su) - n * mu * mu, self._starts)  # ||X_c||_F^2

@@ -8,14 +8,19 @@ family with an adapter (``layersim.adapters``) supports the three operations:
   i.e. replaced by the identity;
 - :func:`replace` ``(model, first, last, module)``: blocks ``first..last`` replaced by
   ``module``, applied to the hidden states of every token (``[B, T, d] -> [B, T, d]``, e.g. the
-  RBA linear map ``nn.Linear(d, d)``);
+  RBA linear map ``nn.Linear(d, d)``); ``module`` is tried at once on a zero input ``[1, T, d]``
+  (``T = module.n_tokens`` where a module states it, else 1) and refused with a ValueError if it
+  fails or returns another width than the model needs;
 - :func:`truncate` ``(model, k)``: blocks ``k+1..L`` removed, so block ``k``'s output goes to the
   final norm and the head (``truncate(model, L)`` is the model itself).
 
 Each returns a :class:`Surgery`, which is both
 
 - a **context manager**: ``with skip(model, 3, 5) as m:`` splices ``model``'s own block list in
-  place (no weights copied) and restores it on exit, even after an error; ``m`` is ``model``;
+  place (no weights copied) and restores it on exit, even after an error; ``m`` is ``model``.
+  A copy made inside (``copy.deepcopy(m)``; also ``copy.copy`` and a pickle such as ``torch.save``,
+  which copy deeply there) is of the whole model, all blocks in place and no surgery state: it can
+  be kept, or spliced itself, after the block ends;
 - a **standalone module**: ``skip(model, 3, 5)(inputs)`` runs ``model`` with the span spliced
   for that call only; it can be trained (gradients reach the replacement and the kept blocks)
   and passed to ``layersim.models.collect``.
@@ -32,14 +37,22 @@ since the cache is indexed by the original layer numbers.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import numbers
 from typing import Any
 
+import torch
 from torch import nn
 
 from . import adapters
+from .similarity import _first_line
 
 __all__ = ["StandIn", "Surgery", "replace", "skip", "truncate"]
+
+# Key of a spliced model's ``__dict__`` holding the function that restores its blocks; its presence
+# is the "under surgery" flag. Kept out of modules and parameters, and dropped from deep copies.
+_SPLICED = "_layersim_surgery"
 
 
 class StandIn(nn.Module):
@@ -92,7 +105,40 @@ class Surgery(nn.Module):
         self.surgery_base = model
         self.first, self.last = first, last
         self.replacement = None if replacement is None else StandIn(replacement)
-        self._restore = None
+        if self.replacement is not None:
+            self._check_width()
+
+    def _check_width(self) -> None:
+        """Run the replacement once on a zero input ``[1, T, d_in]`` (the width of entry ``first - 1``,
+        in the replacement's own dtype and device, else the model's; eval mode, no gradients, every
+        submodule's mode restored after) and raise one ValueError if it fails or its output's last
+        axis is not the width of entry ``last``. Nothing is checked where the adapter knows no widths."""
+        widths = self.adapter.widths(self.surgery_base)
+        if widths is None:
+            return
+        d_in, d_out = widths[self.first - 1], widths[self.last]
+        module = self.replacement.module
+        tensors = itertools.chain(module.parameters(), module.buffers(), self.surgery_base.parameters())
+        ref = next((t for t in tensors if t.is_floating_point()), None)
+        kind = dict(device=ref.device, dtype=ref.dtype) if ref is not None else {}
+        x = torch.zeros(1, getattr(module, "n_tokens", None) or 1, d_in, **kind)
+        what = f"the replacement of blocks {self.first}..{self.last} ({type(module).__name__})"
+        modes = {m: m.training for m in module.modules()}
+        try:
+            module.eval()
+            with torch.no_grad():
+                out = self.replacement(x)
+        except Exception as exc:
+            raise ValueError(f"{what} fails on hidden states of width {d_in}, shape {tuple(x.shape)}: "
+                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        finally:
+            for m, mode in modes.items():
+                m.training = mode
+        out = out[0] if isinstance(out, (tuple, list)) and out else out
+        got = out.shape[-1] if isinstance(out, torch.Tensor) and out.ndim else None
+        if got != d_out:
+            raise ValueError(f"{what} maps hidden states of width {d_in} to width {got}; the model needs "
+                             f"width {d_out} there")
 
     @property
     def n_removed(self) -> int:
@@ -105,19 +151,47 @@ class Surgery(nn.Module):
 
     def __enter__(self) -> nn.Module:
         model = self.surgery_base
-        if model.__dict__.get("_layersim_surgery", False):
+        if _SPLICED in model.__dict__:
             raise RuntimeError(f"{type(model).__name__} is already under surgery; leave that block first")
-        blocks = self.adapter.blocks(model)
-        middle = [] if self.replacement is None else [self.replacement]
-        self._restore = self.adapter.set_blocks(model, blocks[:self.first - 1] + middle + blocks[self.last:])
-        model.__dict__["_layersim_surgery"] = True
+        self._splice()
         return model
 
     def __exit__(self, *exc: Any) -> None:
-        restore, self._restore = self._restore, None
-        self.surgery_base.__dict__["_layersim_surgery"] = False
+        self._unsplice()
+
+    def _splice(self) -> None:
+        """Put the spliced block list in the model. Its restore function, a ``__deepcopy__`` and a
+        ``__reduce_ex__`` live in the model's own ``__dict__`` (``copy`` and ``pickle`` look there
+        first), so a copy or a pickle (``torch.save``) taken meanwhile is of the whole model."""
+        model = self.surgery_base
+        blocks = self.adapter.blocks(model)
+        middle = [] if self.replacement is None else [self.replacement]
+        restore = self.adapter.set_blocks(model, blocks[:self.first - 1] + middle + blocks[self.last:])
+        model.__dict__[_SPLICED] = restore
+        model.__dict__["__deepcopy__"] = self._whole_copy
+        model.__dict__["__reduce_ex__"] = self._whole_reduce
+
+    def _unsplice(self) -> None:
+        """Restore the model's own blocks and drop every trace of the surgery from it."""
+        state = self.surgery_base.__dict__
+        restore = state.pop(_SPLICED, None)
+        state.pop("__deepcopy__", None)
+        state.pop("__reduce_ex__", None)
         if restore is not None:
             restore()
+
+    def _whole_copy(self, memo: dict) -> nn.Module:
+        """``copy.deepcopy`` of the model while it is spliced: the model is restored for the copy and
+        spliced again after, so the copy has all its blocks and no surgery state."""
+        self._unsplice()
+        try:
+            return copy.deepcopy(self.surgery_base, memo)
+        finally:
+            self._splice()
+
+    def _whole_reduce(self, protocol: int) -> Any:
+        """Pickling (or ``copy.copy``) of the model while it is spliced: that of a whole deep copy."""
+        return copy.deepcopy(self.surgery_base).__reduce_ex__(protocol)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.adapter.token == "last" and self.adapter.inputs == "text" and "use_cache" not in kwargs:
