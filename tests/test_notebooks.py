@@ -113,7 +113,10 @@ def test_every_parameter_is_annotated_for_papermill(nb):
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
 def test_every_parameter_goes_through_settings_pick(nb):
     src = setup_source(nb)
-    assert "settings.pick(PRESETS, scale," in src, "merge the presets with layersim.settings.pick"
+    # settings.pick in the notebook, or a library function that calls it with the notebook's presets
+    # (the layer report's report.settings_for, which its command line calls before executing)
+    assert re.search(r"settings\.pick\(PRESETS, scale,|\w+\.settings_for\(scale,", src), \
+        "merge the presets with layersim.settings.pick"
     for name in parameter_names(nb):
         if name != "scale":
             assert f"{name}={name}" in src, f"parameter {name!r} is not passed to settings.pick"
@@ -168,6 +171,9 @@ T01 = ROOT / "notebooks" / "tracing" / "t01_cos_vs_cka.ipynb"
     ({"patch_size": 5}, "parameter 'patch_size': 5 does not divide the 28-pixel images of 'fashion-mnist'"),
     ({"embed_dim": 33}, "parameter 'embed_dim': 33 is not a multiple of num_heads=2"),
     ({"device": "gpu"}, "parameter 'device': 'gpu' is not allowed"),
+    ({"n_eval": 100000}, "parameter 'n_eval': 100000 is more than the 10000 images of the test split of fashion-mnist"),
+    ({"n_eval": 2}, "parameter 'n_eval': 2 is not allowed; n_eval must be an integer >= 10"),
+    ({"n_train": 70000}, "parameter 'n_train': 70000 is more than the 60000 images of the train split"),
 ])
 def test_a_bad_parameter_stops_t01_before_anything_loads(run_setup, tmp_path, params, message):
     with pytest.raises(ValueError) as info:
@@ -178,8 +184,9 @@ def test_a_bad_parameter_stops_t01_before_anything_loads(run_setup, tmp_path, pa
 
 @pytest.mark.parametrize("dataset, patch", [("cifar10", 4), ("cifar100", 4), ("digits", 2), ("mnist", 7)])
 def test_t01_chooses_the_patch_size_for_the_data_set(run_setup, dataset, patch):
+    counts = {"n_train": 0, "n_eval": 360} if dataset == "digits" else {}  # digits: 1437 train, 360 test images
     for scale in ("smoke", "default"):
-        assert run_setup(T01, scale=scale, dataset=dataset)["P"]["patch_size"] == patch
+        assert run_setup(T01, scale=scale, dataset=dataset, **counts)["P"]["patch_size"] == patch
     assert run_setup(T01, scale="smoke", dataset=dataset, patch_size=1)["P"]["patch_size"] == 1
 
 
