@@ -300,3 +300,25 @@ def test_collect_tokens_bad_input(vit, images):
         M.collect_tokens(vit, [images], ["all"], progress=False, device="cpu")
     with pytest.raises(ValueError, match="no batches"):
         M.collect_tokens(vit, [], ["cls"], progress=False, device="cpu")
+
+
+@pytest.mark.parametrize("family", ["timm_vit", "hf_vit", "hf_deit", "dinov2", "clip_vision"])
+def test_vision_batches_in_every_common_form_read_the_same(family):
+    """An image tensor, an (images, labels) tuple, a numpy array and Hugging Face's own
+    {"pixel_values": ..., "labels": ...} dict (an image processor's BatchFeature included) are one batch."""
+    from builders import tiny
+
+    from transformers import BatchFeature
+
+    t = tiny(family)
+    x = t.batch
+    y = torch.arange(len(x)) % 3
+    ref = M.collect(t.model, [(x, y)], progress=False, device="cpu")
+    forms = [[x], [x.numpy()], [{"pixel_values": x, "labels": y}], [BatchFeature({"pixel_values": x, "labels": y})]]
+    for batches in forms:
+        got = M.collect(t.model, batches, progress=False, device="cpu")
+        np.testing.assert_allclose(got.hidden, ref.hidden, rtol=1e-6, atol=1e-6)
+        if isinstance(batches[0], dict):
+            np.testing.assert_array_equal(got.labels, y.numpy())
+    with pytest.raises(TypeError, match="needs 'pixel_values'"):
+        M.collect(t.model, [{"images": x}], progress=False, device="cpu")

@@ -217,19 +217,38 @@ def _labels_of(y: Any, n: int, k: int) -> torch.Tensor | None:
 
 
 def _split_batch(batch: Any, text: bool) -> tuple[Any, torch.Tensor | None]:
-    """(model inputs, labels or None) of one batch: vision ``(images, labels, ...)`` tuples or
-    image tensors; text dicts (``labels`` / ``label`` keys are the labels)."""
+    """(model inputs, labels or None) of one batch.
+
+    Text: dicts of tensors (``input_ids``, ...; ``labels`` / ``label`` keys are the labels). Vision:
+    image tensors or numpy arrays ``[B, C, H, W]``, ``(images, labels, ...)`` tuples (torchvision's
+    DataLoaders), or Hugging Face's dicts ``{"pixel_values": images, "labels": ...}`` (what an image
+    processor returns, a ``BatchFeature`` included).
+    """
     if text:
         if not isinstance(batch, Mapping):
             raise TypeError("text models take batches that are dicts of tensors (input_ids, ...)")
         labels = next((batch[k] for k in LABEL_KEYS if k in batch), None)
         inputs = {k: batch[k] for k in TEXT_INPUT_KEYS if k in batch and batch[k] is not None}
         return inputs, labels
-    if isinstance(batch, torch.Tensor):
-        return batch, None
+    if isinstance(batch, Mapping):
+        if "pixel_values" not in batch:
+            raise TypeError(f"a vision batch given as a dict needs 'pixel_values' (Hugging Face's image "
+                            f"batches), got keys {sorted(map(str, batch))}")
+        return _images(batch["pixel_values"]), next((batch[k] for k in LABEL_KEYS if k in batch), None)
+    if isinstance(batch, (torch.Tensor, np.ndarray)):
+        return _images(batch), None
     if isinstance(batch, (tuple, list)):
-        return batch[0], (batch[1] if len(batch) > 1 else None)
-    raise TypeError(f"vision batches are image tensors or (images, labels) tuples, got {type(batch)}")
+        return _images(batch[0]), (batch[1] if len(batch) > 1 else None)
+    raise TypeError(f"vision batches are image tensors, (images, labels) tuples or dicts with 'pixel_values', "
+                    f"got {type(batch).__name__}")
+
+
+def _images(x: Any) -> torch.Tensor:
+    """A batch of images as a tensor (numpy arrays converted, float64 ones to float32)."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(np.ascontiguousarray(x))
+        return x.float() if x.dtype == torch.float64 else x
+    return x
 
 
 def _picked(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Token) -> list[torch.Tensor]:
