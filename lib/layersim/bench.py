@@ -33,10 +33,8 @@ means other processes took the cores.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import functools
 import os
-import platform
 import sys
 import threading
 import time
@@ -47,7 +45,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from layersim import machine
 from layersim import similarity as S
+from layersim.machine import loadavg
 
 MiB = 1 << 20
 
@@ -210,14 +210,6 @@ def maxdiff(M: np.ndarray, ref: np.ndarray, pairs=None) -> float:
     if pairs is None:
         return float(np.max(np.abs(np.asarray(M) - ref)))
     return float(max(abs(M[i, j] - ref[i, j]) for i, j in pairs))
-
-
-def loadavg() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "n/a"
 
 
 # --------------------------------------------------------------------------------------
@@ -425,33 +417,6 @@ def stream_sweep(d: int, L: int, ns: list[int], args, log) -> list[tuple[int, fl
 # --------------------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------------------
-def environment() -> list[str]:
-    lines = [f"- date: {_dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
-             f"- machine: {platform.machine()}, {os.cpu_count()} logical CPUs "
-             f"({_cpu_model()}), Python {platform.python_version()}, numpy {np.__version__}"]
-    try:
-        from threadpoolctl import threadpool_info
-        for p in threadpool_info():
-            lines.append(f"- thread pool: {p.get('internal_api')} {p.get('version')} "
-                         f"({p.get('architecture', '')}), {p.get('num_threads')} threads, "
-                         f"{os.path.basename(p.get('filepath', ''))}")
-    except ImportError:
-        lines.append("- threadpoolctl not installed; BLAS threads unknown")
-    lines.append(f"- load average at start: {loadavg()}")
-    return lines
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def table(rows: list[Row], infos: dict) -> list[str]:
     out = ["| shape | method | seconds | CPU s | k | × vs naive | × vs floor | peak MiB "
            "| max \\|diff\\| vs reference |",
@@ -672,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, flush=True)
 
     log("## layersim.bench: all-pairs linear CKA\n")
-    for line in environment():
+    for line in machine.describe():
         log(line)
     shapes = args.shapes
     rows, infos = [], {}

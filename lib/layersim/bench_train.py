@@ -29,7 +29,7 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-from . import data, training
+from . import data, machine, training
 from .models import resolve_device
 from .presets import TRACING_VIT
 
@@ -90,9 +90,7 @@ def device_name(device: torch.device) -> str:
     """The device in words: the GPU's name, or the CPU's model and thread count."""
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
-    from .bench import _cpu_model
-
-    return f"CPU: {_cpu_model()}, {torch.get_num_threads()} torch threads"
+    return f"CPU: {machine.cpu_model()}, {torch.get_num_threads()} torch threads"
 
 
 def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, precisions=PRECISIONS,

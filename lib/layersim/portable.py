@@ -25,14 +25,13 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from . import compare, smoke_check
+from . import compare, machine, smoke_check
 from .paths import cache_dir, repo_root
 from .runner import discover
 
@@ -177,21 +176,11 @@ def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> 
                   "groups that moved between the reference and the runs under the kernel settings below; a "
                   f"group that moved more (there, or as reported from another machine) gets {SAFETY:g} x its own; "
                   f"rounded up, at least {FLOOR:g}. Written by python -m layersim.portable --measure."),
-        "measured_on": f"{dt.date.today().isoformat()}, {cpu_name()}",
+        "measured_on": f"{dt.date.today().isoformat()}, {machine.cpu_model(flags=True)}",
         "settings": {k: SETTINGS.get(k, "a run made by hand, named for its setting") for k in runs},
         "default": {"rtol": FLOOR, "atol": FLOOR},
         "notebooks": dict(sorted(notebooks.items())),
     }
-
-
-def cpu_name() -> str:
-    """This machine's CPU model and whether it has AVX-512."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-        model = next(l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name"))
-        return model + (" with AVX-512" if " avx512f" in info else " without AVX-512")
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown CPU"
 
 
 def report(results: dict[str, dict[str, compare.Comparison | str]]) -> str:
