@@ -1020,3 +1020,25 @@ def test_device_path_streaming_equals_the_cpu_stream(monkeypatch, debiased):
     np.testing.assert_allclose(acc.result(), ref, rtol=1e-12, atol=1e-13)
     with pytest.raises(ValueError, match="device must be"):
         S.StreamingCKA(device="cuda:0")
+
+
+def test_streamed_cosine_matrix_equals_the_in_memory_one(tmp_path):
+    """The memmap path (two passes of chunks, the global mean first) against layer_matrix(metric="cos"),
+    with chunks that do not divide N and a subset of the layers."""
+    rng = np.random.default_rng(3)
+    stack = rng.normal(size=(4, 203, 16)) + rng.normal(size=(4, 1, 16)) * 3  # layers with a common offset
+    mm = np.lib.format.open_memmap(tmp_path / "h.npy", mode="w+", dtype=np.float32, shape=stack.shape)
+    mm[:] = stack
+    ref = S.layer_matrix(np.asarray(mm, dtype=np.float64)[[0, 2, 3]], metric="cos")
+    got = S.streamed_cosine_matrix(mm, entries=[0, 2, 3], chunk=50)
+    np.testing.assert_allclose(got, ref, atol=1e-12)
+    bad = np.array(mm)
+    bad[1, 7] = np.nan
+    with pytest.raises(ValueError, match="layer 1"):
+        S.streamed_cosine_matrix(bad, chunk=50)
+    with pytest.raises(ValueError, match="N=2 samples"):
+        S.streamed_cosine_matrix(stack[:, :2], chunk=50)
+    const = np.array(stack)
+    const[2, 60] = np.delete(const[2], 60, axis=0).mean(axis=0)  # a sample at its layer's mean: no cosine
+    with pytest.raises(ValueError, match="zero-norm row"):
+        S.streamed_cosine_matrix(const, chunk=50)

@@ -529,29 +529,14 @@ STREAMED = ("cka/matrix", "cka/to_last", "clusters/block_diagonal", "cos/matrix"
 def streamed_similarity(hidden: np.ndarray, keep: list[int], chunk: int = 4096) -> dict[str, np.ndarray]:
     """The lenses of :data:`STREAMED` over every sample of ``hidden [E, N, d]`` (a memmap is read
     ``chunk`` samples at a time; memory independent of N), for the entries ``keep``: linear CKA by
-    :class:`layersim.similarity.StreamingCKA` (exact), and the centred sample-wise COS in two passes
-    (the global mean of every layer, then the sums of products of the unit rows, in float64)."""
+    :class:`layersim.similarity.StreamingCKA` (exact), the centred sample-wise COS by
+    :func:`layersim.similarity.streamed_cosine_matrix` (two passes)."""
     from . import block_structure, similarity
 
-    n = hidden.shape[1]
+    cos = similarity.streamed_cosine_matrix(hidden, keep, chunk)
     acc = similarity.StreamingCKA()
-    total = np.zeros((len(keep), hidden.shape[2]))
-    for s in range(0, n, chunk):
-        block = np.asarray(hidden[keep, s:s + chunk])
-        acc.update(block)
-        total += block.sum(axis=1, dtype=np.float64)
-    mean = total / n
-    G = np.zeros((len(keep), len(keep)))
-    for s in range(0, n, chunk):
-        Z = np.asarray(hidden[keep, s:s + chunk], dtype=np.float64) - mean[:, None, :]
-        norms = np.linalg.norm(Z, axis=2)
-        if np.any(norms <= 64 * np.finfo(float).eps * np.sqrt(Z.shape[2]) * np.abs(Z).max()):
-            raise ValueError("a sample's feature vector equals its layer's mean: cosine similarity is undefined for it")
-        U = Z / norms[:, :, None]
-        G += np.einsum("ibd,jbd->ij", U, U)
-    cos = np.clip(G / n, -1.0, 1.0)
-    cos = 0.5 * (cos + cos.T)
-    np.fill_diagonal(cos, 1.0)
+    for s in range(0, hidden.shape[1], chunk):
+        acc.update(np.asarray(hidden[keep, s:s + chunk]))
     cka = acc.result()
     return {"cka/matrix": cka, "cka/to_last": cka[:, -1].copy(), "clusters/block_diagonal": block_structure.split_scores(cka),
             "cos/matrix": cos, "cos/to_last": cos[:, -1].copy()}

@@ -79,6 +79,7 @@ __all__ = [
     "cosine",
     "cosine_per_sample",
     "linear_cka",
+    "streamed_cosine_matrix",
     "gram_linear",
     "gram_rbf",
     "center_gram",
@@ -1077,6 +1078,36 @@ def _layer_matrix(layers: Any, metric: str, center: bool, form: str, device: str
     Z, Xcs = _concat_centred(Xs, absmax)
     del Xs
     return _linear_cka_matrix(Xcs, debiased, form, Z)
+
+
+def streamed_cosine_matrix(layers: Any, entries: Sequence[int] | None = None, chunk: int = 4096) -> np.ndarray:
+    """:func:`layer_matrix` ``(metric="cos")`` -- the centred sample-wise cosine (tracing paper §2.1)
+    between every pair of layers -- of a stack ``[L, N, d]`` too large for memory (a memmap), read
+    ``chunk`` samples at a time: two passes, the float64 mean of every layer, then the sums of
+    products of the centred unit rows (:func:`_unit_rows`: same checks and tolerance as the
+    in-memory path). ``entries``: the layers to use (default all). Memory is independent of N."""
+    if getattr(layers, "ndim", None) != 3:
+        raise ValueError(f"layers must be a stack [L, N, d], got shape {getattr(layers, 'shape', None)}")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be a positive number of samples, got {chunk!r}")
+    keep = list(range(layers.shape[0])) if entries is None else list(entries)
+    n, d = layers.shape[1], layers.shape[2]
+    _check_shape((n, d), "the layers", _MIN_CENTRED)
+    total = np.zeros((len(keep), d))
+    for s in range(0, n, chunk):
+        block = np.asarray(layers[keep, s:s + chunk], dtype=np.float64)
+        for i in range(len(keep)):
+            _absmax(block[i], f"layer {keep[i]}")  # NaN / inf named before they reach the mean
+        total += block.sum(axis=1)
+    mean = total / n
+    G = np.zeros((len(keep), len(keep)))
+    for s in range(0, n, chunk):
+        block = np.asarray(layers[keep, s:s + chunk], dtype=np.float64) - mean[:, None, :]
+        U = np.stack([_unit_rows(block[i], False, f"layer {keep[i]} (samples from {s})") for i in range(len(keep))])
+        G += np.einsum("ibd,jbd->ij", U, U)
+    M = np.clip(0.5 * (G + G.T) / n, -1.0, 1.0)
+    np.fill_diagonal(M, 1.0)
+    return M
 
 
 def cross_matrix(layers_a: Any, layers_b: Any, metric: str = "cka") -> np.ndarray:
