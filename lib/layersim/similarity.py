@@ -163,15 +163,26 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _absmax(arr: np.ndarray, name: str) -> float:
-    """``max |x|`` of a non-empty array; ValueError if it has NaN or inf.
+def _is_tensor(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor (checked without importing torch)."""
+    return hasattr(x, "detach") and hasattr(x, "device")
+
+
+def _numel(x: Any) -> int:
+    """The number of entries of a numpy array or a torch tensor."""
+    return x.numel() if _is_tensor(x) else x.size
+
+
+def _absmax(arr: Any, name: str) -> float:
+    """``max |x|`` of a non-empty numpy array or torch tensor; ValueError if it has NaN or inf.
 
     Two reductions, no temporary; NaN propagates through ``max``/``min``, so one finite
     result proves every entry finite.
     """
     hi, lo = float(arr.max()), float(arr.min())
-    if not (np.isfinite(hi) and np.isfinite(lo)):
-        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+    if not (math.isfinite(hi) and math.isfinite(lo)):
+        finite = arr.isfinite() if _is_tensor(arr) else np.isfinite(arr)
+        bad = _numel(arr) - int(finite.sum())
         raise ValueError(f"{name} contains NaN or inf ({bad} non-finite entries)")
     return max(hi, -lo)
 
@@ -181,8 +192,9 @@ def _exponent(absmax: float) -> int:
     return math.frexp(absmax)[1]
 
 
-def _scaled(x: np.ndarray, e: int, out: np.ndarray | None = None) -> np.ndarray:
-    """``x * 2**-e`` in float64 (into ``out`` if given, else a new array).
+def _scaled(x: Any, e: int, out: np.ndarray | None = None) -> Any:
+    """``x * 2**-e`` in float64: a new array (into ``out`` if given), or for a torch tensor a new
+    float64 tensor on its device.
 
     Exact in binary floating point unless an entry falls below float64's normal range
     (it is then negligible next to the largest), so every result computed from the scaled
@@ -190,6 +202,11 @@ def _scaled(x: np.ndarray, e: int, out: np.ndarray | None = None) -> np.ndarray:
     underflow.
     """
     k = -e
+    if _is_tensor(x):
+        import torch
+
+        z = x.to(torch.float64) * 2.0 ** min(k, 1000)  # a new tensor, even for float64 input
+        return z * 2.0 ** (k - 1000) if k > 1000 else z
     if k > 1000:  # 2**k itself would overflow: two exact steps
         out = np.multiply(x, 2.0**1000, out=out, dtype=np.float64)
         return np.multiply(out, 2.0 ** (k - 1000), out=out)
@@ -323,30 +340,40 @@ def _checked_layers(layers: Any, min_n: int = _MIN_CENTRED,
                     native: bool = False) -> tuple[list[np.ndarray], list[float]]:
     """A list of ``[N, d_l]`` arrays or a stacked ``[L, N, d]`` array -> validated list
     (float64, or the input's float dtype with ``native=True``) and each layer's ``max |x|``."""
-    if isinstance(layers, (list, tuple)):
+    checked = [_checked_2d(x, f"layer {i}", min_n=min_n, native=native)
+               for i, x in enumerate(_layer_items(layers))]
+    out = [a for a, _ in checked]
+    _same_samples(out)
+    return out, [m for _, m in checked]
+
+
+def _layer_items(layers: Any) -> list:
+    """The layers of a list (or other iterable) of ``[N, d]`` arrays or tensors, or of a stacked
+    ``[L, N, d]`` one, as a list; ValueError for another number of dimensions or no layer."""
+    ndim = None if isinstance(layers, (list, tuple)) else getattr(layers, "ndim", None)
+    if ndim is None:
         items = list(layers)
+    elif ndim != 3:
+        raise ValueError(
+            f"layers must be a list of 2-D [N, d] arrays or a 3-D stacked array "
+            f"[L, N, d], got a {ndim}-D array of shape {tuple(layers.shape)}")
     else:
-        ndim = getattr(layers, "ndim", None)
-        if ndim is None:
-            items = list(layers)
-        elif ndim != 3:
-            raise ValueError(
-                f"layers must be a list of 2-D [N, d] arrays or a 3-D stacked array "
-                f"[L, N, d], got a {ndim}-D array of shape {tuple(layers.shape)}")
-        else:
-            items = [layers[i] for i in range(layers.shape[0])]
+        items = [layers[i] for i in range(layers.shape[0])]
     if len(items) == 0:
         raise ValueError("layers is empty; need at least one layer")
-    checked = [_checked_2d(x, f"layer {i}", min_n=min_n, native=native)
-               for i, x in enumerate(items)]
-    out = [a for a, _ in checked]
-    n0 = out[0].shape[0]
-    for i, x in enumerate(out):
-        if x.shape[0] != n0:
+    return items
+
+
+def _same_samples(layers: Sequence[Any]) -> None:
+    """ValueError unless every layer has the first one's number of samples N (and, for tensors, its device)."""
+    first = layers[0]
+    for i, x in enumerate(layers):
+        if x.shape[0] != first.shape[0]:
             raise ValueError(
-                f"all layers must have the same number of samples N: layer 0 has {n0}, "
+                f"all layers must have the same number of samples N: layer 0 has {first.shape[0]}, "
                 f"layer {i} has {x.shape[0]}")
-    return out, [m for _, m in checked]
+        if getattr(x, "device", None) != getattr(first, "device", None):
+            raise ValueError(f"all layers must be on one device: layer 0 is on {first.device}, layer {i} on {x.device}")
 
 
 def _as_layers(layers: Any, min_n: int = _MIN_CENTRED, native: bool = False) -> list[np.ndarray]:
@@ -354,8 +381,18 @@ def _as_layers(layers: Any, min_n: int = _MIN_CENTRED, native: bool = False) -> 
     return _checked_layers(layers, min_n, native)[0]
 
 
-def _center(X: np.ndarray, name: str, absmax: float | None = None) -> np.ndarray:
-    """Rescaled and centred copy ``X 2^-e - mean``, ``max |X 2^-e|`` in [0.5, 1).
+def _norm(x: Any, axis: int | None = None) -> Any:
+    """The Euclidean norm of a numpy array or torch tensor (of each row for ``axis=1``)."""
+    if _is_tensor(x):
+        import torch
+
+        return torch.linalg.vector_norm(x, dim=axis)
+    return np.linalg.norm(x, axis=axis)
+
+
+def _center(X: Any, name: str, absmax: float | None = None) -> Any:
+    """Rescaled and centred float64 copy ``X 2^-e - mean``, ``max |X 2^-e|`` in [0.5, 1), of a numpy
+    array (or of a torch tensor, on its device: the device path's layers).
 
     The scale is irrelevant to every measure that centres (all are invariant to isotropic
     scaling) and makes their products immune to over- and underflow.  Raises if nothing
@@ -366,16 +403,17 @@ def _center(X: np.ndarray, name: str, absmax: float | None = None) -> np.ndarray
     e = _exponent(absmax)
     Xc = _scaled(X, e)
     Xc -= Xc.mean(axis=0, keepdims=True)
-    tol = 64 * _EPS * np.sqrt(X.size) * math.ldexp(absmax, -e)
-    if float(np.linalg.norm(Xc)) <= tol:
+    tol = 64 * _EPS * math.sqrt(_numel(X)) * math.ldexp(absmax, -e)
+    if float(_norm(Xc)) <= tol:
         raise ValueError(
             f"{name} is constant across samples (zero variance after centring); "
             "CKA and other centred similarities are undefined")
     return Xc
 
 
-def _unit_rows(X: np.ndarray, center: bool, name: str) -> np.ndarray:
-    """Rows of X (optionally centred) scaled to unit norm; raise on zero-norm rows.
+def _unit_rows(X: Any, center: bool, name: str) -> Any:
+    """Rows of X (optionally centred) scaled to unit norm, in float64 (a numpy array, or a torch
+    tensor on its device); raise on zero-norm rows.
 
     X is first divided by a power of two near ``max |X|`` (cosines do not change), so that
     the norms neither over- nor underflow.
@@ -385,13 +423,14 @@ def _unit_rows(X: np.ndarray, center: bool, name: str) -> np.ndarray:
     Z = _scaled(X, e)
     if center:
         Z -= Z.mean(axis=0, keepdims=True)
-    norms = np.linalg.norm(Z, axis=1)
-    tol = 64 * _EPS * np.sqrt(X.shape[1]) * math.ldexp(absmax, -e)
-    bad = np.flatnonzero(norms <= tol)
-    if bad.size:
+    norms = _norm(Z, axis=1)
+    tol = 64 * _EPS * math.sqrt(X.shape[1]) * math.ldexp(absmax, -e)
+    bad = (norms <= tol).nonzero()
+    bad = bad.flatten() if _is_tensor(bad) else bad[0]
+    if len(bad):
         what = "after centring " if center else ""
         raise ValueError(
-            f"{name} has {bad.size} zero-norm row(s) {what}(first: sample {int(bad[0])}); "
+            f"{name} has {len(bad)} zero-norm row(s) {what}(first: sample {int(bad[0])}); "
             "cosine similarity is undefined for them")
     Z /= norms[:, None]
     return Z
@@ -706,8 +745,9 @@ def _feature_dots(Z: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     return T
 
 
-def _gram_dots(Xcs: Sequence[np.ndarray]) -> np.ndarray:
-    """All ``<K_i, K_j>_F`` with ``K_l = X_l X_l^T``, built in row blocks of the Gram matrices.
+def _gram_dots(Xcs: Sequence[Any]) -> Any:
+    """All ``<K_i, K_j>_F`` with ``K_l = X_l X_l^T``, built in row blocks of the Gram matrices
+    (numpy arrays on the host, or torch tensors on their device: the result is of the same kind).
 
     For a block of rows ``r`` the diagonal blocks ``K_l[r, r]`` and the blocks right of
     them ``K_l[r, r+]`` of all layers are formed (``L b N`` floats at most, ``b`` chosen so
@@ -717,8 +757,13 @@ def _gram_dots(Xcs: Sequence[np.ndarray]) -> np.ndarray:
     """
     L, n = len(Xcs), Xcs[0].shape[0]
     b = int(max(1, min(n, (_MAX_BYTES // 4) // (8 * L * n))))
-    buf = np.empty(L * b * n)
-    T = np.zeros((L, L))
+    if _is_tensor(Xcs[0]):
+        import torch
+
+        kind = dict(dtype=torch.float64, device=Xcs[0].device)
+        buf, T, matmul = torch.empty(L * b * n, **kind), torch.zeros((L, L), **kind), torch.matmul
+    else:
+        buf, T, matmul = np.empty(L * b * n), np.zeros((L, L)), np.matmul
     for r0 in range(0, n, b):
         r1 = min(n, r0 + b)
         m, w = r1 - r0, n - r1
@@ -726,9 +771,9 @@ def _gram_dots(Xcs: Sequence[np.ndarray]) -> np.ndarray:
         Go = buf[L * m * m:L * m * (m + w)].reshape(L, m, w)
         for i, X in enumerate(Xcs):
             A = X[r0:r1]
-            np.matmul(A, A.T, out=Gd[i])
+            matmul(A, A.T, out=Gd[i])
             if w:
-                np.matmul(A, X[r1:].T, out=Go[i])
+                matmul(A, X[r1:].T, out=Go[i])
         g = Gd.reshape(L, m * m)
         T += g @ g.T
         if w:
@@ -864,13 +909,7 @@ def _torch_layers(layers: Any, min_n: int) -> list:
     finite, ``N >= min_n`` (same messages as the CPU path); nothing is copied to the host."""
     import torch
 
-    items = list(layers) if isinstance(layers, (list, tuple)) else (
-        [layers[i] for i in range(layers.shape[0])] if getattr(layers, "ndim", None) == 3 else None)
-    if items is None:
-        raise ValueError(f"layers must be a list of 2-D [N, d] tensors or a 3-D stacked tensor [L, N, d], got "
-                         f"shape {tuple(getattr(layers, 'shape', ()))}")
-    if not items:
-        raise ValueError("layers is empty; need at least one layer")
+    items = _layer_items(layers)
     dev = next((x.device for x in items if isinstance(x, torch.Tensor)), torch.device("cpu"))
     out = []
     for i, x in enumerate(items):
@@ -883,72 +922,10 @@ def _torch_layers(layers: Any, min_n: int) -> list:
         else:  # arrays and lists: the CPU path's conversion, then to the tensors' device
             x = torch.from_numpy(_to_numpy(x, native=True, name=f"layer {i}")).to(dev)
         _check_shape(tuple(x.shape), f"layer {i}", min_n)
-        if out and x.shape[0] != out[0].shape[0]:
-            raise ValueError(f"all layers must have the same number of samples N: layer 0 has {out[0].shape[0]}, "
-                             f"layer {i} has {x.shape[0]}")
-        if out and x.device != out[0].device:
-            raise ValueError(f"all layers must be on one device: layer 0 is on {out[0].device}, "
-                             f"layer {i} on {x.device}")
-        finite = torch.isfinite(x)
-        if not bool(finite.all()):
-            raise ValueError(f"layer {i} contains NaN or inf ({int((~finite).sum())} non-finite entries)")
+        _absmax(x, f"layer {i}")  # NaN / inf named
         out.append(x)
+    _same_samples(out)
     return out
-
-
-def _torch_centred(x, name: str):
-    """The device path's :func:`_center`: ``x 2^-e - mean`` in float64 on ``x``'s device."""
-    import torch
-
-    absmax = float(x.abs().max())
-    e = _exponent(absmax)
-    xc = torch.ldexp(x.to(torch.float64), torch.tensor(-e, dtype=torch.float64, device=x.device))
-    xc -= xc.mean(dim=0, keepdim=True)
-    tol = 64 * _EPS * math.sqrt(x.numel()) * math.ldexp(absmax, -e)
-    if float(torch.linalg.vector_norm(xc)) <= tol:
-        raise ValueError(f"{name} is constant across samples (zero variance after centring); "
-                         "CKA and other centred similarities are undefined")
-    return xc
-
-
-def _torch_unit_rows(x, center: bool, name: str):
-    """The device path's :func:`_unit_rows`: float64 rows of unit norm, on ``x``'s device."""
-    import torch
-
-    absmax = float(x.abs().max())
-    e = _exponent(absmax)
-    z = torch.ldexp(x.to(torch.float64), torch.tensor(-e, dtype=torch.float64, device=x.device))
-    if center:
-        z -= z.mean(dim=0, keepdim=True)
-    norms = torch.linalg.vector_norm(z, dim=1)
-    tol = 64 * _EPS * math.sqrt(x.shape[1]) * math.ldexp(absmax, -e)
-    bad = torch.nonzero(norms <= tol).flatten()
-    if bad.numel():
-        what = "after centring " if center else ""
-        raise ValueError(f"{name} has {bad.numel()} zero-norm row(s) {what}(first: sample {int(bad[0])}); "
-                         "cosine similarity is undefined for them")
-    return z / norms[:, None]
-
-
-def _torch_gram_dots(Xcs: Sequence) -> Any:
-    """The device path's :func:`_gram_dots`: all ``<K_i, K_j>_F`` (``K_l = X_l X_l^T``) from row
-    blocks of the Gram matrices, on the layers' device; the buffer stays within ``_MAX_BYTES``."""
-    import torch
-
-    L, n = len(Xcs), Xcs[0].shape[0]
-    dev = Xcs[0].device
-    b = int(max(1, min(n, _MAX_BYTES // (8 * L * n))))
-    T = torch.zeros((L, L), dtype=torch.float64, device=dev)
-    for r0 in range(0, n, b):
-        r1 = min(n, r0 + b)
-        G = torch.stack([X[r0:r1] @ X[r0:].T for X in Xcs])  # [L, m, n - r0]: K_l[r, r:]
-        m = r1 - r0
-        d = G[:, :, :m].reshape(L, -1)
-        T += d @ d.T
-        if n > r1:
-            o = G[:, :, m:].reshape(L, -1)
-            T += 2.0 * (o @ o.T)
-    return T
 
 
 def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "auto",
@@ -958,7 +935,7 @@ def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "aut
     Each layer is centred (and divided by its power of two) once, in float64, on the device; then
     either the feature form, one ``d_i x d_j`` cross-covariance per pair of layers ``i <= j`` (memory:
     the centred layers plus one ``d x d`` block), or the Gram form in row blocks
-    (:func:`_torch_gram_dots`), chosen by cost as on the CPU (:func:`_choose_form`: the Gram form when
+    (:func:`_gram_dots`), chosen by cost as on the CPU (:func:`_choose_form`: the Gram form when
     N is below about ``sum d_l / 2``, e.g. an 8B LLaMA's 33 x 4096 features on 10,000 samples);
     for ``'cos'``, one elementwise product of the unit-row layers per pair. Only the ``L x L`` sums
     come back to the host, where they are normalised by the CPU path's own code, so the two paths
@@ -974,7 +951,7 @@ def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "aut
     T = torch.empty((L, L), dtype=torch.float64, device=Xs[0].device)
     if metric == "cos":
         _same_dims(Xs)
-        Us = [_torch_unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
+        Us = [_unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
         for i in range(L):
             for j in range(i, L):
                 T[i, j] = T[j, i] = (Us[i] * Us[j]).sum() / n
@@ -982,11 +959,11 @@ def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "aut
         M = np.clip(0.5 * (M + M.T), -1.0, 1.0)
         np.fill_diagonal(M, 1.0)
         return M
-    Xcs = [_torch_centred(x, f"layer {i}") for i, x in enumerate(Xs)]
+    Xcs = [_center(x, f"layer {i}") for i, x in enumerate(Xs)]
     if form == "auto":
         form = _choose_form(n, [x.shape[1] for x in Xcs])
     if form == "gram":
-        T = _torch_gram_dots(Xcs)
+        T = _gram_dots(Xcs)
     elif form == "feature":
         for i in range(L):
             for j in range(i, L):
@@ -1329,7 +1306,7 @@ class StreamingCKA:
         import torch
 
         Xs = _torch_layers(layers, min_n=1)
-        absmax = [float(x.abs().max()) for x in Xs]
+        absmax = [_absmax(x, f"layer {i}") for i, x in enumerate(Xs)]
         dims = [x.shape[1] for x in Xs]
         exps = [_exponent(m) for m in absmax]
         dev, f64 = Xs[0].device, torch.float64
@@ -1355,7 +1332,7 @@ class StreamingCKA:
                     self._rescale_layer(i, e - self._e[i])
         Y = torch.empty((Xs[0].shape[0], sum(dims)), dtype=f64, device=dev)
         for x, s0, d, e in zip(Xs, self._starts, dims, self._e):
-            Y[:, s0:s0 + d] = torch.ldexp(x.to(f64), torch.tensor(-e, dtype=f64, device=dev))
+            Y[:, s0:s0 + d] = _scaled(x, e)
         if first:
             self._shift = Y.mean(0)
         Y -= self._shift
