@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .similarity import _to_numpy
+from . import arrays
 
 #: The paper's six peaks variables.
 PEAKS_VARIABLES = ("A", "B", "C", "D", "E", "F")
@@ -88,7 +88,7 @@ def prepare(Phi, bias: bool = True, normalize: bool = True) -> np.ndarray:
     the authors' demo normalises after appending the bias column). All-zero rows stay zero
     (they cannot occur with ``bias=True``).
     """
-    Phi = _to_numpy(Phi, name="Phi")
+    Phi = arrays.to_numpy(Phi, name="Phi")
     if Phi.ndim == 0:
         raise ValueError("Phi must be [n, d] (or [n, ...], flattened per sample), got a scalar")
     if Phi.ndim != 2:
@@ -108,7 +108,7 @@ def prepare(Phi, bias: bool = True, normalize: bool = True) -> np.ndarray:
 
 def _matrix(Phi) -> np.ndarray:
     """``Phi`` as a finite float64 ``[n, d]`` array with ``n, d >= 1``, else one ValueError."""
-    Phi = _to_numpy(Phi, name="Phi")
+    Phi = arrays.to_numpy(Phi, name="Phi")
     if Phi.ndim != 2:
         raise ValueError(f"Phi must be 2-d [n, d], got shape {Phi.shape}")
     if Phi.shape[0] < 1 or Phi.shape[1] < 1:
@@ -120,7 +120,7 @@ def _matrix(Phi) -> np.ndarray:
 
 def _labels(y, n: int) -> tuple[np.ndarray, bool]:
     """``y`` as ``[n, k]`` float64 and whether it was a single vector."""
-    y = _to_numpy(y, name="y")
+    y = arrays.to_numpy(y, name="y")
     single = y.ndim == 1
     Y = y[:, None] if single else y
     if Y.ndim != 2 or Y.shape[0] != n:
@@ -260,7 +260,7 @@ def alignment_area(curve, thresholds) -> np.ndarray:
     A one-number summary for comparing curves (1 = all of ``||y||^2`` survives every threshold);
     trapezoidal rule over ``thresholds``.
     """
-    curve = _to_numpy(curve, name="curve")
+    curve = arrays.to_numpy(curve, name="curve")
     t = _thresholds(thresholds, 2)
     if curve.ndim < 1 or curve.shape[-1] != len(t) or not np.all(np.isfinite(curve)):
         raise ValueError(f"curve must be finite with one value per threshold (last axis {len(t)}), "
@@ -278,7 +278,7 @@ def alignment_area(curve, thresholds) -> np.ndarray:
 
 def _thresholds(thresholds, least: int) -> np.ndarray:
     """``thresholds`` as a finite 1-d float64 array of at least ``least`` values, else ValueError."""
-    t = _to_numpy(thresholds, name="thresholds").ravel()
+    t = arrays.to_numpy(thresholds, name="thresholds").ravel()
     if len(t) < least or not np.all(np.isfinite(t)):
         raise ValueError(f"thresholds must be at least {least} finite number(s), got {len(t)} "
                          f"value(s){'' if np.all(np.isfinite(t)) else ' with NaN or inf'}")
@@ -302,7 +302,7 @@ def curve_and_area(Phi, y, thresholds, relative: bool = False, gram: bool = Fals
     dec = Phi if isinstance(Phi, SVD) else svd(prepare(Phi), gram=gram)
     curve = alignment_curve(dec, y, thresholds)
     if relative:
-        Y = _to_numpy(y, name="y")
+        Y = arrays.to_numpy(y, name="y")
         norm2 = float(Y @ Y) if Y.ndim == 1 else (Y ** 2).sum(axis=0)[:, None]
         if np.any(norm2 == 0):
             raise ValueError("relative=True divides by ||y||^2, but a label vector y is 0")

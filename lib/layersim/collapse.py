@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .similarity import _checked_2d, _checked_layers, _exponent, _scaled
+from . import arrays
 
 __all__ = ["nc1", "nc1_per_layer"]
 
@@ -33,13 +33,13 @@ def nc1(features: Any, labels: Any) -> float:
     that all coincide. The features are divided by a power of two near their largest magnitude
     first (exact; NC1 does not depend on it), so any finite scale gives the same value.
     """
-    h, absmax = _checked_2d(features, "features", min_n=2)
+    h, absmax = arrays.checked_2d(features, "features", min_n=2)
     return _nc1(h, absmax, labels)
 
 
 def _nc1(h: np.ndarray, absmax: float, labels: Any) -> float:
     """:func:`nc1` of validated features ``h`` (any float dtype) with ``max |h| = absmax``."""
-    h = _scaled(h, _exponent(absmax))  # a fresh float64 array, max |h| in [0.5, 1): squares stay in range
+    h = arrays.scaled(h, arrays.exponent(absmax))  # a fresh float64 array, max |h| in [0.5, 1): squares stay in range
     labels = np.asarray(labels)
     if labels.ndim != 1 or len(labels) != len(h):
         raise ValueError(f"labels must be one per sample, shape [{len(h)}], got shape {labels.shape}")
@@ -72,5 +72,5 @@ def _nc1(h: np.ndarray, absmax: float, labels: Any) -> float:
 
 def nc1_per_layer(hidden: Any, labels: Any) -> np.ndarray:
     """NC1 (footnote 5) of every layer's features ``[L, N, d]`` (or a list of ``[N, d_l]``) → ``[L]``."""
-    layers, absmax = _checked_layers(hidden, min_n=2, native=True)
+    layers, absmax = arrays.checked_layers(hidden, min_n=2, native=True)
     return np.array([_nc1(h, m, labels) for h, m in zip(layers, absmax)])

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .similarity import _checked_layers, _exponent, _same_dims, _scaled, _to_numpy, _unscaled
+from . import arrays
 
 __all__ = [
     "LeastSquares",
@@ -74,15 +74,15 @@ def block_redundancy(layers: Any) -> np.ndarray:
     np.ndarray, [L-1]
         Entry i-1 is BR of block i.
     """
-    Xs, absmax = _checked_layers(layers, min_n=1)
-    _same_dims(Xs)
+    Xs, absmax = arrays.checked_layers(layers, min_n=1)
+    arrays.same_dims(Xs)
     if len(Xs) < 2:
         raise ValueError("block_redundancy needs at least 2 layers")
     out = []
     for i in range(1, len(Xs)):
-        e = _exponent(max(absmax[i - 1], absmax[i]))
-        mse = np.mean((_scaled(Xs[i], e) - _scaled(Xs[i - 1], e)) ** 2)
-        out.append(-_unscaled(mse, 2 * e, f"the MSE between layers {i - 1} and {i}"))
+        e = arrays.exponent(max(absmax[i - 1], absmax[i]))
+        mse = np.mean((arrays.scaled(Xs[i], e) - arrays.scaled(Xs[i - 1], e)) ** 2)
+        out.append(-arrays.unscaled(mse, 2 * e, f"the MSE between layers {i - 1} and {i}"))
     return np.array(out)
 
 
@@ -117,7 +117,7 @@ class LeastSquares:
         self.n = 0  # rows seen
 
     def _prepare(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
-        X, Y = _to_numpy(X, name="X"), _to_numpy(Y, name="Y")  # float64; complex or non-numeric: ValueError
+        X, Y = arrays.to_numpy(X, name="X"), arrays.to_numpy(Y, name="Y")  # float64; complex or non-numeric: ValueError
         if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
             raise ValueError(f"X [n, d_in] and Y [n, d_out] must be 2-d with the same rows, got {X.shape}, {Y.shape}")
         if not (np.isfinite(X).all() and np.isfinite(Y).all()):

@@ -74,6 +74,8 @@ from typing import Any
 import numpy as np
 from scipy.linalg import blas as _blas
 
+from . import arrays
+
 __all__ = [
     "SmallSampleWarning",
     "cosine",
@@ -102,15 +104,12 @@ __all__ = [
 
 METRICS = ("cka", "debiased_cka", "cos")
 
-_EPS = np.finfo(np.float64).eps
 # StreamingCKA rescales a layer's accumulators only when a batch exceeds its scale by more
 # than 2^_STREAM_HEADROOM (values up to 2^32 cannot make float64 products overflow).
 _STREAM_HEADROOM = 32
 # Largest single intermediate (bytes) the batched paths build in one go (Gram stack,
 # concatenated cross-covariance); beyond it they fall back to a loop over layer pairs.
 _MAX_BYTES = 1 << 30
-# Fewest samples of any centred measure: N - 1 >= 2 directions are left after centring.
-_MIN_CENTRED = 3
 # Biased linear CKA warns where independent random features of the compared widths would
 # already give more than this (see ``_random_feature_cka``).
 _RANDOM_CKA_WARN = 0.9
@@ -124,112 +123,20 @@ class SmallSampleWarning(UserWarning):
 # --------------------------------------------------------------------------------------
 # input handling
 # --------------------------------------------------------------------------------------
-def _to_numpy(x: Any, native: bool = False, name: str = "the input") -> np.ndarray:
-    """Any array-like or torch tensor -> numpy array on the CPU (no validation of shape or values).
-
-    float64 by default.  With ``native=True`` float16/32/64 data keep their dtype (no
-    copy); the batched CKA paths cast each layer to float64 only while centring it into
-    their one float64 work array, so they never hold a float64 copy of every layer.
-    Complex data and entries that are not numbers (strings, even numeric ones, raw bytes,
-    ragged sequences) raise ValueError naming ``name``; integers and booleans are read as numbers.
-    """
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
-        x = x.detach().cpu()
-        if x.is_complex():
-            raise ValueError(f"{name} is complex; complex tensors are not supported")
-        if not (native and str(x.dtype) in ("torch.float16", "torch.float32", "torch.float64")):
-            x = x.double()
-        x = x.numpy()
-    try:
-        arr = np.asarray(x)
-    except ValueError as exc:  # ragged nested sequences
-        raise ValueError(f"{name} is not a rectangular array of numbers ({_first_line(exc)})") from None
-    if np.iscomplexobj(arr):
-        raise ValueError(f"{name} is complex; complex arrays are not supported")
-    if arr.dtype.kind in "USV":  # text (even "1.5") or raw bytes are not numbers
-        raise ValueError(f"{name} has entries that are not numbers (dtype {arr.dtype})")
-    if native and arr.dtype in (np.float16, np.float32, np.float64):
-        return arr
-    try:
-        return np.asarray(arr, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} has entries that are not numbers (dtype {arr.dtype}: "
-                         f"{_first_line(exc)})") from None
 
 
-def _first_line(exc: BaseException) -> str:
-    """An exception's message cut to its first line (for one-line error messages)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _is_tensor(x: Any) -> bool:
-    """Whether ``x`` is a torch tensor (checked without importing torch)."""
-    return hasattr(x, "detach") and hasattr(x, "device")
 
 
-def _numel(x: Any) -> int:
-    """The number of entries of a numpy array or a torch tensor."""
-    return x.numel() if _is_tensor(x) else x.size
 
 
-def _absmax(arr: Any, name: str) -> float:
-    """``max |x|`` of a non-empty numpy array or torch tensor; ValueError if it has NaN or inf.
-
-    Two reductions, no temporary; NaN propagates through ``max``/``min``, so one finite
-    result proves every entry finite.
-    """
-    hi, lo = float(arr.max()), float(arr.min())
-    if not (math.isfinite(hi) and math.isfinite(lo)):
-        finite = arr.isfinite() if _is_tensor(arr) else np.isfinite(arr)
-        bad = _numel(arr) - int(finite.sum())
-        raise ValueError(f"{name} contains NaN or inf ({bad} non-finite entries)")
-    return max(hi, -lo)
 
 
-def _exponent(absmax: float) -> int:
-    """``e`` with ``absmax * 2**-e`` in [0.5, 1) (0 for 0): the power of two to divide by."""
-    return math.frexp(absmax)[1]
 
 
-def _scaled(x: Any, e: int, out: np.ndarray | None = None) -> Any:
-    """``x * 2**-e`` in float64: a new array (into ``out`` if given), or for a torch tensor a new
-    float64 tensor on its device.
-
-    Exact in binary floating point unless an entry falls below float64's normal range
-    (it is then negligible next to the largest), so every result computed from the scaled
-    data is bit-identical to the unscaled computation wherever that one does not over- or
-    underflow.
-    """
-    k = -e
-    if _is_tensor(x):
-        import torch
-
-        z = x.to(torch.float64) * 2.0 ** min(k, 1000)  # a new tensor, even for float64 input
-        return z * 2.0 ** (k - 1000) if k > 1000 else z
-    if k > 1000:  # 2**k itself would overflow: two exact steps
-        out = np.multiply(x, 2.0**1000, out=out, dtype=np.float64)
-        return np.multiply(out, 2.0 ** (k - 1000), out=out)
-    return np.multiply(x, 2.0**k, out=out, dtype=np.float64)
 
 
-def _unscaled(x: Any, e: int, what: str) -> Any:
-    """``x * 2**e`` (a float or an array), for results that are not scale invariant.
-
-    Raises ValueError if that exceeds float64's range; values below it underflow (to
-    subnormals or 0), as any float64 computation of them would.
-    """
-    if np.ndim(x) == 0:
-        try:
-            return math.ldexp(float(x), e)
-        except OverflowError:
-            pass
-    else:
-        with np.errstate(over="ignore"):
-            out = np.ldexp(x, e)
-        if np.isfinite(out).all():
-            return out
-    raise ValueError(f"{what} is beyond the range of float64 (about 1.8e308) for inputs this large")
 
 
 def _random_feature_cka(n: int, d1: int, d2: int) -> float:
@@ -260,24 +167,15 @@ def _outside_level() -> int:
     return level
 
 
-def _check_samples(n: int, name: str, min_n: int = _MIN_CENTRED,
+def _check_samples(n: int, name: str, min_n: int = arrays.MIN_CENTRED,
                    pair: tuple[int, int] | None = None) -> None:
-    """The sample-size rule of every measure of ``[N, d]`` representations, numpy and torch paths.
-
-    Raises ValueError if ``n < min_n`` (``min_n``: 1 for per-sample measures, 3 for centred ones,
-    4 for the unbiased HSIC).  ``pair``: the widths ``(d1, d2)`` of the widest two
-    representations a *biased linear CKA* compares; if independent random features of those
-    widths would give more than ``_RANDOM_CKA_WARN`` (:func:`_random_feature_cka`), warns
-    :class:`SmallSampleWarning` naming N, the widths and that value.
+    """The sample-size rule (:func:`layersim.arrays.check_samples`) and, for ``pair``: the widths
+    ``(d1, d2)`` of the widest two representations a *biased linear CKA* compares, the small-sample
+    warning: if independent random features of those widths would give more than
+    ``_RANDOM_CKA_WARN`` (:func:`_random_feature_cka`), warns :class:`SmallSampleWarning` naming N,
+    the widths and that value.
     """
-    if n < min_n:
-        why = ""
-        if min_n == _MIN_CENTRED:
-            why = (" (after centring, fewer samples span at most one direction and every centred "
-                   "similarity is degenerate: CKA is 1 for any data at N = 2)")
-        elif min_n == 4:
-            why = " (the unbiased HSIC estimator needs N >= 4)"
-        raise ValueError(f"{name} has N={n} samples; need at least {min_n} samples{why}")
+    arrays.check_samples(n, name, min_n)
     if pair is not None:
         d1, d2 = pair
         base = _random_feature_cka(n, d1, d2)
@@ -289,32 +187,8 @@ def _check_samples(n: int, name: str, min_n: int = _MIN_CENTRED,
                 stacklevel=_outside_level())
 
 
-def _checked_2d(x: Any, name: str, min_n: int = _MIN_CENTRED,
-                native: bool = False) -> tuple[np.ndarray, float]:
-    """Validate one representation: 2-D ``[N, d]``, finite, ``N >= min_n``, ``d >= 1``.
-
-    Returns the array (float64, or the input's float dtype with ``native=True``, see
-    :func:`_to_numpy`; not a copy where none was needed) and its ``max |x|``.
-    """
-    arr = _to_numpy(x, native, name)
-    _check_shape(arr.shape, name, min_n)
-    return arr, _absmax(arr, name)
 
 
-def _check_shape(shape: tuple[int, ...], name: str, min_n: int) -> None:
-    """The shape rules of one representation, numpy and torch paths: 2-D ``[N, d]``, ``d >= 1``,
-    ``N >= min_n`` (:func:`_check_samples`)."""
-    shape = tuple(shape)
-    if len(shape) != 2:
-        hint = ""
-        if len(shape) == 3:
-            hint = (" (a 3-D array is accepted only where a stack of layers [L, N, d] is "
-                    "expected; for token features, select a token or flatten to [N*T, d])")
-        raise ValueError(f"{name} must be 2-D [N, d], got {len(shape)}-D shape {shape}{hint}")
-    n, d = shape
-    if d < 1:
-        raise ValueError(f"{name} has no features (shape {shape})")
-    _check_samples(n, name, min_n)
 
 
 def _min_samples(metric: str, center: bool = True) -> int:
@@ -322,118 +196,25 @@ def _min_samples(metric: str, center: bool = True) -> int:
     the uncentred sample-wise cosine."""
     if metric == "debiased_cka":
         return 4
-    return _MIN_CENTRED if metric != "cos" or center else 1
+    return arrays.MIN_CENTRED if metric != "cos" or center else 1
 
 
-def _as_2d(x: Any, name: str, min_n: int = _MIN_CENTRED, native: bool = False) -> np.ndarray:
-    """:func:`_checked_2d` without ``max |x|``."""
-    return _checked_2d(x, name, min_n, native)[0]
 
 
-def _same_n(X: np.ndarray, Y: np.ndarray, names: str = "X and Y") -> None:
-    if X.shape[0] != Y.shape[0]:
-        raise ValueError(
-            f"{names} must have the same number of samples N, got {X.shape[0]} and {Y.shape[0]}")
 
 
-def _checked_layers(layers: Any, min_n: int = _MIN_CENTRED,
-                    native: bool = False) -> tuple[list[np.ndarray], list[float]]:
-    """A list of ``[N, d_l]`` arrays or a stacked ``[L, N, d]`` array -> validated list
-    (float64, or the input's float dtype with ``native=True``) and each layer's ``max |x|``."""
-    checked = [_checked_2d(x, f"layer {i}", min_n=min_n, native=native)
-               for i, x in enumerate(_layer_items(layers))]
-    out = [a for a, _ in checked]
-    _same_samples(out)
-    return out, [m for _, m in checked]
 
 
-def _layer_items(layers: Any) -> list:
-    """The layers of a list (or other iterable) of ``[N, d]`` arrays or tensors, or of a stacked
-    ``[L, N, d]`` one, as a list; ValueError for another number of dimensions or no layer."""
-    ndim = None if isinstance(layers, (list, tuple)) else getattr(layers, "ndim", None)
-    if ndim is None:
-        items = list(layers)
-    elif ndim != 3:
-        raise ValueError(
-            f"layers must be a list of 2-D [N, d] arrays or a 3-D stacked array "
-            f"[L, N, d], got a {ndim}-D array of shape {tuple(layers.shape)}")
-    else:
-        items = [layers[i] for i in range(layers.shape[0])]
-    if len(items) == 0:
-        raise ValueError("layers is empty; need at least one layer")
-    return items
 
 
-def _same_samples(layers: Sequence[Any]) -> None:
-    """ValueError unless every layer has the first one's number of samples N (and, for tensors, its device)."""
-    first = layers[0]
-    for i, x in enumerate(layers):
-        if x.shape[0] != first.shape[0]:
-            raise ValueError(
-                f"all layers must have the same number of samples N: layer 0 has {first.shape[0]}, "
-                f"layer {i} has {x.shape[0]}")
-        if getattr(x, "device", None) != getattr(first, "device", None):
-            raise ValueError(f"all layers must be on one device: layer 0 is on {first.device}, layer {i} on {x.device}")
 
 
-def _as_layers(layers: Any, min_n: int = _MIN_CENTRED, native: bool = False) -> list[np.ndarray]:
-    """:func:`_checked_layers` without the ``max |x|``."""
-    return _checked_layers(layers, min_n, native)[0]
 
 
-def _norm(x: Any, axis: int | None = None) -> Any:
-    """The Euclidean norm of a numpy array or torch tensor (of each row for ``axis=1``)."""
-    if _is_tensor(x):
-        import torch
-
-        return torch.linalg.vector_norm(x, dim=axis)
-    return np.linalg.norm(x, axis=axis)
 
 
-def _center(X: Any, name: str, absmax: float | None = None) -> Any:
-    """Rescaled and centred float64 copy ``X 2^-e - mean``, ``max |X 2^-e|`` in [0.5, 1), of a numpy
-    array (or of a torch tensor, on its device: the device path's layers).
-
-    The scale is irrelevant to every measure that centres (all are invariant to isotropic
-    scaling) and makes their products immune to over- and underflow.  Raises if nothing
-    is left after centring (a constant representation; the test is relative to the scale).
-    """
-    if absmax is None:
-        absmax = _absmax(X, name)
-    e = _exponent(absmax)
-    Xc = _scaled(X, e)
-    Xc -= Xc.mean(axis=0, keepdims=True)
-    tol = 64 * _EPS * math.sqrt(_numel(X)) * math.ldexp(absmax, -e)
-    if float(_norm(Xc)) <= tol:
-        raise ValueError(
-            f"{name} is constant across samples (zero variance after centring); "
-            "CKA and other centred similarities are undefined")
-    return Xc
 
 
-def _unit_rows(X: Any, center: bool, name: str) -> Any:
-    """Rows of X (optionally centred) scaled to unit norm, in float64 (a numpy array, or a torch
-    tensor on its device); raise on zero-norm rows.
-
-    X is first divided by a power of two near ``max |X|`` (cosines do not change), so that
-    the norms neither over- nor underflow.
-    """
-    absmax = _absmax(X, name)
-    e = _exponent(absmax)
-    Z = _scaled(X, e)
-    if center:
-        Z -= Z.mean(axis=0, keepdims=True)
-    norms = _norm(Z, axis=1)
-    tol = 64 * _EPS * math.sqrt(X.shape[1]) * math.ldexp(absmax, -e)
-    bad = (norms <= tol).nonzero()
-    bad = bad.flatten() if _is_tensor(bad) else bad[0]
-    if len(bad):
-        what = "after centring " if center else ""
-        raise ValueError(
-            f"{name} has {len(bad)} zero-norm row(s) {what}(first: sample {int(bad[0])}); "
-            "cosine similarity is undefined for them")
-    Z /= norms[:, None]
-    return Z
 
 
 # --------------------------------------------------------------------------------------
@@ -464,12 +245,12 @@ def cosine_per_sample(X: Any, Y: Any, center: bool = True) -> np.ndarray:
         Cosines in [-1, 1] (for box plots, tracing App. B.1).
     """
     min_n = _min_samples("cos", center)
-    X = _as_2d(X, "X", min_n)
-    Y = _as_2d(Y, "Y", min_n)
+    X = arrays.as_2d(X, "X", min_n)
+    Y = arrays.as_2d(Y, "Y", min_n)
     if X.shape != Y.shape:
         raise ValueError(f"X and Y must have the same shape [N, d], got {X.shape} and {Y.shape}")
-    U = _unit_rows(X, center, "X")
-    V = _unit_rows(Y, center, "Y")
+    U = arrays.unit_rows(X, center, "X")
+    V = arrays.unit_rows(Y, center, "Y")
     return np.clip(np.einsum("nd,nd->n", U, V), -1.0, 1.0)
 
 
@@ -506,9 +287,9 @@ def gram_linear(X: Any) -> np.ndarray:
     -------
     np.ndarray, [N, N]
     """
-    X, absmax = _checked_2d(X, "X", min_n=2)
-    Xc = _center(X, "X", absmax)
-    return _unscaled(Xc @ Xc.T, 2 * _exponent(absmax), "the Gram matrix of X")
+    X, absmax = arrays.checked_2d(X, "X", min_n=2)
+    Xc = arrays.centred(X, "X", absmax)
+    return arrays.unscaled(Xc @ Xc.T, 2 * arrays.exponent(absmax), "the Gram matrix of X")
 
 
 def _sq_distances(Xc: np.ndarray) -> np.ndarray:
@@ -542,8 +323,8 @@ def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
     """
     if not (threshold > 0 and np.isfinite(threshold)):
         raise ValueError(f"threshold must be a positive finite number, got {threshold}")
-    X = _as_2d(X, "X", min_n=2)
-    D = _sq_distances(_center(X, "X"))
+    X = arrays.as_2d(X, "X", min_n=2)
+    D = _sq_distances(arrays.centred(X, "X"))
     med = float(np.median(D))
     if med <= 0:
         raise ValueError(
@@ -554,12 +335,12 @@ def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
 
 def _as_gram(K: Any, name: str, min_n: int) -> tuple[np.ndarray, int]:
     """Validated Gram matrix divided by ``2**e`` (``max |K| 2^-e`` in [0.5, 1)), and ``e``."""
-    K = _to_numpy(K, name=name)
+    K = arrays.to_numpy(K, name=name)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"{name} must be a square 2-D [N, N] Gram matrix, got shape {K.shape}")
     _check_samples(K.shape[0], name, min_n)
-    e = _exponent(_absmax(K, name))
-    K = _scaled(K, e)
+    e = arrays.exponent(arrays.max_abs(K, name))
+    K = arrays.scaled(K, e)
     scale = max(float(np.abs(K).max()), np.finfo(np.float64).tiny)
     if float(np.abs(K - K.T).max()) > 1e-10 * scale:
         raise ValueError(f"{name} must be symmetric")
@@ -569,7 +350,7 @@ def _as_gram(K: Any, name: str, min_n: int) -> tuple[np.ndarray, int]:
 def center_gram(K: Any) -> np.ndarray:
     """Double-centred Gram matrix ``H K H`` with ``H = I - 11^T/N`` (Kornblith et al. §3)."""
     K, e = _as_gram(K, "K", 2)
-    return _unscaled(K - K.mean(0, keepdims=True) - K.mean(1, keepdims=True) + K.mean(), e,
+    return arrays.unscaled(K - K.mean(0, keepdims=True) - K.mean(1, keepdims=True) + K.mean(), e,
                      "H K H")
 
 
@@ -596,7 +377,7 @@ def hsic(K: Any, L: Any, debiased: bool = False) -> float:
     float
     """
     K, L, ek, el = _two_grams(K, L, 4 if debiased else 2)
-    return _unscaled(_hsic(K, L, debiased), ek + el, "HSIC")
+    return arrays.unscaled(_hsic(K, L, debiased), ek + el, "HSIC")
 
 
 def _two_grams(K: Any, L: Any, min_n: int) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -656,9 +437,9 @@ def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> f
     argument; not to general invertible linear maps.
     """
     min_n = _min_samples("debiased_cka" if debiased else "cka")
-    X = _as_2d(X, "X", min_n)
-    Y = _as_2d(Y, "Y", min_n)
-    _same_n(X, Y)
+    X = arrays.as_2d(X, "X", min_n)
+    Y = arrays.as_2d(Y, "Y", min_n)
+    arrays.same_n(X, Y)
     return gram_cka(gram_rbf(X, threshold), gram_rbf(Y, threshold), debiased)
 
 
@@ -690,9 +471,9 @@ def _concat_centred(Xs: Sequence[np.ndarray],
     """Centre every layer into one preallocated float64 ``[N, sum d_l]`` array.
 
     Each layer (any float dtype) is cast into its block of ``Z`` and divided by a power of
-    two near its ``absmax`` in the same pass (CKA is invariant to it; see :func:`_center`),
+    two near its ``absmax`` in the same pass (CKA is invariant to it; see :func:`arrays.centred`),
     and its float64 column mean is subtracted there, before any product is formed; no
-    other full-size copy is made.  Raises for a constant layer (as :func:`_center`).
+    other full-size copy is made.  Raises for a constant layer (as :func:`arrays.centred`).
     Returns ``Z`` and the per-layer views into it.
     """
     dims = [x.shape[1] for x in Xs]
@@ -701,10 +482,10 @@ def _concat_centred(Xs: Sequence[np.ndarray],
     views, s0 = [], 0
     for i, (x, d, m) in enumerate(zip(Xs, dims, absmax)):
         blk = Z[:, s0:s0 + d]
-        e = _exponent(m)
-        _scaled(x, e, out=blk)
+        e = arrays.exponent(m)
+        arrays.scaled(x, e, out=blk)
         blk -= blk.mean(axis=0)
-        tol = 64 * _EPS * np.sqrt(x.size) * math.ldexp(m, -e)
+        tol = 64 * arrays.EPS * np.sqrt(x.size) * math.ldexp(m, -e)
         if np.sqrt(np.einsum("nd,nd->", blk, blk)) <= tol:
             raise ValueError(
                 f"layer {i} is constant across samples (zero variance after centring); "
@@ -757,7 +538,7 @@ def _gram_dots(Xcs: Sequence[Any]) -> Any:
     """
     L, n = len(Xcs), Xcs[0].shape[0]
     b = int(max(1, min(n, (_MAX_BYTES // 4) // (8 * L * n))))
-    if _is_tensor(Xcs[0]):
+    if arrays.is_tensor(Xcs[0]):
         import torch
 
         kind = dict(dtype=torch.float64, device=Xcs[0].device)
@@ -869,12 +650,12 @@ def linear_cka(X: Any, Y: Any, debiased: bool = False, form: str = "auto") -> fl
     float
     """
     min_n = _min_samples("debiased_cka" if debiased else "cka")
-    X, mx = _checked_2d(X, "X", min_n)
-    Y, my = _checked_2d(Y, "Y", min_n)
-    _same_n(X, Y)
+    X, mx = arrays.checked_2d(X, "X", min_n)
+    Y, my = arrays.checked_2d(Y, "Y", min_n)
+    arrays.same_n(X, Y)
     if not debiased:
         _check_samples(X.shape[0], "X", min_n, pair=(X.shape[1], Y.shape[1]))
-    M = _linear_cka_matrix([_center(X, "X", mx), _center(Y, "Y", my)], debiased, form)
+    M = _linear_cka_matrix([arrays.centred(X, "X", mx), arrays.centred(Y, "Y", my)], debiased, form)
     return float(M[0, 1])
 
 
@@ -888,11 +669,6 @@ def _check_metric(metric: str, center: bool) -> None:
         raise ValueError("center=False applies only to metric='cos'; CKA always centres")
 
 
-def _same_dims(layers: Sequence[np.ndarray]) -> None:
-    dims = {x.shape[1] for x in layers}
-    if len(dims) > 1:
-        raise ValueError(
-            f"cosine needs the same feature dimension d in every layer, got {sorted(dims)}")
 
 
 # --------------------------------------------------------------------------------------
@@ -905,11 +681,11 @@ def _on_cuda(layers: Any) -> bool:
 
 
 def _torch_layers(layers: Any, min_n: int) -> list:
-    """The device path's :func:`_checked_layers`: a list of 2-D torch tensors on one device, same N,
+    """The device path's :func:`arrays.checked_layers`: a list of 2-D torch tensors on one device, same N,
     finite, ``N >= min_n`` (same messages as the CPU path); nothing is copied to the host."""
     import torch
 
-    items = _layer_items(layers)
+    items = arrays.layer_items(layers)
     dev = next((x.device for x in items if isinstance(x, torch.Tensor)), torch.device("cpu"))
     out = []
     for i, x in enumerate(items):
@@ -920,11 +696,11 @@ def _torch_layers(layers: Any, min_n: int) -> list:
             if not x.is_floating_point():  # integers and booleans are read as numbers, as on the CPU
                 x = x.to(torch.float64)
         else:  # arrays and lists: the CPU path's conversion, then to the tensors' device
-            x = torch.from_numpy(_to_numpy(x, native=True, name=f"layer {i}")).to(dev)
-        _check_shape(tuple(x.shape), f"layer {i}", min_n)
-        _absmax(x, f"layer {i}")  # NaN / inf named
+            x = torch.from_numpy(arrays.to_numpy(x, native=True, name=f"layer {i}")).to(dev)
+        arrays.check_shape(tuple(x.shape), f"layer {i}", min_n)
+        arrays.max_abs(x, f"layer {i}")  # NaN / inf named
         out.append(x)
-    _same_samples(out)
+    arrays.same_samples(out)
     return out
 
 
@@ -950,8 +726,8 @@ def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "aut
     _check_samples(n, "the layers", min_n, _cka_pair(metric, [x.shape[1] for x in Xs], pair))
     T = torch.empty((L, L), dtype=torch.float64, device=Xs[0].device)
     if metric == "cos":
-        _same_dims(Xs)
-        Us = [_unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
+        arrays.same_dims(Xs)
+        Us = [arrays.unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
         for i in range(L):
             for j in range(i, L):
                 T[i, j] = T[j, i] = (Us[i] * Us[j]).sum() / n
@@ -959,7 +735,7 @@ def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "aut
         M = np.clip(0.5 * (M + M.T), -1.0, 1.0)
         np.fill_diagonal(M, 1.0)
         return M
-    Xcs = [_center(x, f"layer {i}") for i, x in enumerate(Xs)]
+    Xcs = [arrays.centred(x, f"layer {i}") for i, x in enumerate(Xs)]
     if form == "auto":
         form = _choose_form(n, [x.shape[1] for x in Xcs])
     if form == "gram":
@@ -1043,11 +819,11 @@ def _layer_matrix(layers: Any, metric: str, center: bool, form: str, device: str
         return _torch_layer_matrix(layers, metric, center, form, pair)
     debiased = metric == "debiased_cka"
     min_n = _min_samples(metric, center)
-    Xs, absmax = _checked_layers(layers, min_n=min_n, native=metric != "cos")
+    Xs, absmax = arrays.checked_layers(layers, min_n=min_n, native=metric != "cos")
     _check_samples(Xs[0].shape[0], "the layers", min_n, _cka_pair(metric, [x.shape[1] for x in Xs], pair))
     if metric == "cos":
-        _same_dims(Xs)
-        U = np.stack([_unit_rows(x, center, f"layer {i}").ravel() for i, x in enumerate(Xs)])
+        arrays.same_dims(Xs)
+        U = np.stack([arrays.unit_rows(x, center, f"layer {i}").ravel() for i, x in enumerate(Xs)])
         M = U @ U.T / Xs[0].shape[0]
         M = np.clip(0.5 * (M + M.T), -1.0, 1.0)
         np.fill_diagonal(M, 1.0)
@@ -1061,7 +837,7 @@ def streamed_cosine_matrix(layers: Any, entries: Sequence[int] | None = None, ch
     """:func:`layer_matrix` ``(metric="cos")`` -- the centred sample-wise cosine (tracing paper §2.1)
     between every pair of layers -- of a stack ``[L, N, d]`` too large for memory (a memmap), read
     ``chunk`` samples at a time: two passes, the float64 mean of every layer, then the sums of
-    products of the centred unit rows (:func:`_unit_rows`: same checks and tolerance as the
+    products of the centred unit rows (:func:`arrays.unit_rows`: same checks and tolerance as the
     in-memory path). ``entries``: the layers to use (default all). Memory is independent of N."""
     if getattr(layers, "ndim", None) != 3:
         raise ValueError(f"layers must be a stack [L, N, d], got shape {getattr(layers, 'shape', None)}")
@@ -1069,18 +845,18 @@ def streamed_cosine_matrix(layers: Any, entries: Sequence[int] | None = None, ch
         raise ValueError(f"chunk must be a positive number of samples, got {chunk!r}")
     keep = list(range(layers.shape[0])) if entries is None else list(entries)
     n, d = layers.shape[1], layers.shape[2]
-    _check_shape((n, d), "the layers", _MIN_CENTRED)
+    arrays.check_shape((n, d), "the layers", arrays.MIN_CENTRED)
     total = np.zeros((len(keep), d))
     for s in range(0, n, chunk):
         block = np.asarray(layers[keep, s:s + chunk], dtype=np.float64)
         for i in range(len(keep)):
-            _absmax(block[i], f"layer {keep[i]}")  # NaN / inf named before they reach the mean
+            arrays.max_abs(block[i], f"layer {keep[i]}")  # NaN / inf named before they reach the mean
         total += block.sum(axis=1)
     mean = total / n
     G = np.zeros((len(keep), len(keep)))
     for s in range(0, n, chunk):
         block = np.asarray(layers[keep, s:s + chunk], dtype=np.float64) - mean[:, None, :]
-        U = np.stack([_unit_rows(block[i], False, f"layer {keep[i]} (samples from {s})") for i in range(len(keep))])
+        U = np.stack([arrays.unit_rows(block[i], False, f"layer {keep[i]} (samples from {s})") for i in range(len(keep))])
         G += np.einsum("ibd,jbd->ij", U, U)
     M = np.clip(0.5 * (G + G.T) / n, -1.0, 1.0)
     np.fill_diagonal(M, 1.0)
@@ -1098,8 +874,8 @@ def cross_matrix(layers_a: Any, layers_b: Any, metric: str = "cka") -> np.ndarra
     if metric not in ("cka", "debiased_cka", "cos"):
         raise ValueError(f"cross_matrix computes 'cka', 'debiased_cka' or 'cos', got {metric!r}")
     min_n = _min_samples(metric)
-    A = _checked_layers(layers_a, min_n=min_n, native=metric != "cos")[0]
-    B = _checked_layers(layers_b, min_n=min_n, native=metric != "cos")[0]
+    A = arrays.checked_layers(layers_a, min_n=min_n, native=metric != "cos")[0]
+    B = arrays.checked_layers(layers_b, min_n=min_n, native=metric != "cos")[0]
     if A[0].shape[0] != B[0].shape[0]:
         raise ValueError(f"the two stacks have {A[0].shape[0]} and {B[0].shape[0]} samples; "
                          "cross-model similarity needs the same samples in both")
@@ -1117,22 +893,22 @@ def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray
     _check_metric(metric, center)
     debiased = metric == "debiased_cka"
     min_n = _min_samples(metric, center)
-    Xs, absmax = _checked_layers(layers, min_n=min_n)
+    Xs, absmax = arrays.checked_layers(layers, min_n=min_n)
     n = Xs[0].shape[0]
     if len(Xs) > 1:  # every layer against the last
         _check_samples(n, "the layers", min_n,
                        _cka_pair(metric, [], (max(x.shape[1] for x in Xs[:-1]), Xs[-1].shape[1])))
     if metric == "cos":
-        _same_dims(Xs)
-        V = _unit_rows(Xs[-1], center, f"layer {len(Xs) - 1}")
-        out = [np.mean(np.einsum("nd,nd->n", _unit_rows(x, center, f"layer {i}"), V))
+        arrays.same_dims(Xs)
+        V = arrays.unit_rows(Xs[-1], center, f"layer {len(Xs) - 1}")
+        out = [np.mean(np.einsum("nd,nd->n", arrays.unit_rows(x, center, f"layer {i}"), V))
                for i, x in enumerate(Xs[:-1])]
         return np.clip(np.array(out + [1.0]), -1.0, 1.0)
-    Yc = _center(Xs[-1], f"layer {len(Xs) - 1}", absmax[-1])
+    Yc = arrays.centred(Xs[-1], f"layer {len(Xs) - 1}", absmax[-1])
     ry = np.einsum("nd,nd->n", Yc, Yc)
     out = []
     for i, x in enumerate(Xs[:-1]):
-        Xc = _center(x, f"layer {i}", absmax[i])
+        Xc = arrays.centred(x, f"layer {i}", absmax[i])
         form = _choose_form(n, [Xc.shape[1], Yc.shape[1]])
         T = _dot_matrix([Xc, Yc], form)
         if debiased:
@@ -1157,11 +933,11 @@ def adjacent_cosine(layers: Any, center: bool = False) -> np.ndarray:
     np.ndarray, [L-1, N]
         Row l compares layer l with layer l+1.
     """
-    Xs = _as_layers(layers, min_n=_min_samples("cos", center))
-    _same_dims(Xs)
+    Xs = arrays.as_layers(layers, min_n=_min_samples("cos", center))
+    arrays.same_dims(Xs)
     if len(Xs) < 2:
         raise ValueError("adjacent_cosine needs at least 2 layers")
-    U = [_unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
+    U = [arrays.unit_rows(x, center, f"layer {i}") for i, x in enumerate(Xs)]
     return np.clip(np.stack([np.einsum("nd,nd->n", a, b) for a, b in zip(U[:-1], U[1:])]),
                    -1.0, 1.0)
 
@@ -1185,15 +961,15 @@ def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
     -------
     np.ndarray, [N]
     """
-    A, ma = _checked_2d(h_prev, "h_prev", min_n=1)
-    B, mb = _checked_2d(h_next, "h_next", min_n=1)
+    A, ma = arrays.checked_2d(h_prev, "h_prev", min_n=1)
+    B, mb = arrays.checked_2d(h_next, "h_next", min_n=1)
     if A.shape != B.shape:
         raise ValueError(
             f"h_prev and h_next must have the same shape [N, d], got {A.shape} and {B.shape}")
-    e = _exponent(max(ma, mb))  # one common scale: the ratio is invariant to it
-    A, B = _scaled(A, e), _scaled(B, e)
+    e = arrays.exponent(max(ma, mb))  # one common scale: the ratio is invariant to it
+    A, B = arrays.scaled(A, e), arrays.scaled(B, e)
     res = np.linalg.norm(B - A, axis=1)
-    tol = 64 * _EPS * np.sqrt(A.shape[1]) * math.ldexp(max(ma, mb), -e)
+    tol = 64 * arrays.EPS * np.sqrt(A.shape[1]) * math.ldexp(max(ma, mb), -e)
     bad = np.flatnonzero(res <= tol)
     if bad.size:
         raise ValueError(
@@ -1256,9 +1032,9 @@ class StreamingCKA:
         if _on_cuda(layers):
             raise ValueError("this StreamingCKA accumulates on the CPU (its first batch was there); "
                              "keep every batch on one device")
-        Xs, absmax = _checked_layers(layers, min_n=1, native=True)
+        Xs, absmax = arrays.checked_layers(layers, min_n=1, native=True)
         dims = [x.shape[1] for x in Xs]
-        exps = [_exponent(m) for m in absmax]
+        exps = [arrays.exponent(m) for m in absmax]
         first = self._dims is None
         if first:
             self._dims = dims
@@ -1281,7 +1057,7 @@ class StreamingCKA:
                     self._rescale_layer(i, e - self._e[i])
         Y = np.empty((Xs[0].shape[0], sum(dims)))
         for x, s0, d, e in zip(Xs, self._starts, dims, self._e):
-            _scaled(x, e, out=Y[:, s0:s0 + d])
+            arrays.scaled(x, e, out=Y[:, s0:s0 + d])
         if first:
             self._shift = Y.mean(0)
         Y -= self._shift
@@ -1306,9 +1082,9 @@ class StreamingCKA:
         import torch
 
         Xs = _torch_layers(layers, min_n=1)
-        absmax = [_absmax(x, f"layer {i}") for i, x in enumerate(Xs)]
+        absmax = [arrays.max_abs(x, f"layer {i}") for i, x in enumerate(Xs)]
         dims = [x.shape[1] for x in Xs]
-        exps = [_exponent(m) for m in absmax]
+        exps = [arrays.exponent(m) for m in absmax]
         dev, f64 = Xs[0].device, torch.float64
         first = self._dims is None
         if first:
@@ -1332,7 +1108,7 @@ class StreamingCKA:
                     self._rescale_layer(i, e - self._e[i])
         Y = torch.empty((Xs[0].shape[0], sum(dims)), dtype=f64, device=dev)
         for x, s0, d, e in zip(Xs, self._starts, dims, self._e):
-            Y[:, s0:s0 + d] = _scaled(x, e)
+            Y[:, s0:s0 + d] = arrays.scaled(x, e)
         if first:
             self._shift = Y.mean(0)
         Y -= self._shift
@@ -1414,7 +1190,7 @@ class StreamingCKA:
         mu = self._s / n
         dims = np.array(self._dims)
         var = np.add.reduceat(np.diag(self._Su) - n * mu * mu, self._starts)  # ||X_c||_F^2
-        tol = 64 * _EPS * np.sqrt(n * dims) * self._absmax
+        tol = 64 * arrays.EPS * np.sqrt(n * dims) * self._absmax
         bad = np.flatnonzero(np.sqrt(np.maximum(var, 0)) <= tol)
         if bad.size:
             raise ValueError(
@@ -1461,11 +1237,11 @@ def minibatch_cka_matrix(batches: Iterable[Any]) -> np.ndarray:
     """
     total = ref = exps = None
     for k, batch in enumerate(batches):
-        Xs, absmax = _checked_layers(batch, min_n=4)
+        Xs, absmax = arrays.checked_layers(batch, min_n=4)
         if total is not None and len(Xs) != total.shape[0]:
             raise ValueError(f"batch {k} has {len(Xs)} layers, earlier batches {total.shape[0]}")
         b = Xs[0].shape[0]
-        new = np.array([_exponent(m) for m in absmax])
+        new = np.array([arrays.exponent(m) for m in absmax])
         if exps is None:
             exps = new
         elif (new > exps).any():  # HSIC_ij carries 2^-2(e_i + e_j), the self term 2^-4 e_i
@@ -1473,7 +1249,7 @@ def minibatch_cka_matrix(batches: Iterable[Any]) -> np.ndarray:
             total = np.ldexp(total, -2 * (up[:, None] + up[None, :]))
             ref = np.ldexp(ref, -4 * up)
             exps = exps + up
-        Xcs = [_scaled(x, e) for x, e in zip(Xs, exps)]
+        Xcs = [arrays.scaled(x, e) for x, e in zip(Xs, exps)]
         for x in Xcs:
             x -= x.mean(0, keepdims=True)
         R = np.stack([np.einsum("nd,nd->n", x, x) for x in Xcs])
@@ -1524,11 +1300,11 @@ def procrustes_similarity(X: Any, Y: Any) -> float:
     zero padding).  Invariant to translation, orthogonal transforms and isotropic scaling;
     not to general invertible linear maps.
     """
-    X = _as_2d(X, "X")
-    Y = _as_2d(Y, "Y")
-    _same_n(X, Y)
-    Xc = _row_space_coords(_center(X, "X"))
-    Yc = _row_space_coords(_center(Y, "Y"))
+    X = arrays.as_2d(X, "X")
+    Y = arrays.as_2d(Y, "Y")
+    arrays.same_n(X, Y)
+    Xc = _row_space_coords(arrays.centred(X, "X"))
+    Yc = _row_space_coords(arrays.centred(Y, "Y"))
     Xc = Xc / np.linalg.norm(Xc)
     Yc = Yc / np.linalg.norm(Yc)
     return float(min(np.linalg.svd(Xc.T @ Yc, compute_uv=False).sum(), 1.0))
@@ -1536,7 +1312,7 @@ def procrustes_similarity(X: Any, Y: Any) -> float:
 
 def _orth_basis(Xc: np.ndarray) -> np.ndarray:
     U, s, _ = np.linalg.svd(Xc, full_matrices=False)
-    r = int(np.sum(s > s[0] * max(Xc.shape) * _EPS))
+    r = int(np.sum(s > s[0] * max(Xc.shape) * arrays.EPS))
     return U[:, :r]
 
 
@@ -1548,10 +1324,10 @@ def canonical_correlations(X: Any, Y: Any) -> np.ndarray:
     map of either argument.  Raises if ``rank(X) + rank(Y) > N - 1``, where some
     correlations would be 1 for any data.
     """
-    X = _as_2d(X, "X")
-    Y = _as_2d(Y, "Y")
-    _same_n(X, Y)
-    return _cca(_center(X, "X"), _center(Y, "Y"))
+    X = arrays.as_2d(X, "X")
+    Y = arrays.as_2d(Y, "Y")
+    arrays.same_n(X, Y)
+    return _cca(arrays.centred(X, "X"), arrays.centred(Y, "Y"))
 
 
 def _cca(Xc: np.ndarray, Yc: np.ndarray) -> np.ndarray:
@@ -1584,9 +1360,9 @@ def svcca(X: Any, Y: Any, keep: float = 0.99) -> float:
     """
     if not 0 < keep <= 1:
         raise ValueError(f"keep must be in (0, 1], got {keep}")
-    X = _as_2d(X, "X")
-    Y = _as_2d(Y, "Y")
-    _same_n(X, Y)
+    X = arrays.as_2d(X, "X")
+    Y = arrays.as_2d(Y, "Y")
+    arrays.same_n(X, Y)
 
     def reduce(Zc: np.ndarray) -> np.ndarray:
         U, s, _ = np.linalg.svd(Zc, full_matrices=False)
@@ -1594,5 +1370,5 @@ def svcca(X: Any, Y: Any, keep: float = 0.99) -> float:
         k = int(np.searchsorted(frac, keep - 1e-12) + 1)
         return U[:, :k] * s[:k]
 
-    rho = _cca(reduce(_center(X, "X")), reduce(_center(Y, "Y")))
+    rho = _cca(reduce(arrays.centred(X, "X")), reduce(arrays.centred(Y, "Y")))
     return float(np.mean(rho))

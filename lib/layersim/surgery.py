@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from . import adapters
-from .similarity import _first_line
+from . import arrays
 
 __all__ = ["StandIn", "Surgery", "replace", "skip", "truncate"]
 
@@ -130,7 +130,7 @@ class Surgery(nn.Module):
                 out = self.replacement(x)
         except Exception as exc:
             raise ValueError(f"{what} fails on hidden states of width {d_in}, shape {tuple(x.shape)}: "
-                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+                             f"{type(exc).__name__}: {arrays.first_line(exc)}") from exc
         finally:
             for m, mode in modes.items():
                 m.training = mode
