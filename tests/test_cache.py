@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from builders import toy_data
-from layersim import paths, training
+from layersim import checkpoints, paths, training
 from layersim.paths import CacheWarning
 from layersim.training import TrainConfig, ViTConfig
 
@@ -184,9 +184,9 @@ def _dead_pid() -> int:
 
 
 def test_leftovers_of_killed_saves_are_removed_at_the_next_save(tmp_cache):
-    key = training.config_key(TINY, CFG, DESC)
+    key = checkpoints.config_key(TINY, CFG, DESC)
     parent = paths.cache_dir("checkpoints")
-    host = training._HOST
+    host = checkpoints._HOST
     dead = parent / f".vit-{key}.tmp-{host}-{_dead_pid()}-0123abcd"  # this host, process gone
     old_style = parent / f".vit-{key}-a1b2_c3d"  # tempfile.mkdtemp name of earlier versions, two hours old
     live = parent / f".vit-{key}.tmp-{host}-{os.getpid()}-4567cdef"  # a save in progress: kept
@@ -276,7 +276,7 @@ def test_concurrent_identical_saves_leave_one_checkpoint(tmp_cache, monkeypatch,
     def save():
         try:
             kwargs = {"replace": True} if replace else {}  # the plain call also runs on earlier versions
-            results.append(training._save_checkpoint(folder, model, save_meta, **kwargs))
+            results.append(checkpoints.save(folder, model, save_meta, **kwargs))
         except Exception as err:  # noqa: BLE001
             errors.append(err)
 

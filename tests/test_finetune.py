@@ -105,7 +105,7 @@ def test_aligned_loss_is_eq5_over_the_blocks_with_the_shared_head(tokenizer):
 def test_aligned_finetuning_is_cached_apart_and_standard_keys_do_not_move(tokenizer, tmp_cache):
     import dataclasses
 
-    from layersim import training
+    from layersim import checkpoints
 
     train = toy_task(32)
     cfg = ft.FinetuneConfig(lr=3e-3, batch_size=16, warmup_steps=1, steps=2, max_length=16)
@@ -115,7 +115,7 @@ def test_aligned_finetuning_is_cached_apart_and_standard_keys_do_not_move(tokeni
                                 tokenizer=tokenizer, random_init=True, config=SMALL, progress=False, device="cpu")
     assert std["key"] != ali["key"] and ali["train"]["objective"] == "aligned" and "objective" not in std["train"]
     legacy = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "objective"}
-    assert std["key"] == training.config_key(
+    assert std["key"] == checkpoints.config_key(
         {"asset": "all-minilm-l6-v2", "num_labels": 2, "auto_class": "AutoModelForSequenceClassification",
          "random_init": True, "config": SMALL}, legacy, std["data"])
     with pytest.raises(ValueError, match="objective"):

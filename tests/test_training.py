@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from builders import toy_data
-from layersim import training
+from layersim import checkpoints, training
 from layersim.training import TrainConfig, ViTConfig
 
 TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=2, embed_dim=16, depth=2, num_heads=2)
@@ -37,10 +37,10 @@ def test_lr_schedules():
 
 
 def test_config_key_is_stable_and_sensitive():
-    a = training.config_key(TINY, TrainConfig(), {"n": 10})
-    assert a == training.config_key(TINY, TrainConfig(), {"n": 10})
-    assert a != training.config_key(TINY, TrainConfig(seed=1), {"n": 10})
-    assert a != training.config_key(TINY, TrainConfig(), {"n": 11})
+    a = checkpoints.config_key(TINY, TrainConfig(), {"n": 10})
+    assert a == checkpoints.config_key(TINY, TrainConfig(), {"n": 10})
+    assert a != checkpoints.config_key(TINY, TrainConfig(seed=1), {"n": 10})
+    assert a != checkpoints.config_key(TINY, TrainConfig(), {"n": 11})
 
 
 def test_training_learns_and_is_deterministic():
@@ -174,9 +174,9 @@ def test_resolve_precision_and_autocast_on_the_cpu():
 
 def test_precision_key_keeps_fp32_keys_and_separates_bf16(tmp_cache):
     parts = (TINY, TrainConfig(epochs=1, batch_size=16), {"name": "toy"})
-    legacy = training.config_key(*parts)
+    legacy = checkpoints.config_key(*parts)
     assert training.precision_key("fp32") == ()
-    assert training.config_key(*parts, *training.precision_key("bf16")) != legacy
+    assert checkpoints.config_key(*parts, *training.precision_key("bf16")) != legacy
     _, meta = training.cached_vit(*parts[:2], toy_data(), parts[2], device="cpu", progress=False)
     assert meta["key"] == legacy and meta["precision"] == "fp32"  # checkpoints made before precisions load
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import difflib
 import errno
-import hashlib
 import importlib.util
 import os
 import re
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
-from layersim.paths import CacheWarning, cache_dir, data_dir, quarantine
+from layersim.paths import CacheWarning, cache_dir, data_dir, quarantine, sha256_of
 from layersim.writers import DiskFull, atomic_path, write_text
 
 __all__ = [
@@ -573,14 +572,9 @@ def sha256_record(path: Path) -> Path:
     return path.with_name(f"{path.name}.sha256")
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _record(path: Path) -> str:
     """Record the sha256 of ``path`` (in the format of ``sha256sum``, so ``sha256sum -c`` checks it too)."""
-    digest = _sha256(path)
+    digest = sha256_of(path)
     write_text(sha256_record(path), f"{digest}  {path.name}\n")
     return digest
 
@@ -601,7 +595,7 @@ def _read_checked(path: Path, read: Callable[[Path], _T]) -> tuple[_T, bool]:
         expected = (record.read_text(encoding="ascii", errors="replace").split() or [""])[0]
         if not _HEX64.fullmatch(expected):
             raise ValueError(f"its sha256 record {record.name} is unreadable")
-    digest = _sha256(path)
+    digest = sha256_of(path)
     if expected is not None and digest != expected:
         raise ValueError(f"sha256 {digest[:16]}... differs from the recorded {expected[:16]}...")
     value = read(path)

@@ -31,7 +31,7 @@ image, is not of width ``d``), and ``layersim.readout.evaluate(model, images, em
 their layer-wise accuracy (eq. 2) through the final norm and head.
 
 Training uses :func:`layersim.training.train_classifier`; :func:`cached_mlp` caches trained
-models under ``<cache>/checkpoints/mlp-<key>/`` with :func:`layersim.training.config_key`
+models under ``<cache>/checkpoints/mlp-<key>/`` with :func:`layersim.checkpoints.config_key`
 and the same atomic save as :func:`layersim.training.cached_vit`.
 """
 

@@ -12,6 +12,7 @@ A cache entry that cannot be read is moved aside with :func:`quarantine` (never 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import warnings
@@ -76,3 +77,9 @@ def quarantine(path: Path, reason: str | BaseException) -> Path | None:
     warnings.warn(f"broken cache entry {path} ({reason}): moved it to {target.name}; rebuilding it",
                   CacheWarning, stacklevel=3)
     return target
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, hex (read in blocks: any size)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()

@@ -9,30 +9,20 @@ One loop serves every objective: an *objective* maps ``(model, images, labels)``
 loss, and :data:`OBJECTIVES` names the ones the project provides. Later notebooks add the
 aligned loss and its variants there (:mod:`layersim.objectives`).
 
-A trained model is cached under ``<cache>/checkpoints/<key>/`` where ``key`` hashes the model
-configuration, the training configuration and the data set description; a run that is
-interrupted leaves no partial checkpoint behind (files are written to a temporary folder
-and renamed into place). ``meta.json`` holds the sha256 of the weights; a checkpoint that fails
-to load or to match it is moved aside with a warning and trained again (:func:`cached_model`).
+A trained model is cached by configuration in the checkpoint store (:mod:`layersim.checkpoints`:
+``<cache>/checkpoints/<prefix>-<key>/``, written atomically, its weights' sha256 checked on load);
+:func:`cached_model` loads it, or trains it and saves it; a checkpoint that fails to load or to match
+its sha256 is moved aside with a warning and trained again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
-import hashlib
-import json
 import math
 import os
 import random
-import re
-import shutil
-import socket
 import time
-import uuid
-import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -41,12 +31,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from . import checkpoints
 from .models import resolve_device
-from .paths import CacheWarning, cache_dir, quarantine
-
-#: bump when a change to this module changes what a cached checkpoint would contain
-CACHE_VERSION = 1
-
+from .paths import cache_dir, quarantine
 
 @dataclass(frozen=True)
 class ViTConfig:
@@ -372,137 +359,6 @@ def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], t
 # ----------------------------------------------------------------------------- cache
 
 
-def config_key(*parts: object) -> str:
-    """A short stable hash of JSON-serialisable configuration parts (dataclasses allowed)."""
-    def plain(obj):
-        return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
-
-    text = json.dumps([CACHE_VERSION, *[plain(p) for p in parts]], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-#: a hidden temporary checkpoint folder older than this (seconds) is a killed save's leftover, whoever wrote it
-STALE_TEMP_SECONDS = 600
-_HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
-_TEMP = re.compile(r"\.tmp-(?P<host>[A-Za-z0-9._]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
-_OLD_TEMP = re.compile(r"-[0-9a-f]{16}-[a-z0-9_]{8}$")  # tempfile.mkdtemp names of earlier versions
-
-
-def _temp_path(folder: Path) -> Path:
-    """A new hidden sibling name for ``folder`` that carries this host and process id."""
-    return folder.parent / f".{folder.name}.tmp-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (True when it cannot tell)."""
-    if pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # PermissionError: someone else's process
-        return True
-    return True
-
-
-def _remove_stale_temps(parent: Path) -> None:
-    """Remove the hidden temporary folders in ``parent`` that killed saves left: those of a dead process
-    on this host, and any older than :data:`STALE_TEMP_SECONDS` (a live save takes seconds)."""
-    now = time.time()
-    for entry in parent.iterdir():
-        match = _TEMP.search(entry.name)
-        if not entry.name.startswith(".") or not (match or _OLD_TEMP.search(entry.name)):
-            continue
-        dead = match is not None and match["host"] == _HOST and not _pid_alive(int(match["pid"]))
-        try:
-            if dead or now - entry.stat().st_mtime > STALE_TEMP_SECONDS:
-                shutil.rmtree(entry, ignore_errors=True)
-        except OSError:  # removed meanwhile by another process
-            pass
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _save_checkpoint(folder: Path, model: nn.Module, meta: dict, replace: bool = False) -> str:
-    """Write ``model.safetensors`` and ``meta.json`` (``meta`` + ``weights_sha256``) to ``folder``; return the sha256.
-
-    The files go to a hidden temporary sibling (with the umask's permissions, like its files) that is renamed into
-    place, so an interrupted save leaves no checkpoint; leftovers of killed saves are removed first
-    (:func:`_remove_stale_temps`). If ``folder`` exists by then (an identical training finished first in
-    another process), it is kept, unless ``replace``.
-    """
-    from safetensors.torch import save_model
-
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temps(folder.parent)
-    tmp = _temp_path(folder)
-    tmp.mkdir()
-    try:
-        save_model(model, str(tmp / "model.safetensors"))
-        os.chmod(tmp / "model.safetensors", tmp.stat().st_mode & 0o666)  # safetensors writes 0600
-        digest = _sha256(tmp / "model.safetensors")
-        (tmp / "meta.json").write_text(json.dumps({**meta, "weights_sha256": digest}, indent=2, default=str))
-        if not _rename_dir(tmp, folder) and replace:
-            old = _temp_path(folder)
-            _rename_dir(folder, old)
-            _rename_dir(tmp, folder)  # False: another process put one in meanwhile; keep it
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return digest
-
-
-def _rename_dir(src: Path, dst: Path) -> bool:
-    """Rename folder ``src`` to ``dst``; False (nothing done) if ``dst`` is a non-empty folder or ``src`` is gone."""
-    try:
-        os.rename(src, dst)
-    except FileNotFoundError:
-        return False
-    except OSError as err:
-        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
-            return False
-        raise
-    return True
-
-
-def _load_checkpoint(folder: Path, model: nn.Module, key: str) -> dict:
-    """Load ``folder``'s weights into ``model`` and return its meta; raise if anything is wrong with them.
-
-    The weights must match ``meta["weights_sha256"]``. Checkpoints of earlier versions have no checksum:
-    they are trusted if they load cleanly (they were written atomically too), and the checksum is added.
-    """
-    from safetensors.torch import load_model
-
-    meta = json.loads((folder / "meta.json").read_text())
-    found = meta.get("key") if isinstance(meta, dict) else None
-    if found != key:
-        raise ValueError(f"meta.json has key {found!r}, not {key!r}")
-    weights = folder / "model.safetensors"
-    digest, expected = _sha256(weights), meta.get("weights_sha256")
-    if expected is not None and digest != expected:
-        raise ValueError(f"model.safetensors has sha256 {digest[:16]}..., meta.json says {str(expected)[:16]}...")
-    load_model(model, str(weights))
-    if expected is None:
-        meta["weights_sha256"] = digest
-        tmp = folder / f".meta.json.tmp-{os.getpid()}"
-        try:
-            tmp.write_text(json.dumps(meta, indent=2, default=str))
-            os.replace(tmp, folder / "meta.json")
-            warnings.warn(f"checkpoint {folder} had no checksum (an earlier version's): added it", CacheWarning,
-                          stacklevel=3)
-        except OSError:  # a read-only cache: it stays unverified
-            tmp.unlink(missing_ok=True)
-    return meta
-
-
 def cached_model(
     prefix: str,
     build: Callable[[], nn.Module],
@@ -526,7 +382,7 @@ def cached_model(
     never loaded by an fp32 run or the other way round; ``meta["precision"]`` records it.
 
     The checkpoint lives in ``<cache>/checkpoints/<prefix>-<key>/`` with ``key`` hashing
-    ``model_cfg``, ``train_cfg`` and ``data_desc`` (:func:`config_key`), so a different subset
+    ``model_cfg``, ``train_cfg`` and ``data_desc`` (:func:`layersim.checkpoints.config_key`), so a different subset
     trains a different model. ``train_set`` may be a callable that loads the data set: it is
     only called when the model must be trained. Returns ``(model in eval mode, meta)`` with
     ``meta`` holding the key, configurations, history, the weights' sha256 and whether it came
@@ -539,12 +395,12 @@ def cached_model(
     and its checksum is added (with a note).
     """
     prec = resolve_precision(precision, device)
-    key = config_key(model_cfg, train_cfg, data_desc, *precision_key(prec))
+    key = checkpoints.config_key(model_cfg, train_cfg, data_desc, *precision_key(prec))
     folder = cache_dir("checkpoints") / f"{prefix}-{key}"
     model = build()
     if not retrain and os.path.lexists(folder):
         try:
-            meta = _load_checkpoint(folder, model, key)
+            meta = checkpoints.load(folder, model, key)
         except Exception as err:  # noqa: BLE001 - whatever is wrong with it, it is moved aside and retrained
             quarantine(folder, err)
             model = build()  # the failed load may have overwritten some weights
@@ -565,7 +421,7 @@ def cached_model(
         "n_params": sum(p.numel() for p in model.parameters()),
         "precision": prec,
     }
-    meta["weights_sha256"] = _save_checkpoint(folder, model, meta, replace=retrain)
+    meta["weights_sha256"] = checkpoints.save(folder, model, meta, replace=retrain)
     meta["from_cache"] = False
     return model.eval(), meta
 
