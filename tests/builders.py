@@ -184,11 +184,11 @@ def tiny(name):
 
 
 def _rbf_net():
-    from layersim import alignment
+    from layersim import small_nets
 
     g = torch.Generator().manual_seed(2)
     x = torch.rand(6, 5, generator=g)
-    return _seeded(lambda: alignment.RBFNet(x[:4].numpy(), width=0.7, out_dim=2)), x
+    return _seeded(lambda: small_nets.RBFNet(x[:4].numpy(), width=0.7, out_dim=2)), x
 
 
 def _small_cnn():

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from layersim import alignment as al
+from layersim import small_nets
 from layersim import alignment_layers as la
 
 
@@ -108,11 +109,11 @@ def test_layer_alignment_is_each_layer_in_the_papers_form():
     r = np.random.default_rng(0)
     X = r.normal(size=(50, 5))
     y = al.binary_targets((X[:, 0] > 0).astype(int))
-    net = al.make_mlp(5, [8, 7, 6], seed=0)
+    net = small_nets.make_mlp(5, [8, 7, 6], seed=0)
     tau = np.linspace(0, 5, 11)
     curves = la.layer_alignment(net, X, y, tau)
     assert curves.shape == (4, 11)
-    reps = [X, *al.hidden_representations(net, X)]
+    reps = [X, *small_nets.hidden_representations(net, X)]
     for c, R in zip(curves, reps):
         assert np.allclose(c, al.alignment_loop(al.prepare(R), y, tau))
     assert np.allclose(curves[:, 0], 50.0)

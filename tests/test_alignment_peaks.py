@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from layersim import alignment as al
+from layersim import small_nets
 from layersim import alignment_peaks as tr
 
 
@@ -50,8 +51,8 @@ def test_run_original_curve_is_eq2_on_the_encoded_inputs(small_run):
 
 def test_run_init_representation_is_the_seeded_untrained_network(small_run):
     train = al.peaks_dataset(400, seed=3)
-    net = al.make_mlp(60, [12, 12], seed=3)
-    np.testing.assert_allclose(small_run["reps"]["init"], al.hidden_representations(net, train.X)[-1], atol=1e-6)
+    net = small_nets.make_mlp(60, [12, 12], seed=3)
+    np.testing.assert_allclose(small_run["reps"]["init"], small_nets.hidden_representations(net, train.X)[-1], atol=1e-6)
 
 
 def test_training_on_the_source_raises_its_alignment():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from layersim import alignment as al
+from layersim import small_nets
 from layersim import alignment_sweep as sw
 
 
@@ -66,8 +67,8 @@ def test_before_after_curves_follow_eq2(digits_task):
     y = digits_task["y_train"]
     ref = [al.alignment_loop(al.prepare(digits_task["X_train"]), y, [t])[0] / len(y) for t in tau[::7]]
     np.testing.assert_allclose(out["train"]["curves"]["input"][::7], ref, atol=1e-9)
-    net = al.make_mlp(64, [16], seed=2)
-    H = al.hidden_representations(net, digits_task["X_test"])[-1]
+    net = small_nets.make_mlp(64, [16], seed=2)
+    H = small_nets.hidden_representations(net, digits_task["X_test"])[-1]
     ref_init = al.alignment_curve(al.prepare(H), digits_task["y_test"], out["test"]["thresholds"]) / 100
     np.testing.assert_allclose(out["test"]["curves"]["init"], ref_init, atol=1e-6)
     assert out["train"]["thresholds"][-1] == pytest.approx(30 * np.sqrt(0.25))
@@ -134,4 +135,4 @@ def test_check_families_names_the_bad_family_and_value(families, message):
 
 def test_every_listed_activation_builds():
     for act in sw.ACTIVATIONS:
-        al.make_mlp(3, [4], activation=act)
+        small_nets.make_mlp(3, [4], activation=act)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from builders import DEPTH, text_batch, tiny, tiny_vit
-from layersim import adapters, mlp, models, readout, redundancy, surgery
+from layersim import adapters, linear_maps, mlp, models, readout, surgery
 
 NAMES = [a.name for a in adapters.REGISTRY if a.uniform]
 
@@ -145,13 +145,13 @@ def test_the_width_check_follows_the_module_and_the_model():
 def test_per_token_maps_are_tried_on_their_own_number_of_tokens():
     vit, x = tiny_vit(perturb=True), torch.randn(2, 1, 28, 28)
     tokens = 1 + (28 // 7) ** 2
-    per = redundancy.LinearMap(np.stack([np.eye(32)] * tokens), per_token=True)
-    assert per.n_tokens == tokens and redundancy.LinearMap(np.eye(32)).n_tokens is None
+    per = linear_maps.LinearMap(np.stack([np.eye(32)] * tokens), per_token=True)
+    assert per.n_tokens == tokens and linear_maps.LinearMap(np.eye(32)).n_tokens is None
     with torch.no_grad():
         np.testing.assert_allclose(surgery.replace(vit, 2, 2, per)(x).numpy(), surgery.skip(vit, 2, 2)(x).numpy(),
                                    atol=1e-5)
     with pytest.raises(ValueError, match="width 32 to width 16"):
-        surgery.replace(vit, 2, 2, redundancy.LinearMap(np.zeros((tokens, 32, 16)), per_token=True))
+        surgery.replace(vit, 2, 2, linear_maps.LinearMap(np.zeros((tokens, 32, 16)), per_token=True))
 
 
 def test_an_mlp_of_several_widths_needs_the_span_s_own_widths():

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from layersim import alignment, collapse, lenses, redundancy, similarity
+from layersim import alignment, collapse, lenses, linear_maps, redundancy, similarity
 from layersim.lenses import LayerData, Lens
 
 E, N, D, K = 4, 60, 8, 3
@@ -140,7 +140,7 @@ def test_model_lenses_are_span_changes_of_the_steps_between_entries(with_model):
 
     runs = with_model.model
     two = lenses.LayerData(layers=[0, 2, 3], model=runs)
-    want = redundancy.span_changes(runs.model, runs.fit, runs.eval, [(1, 2), (3, 3)], "skip", device="cpu")
+    want = linear_maps.span_changes(runs.model, runs.fit, runs.eval, [(1, 2), (3, 3)], "skip", device="cpu")
     np.testing.assert_allclose(lenses.apply("redundancy/skip_change", two), want, rtol=1e-12)
     assert lenses.apply("redundancy/rba_change", two).shape == (2,)
     from builders import tiny_vit

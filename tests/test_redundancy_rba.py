@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from builders import image_batch, tiny_vit
-from layersim import redundancy, redundancy_rba as rr, surgery
+from layersim import linear_maps, redundancy, redundancy_rba as rr, surgery
 
 
 def test_table_spans_and_blocks_kept():
@@ -38,7 +38,7 @@ def test_span_models_skip_and_approximate():
         torch.testing.assert_close(sk(x), surgery.skip(model, 2, 2)(x))
     ap = rr.span_model(model, (0, 2), "approx", [x], device="cpu")
     assert (ap.first, ap.last) == redundancy.paper_span(0, 2) == (2, 3)
-    assert isinstance(ap.replacement.module, redundancy.LinearMap)
+    assert isinstance(ap.replacement.module, linear_maps.LinearMap)
     with pytest.raises(ValueError, match="fit_batches"):
         rr.span_model(model, (0, 1), "approx")
     with pytest.raises(ValueError, match="mode"):

@@ -32,8 +32,8 @@ adapter             models                                       final norm     
 ``clip_text``       CLIP's text tower (:func:`clip_tower`,         ``final_layer_norm``  ``text_projection``
                     ``CLIPTextModel[WithProjection]``)
 ``mlp``             the project's MLPs (``layersim.mlp.MLP``:       ``norm`` (Identity     ``head``
-                    tracing App. B.2; ``alignment.make_mlp``)       unless asked for)
-``rbf_net``         ``layersim.alignment.RBFNet`` (one block)       none                  ``head``
+                    tracing App. B.2; ``small_nets.make_mlp``)      unless asked for)
+``rbf_net``         ``small_nets.RBFNet`` (one block)      none                  ``head``
 ``small_cnn``       ``layersim.alignment_pretrain.SmallCNN``        none                  ``head``
                     (``conv1..``, ``fc1..``)
 ``torchvision_resnet``  torchvision ResNet (``layer1..4``,          none                  ``fc``
@@ -665,7 +665,7 @@ def _no_surgery(why: str) -> Callable[[nn.Module, list[nn.Module]], Callable[[],
 register(Adapter(
     name="mlp",
     models="the project's MLPs (`layersim.mlp.MLP`: the tracing paper's appendix B.2 networks and the alignment "
-           "paper's, `alignment.make_mlp`): hidden layers as blocks; index 0 is the flattened input (another "
+           "paper's, `small_nets.make_mlp`): hidden layers as blocks; index 0 is the flattened input (another "
            "width: collect `layers=range(1, L + 1)`)",
     matches=_instance_of("layersim.mlp", "MLP"),
     blocks=lambda m: list(m.layers),
@@ -679,8 +679,8 @@ register(Adapter(
 
 register(Adapter(
     name="rbf_net",
-    models="the alignment paper's two-layer RBF network (`layersim.alignment.RBFNet`): one block, its Gaussian layer",
-    matches=_instance_of("layersim.alignment", "RBFNet"),
+    models="the alignment paper's two-layer RBF network (`layersim.small_nets.RBFNet`): one block, its Gaussian layer",
+    matches=_instance_of("layersim.small_nets", "RBFNet"),
     blocks=lambda m: list(m.layers),
     set_blocks=_no_surgery("its only block maps inputs to Gaussian units of another width"),
     final_norm=_identity,

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
+from . import small_nets
 from . import data
 
 #: image data sets read through torchvision (the paper's scale; not offline)
@@ -142,5 +143,5 @@ def layer_alignment(model, X, y, thresholds) -> np.ndarray:
     column, unit rows).
     """
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
-    reps = [X, *al.hidden_representations(model, X)]
+    reps = [X, *small_nets.hidden_representations(model, X)]
     return np.stack([al.curve_and_area(R, y, thresholds)[0] for R in reps])

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
+from . import small_nets
 
 #: The three label vectors of one run: the source task S, the related T1, the unrelated T2.
 TASK_KINDS = ("source", "related", "unrelated")
@@ -60,11 +61,11 @@ def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int =
     Y, Y_test = train.Y[:, cols], test.Y[:, cols]
     tau = al.thresholds_for(n_source) if thresholds is None else np.asarray(thresholds)
 
-    net = al.make_mlp(train.X.shape[1], list(hidden), seed=seed)
-    layers = {"init": (al.hidden_representations(net, train.X), al.hidden_representations(net, test.X))}
-    history = al.train_mlp(net, train.X, Y[:, 0], loss="mse", epochs=epochs, batch_size=batch_size, lr=lr,
+    net = small_nets.make_mlp(train.X.shape[1], list(hidden), seed=seed)
+    layers = {"init": (small_nets.hidden_representations(net, train.X), small_nets.hidden_representations(net, test.X))}
+    history = small_nets.train_mlp(net, train.X, Y[:, 0], loss="mse", epochs=epochs, batch_size=batch_size, lr=lr,
                            seed=seed)
-    layers["transfer"] = (al.hidden_representations(net, train.X), al.hidden_representations(net, test.X))
+    layers["transfer"] = (small_nets.hidden_representations(net, train.X), small_nets.hidden_representations(net, test.X))
 
     reps = {"original": train.X, "init": layers["init"][0][-1], "transfer": layers["transfer"][0][-1]}
     reps_test = {"original": test.X, "init": layers["init"][1][-1], "transfer": layers["transfer"][1][-1]}

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import alignment as al
+from . import small_nets
 from . import mlp
 from .alignment_layers import raw_images, unit_interval
 
@@ -36,7 +37,7 @@ CLASSIFICATION = {"fashion-mnist": (0, 1), "digits": (0, 1), "mnist": (0, 1), "c
 REGRESSION = ("diabetes",)
 
 
-#: the activations the sweep's networks accept (``alignment.make_mlp``)
+#: the activations the sweep's networks accept (``small_nets.make_mlp``)
 ACTIVATIONS = tuple(mlp.ACTIVATIONS)
 
 
@@ -147,12 +148,12 @@ def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0,
     if config["optimizer"] not in OPTIMIZER_LR:
         raise ValueError(f"unknown optimizer {config['optimizer']!r}; use one of {sorted(OPTIMIZER_LR)}")
     X_tr, X_te = task["X_train"], task["X_test"]
-    net = al.make_mlp(X_tr.shape[1], [config["width"]] * config["depth"], activation=config["activation"], seed=seed)
-    init = [al.hidden_representations(net, X)[-1] for X in (X_tr, X_te)]
+    net = small_nets.make_mlp(X_tr.shape[1], [config["width"]] * config["depth"], activation=config["activation"], seed=seed)
+    init = [small_nets.hidden_representations(net, X)[-1] for X in (X_tr, X_te)]
     loss = "bce" if task["kind"] == "classification" else "mse"
-    history = al.train_mlp(net, X_tr, task["y_train"], loss=loss, epochs=epochs, batch_size=config["batch_size"],
+    history = small_nets.train_mlp(net, X_tr, task["y_train"], loss=loss, epochs=epochs, batch_size=config["batch_size"],
                            lr=OPTIMIZER_LR[config["optimizer"]], optimizer=config["optimizer"], seed=seed)
-    trained = [al.hidden_representations(net, X)[-1] for X in (X_tr, X_te)]
+    trained = [small_nets.hidden_representations(net, X)[-1] for X in (X_tr, X_te)]
     inputs = input_alignment(task, thresholds) if input_curves is None else input_curves
     out = {"history": history}
     for j, split in enumerate(("train", "test")):

@@ -146,11 +146,11 @@ class ModelRuns:
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def reference(self) -> np.ndarray:
-        """The unchanged model's final representation of ``eval`` (``redundancy.final_representation``)."""
+        """The unchanged model's final representation of ``eval`` (``linear_maps.final_representation``)."""
         if "reference" not in self._memo:
-            from . import redundancy
+            from . import linear_maps
 
-            self._memo["reference"] = redundancy.final_representation(self.model, self.eval, self.token, self.device)
+            self._memo["reference"] = linear_maps.final_representation(self.model, self.eval, self.token, self.device)
         return self._memo["reference"]
 
 
@@ -447,19 +447,19 @@ def _steps(data: LayerData) -> list[tuple[int, int]]:
 
 
 def _span_change(data: LayerData, mode: str) -> np.ndarray:
-    """:func:`layersim.redundancy.span_changes` of every step of ``data`` (:func:`_steps`), ``mode``
+    """:func:`layersim.linear_maps.span_changes` of every step of ``data`` (:func:`_steps`), ``mode``
     ``"skip"`` or ``"approx"``, against the reference final representation ``data.model`` shares."""
-    from . import redundancy
+    from . import linear_maps
 
     m = data.model
-    return redundancy.span_changes(m.model, m.fit, m.eval, _steps(data), mode, m.token, device=m.device,
+    return linear_maps.span_changes(m.model, m.fit, m.eval, _steps(data), mode, m.token, device=m.device,
                                    reference=m.reference())
 
 
 def skip_change(data: LayerData) -> np.ndarray:
     """Relative change of the final representation when the blocks between consecutive entries are
     skipped (redundancy §4.3, Table 2's "skip"; measured as Figs. 3 and 7 by the MSE of the final
-    representations, over their variance: :func:`layersim.redundancy.span_changes`), ``[E-1]``."""
+    representations, over their variance: :func:`layersim.linear_maps.span_changes`), ``[E-1]``."""
     return _span_change(data, "skip")
 
 

@@ -79,7 +79,7 @@ class MLPConfig:
     one). ``widths``: the hidden widths input side first, for networks whose layers differ
     (then ``depth = len(widths)`` and ``width = widths[-1]``); None = ``(width,) * depth``.
     The tracing paper's MLPs are the defaults; the alignment paper's come from
-    :func:`layersim.alignment.make_mlp` (``num_classes`` = outputs, 1 for its scalar tasks).
+    :func:`small_nets.make_mlp` (``num_classes`` = outputs, 1 for its scalar tasks).
     """
 
     in_features: int = 784

@@ -3,7 +3,7 @@ span of blocks, then train a linear classifier on the frozen model's final repre
 
 For one span ``i j`` of the paper's tables (block outputs numbered from 0: the map takes output
 ``i`` to output ``j``, removing the blocks in between, ``redundancy.paper_span``), :func:`span_model`
-gives the model with the span approximated (RBA: ``redundancy.fit_rba`` on the fitting inputs,
+gives the model with the span approximated (RBA: ``linear_maps.fit_rba`` on the fitting inputs,
 every token, one map, then ``surgery.replace``) or skipped (``surgery.skip``), or the model itself
 for ``None``. :func:`probe_accuracies` reads its final representation (the [CLS] token after the
 final norm) on training and test inputs and trains one linear head per seed
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import probe, redundancy, surgery
+from . import linear_maps, probe, redundancy, surgery
 
 __all__ = ["PAPER_PARAMS_M", "PARAM_MODELS", "SINGLE_BLOCK_SPANS", "TABLE1_SPANS", "TABLE2_SPANS", "blocks_kept",
            "parameter_table", "probe_accuracies", "span_label", "span_model", "spans_for"]
@@ -77,17 +77,17 @@ def span_model(model: Any, span: tuple[int, int] | None, mode: str, fit_batches:
         return surgery.skip(model, first, last)
     if fit_batches is None:
         raise ValueError("approximating a span needs fit_batches to fit the map on")
-    return surgery.replace(model, first, last, redundancy.fit_rba(model, fit_batches, first, last, device=device))
+    return surgery.replace(model, first, last, linear_maps.fit_rba(model, fit_batches, first, last, device=device))
 
 
 def probe_accuracies(model: Any, train_batches: Any, train_labels: Any, test_batches: Any, test_labels: Any,
                      seeds: Sequence[int] = (0, 1, 2), epochs: int = 5, lr: float = 0.01, batch_size: int = 256,
                      device: Any = "auto") -> list[float]:
     """Test accuracy of one linear head per seed trained on ``model``'s final representation
-    (``redundancy.final_representation``) of the training inputs (the paper: Adam, 5 epochs,
+    (``linear_maps.final_representation``) of the training inputs (the paper: Adam, 5 epochs,
     batch 256, three seeds); the features are computed once for all seeds."""
-    train = redundancy.final_representation(model, train_batches, device=device)
-    test = redundancy.final_representation(model, test_batches, device=device)
+    train = linear_maps.final_representation(model, train_batches, device=device)
+    test = linear_maps.final_representation(model, test_batches, device=device)
     y_train, y_test = np.asarray(train_labels), np.asarray(test_labels)
     K = int(max(y_train.max(), y_test.max())) + 1
     return [probe.probe_accuracy(probe.train_linear_head(train, y_train, epochs, lr, batch_size, seed=int(s),
@@ -117,7 +117,7 @@ def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
                 row["none"] = params.count_module(model) / 1e6
             else:
                 first, last = redundancy.paper_span(*span)
-                rba = redundancy.LinearMap(np.zeros((d, d)))
+                rba = linear_maps.LinearMap(np.zeros((d, d)))
                 row[span_label(span)] = surgery.replace(model, first, last, rba).n_parameters() / 1e6
         out[key] = row
         del model
