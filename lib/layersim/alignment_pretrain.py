@@ -43,8 +43,12 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from . import data, training
+from . import data, models, results, training
+from . import alignment as al
 from .models import resolve_device
+from .paths import cache_dir
+from .presets import ALIGNMENT_SOURCE_CNN
+from .shift import gaussian_noise
 
 #: Fashion-MNIST's classes split like Cifar10-Natural (6 classes) / Cifar10-Artificial (4 classes):
 #: garments (T-shirt/top, trouser, pullover, dress, coat, shirt) and footwear/bags (sandal, sneaker,
@@ -187,8 +191,6 @@ def extract_features(model: nn.Module, images, layers: Sequence[str] | None = No
     Convolutional maps are flattened (``spatial="flatten"``) or averaged over positions (``"avg"``,
     for the large maps of torchvision models). The model is run in eval mode without gradients.
     """
-    from . import models
-
     tokens = {"flatten": "all", "avg": "mean"}
     if spatial not in tokens:
         raise ValueError(f"spatial must be 'flatten' or 'avg', got {spatial!r}")
@@ -256,7 +258,6 @@ def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1
 
         small = F.avg_pool2d(X, 2)
         up = F.interpolate(small, size=X.shape[-2:], mode="bilinear", align_corners=False)
-        from .shift import gaussian_noise
 
         return gaussian_noise(up, noise, seed=seed)
     if domain == "inverted":
@@ -390,8 +391,6 @@ def evaluate_task(reps: Mapping[str, tuple[np.ndarray, np.ndarray]], y_train, y_
 
     Returns ``{"curves", "areas", "gd": {name: {loss: curves}}, "dims": {name: d}}``.
     """
-    from . import alignment as al
-
     missing = [n for n in trained if n not in reps]
     if missing:
         raise ValueError(f"trained representation(s) {missing} are not among {sorted(reps)}")
@@ -436,8 +435,6 @@ def transfer_claims(runs: Sequence[dict], pretrained: str, init: str, inputs: st
     Each records in how many tasks it holds task by task (the last as the number of tasks in which the
     pre-trained model has the lowest final test loss for both losses).
     """
-    from . import results
-
     area = mean_areas(runs)
     A = {n: np.array([r["areas"][n] for r in runs]) for n in area}
     final = final_losses(runs)
@@ -484,8 +481,6 @@ SOURCE_GROUPS = {"fashion-mnist": FASHION_GROUPS, "imagenet": IMAGENET_GROUPS, "
 
 def source_settings(scale: str, **overrides) -> dict:
     """``presets.ALIGNMENT_SOURCE_CNN[scale]`` (the source networks a08-a10 share) with ``overrides``."""
-    from .presets import ALIGNMENT_SOURCE_CNN
-
     if scale not in ALIGNMENT_SOURCE_CNN:
         raise ValueError(f"unknown scale {scale!r}; use one of {sorted(ALIGNMENT_SOURCE_CNN)}")
     unknown = sorted(set(overrides) - set(ALIGNMENT_SOURCE_CNN[scale]))
@@ -545,8 +540,6 @@ def load_office31(domain: str, root=None, size: int = 224):
 
     from torchvision import transforms
     from torchvision.datasets import ImageFolder
-
-    from .paths import cache_dir
 
     if domain not in ("amazon", "webcam", "dslr"):
         raise ValueError(f"unknown Office-31 domain {domain!r}")

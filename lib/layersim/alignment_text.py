@@ -33,7 +33,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import text_tasks
+from . import assets, models, text_tasks
+from .finetune import _quiet_transformers
 
 __all__ = ["HANDCRAFTED", "INPUT", "NOVEL_TASK", "bag_of_words", "char_ngrams", "encoder_features", "encoders",
            "lsa", "pair_examples", "relative_spread", "sentence_pool", "text_representations"]
@@ -139,9 +140,6 @@ def encoders(name: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
     ``"all-minilm-l6-v2"`` offline, ``"bert-base-uncased"`` at paper scale) with its weights, the same
     architecture with the weights its own initialiser draws under ``seed`` (the paper's "init"; the
     global random state is left as it was), and the pretrained model's tokenizer. Both in eval mode."""
-    from . import assets
-    from .finetune import _quiet_transformers
-
     asset = assets.get_asset(name)  # ValueError naming the known assets for an unknown name
     if asset.kind != "model" or not asset.has_tokenizer:
         text_models = [a.name for a in assets.list_assets("model") if a.has_tokenizer]
@@ -168,8 +166,6 @@ def encoder_features(model: nn.Module, tokenizer: Any, texts: Sequence[str], tok
     and put back in their order; padding does not change a text's features (the attention mask hides
     it), so the result equals reading the texts one by one up to float rounding.
     """
-    from . import models
-
     texts = list(texts)
     if not texts:
         raise ValueError("no texts")

@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from layersim import machine
-from layersim import similarity as S
-from layersim.machine import loadavg
+from . import bench_train, machine
+from . import similarity as S
+from .machine import loadavg
+from .models import resolve_device
 
 MiB = 1 << 20
 
@@ -580,8 +581,6 @@ def device_cka(n: int, d: int, L: int, device: str = "auto", check_n: int = 2000
     and compared (max |diff|)."""
     import torch
 
-    from .models import resolve_device
-
     dev = resolve_device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     X = device_layers(n, d, L, dev)
@@ -626,7 +625,6 @@ def device_cka_main(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:  # python -m layersim.bench train: training throughput (layersim.bench_train)
-        from layersim import bench_train
 
         return bench_train.main(argv[1:])
     if argv[:1] == ["device-cka"]:

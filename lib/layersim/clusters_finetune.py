@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from . import finetune, text_tasks
+from . import assets, finetune, models, presets, probe, readout, similarity, surgery, text_tasks
+from . import settings as st
 
 __all__ = ["MODELS", "PRESETS", "RULES", "TASKS", "check_names", "cka_maps", "cls_features", "config_from", "diagonal", "fine_tuned", "original",
            "skip_grid", "task_data", "truncation_curves", "tuned_head_curve"]
@@ -46,15 +47,11 @@ TASKS: dict[str, tuple[str, ...]] = {
 
 
 def _presets() -> dict[str, dict]:
-    from . import presets
-
     return {scale: {**presets.CLUSTERS_FINETUNE[scale], "models": list(MODELS[scale]), "tasks": list(TASKS[scale])}
             for scale in presets.CLUSTERS_FINETUNE}
 
 
 def _rules() -> dict:
-    from . import presets, settings as st
-
     return {**presets.CLUSTERS_FINETUNE_RULES, "models": st.seq(st.text(), distinct=True),
             "tasks": st.seq(st.text(), distinct=True)}
 
@@ -69,8 +66,6 @@ RULES: dict = _rules()
 def check_names(settings: Mapping[str, Any]) -> None:
     """A notebook check: every model is a registered model asset and every task a known task
     (ValueError naming the parameter and the choices)."""
-    from . import assets
-
     for name in settings.get("models", ()):
         try:
             kind = assets.get_asset(name).kind
@@ -118,8 +113,6 @@ def cls_features(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[
     of an encoder (the paper's "representations of the CLS token", §3), the last token of a decoder.
     A multiple-choice task gives ``C`` rows per example (one per (context, ending) pair, in order):
     ``[L+1, N * C, d]``."""
-    from . import models
-
     batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),
                                 settings["max_length"])
     return models.collect(model, text_tasks.flat_choices(batches), token=None, device=device, progress=False).hidden
@@ -132,8 +125,6 @@ def cka_maps(ft1: np.ndarray, ft2: np.ndarray | None, orig: np.ndarray) -> dict[
     is given, ``"FT[1]-FT[2]"`` (rows: restart 1). Entry 0, the embedding output, is left out: at
     the CLS position it is the same vector for every input (token, position and segment embedding
     of [CLS]), so its CKA is undefined; the paper's figures also start at layer 1."""
-    from . import similarity
-
     ft1, orig = ft1[1:], orig[1:]
     maps = {"ORIG-ORIG": similarity.layer_matrix(orig), "FT-ORIG": similarity.cross_matrix(ft1, orig),
             "FT-FT": similarity.layer_matrix(ft1)}
@@ -152,8 +143,6 @@ def truncation_curves(model: nn.Module, features: np.ndarray, task: text_tasks.T
     directly, for every entry of ``features`` ``[L+1, N, d]`` (the model truncated after block
     ``l``: the blocks above cannot change a lower layer's output, so this equals running
     ``layersim.surgery.truncate(model, l)``)."""
-    from . import readout
-
     logits = readout.layer_logits(model, features)
     return np.array([text_tasks.score(task, text_tasks.predictions(task, z)) for z in logits])
 
@@ -169,8 +158,6 @@ def tuned_head_curve(model: nn.Module, train_features: np.ndarray, train: text_t
     chance), scored on the validation features. Pass the fine-tuned model's features for TUNED, the
     pretrained encoder's for TUNEDORIG (the head starts as the fine-tuned model's either way, so
     only the features differ)."""
-    from . import models, probe, readout
-
     head = models.classifier_head(model)
     out = []
     for l in range(len(train_features)):
@@ -188,8 +175,6 @@ def skip_grid(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str
     """Fig. 4: ``G[i-1, j-1]`` = the task score with blocks ``i..j`` (1-based, inclusive) skipped
     (``layersim.surgery.skip``, no re-training); NaN below the diagonal (``j < i``: no span)."""
     from tqdm.auto import tqdm
-
-    from . import surgery
 
     L = len(surgery.adapters.get(model).blocks(model))
     batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),

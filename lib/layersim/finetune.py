@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import text_tasks
+from . import adapters, assets, objectives, text_tasks, training
 from .models import evaluating, resolve_device
 from .training import StepConfig
 
@@ -92,8 +92,6 @@ def aligned_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     token and the linearly increasing weights ``lambda_l = 2l / (L(L+1))``
     (``layersim.objectives``). The last term is the standard loss. Single-label classification
     with BERT-like encoders (no final norm: HF's ``hidden_states[l]`` is block ``l``'s output)."""
-    from . import adapters, objectives
-
     adapter = adapters.get(model)
     if adapter.name not in ("bert", "albert", "distilbert") or type(model).__name__.endswith("ForMultipleChoice"):
         raise ValueError(f"the aligned loss is implemented for BERT-like sequence classifiers, not {type(model).__name__}")
@@ -115,8 +113,6 @@ def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, t
     (``step``, mean training ``loss`` since the last entry, ``seconds``). Raises FloatingPointError
     when the loss is not finite. ``precision``: ``layersim.training.resolve_precision`` (bf16 autocast
     on CUDA under "auto", fp32 on the CPU)."""
-    from . import training
-
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "layersim_tokenizer", None)
     if tokenizer is None:
         raise ValueError("finetune needs the model's tokenizer (pass tokenizer=)")
@@ -191,8 +187,6 @@ def load_classifier(name: str, num_labels: int, seed: int = 0, random_init: bool
     ``AutoModelForMultipleChoice``, one logit per (context, ending) pair); its tokenizer is attached
     as ``model.layersim_tokenizer``. ``random_init``: the architecture with random weights (tests;
     ``config`` overrides its fields, e.g. ``num_hidden_layers=2``)."""
-    from . import assets
-
     torch.manual_seed(seed)
     auto = "AutoModelForMultipleChoice" if multiple_choice else "AutoModelForSequenceClassification"
     kwargs = {} if multiple_choice else {"num_labels": num_labels}
@@ -219,8 +213,6 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
     ``train_seconds``, ``weights_sha256``, ``from_cache``); ``model.layersim_tokenizer`` is set.
     ``random_init`` / ``config``: fine-tune the architecture from random weights (tests of the
     paper-scale path; pass the ``tokenizer`` then)."""
-    from . import training
-
     if isinstance(restart, bool) or int(restart) < 1:
         raise ValueError(f"restart must be 1, 2, ..., got {restart!r}")
     run_cfg = dataclasses.replace(cfg, seed=cfg.seed + int(restart) - 1)

@@ -79,7 +79,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import alignment, collapse, similarity
+from . import alignment, block_structure, collapse, linear_maps, probe, readout, redundancy, similarity
 
 __all__ = [
     "IMPLIED",
@@ -148,8 +148,6 @@ class ModelRuns:
     def reference(self) -> np.ndarray:
         """The unchanged model's final representation of ``eval`` (``linear_maps.final_representation``)."""
         if "reference" not in self._memo:
-            from . import linear_maps
-
             self._memo["reference"] = linear_maps.final_representation(self.model, self.eval, self.token, self.device)
         return self._memo["reference"]
 
@@ -407,8 +405,6 @@ def norm_ratio(data: LayerData) -> np.ndarray:
 
 def block_redundancy(data: LayerData) -> np.ndarray:
     """Block Redundancy ``BR_i = -MSE(h_i, h_{i-1})`` (redundancy eq. 1), ``[E-1]``, uncentred."""
-    from . import redundancy  # torch only when this lens runs
-
     return redundancy.block_redundancy(data.hidden)
 
 
@@ -419,8 +415,6 @@ def rba_error(data: LayerData) -> np.ndarray:
     (``layersim.redundancy.fit_linear_map``) and scored on the rest as ``1 - R^2`` (residual sum of
     squares over the centred sum of squares of ``h_i``): 0 = the block is a linear map on these
     samples, 1 = no better than the mean."""
-    from . import redundancy
-
     h = data.hidden
     n = h.shape[1]
     if n < 4:
@@ -449,8 +443,6 @@ def _steps(data: LayerData) -> list[tuple[int, int]]:
 def _span_change(data: LayerData, mode: str) -> np.ndarray:
     """:func:`layersim.linear_maps.span_changes` of every step of ``data`` (:func:`_steps`), ``mode``
     ``"skip"`` or ``"approx"``, against the reference final representation ``data.model`` shares."""
-    from . import linear_maps
-
     m = data.model
     return linear_maps.span_changes(m.model, m.fit, m.eval, _steps(data), mode, m.token, device=m.device,
                                    reference=m.reference())
@@ -471,8 +463,6 @@ def rba_change(data: LayerData) -> np.ndarray:
 
 def logit_accuracy(data: LayerData) -> np.ndarray:
     """Layer-wise accuracy of the last-layer classifier on every entry (tracing eq. 2)."""
-    from . import readout  # torch and the model adapters only when a logit lens runs
-
     return readout.layer_accuracy(data.logits, data.labels)
 
 
@@ -480,8 +470,6 @@ def saturation(data: LayerData) -> np.ndarray:
     """Saturation layer of every sample (tracing §2.2, after Geva et al. 2022), ``[N]``: the
     smallest entry from which the top-1 prediction stays the final one; mapped to
     ``data.layers`` (layer indices) when given, else entry indices."""
-    from . import readout
-
     idx = readout.saturation_layer(data.logits)
     return idx if data.layers is None else np.asarray(data.layers)[idx]
 
@@ -537,8 +525,6 @@ def block_diagonal(data: LayerData) -> np.ndarray:
     """Two-cluster block-diagonal score of the linear CKA matrix at every contiguous split
     (clusters §3, Figs. 1-2; :func:`layersim.block_structure.split_scores`): entry ``s-1`` = mean
     within-cluster minus mean between-cluster CKA for entries ``0..s-1`` vs ``s..E-1``."""
-    from . import block_structure
-
     return block_structure.split_scores(cka_matrix(data))
 
 
@@ -559,8 +545,6 @@ def probe_accuracy(data: LayerData, train: Any = None, C: float = 1.0) -> np.nda
     (default :func:`default_split`: every other sample of each class). Deterministic
     (L-BFGS from zero, :func:`layersim.probe.per_layer_probe_accuracy`).
     """
-    from . import probe  # torch and scikit-learn only when a probe runs
-
     train = default_split(data.labels) if train is None else np.asarray(train, bool)
     if train.shape != (data.n_samples,) or train.all() or not train.any():
         raise ValueError(f"train must be a boolean mask [N={data.n_samples}] with samples on both sides")

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import redundancy
+from . import models, readout, redundancy, surgery
 
 __all__ = ["LinearMap", "block_approximation_errors", "final_representation", "fit_rba", "fit_rba_spans",
            "span_changes"]
@@ -76,8 +76,6 @@ def fit_rba_spans(model: nn.Module, data: Any, spans: Any, per_token: bool = Fal
     ``data`` (each batch reads the layers the spans need and updates every span's
     :class:`layersim.redundancy.LeastSquares`): the same maps as one :func:`fit_rba` per span, for the cost of one
     forward pass instead of ``len(spans)``. Returns the maps in the order of ``spans``."""
-    from . import models
-
     L = models.n_layers(model)
     spans = [tuple(s) for s in spans]
     if not spans:
@@ -124,8 +122,6 @@ def final_representation(model: nn.Module, batches: Any, token: Any = None, devi
     """What a linear probe on the frozen model reads (the redundancy paper's §4.3, as its code:
     the token of the last block's output after the final norm), ``[N, d]`` float64, for a model
     or a ``layersim.surgery`` model of it (its span spliced)."""
-    from . import models, readout
-
     base = getattr(model, "surgery_base", model)
     h = models.collect(model, batches, token=token, layers=[-1], device=device, progress=False).hidden
     normed = readout.layer_logits(base, h, layers=[-1], head=nn.Identity())  # the final norm, no head
@@ -142,8 +138,6 @@ def span_changes(model: nn.Module, fit_batches: Any, eval_batches: Any, spans: A
     7 by the MSE between the :func:`final_representation` of the changed and the original model on
     ``eval_batches`` — :func:`layersim.redundancy.relative_change` when ``relative`` (the default), the raw MSE otherwise.
     ``reference``: the original model's final representation, if already computed. ``[len(spans)]``."""
-    from . import surgery
-
     if mode not in ("skip", "approx"):
         raise ValueError(f"mode must be 'skip' or 'approx', got {mode!r}")
     spans = [tuple(int(v) for v in s) for s in spans]
@@ -163,8 +157,6 @@ def block_approximation_errors(model: nn.Module, fit_batches: Any, eval_batches:
     ``fit_batches``, every block's map from one pass) and the MSE of the approximated model's
     :func:`final_representation` on ``eval_batches`` against the original's (the paper's Figs. 3 and
     7, which set it beside Block Redundancy): :func:`span_changes` with ``relative=False``. ``{k: mse}``."""
-    from . import models
-
     blocks = range(1, models.n_layers(model) + 1) if blocks is None else [int(k) for k in blocks]
     mse = span_changes(model, fit_batches, eval_batches, [(k, k) for k in blocks], "approx", token, bias,
                        relative=False, device=device)

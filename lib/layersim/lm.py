@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import adapters, assets, data, generation, objectives, surgery, training
+from .models import evaluating, resolve_device
 from .training import StepConfig
 
 __all__ = ["LMConfig", "aligned_lm_loss", "build_gpt2", "cached_lm", "generate_at_exit", "lm_batches",
@@ -78,8 +80,6 @@ def build_gpt2(cfg: LMConfig, pad_token_id: int = 0) -> nn.Module:
 def lm_batches(texts: Sequence[str], tokenizer: Any, batch_size: int, max_length: int) -> list[dict]:
     """Right-padded batches of ``texts`` (``input_ids``, ``attention_mask``) with ``labels`` = the
     input ids, padding set to -100 (HF shifts them: position ``t`` predicts token ``t+1``)."""
-    from . import data
-
     out = []
     for b in data.text_batches(texts, tokenizer, batch_size, max_length):
         b["labels"] = b["input_ids"].masked_fill(b["attention_mask"] == 0, -100)
@@ -91,8 +91,6 @@ def aligned_lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     """Eq. (5) for a causal LM: ``sum_l lambda_l CE(head(norm(h^(l))), next tokens)`` over blocks
     ``l = 1..L``, ``lambda_l = 2l / (L(L+1))`` (``layersim.objectives``), the shared final norm and
     LM head recomputed on each block's output; the last term is the standard loss."""
-    from . import adapters, objectives
-
     adapter = adapters.get(model)
     if adapter.name not in ("gpt2", "llama"):
         raise ValueError(f"aligned_lm_loss needs a GPT-2 or LLaMA-style causal LM, not {type(model).__name__}")
@@ -113,9 +111,6 @@ def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any =
     ``cfg.seed``-ed order each pass) with the standard or the aligned loss; the history has one
     entry per 10 % of the steps (``step``, mean ``loss``, ``seconds``). FloatingPointError if the
     loss is not finite. ``precision``: ``layersim.training.resolve_precision`` (fp32 on the CPU)."""
-    from . import training
-    from .models import resolve_device
-
     dev = resolve_device(device)
     prec = training.resolve_precision(precision, dev)
     torch.manual_seed(cfg.seed)
@@ -142,8 +137,6 @@ def texts(source: str, split: str, n: int | None, seed: int = 0) -> list[str]:
     disjoint halves of ``data.text_sample``) or ``"wikitext-103"`` (paper scale: non-empty lines
     that are not section headings, of the ``"train"`` / ``"test"`` split, the first ``n`` of a
     seeded permutation)."""
-    from . import data
-
     if source == "austen":
         return data.text_sample("austen", n, seed=seed, split=split)
     if source == "wikitext-103":
@@ -159,8 +152,6 @@ def model_and_tokenizer(cfg: LMConfig, pretrained: str | None = None) -> tuple[A
     """``(build, tokenizer)``: with ``pretrained`` (a causal LM of ``layersim.assets``, e.g.
     ``"gpt2"``: the paper's setup) a function loading it and its own tokenizer; without, a small
     GPT-2 of ``cfg``'s size (:func:`build_gpt2`) and the Austen BPE tokenizer of ``cfg.vocab_size``."""
-    from . import assets, data
-
     if pretrained is None:
         tok = data.austen_tokenizer(cfg.vocab_size)
         return (lambda: build_gpt2(cfg, tok.pad_token_id)), tok
@@ -181,8 +172,6 @@ def cached_lm(cfg: LMConfig, batches: list[dict], data_desc: dict, build: Any = 
     """``build()`` (default: :func:`build_gpt2` of ``cfg``) trained by :func:`train_lm` on
     ``batches``, or loaded from ``<cache>/checkpoints/lm-<key>/`` when this configuration, model
     (``model_desc``) and data were trained before (``layersim.training.cached_model``)."""
-    from . import training
-
     def fit(model, train_set, train_cfg, device, progress, precision):
         return train_lm(model, train_set, cfg, device=device, progress=progress, precision=precision)
 
@@ -196,9 +185,6 @@ def generate_at_exit(model: nn.Module, prompts: torch.Tensor, layer: int, new_to
     """``[B, new_tokens]`` tokens sampled (nucleus, ``p``) after the equal-length ``prompts``
     ``[B, T]`` by ``model`` cut after block ``layer`` (the final norm and LM head read block
     ``layer``'s output: the exit of a multi-exit model with one shared classifier)."""
-    from . import generation, surgery
-    from .models import evaluating, resolve_device
-
     dev = resolve_device(device)
     g = torch.Generator().manual_seed(seed)
     ids = prompts.to(dev)

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from . import training
+from . import data, training
 
 __all__ = [
     "ACTIVATIONS",
@@ -207,8 +207,6 @@ def mlp_from_settings(settings: dict, residual: bool | None = None, seed: int = 
     The training images are loaded (and stacked into a ``TensorDataset``) only when no cached
     checkpoint exists.
     """
-    from . import data
-
     if residual is not None:
         settings = {**settings, "residual": bool(residual)}
     info = data.dataset_info(settings["dataset"])

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .trends import mean_se
+
 
 def _axes(ax=None, figsize=(5, 3.5)):
     import matplotlib.pyplot as plt
@@ -208,8 +210,6 @@ def alignment_family(ax, thresholds, input_curves, settings: dict, title: str | 
     """
     import matplotlib.pyplot as plt
 
-    from .trends import mean_se
-
     t = np.asarray(thresholds, dtype=np.float64)
     ax.plot(t, mean_se(input_curves)[0], color="tab:orange", lw=2.5, label="input")
     colors = plt.cm.viridis(np.linspace(0.0, 0.85, max(len(settings), 1)))
@@ -232,8 +232,6 @@ def task_alignment_bands(ax, runs: Sequence[dict], names: Sequence[str], thresho
     """The alignment paper's Figures 13a, b and 20a: the normalised alignment curve (eq. 2, divided by
     ``||y||^2``) of each named representation, mean over the tasks with a band of one standard error.
     ``runs``: ``layersim.alignment_pretrain.evaluate_task`` results."""
-    from .trends import mean_se
-
     t = np.asarray(thresholds, dtype=np.float64)
     for name in names:
         m, se = mean_se([r["curves"][name] / r["curves"][name][0] for r in runs])

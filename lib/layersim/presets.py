@@ -18,6 +18,7 @@ checkpoint, as every other notebook at that scale.
 from __future__ import annotations
 
 from . import settings as st
+from .data import dataset_info, split_size
 
 TRACING_VIT: dict[str, dict] = {
     "smoke": dict(
@@ -47,8 +48,6 @@ PATCH_FOR_SIDE = {8: 2, 28: 7, 32: 4}
 
 def patch_size_for(dataset: str) -> int:
     """The patch side of a tracing ViT on ``dataset``: :data:`PATCH_FOR_SIDE` of its image side."""
-    from .data import dataset_info
-
     return PATCH_FOR_SIDE[dataset_info(dataset)["image_size"]]
 
 
@@ -56,8 +55,6 @@ def check_vit_shape(settings: dict) -> None:
     """The ViT settings fit together and fit the data set: ``patch_size`` divides the data set's image side,
     ``embed_dim`` is a multiple of ``num_heads`` and the counts fit its splits (:func:`check_split_counts`);
     else one ``ValueError`` naming the parameter."""
-    from .data import dataset_info
-
     side = dataset_info(settings["dataset"])["image_size"]
     patch = settings["patch_size"]
     if side % patch:
@@ -75,8 +72,6 @@ def check_split_counts(settings: dict) -> None:
     """``n_train`` (0: the whole split) and ``n_eval`` fit the training and test splits of ``settings["dataset"]``,
     checked before anything loads (``layersim.data.split_size``); else one ``ValueError`` naming the parameter,
     so that a run never records a count larger than the one it used."""
-    from .data import split_size
-
     for name, split in (("n_train", "train"), ("n_eval", "test")):
         n, size = settings.get(name), split_size(settings["dataset"], split)
         if n and size is not None and n > size:  # n = 0 / None: the whole split

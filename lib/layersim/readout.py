@@ -22,14 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .models import (
-    _layer_ids,
-    classifier_head,
-    evaluating,
-    final_norm,
-    n_layers,
-    resolve_device,
-)
+from .models import _layer_ids, classifier_head, collect, evaluating, final_norm, n_layers, resolve_device, stream
 
 __all__ = [
     "GreedyLens",
@@ -195,8 +188,6 @@ def evaluate(model: nn.Module, images, device="auto", batch_size: int = 256, tok
     """
     from torch.utils.data import DataLoader, TensorDataset
 
-    from .models import collect
-
     if isinstance(images, (tuple, list)):
         images = TensorDataset(*images)
     L = n_layers(model)
@@ -283,8 +274,6 @@ def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
     causal LM: the tracing paper's saturation analysis (§2.2, App. C.1) over a text set. Only the
     top-1 token per layer is kept (a vocabulary of 50k times every layer and position would not
     fit in memory); ``saturation_layer(result.top)`` gives each position's saturation layer."""
-    from .models import stream
-
     norm, head, dev, _ = _lens_head(model)
     tops, conf, err = [], [], 0.0
     base = getattr(model, "surgery_base", model)
@@ -321,8 +310,6 @@ def greedy_lens(model: nn.Module, tokenizer, prompt: str, steps: int, device="au
     distribution at each step through the logit lens (the tracing paper's Fig. 20: "Simply put,
     the theory of relativity states" on LLaMA-3.2-3B). The next token is the model's own argmax,
     so the tokens equal ``model.generate(do_sample=False)``'s."""
-    from .models import stream
-
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     norm, head, dev, _ = _lens_head(model)
@@ -362,8 +349,6 @@ def layer_next_token_scores(model: nn.Module, batches, device="auto") -> LayerNe
     the final norm and the LM head applied to each block's output at every position whose next
     token is not padding (right-padded ``batches`` with ``input_ids``, ``attention_mask``). The
     last entry equals :func:`next_token_scores` of the model itself."""
-    from .models import stream
-
     norm, head, dev, _ = _lens_head(model)
     nll = correct = None
     count = 0

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from . import assets, models, presets, training, trends
+
 __all__ = ["LLM", "MODELS", "Spec", "check_spans", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations",
            "tracing_vits"]
 
@@ -67,8 +69,6 @@ def tracing_vits(scale: str) -> dict[str, Spec]:
     """The standard and the aligned tracing ViT of ``scale`` (t01/t02's checkpoints; at paper scale
     DeiT-S trained on CIFAR-10, hours on a GPU), each with its own training data set as its data: what
     r05 compares at every scale (``MODELS["paper"]`` holds the paper's pretrained encoders instead)."""
-    from . import presets
-
     if scale not in presets.TRACING_VIT:
         raise ValueError(f"unknown scale {scale!r}; use one of {sorted(presets.TRACING_VIT)}")
     return {f"ViT ({variant})": Spec("tracing_vit", variant, "image", (presets.tracing_vit(scale, variant)["dataset"],))
@@ -97,8 +97,6 @@ def load(spec: Spec, scale: str, seed: int = 0, device: Any = "auto", random_ini
     """``(model, tokenizer or None)`` of ``spec`` in eval mode: a tracing ViT from the checkpoint
     cache (trained first if missing), or a registered asset (``random_init``: its architecture with
     random weights, no download; for tests of the paper-scale path)."""
-    from . import assets, presets, training
-
     if spec.source == "tracing_vit":
         model, _ = training.vit_from_settings(presets.tracing_vit(scale, spec.name), seed=seed, device=device)
         return model.eval(), None
@@ -143,8 +141,6 @@ def inputs(spec: Spec, dataset: str, n: int | None, tokenizer: Any = None, scale
 def block_tokens(model: Any, batches: list[Any], device: Any = "auto") -> np.ndarray:
     """``[L+1, N, d]`` float32 [CLS] features: index 0 the embedding output, ``i`` block ``i``'s
     output (the paper's "[CLS] token from each block", §4.1; no final norm)."""
-    from . import models
-
     return models.collect(model, batches, token="cls", device=device, progress=False).hidden
 
 
@@ -159,8 +155,6 @@ def pattern_correlations(mats: Mapping[tuple[str, str], np.ndarray]) -> dict[str
     (``"model: a vs b"``); ``same_data``: two models of the same number of blocks on one data set
     (``"data: m1 vs m2"``). The paper's Fig. 2 claim is that the first are higher.
     """
-    from . import trends
-
     keys = list(mats)
     out: dict[str, dict[str, float]] = {"same_model": {}, "same_data": {}}
     for i, (m1, d1) in enumerate(keys):

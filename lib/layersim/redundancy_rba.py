@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import linear_maps, probe, redundancy, surgery
+from . import assets, linear_maps, params, probe, redundancy, surgery
 
 __all__ = ["PAPER_PARAMS_M", "PARAM_MODELS", "SINGLE_BLOCK_SPANS", "TABLE1_SPANS", "TABLE2_SPANS", "blocks_kept",
            "parameter_table", "probe_accuracies", "span_label", "span_model", "spans_for"]
@@ -105,8 +105,6 @@ def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
     """Parameters (millions) of each encoder (Hugging Face base model with its pooler, no
     classifier, built from its configuration with random weights) with each span replaced by one
     ``d x d`` RBA map (``surgery.replace(...).n_parameters()``): ``{model: {"none": M, "i-j": M}}``."""
-    from . import assets, params
-
     out: dict[str, dict[str, float]] = {}
     for key, asset in (models or PARAM_MODELS).items():
         model, _ = assets.load_model(asset, random_init=True)

@@ -42,6 +42,13 @@ from typing import Any
 
 import numpy as np
 
+from . import (adapters, assets, block_structure, models, plotting, readout, settings, similarity, text_tasks,
+               training, writers)
+from . import lenses as lens_registry
+from .paths import cache_dir, repo_root
+from .presets import TRACING_VIT
+from .runner import describe_failure, temporary_environ
+
 __all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
            "describe_model", "extract", "load_data", "load_model", "run_lenses", "slug"]
 
@@ -89,14 +96,11 @@ def slug(name: str) -> str:
 def describe_model(name: str) -> ModelSpec:
     """The kind and modality of ``name`` (module docstring), from names and files only; ValueError
     naming the accepted forms when it is none of them."""
-    from . import assets
-
     name = str(name).strip()
     if not name:
         raise ValueError("model is empty: give a registered model, tracing-vit, a model folder or timm:<name>")
     if name == "tracing-vit" or name.startswith("tracing-vit:"):
         scale = name.partition(":")[2] or "default"
-        from .presets import TRACING_VIT
 
         if scale not in TRACING_VIT:
             raise ValueError(f"tracing-vit:{scale}: the scale must be one of {sorted(TRACING_VIT)}")
@@ -128,8 +132,6 @@ def _skeleton_adapter(build: Any, what: str) -> Any:
     """The adapter of the model ``build()`` makes, built on PyTorch's meta device (modules and shapes:
     no memory, no weights read or downloaded); ValueError starting with ``what`` when no adapter fits."""
     import torch
-
-    from . import adapters
 
     with torch.device("meta"):
         skeleton = build()
@@ -177,8 +179,6 @@ def timm_adapter(name: str) -> Any:
 def describe_data(name: str) -> DataSpec:
     """The kind, modality and labels of data set ``name`` (module docstring); ValueError listing the
     accepted names when it is none of them."""
-    from . import text_tasks
-
     name = str(name).strip()
     key = name.lower().replace("_", "-")
     if key in ("fashion-mnist", "digits", "mnist", "cifar10", "cifar100"):
@@ -208,8 +208,6 @@ def check(model: str, data: str, lenses: list[str] | None = None) -> tuple[Model
     """Everything that can be checked before loading: the model and data names, that their
     modalities agree, and the lens names or patterns (:data:`LENS_GROUPS` when None). Returns the
     specs and the lens names; ValueError otherwise."""
-    from . import lenses as lens_registry
-
     m, d = describe_model(model), describe_data(data)
     if m.modality != d.modality:
         raise ValueError(f"{model!r} reads {m.modality}s but {data!r} is {'an' if d.modality == 'image' else 'a'} {d.modality} data set; choose "
@@ -242,12 +240,7 @@ class Loaded:
 def load_model(spec: ModelSpec, device: Any = "auto", progress: bool = False) -> Loaded:
     """Load the model of ``spec`` (weights downloaded only where the asset allows), and check that
     its family has an adapter (ValueError naming the supported families otherwise)."""
-    from . import adapters, assets
-
     if spec.kind == "tracing-vit":
-        from . import training
-        from .presets import TRACING_VIT
-
         s = TRACING_VIT[spec.detail]
         model, meta = training.vit_from_settings(s, device=device, progress=progress)
         out = Loaded(model, None, s["dataset"], s["dataset"],
@@ -377,8 +370,6 @@ def _batches(loaded: Loaded, inputs: Inputs, batch_size: int, max_length: int) -
 
 def _by_length(inputs: Inputs, tokenizer: Any, max_length: int) -> Inputs:
     """``inputs`` with its texts (pairs, labels) sorted by tokenised length (stable)."""
-    from . import text_tasks
-
     return _subset(inputs, text_tasks.length_order(tokenizer, inputs.texts, inputs.pairs, max_length))
 
 
@@ -397,8 +388,6 @@ class Report:
 def _logits(loaded: Loaded, inputs: Inputs, hidden: np.ndarray) -> tuple[np.ndarray | None, str]:
     """The logit lens's input (``readout.layer_logits``) when the model's own classifier can be read
     against these labels, else None and why."""
-    from . import models, readout
-
     try:
         head = models.classifier_head(loaded.model)
     except (ValueError, NotImplementedError, AttributeError) as err:
@@ -531,8 +520,6 @@ def streamed_similarity(hidden: np.ndarray, keep: list[int], chunk: int = 4096) 
     ``chunk`` samples at a time; memory independent of N), for the entries ``keep``: linear CKA by
     :class:`layersim.similarity.StreamingCKA` (exact), the centred sample-wise COS by
     :func:`layersim.similarity.streamed_cosine_matrix` (two passes)."""
-    from . import block_structure, similarity
-
     cos = similarity.streamed_cosine_matrix(hidden, keep, chunk)
     acc = similarity.StreamingCKA()
     for s in range(0, hidden.shape[1], chunk):
@@ -665,8 +652,6 @@ def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: A
     """The report's validated settings: :data:`PRESETS` ``[scale]`` with the non-None ``overrides``
     (``layersim.settings.pick``; one ``ValueError`` naming a bad value). The notebook and the command
     line both call it, so the command line refuses a bad value before anything executes."""
-    from . import settings
-
     return settings.pick(PRESETS, scale, seed=seed, device=device, rules=_rules(), **overrides)
 
 
@@ -686,8 +671,6 @@ def check_out(out: str | os.PathLike) -> Path:
     """``out`` (resolved) if a report may write there: not inside the committed results without the
     switch (:func:`layersim.writers.check_target`), and new, empty or an earlier report's folder (a
     folder of other files is refused: the report would mix its files with them). ``ValueError`` else."""
-    from . import writers
-
     path = writers.check_target(out, "the report folder")
     if path.exists() and not path.is_dir():
         raise ValueError(f"the report folder {out} is a file")
@@ -734,8 +717,6 @@ def figures(report: Report, title: str = "") -> dict[str, Any]:
     at least one of its lenses ran."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
-
-    from . import plotting
 
     res, layers = report.results, report.data.layers or list(range(report.data.n_entries))
     out = {}
@@ -812,8 +793,6 @@ def digest(report: Report) -> dict[str, Any]:
 def work_folder(model: str, data: str) -> Path:
     """Where a streamed report keeps its feature memmap: ``<cache>/report/<model>__<data>/`` (never in
     ``figures/``; removed by deleting the cache)."""
-    from .paths import cache_dir
-
     return cache_dir("report", f"{slug(model)}__{slug(data)}")
 
 
@@ -831,8 +810,6 @@ def export_html(executed: Path, html: Path) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
-    from . import writers
-
     body, _ = HTMLExporter(sanitize_html=True).from_notebook_node(nbformat.read(executed, as_version=4))
     return writers.write_text(html, body, protect=True)
 
@@ -840,9 +817,6 @@ def export_html(executed: Path, html: Path) -> Path:
 def default_out(model: str, data: str) -> Path:
     """A report's folder when ``--out`` is not given: ``$LAYERSIM_OUT/report/<model>__<data>`` (a relative
     ``LAYERSIM_OUT`` against the working directory), else ``runs/report/<model>__<data>``."""
-    from . import writers
-    from .paths import repo_root
-
     env = os.environ.get("LAYERSIM_OUT")
     base = writers.resolved(env) if env else repo_root() / "runs"
     return base / "report" / f"{slug(model)}__{slug(data)}"
@@ -857,10 +831,6 @@ def main(argv: list[str] | None = None) -> int:
     import time
 
     import papermill as pm
-
-    from . import writers
-    from .paths import repo_root
-    from .runner import describe_failure, temporary_environ
 
     ap = argparse.ArgumentParser(prog="python -m layersim report",
                                  description="every lens of the four papers on one model and data set")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import writers
+from . import markup, writers
 from .paths import repo_root
 
 SCALES = ("smoke", "default", "paper")
@@ -154,8 +154,6 @@ def _fmt(value: float) -> str:
 def claims_table(claims: dict) -> str:
     """A Markdown table of the claims: name, verdict, measured value, threshold and note (every
     string escaped, :mod:`layersim.markup`)."""
-    from . import markup
-
     rows = []
     for name, c in claims.items():
         verdict = "yes" if c["holds"] else "**no**"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .data import dataset_info
 from .results import check_scale
 
 __all__ = [
@@ -294,8 +295,6 @@ def classes_exist(classes_key: str, dataset_key: str) -> Callable[[dict], None]:
     ``settings[dataset_key]`` (its class count from :func:`layersim.data.dataset_info`)."""
 
     def check(settings: dict) -> None:
-        from .data import dataset_info
-
         n = dataset_info(settings[dataset_key])["classes"]
         bad = [c for c in settings[classes_key] if not 0 <= c < n]
         if bad:

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 
 import torch
 
+from . import data
+
 __all__ = [
     "CORRUPTIONS",
     "contrast",
@@ -155,8 +157,6 @@ def shifted_sets(source: str, specs: Mapping[str, Mapping], limit: int | None = 
     ``seed``-ed subset. Each ``x`` is float ``[N,C,H,W]`` normalised with the source's statistics
     (``layersim.data.as_model_input``), ``y`` int64 ``[N]``.
     """
-    from . import data
-
     specs = {label: check_spec(spec) for label, spec in specs.items()}
     loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 

@@ -40,6 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from . import data
+from .data import check_count
+
 __all__ = ["CHUNK", "MIN_WORDS", "OFFLINE_TASKS", "PAPER_TASKS", "TextTask", "VAL_EVERY", "encode", "flat_choices",
            "length_order", "load_task", "predictions",
            "majority_baseline", "score"]
@@ -115,8 +118,6 @@ class TextTask:
 
 def _novel_sentences() -> dict[str, list[str]]:
     """Sentences of each novel (publication order) in reading order, short ones dropped."""
-    from . import data
-
     frame = data.load_austen(unit="sentence")
     out = {}
     for novel in frame["novel"].cat.categories:
@@ -206,8 +207,6 @@ def _excerpt(text: str, rng: np.random.Generator, keep: float = 0.6) -> str:
 def _austen_excerpt(split: str, n: int | None, seed: int, at_most: bool = False) -> TextTask:
     """Pairs ``(s_i, excerpt)``: the excerpt (a contiguous ~60 % of the words) is of ``s_i`` itself (1)
     or of ``s_{i+1}``, the next sentence in the same chunk (0); each ``s_i`` is used once."""
-    from .data import check_count
-
     rng = np.random.default_rng([seed, 30 if split == "train" else 31])
     candidates = []
     for texts in _novel_sentences().values():
@@ -260,8 +259,6 @@ def _austen_same_novel(split: str, n: int | None, seed: int, at_most: bool = Fal
 def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bool | None,
              at_most: bool = False) -> TextTask:
     """A paper-scale task from its saved Hugging Face data set (first ``n`` of a seeded permutation)."""
-    from . import data
-
     spec = PAPER_TASKS[name]
     if name in data.GLUE_TASKS:
         hf_split = "validation_matched" if (name == "mnli" and split == "validation") else split
@@ -298,8 +295,6 @@ def load_task(name: str, split: str = "train", n: int | None = None, seed: int =
     down) or :data:`PAPER_TASKS` (a seeded random subset). Raises ValueError for an unknown task or
     split, and for an ``n`` below 1 (below the number of classes for a balanced task) or above what
     the split holds (``at_most=True``: a larger ``n`` means all of it; ``layersim.data.check_count``)."""
-    from .data import check_count
-
     key = name.lower().replace("_", "-")
     if split not in _SPLITS:
         raise ValueError(f"split must be one of {_SPLITS}, got {split!r}")

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import adapters, data, models, readout, training
+from .models import resolve_device
 from .training import StepConfig
 
 __all__ = ["ClipConfig", "TEMPLATES", "WordTokenizer", "cached_clip", "captions", "pixels_for", "projected_layers", "small_clip",
@@ -125,9 +127,6 @@ def train_clip(model: nn.Module, images: torch.Tensor, texts: list[str], tokeniz
     """Train ``model`` in place with CLIP's symmetric contrastive loss on (image, caption) pairs,
     minibatches of ``cfg.batch_size`` drawn in a ``cfg.seed``-ed order (``layersim.training.run_steps``;
     ``precision``: ``layersim.training.resolve_precision``, fp32 on the CPU)."""
-    from . import training
-    from .models import resolve_device
-
     dev = resolve_device(device)
     prec = training.resolve_precision(precision, dev)
     torch.manual_seed(cfg.seed)
@@ -155,8 +154,6 @@ def train_clip(model: nn.Module, images: torch.Tensor, texts: list[str], tokeniz
 def cached_clip(cfg: ClipConfig, images: torch.Tensor, texts: list[str], tokenizer: WordTokenizer, data_desc: dict,
                 device: Any = "auto", progress: bool = True) -> tuple[nn.Module, dict]:
     """:func:`small_clip` trained by :func:`train_clip`, or loaded from ``<cache>/checkpoints/clip-<key>/``."""
-    from . import training
-
     def fit(model, train_set, train_cfg, device, progress, precision):
         return train_clip(model, images, texts, tokenizer, cfg, device=device, progress=progress, precision=precision)
 
@@ -170,8 +167,6 @@ def projected_layers(clip: nn.Module, which: str, inputs: list, device: Any = "a
     tower of ``clip`` on ``inputs`` (batches of images or of tokenised captions), through the
     tower's final LayerNorm and projection (``layersim.adapters.clip_tower``,
     ``layersim.readout.layer_logits``); the last entry is CLIP's own image / text embedding."""
-    from . import adapters, models, readout
-
     tower = adapters.clip_tower(clip, which)
     hidden = models.collect(tower, inputs, device=device, progress=False).hidden
     return readout.layer_logits(tower, hidden)
@@ -182,8 +177,6 @@ def pixels_for(clip: nn.Module, images: torch.Tensor, trained_on: str = "fashion
     (grey, ``image_size`` 28) gets ``trained_on``'s normalisation (``layersim.data.as_model_input``);
     a pretrained CLIP gets RGB resized to its ``image_size`` and OpenAI CLIP's mean and std."""
     from transformers.utils.constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
-
-    from . import data
 
     vc = clip.config.vision_config
     if vc.num_channels == 1:

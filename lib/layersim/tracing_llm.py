@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from . import assets, models
+
 __all__ = ["MODELS", "PROMPT", "easy_vs_hard", "load", "words"]
 
 PROMPT = "Simply put, the theory of relativity states"
@@ -32,8 +34,6 @@ MODELS: dict[str, tuple[str, ...]] = {
 def load(name: str, device: Any = "auto") -> tuple[Any, Any]:
     """``(model, tokenizer)`` of a registered causal LM in eval mode on ``device``, the tokenizer
     padding on the right (with EOS when it has no pad token)."""
-    from . import assets, models
-
     model, tok = assets.load_model(name, device=models.resolve_device(device))
     if tok is None:
         raise ValueError(f"{name!r} came without a tokenizer; the lens table needs one")

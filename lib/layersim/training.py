@@ -31,8 +31,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from . import checkpoints
+from . import checkpoints, data
 from .models import resolve_device
+from .objectives import MODEL_SETUP, OBJECTIVES as _PAPER_OBJECTIVES
 from .paths import cache_dir, quarantine
 
 @dataclass(frozen=True)
@@ -142,8 +143,6 @@ OBJECTIVES: dict[str, Callable[..., torch.Tensor]] = {"ce": ce_objective}
 
 # the tracing paper's objectives (aligned, alternating, ce_reg, multi_exit, ...); objectives.py
 # does not import this module, so there is no import cycle
-from .objectives import MODEL_SETUP  # noqa: E402
-from .objectives import OBJECTIVES as _PAPER_OBJECTIVES  # noqa: E402
 
 OBJECTIVES.update(_PAPER_OBJECTIVES)
 
@@ -464,8 +463,6 @@ def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device 
     the model and optimisation keys. The training data are only loaded when no cached
     checkpoint exists.
     """
-    from . import data
-
     info = data.dataset_info(settings["dataset"])
     model_cfg, train_cfg = configs_from(settings, info, ViTConfig, seed=seed)
     limit = settings.get("n_train") or None
