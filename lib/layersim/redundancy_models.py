@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from . import assets, models, presets, training, trends
+from . import assets, data, models, presets, training, trends
 
 __all__ = ["LLM", "MODELS", "Spec", "check_spans", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations",
            "tracing_vits"]
@@ -123,8 +123,6 @@ def inputs(spec: Spec, dataset: str, n: int | None, tokenizer: Any = None, scale
     the two halves are disjoint), tokenised by ``tokenizer`` (right padding, at most ``max_length``
     tokens).
     """
-    from . import data, presets
-
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     if spec.modality == "text":

@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from . import (adapters, assets, block_structure, models, plotting, readout, settings, similarity, text_tasks,
-               training, writers)
+from . import (adapters, assets, block_structure, data, markup, models, plotting, readout, results, settings,
+               similarity, text_tasks, training, writers)
 from . import lenses as lens_registry
 from .paths import cache_dir, repo_root
 from .presets import TRACING_VIT
@@ -294,8 +294,6 @@ def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
     file: at most ``n`` of each (all of a smaller set; the count used is what ``extract`` records)."""
     import torch
 
-    from . import data, text_tasks
-
     if n < 4:
         raise ValueError(f"n_samples must be at least 4, got {n}")
     if spec.kind == "image-set":
@@ -345,8 +343,6 @@ def _batches(loaded: Loaded, inputs: Inputs, batch_size: int, max_length: int) -
     """The model's batches: normalised images (``data.as_model_input``) or tokenised texts (right
     padding, truncated to ``max_length``), each with its labels."""
     import torch
-
-    from . import data
 
     out = []
     n = len(inputs)
@@ -424,8 +420,6 @@ def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size
     import tempfile
     import time
 
-    from . import lenses, models
-
     n = len(inputs)
     streamed = n > max_in_memory
     out = None
@@ -464,7 +458,7 @@ def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size
     meta["logits"] = "computed" if logits is not None else f"not available: {why}"
     runs, meta["surgery"] = (model_runs(loaded, inputs, n_surgery, token, batch_size, max_length, device)
                              if n_surgery else (None, "off (n_surgery=0)"))
-    data = lenses.LayerData(hidden=hidden, labels=labels, logits=logits, layers=layers, model=runs)
+    data = lens_registry.LayerData(hidden=hidden, labels=labels, logits=logits, layers=layers, model=runs)
     return Report(data, meta=meta, streamed=streamed_results)
 
 
@@ -497,15 +491,13 @@ def model_runs(loaded: Loaded, inputs: Inputs, n: int, token: str | None = None,
     (:func:`stratified`), alternately to fit RBA maps on and to compare final representations on,
     as the model's batches (at most :data:`SURGERY_BATCH` samples each), and a line saying so. The forward passes they cost (one per skipped span and one fit plus one
     per approximated span, over ``n / 2`` samples each) are why ``n`` is small."""
-    from . import lenses
-
     total = len(inputs)
     if n < 4:
         raise ValueError(f"n_surgery must be 0 (off) or at least 4, got {n}")
     pick = stratified(inputs.labels, total, n)
     fit, ev = pick[0::2], pick[1::2]
     size = min(batch_size, SURGERY_BATCH)
-    runs = lenses.ModelRuns(loaded.model, _batches(loaded, _subset(inputs, fit), size, max_length),
+    runs = lens_registry.ModelRuns(loaded.model, _batches(loaded, _subset(inputs, fit), size, max_length),
                             _batches(loaded, _subset(inputs, ev), size, max_length), token, device)
     why = f"{len(fit)} samples to fit RBA maps on, {len(ev)} to compare the final representations on"
     return runs, why
@@ -568,14 +560,12 @@ def run_lenses(report: Report, names: list[str], progress: bool = False) -> Repo
     The seconds of each lens go to ``report.meta["lens_seconds"]``."""
     import time
 
-    from . import lenses
-
     reason = report.meta.get("logits", "")
     reason = reason.split(": ", 1)[1] if reason.startswith("not available") else ""
     seconds = {}
     streamed = report.streamed
     for name in names:
-        lens = lenses.get(name)
+        lens = lens_registry.get(name)
         if name in streamed:  # computed over every sample while streaming (memory independent of N)
             report.results[name] = streamed[name]
             seconds[name] = 0.0
@@ -586,7 +576,7 @@ def run_lenses(report: Report, names: list[str], progress: bool = False) -> Repo
             continue
         t0 = time.perf_counter()
         try:
-            report.results[name] = lenses.apply(name, report.data)
+            report.results[name] = lens_registry.apply(name, report.data)
         except ValueError as err:
             report.skipped[name] = f"did not apply: {err}"
         seconds[name] = time.perf_counter() - t0
@@ -599,12 +589,10 @@ def run_lenses(report: Report, names: list[str], progress: bool = False) -> Repo
 def summary_table(report: Report) -> str:
     """Markdown: one row per lens (ran: its output's shape and a one-line digest; skipped: why), every
     string escaped (:mod:`layersim.markup`: a reason may quote a user's path or model name)."""
-    from . import lenses, markup
-
     layers = report.data.layers or list(range(report.data.n_entries or 0))
     rows = []
     for name in sorted(set(report.results) | set(report.skipped)):
-        lens = lenses.get(name)
+        lens = lens_registry.get(name)
         if name in report.skipped:
             rows.append([markup.code(name), markup.cell(lens.paper), markup.cell(f"skipped: {report.skipped[name]}")])
             continue
@@ -635,24 +623,22 @@ PRESETS = {
 }
 
 
-def _rules() -> dict:
-    from . import settings as s
-
-    return {
-        "model": s.text(), "dataset": s.text(),
-        "token": s.optional(s.choice("cls", "mean", "last"), "the model's default"),
-        "n_samples": s.integer(4), "lenses": s.optional(s.seq(s.text()), "every lens"),
-        "max_length": s.integer(4), "batch_size": s.integer(1), "max_in_memory": s.integer(4),
-        "n_surgery": s.integer(0, meaning="0 turns the skip / approximate lenses off"),
-        "out": s.optional(s.text(), "the notebook's own folder"),
-    }
+#: the validation of every setting of :data:`PRESETS` (``layersim.settings`` rules)
+RULES = {
+    "model": settings.text(), "dataset": settings.text(),
+    "token": settings.optional(settings.choice("cls", "mean", "last"), "the model's default"),
+    "n_samples": settings.integer(4), "lenses": settings.optional(settings.seq(settings.text()), "every lens"),
+    "max_length": settings.integer(4), "batch_size": settings.integer(1), "max_in_memory": settings.integer(4),
+    "n_surgery": settings.integer(0, meaning="0 turns the skip / approximate lenses off"),
+    "out": settings.optional(settings.text(), "the notebook's own folder"),
+}
 
 
 def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: Any) -> dict:
     """The report's validated settings: :data:`PRESETS` ``[scale]`` with the non-None ``overrides``
     (``layersim.settings.pick``; one ``ValueError`` naming a bad value). The notebook and the command
     line both call it, so the command line refuses a bad value before anything executes."""
-    return settings.pick(PRESETS, scale, seed=seed, device=device, rules=_rules(), **overrides)
+    return settings.pick(PRESETS, scale, seed=seed, device=device, rules=RULES, **overrides)
 
 
 def _is_report_folder(folder: Path) -> bool:
@@ -685,8 +671,6 @@ def output_folder(out: str | os.PathLike | None, scale: str) -> Path:
     layersim report`` passes ``runs/report/<model>__<data>``), else the notebook's own folder,
     ``results.output_dir("report", "layer_report", scale)`` (``figures/report/layer_report`` for the
     committed default-scale run, ``runs/<scale>/report/layer_report`` else)."""
-    from . import results, writers
-
     if out:
         return writers.prepare_folder(check_out(out), "the report folder")
     return results.output_dir("report", "layer_report", scale)
@@ -774,11 +758,9 @@ def figures(report: Report, title: str = "") -> dict[str, Any]:
 def digest(report: Report) -> dict[str, Any]:
     """The numbers of ``metrics.json``: every per-layer and per-step result in full, matrices in
     full, per-sample results by their mean/median per layer (the raw arrays can be recomputed)."""
-    from . import lenses
-
     out = {}
     for name, v in report.results.items():
-        kind = lenses.get(name).returns
+        kind = lens_registry.get(name).returns
         v = np.asarray(v, dtype=float)
         if kind in ("per_sample_step", "per_sample_layer"):
             out[name] = {"median_per_layer": np.median(v, axis=1), "mean_per_layer": v.mean(axis=1)}
