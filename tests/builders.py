@@ -264,3 +264,18 @@ def roberta_tiny():
 
     cfg = tr.RobertaConfig(vocab_size=99, max_position_embeddings=40, num_labels=3, pad_token_id=0, **_SMALL)
     return Tiny(_seeded(lambda: tr.RobertaForSequenceClassification(cfg)), text_batch(), _logits, _logits)
+
+
+def write_notebook(path, cells, params='scale = "default"'):
+    """A notebook at ``path``: a ``parameters``-tagged cell holding ``params``, then one code cell per
+    source in ``cells``, on the python3 kernel (what the runner and the smoke checks run)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell(params)
+    first.metadata["tags"] = ["parameters"]
+    nb.cells = [first] + [nbformat.v4.new_code_cell(src) for src in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from builders import write_notebook
 from layersim import markup, report, results, runner, writers
 
 PAYLOAD = "<svg onload=alert(2)>"
@@ -24,15 +25,9 @@ PAYLOAD = "<svg onload=alert(2)>"
 # ----------------------------------------------------------------------------- helpers
 
 
-def _notebook(path: Path, cells: list[str], params: str = 'scale = "default"\nn = None\nout = None') -> Path:
-    nb = nbformat.v4.new_notebook()
-    first = nbformat.v4.new_code_cell(params)
-    first.metadata["tags"] = ["parameters"]
-    nb.cells = [first] + [nbformat.v4.new_code_cell(c) for c in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
+def _notebook(path: Path, cells: list[str]) -> Path:
+    """A notebook with the parameters ``scale``, ``n`` and ``out`` (:func:`builders.write_notebook`)."""
+    return write_notebook(path, cells, 'scale = "default"\nn = None\nout = None')
 
 
 def _files(folder: Path) -> dict[str, bytes]:

@@ -1,20 +1,9 @@
 import json
 
-import nbformat
 import pytest
 
+from builders import write_notebook
 from layersim import runner
-
-
-def _notebook(path, cells, params_source='scale = "default"'):
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell(params_source)
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [params] + [nbformat.v4.new_code_cell(src) for src in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
 
 
 @pytest.fixture
@@ -27,8 +16,8 @@ def fake_repo(tmp_path, monkeypatch):
 
 def test_discover_by_substring_and_glob(fake_repo):
     for name in ["tracing/t01_a", "tracing/t02_b", "alignment/a01_c"]:
-        _notebook(fake_repo / "notebooks" / f"{name}.ipynb", [])
-    _notebook(fake_repo / "notebooks" / "tracing" / ".ipynb_checkpoints" / "t01_a-checkpoint.ipynb", [])
+        write_notebook(fake_repo / "notebooks" / f"{name}.ipynb", [])
+    write_notebook(fake_repo / "notebooks" / "tracing" / ".ipynb_checkpoints" / "t01_a-checkpoint.ipynb", [])
     stems = lambda ps: [p.stem for p in ps]  # noqa: E731
     assert stems(runner.discover("")) == ["a01_c", "t01_a", "t02_b"]
     assert stems(runner.discover("t01")) == ["t01_a"]
@@ -39,9 +28,9 @@ def test_discover_by_substring_and_glob(fake_repo):
 
 @pytest.mark.slow
 def test_default_run_publishes_in_place_and_failures_name_the_cell(fake_repo, capsys):
-    good = _notebook(fake_repo / "notebooks" / "p" / "good.ipynb",
+    good = write_notebook(fake_repo / "notebooks" / "p" / "good.ipynb",
                      ["import json, pathlib\npathlib.Path('out.json').write_text(json.dumps(scale))"])
-    bad = _notebook(fake_repo / "notebooks" / "p" / "bad.ipynb", ["x = 1", "raise ValueError('boom')"])
+    bad = write_notebook(fake_repo / "notebooks" / "p" / "bad.ipynb", ["x = 1", "raise ValueError('boom')"])
     code = runner.main(["--scale", "default", "--update-committed"])
     out = capsys.readouterr().out
     assert code == 1  # the batch went on past the failure and reports it at the end
@@ -59,7 +48,7 @@ def test_default_run_publishes_in_place_and_failures_name_the_cell(fake_repo, ca
 
 @pytest.mark.slow
 def test_smoke_run_never_touches_notebooks(fake_repo):
-    nb = _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", ["y = 2"])
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", ["y = 2"])
     before = nb.read_text()
     assert runner.main(["--scale", "smoke", "--nb", "n"]) == 0
     assert nb.read_text() == before
@@ -67,7 +56,7 @@ def test_smoke_run_never_touches_notebooks(fake_repo):
 
 
 def test_empty_selection(fake_repo, capsys):
-    _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
+    write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
     assert runner.main(["--nb", "zzz"]) == 2
 
 
@@ -85,7 +74,7 @@ def test_empty_selection(fake_repo, capsys):
     (["--refs", "--update-committed"], "without --refs"),
 ])
 def test_bad_arguments_are_usage_errors_and_nothing_runs(fake_repo, capsys, argv, message):
-    _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [], 'scale = "default"\nseed = 0\nn = None')
+    write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [], 'scale = "default"\nseed = 0\nn = None')
     with pytest.raises(SystemExit) as exit_info:
         runner.main(argv)
     assert exit_info.value.code == 2
@@ -94,8 +83,8 @@ def test_bad_arguments_are_usage_errors_and_nothing_runs(fake_repo, capsys, argv
 
 
 def test_unknown_parameter_is_named_for_each_notebook_that_lacks_it(fake_repo):
-    _notebook(fake_repo / "notebooks" / "p" / "a.ipynb", [], 'scale = "default"\nn = None')
-    _notebook(fake_repo / "notebooks" / "p" / "b.ipynb", [], 'scale = "default"\nm = None')
+    write_notebook(fake_repo / "notebooks" / "p" / "a.ipynb", [], 'scale = "default"\nn = None')
+    write_notebook(fake_repo / "notebooks" / "p" / "b.ipynb", [], 'scale = "default"\nm = None')
     lines = runner.unknown_parameters(runner.discover(""), {"n": 1})
     assert lines == ["p/b has no parameter 'n'; its parameters are m"]
 
@@ -110,7 +99,7 @@ def test_only_an_updating_default_run_may_write_committed_results(fake_repo, mon
     """Every combination of the runner's options: only --scale default --update-committed without -p publishes
     into notebooks/ and turns the switch on for the kernel; no other plan points into the committed folders,
     whatever LAYERSIM_OUT says (a symlink into figures/ included)."""
-    nb = _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
     (fake_repo / "figures").mkdir()
     (fake_repo / "link-to-figures").symlink_to(fake_repo / "figures")
     if user_out:
@@ -149,7 +138,7 @@ def test_runs_with_parameters_or_other_scales_leave_committed_files_alone(fake_r
     writes = ("from layersim import results\n"
               "(results.output_dir('p', 'n', scale) / 'out.txt').write_text(f'{scale} {n}')\n"
               "results.write_metrics(results.output_dir('p', 'n', scale), 'p/n', scale, {}, {})")
-    nb = _notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [writes], 'scale = "default"\nn = None')
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [writes], 'scale = "default"\nn = None')
     (fake_repo / "figures" / "p" / "n").mkdir(parents=True)
     (fake_repo / "figures" / "p" / "n" / "out.txt").write_text("committed")
     before = {**_snapshot(fake_repo / "notebooks"), **_snapshot(fake_repo / "figures")}
@@ -178,7 +167,7 @@ def test_refs_keep_only_the_checked_outputs(fake_repo):
               "results.save_figure(plt.figure(), OUT, 'fig')\n"
               "results.write_metrics(OUT, 'p/r', scale, {'n': 3}, {'c': results.claim(0.5, 0.3)},"
               " curve=[1.0, 2.0], models={'m': {'train_seconds': 1.5}})")
-    nb = _notebook(fake_repo / "notebooks" / "p" / "r.ipynb", ["print('noise')", writes, "6 * 7"])
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "r.ipynb", ["print('noise')", writes, "6 * 7"])
     data = json.loads(nb.read_text())
     data["cells"][3]["metadata"]["tags"] = ["nbval-check-output"]
     nb.write_text(json.dumps(data))
@@ -200,7 +189,7 @@ def test_refs_keep_only_the_checked_outputs(fake_repo):
 
 @pytest.mark.slow
 def test_a_reference_needs_the_runs_metrics(fake_repo, capsys):
-    _notebook(fake_repo / "notebooks" / "p" / "q.ipynb", ["6 * 7"])
+    write_notebook(fake_repo / "notebooks" / "p" / "q.ipynb", ["6 * 7"])
     assert runner.main(["--refs", "--nb", "q"]) == 1
     assert "wrote no metrics.json: a smoke reference needs the run's results.write_metrics" in capsys.readouterr().out
 
