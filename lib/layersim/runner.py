@@ -189,12 +189,14 @@ def notebook_parameters(nb: Path) -> list[str]:
         raise ValueError(f"{nb} is not a readable notebook ({type(exc).__name__}: {first})") from exc
 
 
-def unknown_parameters(notebooks: list[Path], params: dict, root: Path | None = None) -> list[str]:
-    """One line per selected notebook that lacks a parameter of ``params``, listing those it has."""
+def unknown_parameters(notebooks: list[Path], params: dict, root: Path | None = None,
+                       known: dict[Path, list[str]] | None = None) -> list[str]:
+    """One line per selected notebook that lacks a parameter of ``params``, listing those it has
+    (``known``: the notebooks' parameter names already read, by :func:`notebook_parameters`)."""
     root = root or repo_root()
     lines = []
     for nb in notebooks:
-        names = notebook_parameters(nb)
+        names = known[nb] if known and nb in known else notebook_parameters(nb)
         missing = [p for p in params if p not in names]
         if missing:
             rel = nb.relative_to(root / "notebooks").with_suffix("").as_posix()
@@ -310,15 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(str(p.relative_to(repo_root())) for p in notebooks))
         return 0
     params = {name: parse_value(value) for name, value in args.p}
-    outcomes, readable = [], []
+    outcomes, known = [], {}
     for nb in notebooks:  # a notebook that cannot be read is named and counted as failed; the rest run
         try:
-            notebook_parameters(nb)
-            readable.append(nb)
+            known[nb] = notebook_parameters(nb)
         except ValueError as exc:
             print(f"skipped: {exc}", file=sys.stderr, flush=True)
             outcomes.append(Outcome(nb, False, 0.0, str(exc)))
-    problems = unknown_parameters(readable, params)
+    readable = list(known)
+    problems = unknown_parameters(readable, params, known=known)
     if problems:
         ap.error("unknown parameter(s), nothing was run:\n  " + "\n  ".join(problems))
     try:  # refuse a run that would write into committed results before anything runs
