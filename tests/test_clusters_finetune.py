@@ -1,5 +1,5 @@
 """layersim.clusters_finetune: the paper-scale path on random-init RoBERTa / ALBERT / ELECTRA (fine-tune,
-CLS features, CKA maps, truncation checked against layersim.surgery.truncate, skipping), and probe.train_head."""
+CLS features, CKA maps, truncation checked against layersim.surgery.truncate, skipping))."""
 
 import copy
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim import assets, clusters_finetune as cf, finetune as ft, probe, readout, similarity, surgery
+from layersim import assets, clusters_finetune as cf, finetune as ft, presets, readout, similarity, surgery
 from layersim import text_tasks as tt
 
 TINY = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
@@ -62,24 +62,28 @@ def _same_scores(task, score, z, ref):
 
 
 def test_scale_tables_name_registered_models_and_loadable_tasks():
-    for scale, names in cf.MODELS.items():
-        for name in names:
+    for scale, preset in presets.CLUSTERS_FINETUNE.items():
+        for name in preset["models"]:
             assert assets.get_asset(name).kind == "model"
-    assert set(cf.TASKS["paper"]) == set(tt.PAPER_TASKS) and "wnli" not in cf.TASKS["paper"]
-    cfg = cf.config_from(dict(SETTINGS, n_train=5), seed=4)
+        ft.check_names(preset)
+    assert set(presets.CLUSTERS_FINETUNE["paper"]["tasks"]) == set(tt.PAPER_TASKS)
+    assert "wnli" not in presets.CLUSTERS_FINETUNE["paper"]["tasks"]
+    with pytest.raises(ValueError, match="parameter 'tasks'"):
+        ft.check_names({"tasks": ["no-such-task"]})
+    cfg = ft.config_from(dict(SETTINGS, n_train=5), seed=4)
     assert cfg.steps == 3 and cfg.seed == 4 and cfg.max_length == 24
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_paper_scale_path_on_random_init_models(name, tokenizer, tmp_cache):
     train, val = _task("train"), _task("validation", 18)
-    model, meta = ft.cached_finetune(name, train, cf.config_from(SETTINGS), tokenizer=tokenizer, random_init=True,
+    model, meta = ft.cached_finetune(name, train, ft.config_from(SETTINGS), tokenizer=tokenizer, random_init=True,
                                      config=FAMILIES[name], progress=False, device="cpu")
     L = surgery.adapters.get(model).n_layers(model)
     assert L == 3 and not meta["from_cache"]
-    H = cf.cls_features(model, val, SETTINGS, device="cpu")
+    H = ft.cls_features(model, val, SETTINGS, device="cpu")
     assert H.shape == (L + 1, 18, 32)
-    untuned = cf.truncation_curves(model, H, val)
+    untuned = ft.layer_scores(model, H, val)
     lens = readout.layer_logits(model, H)  # what UNTUNED scores
     batches = tt.encode(val, tokenizer, 16, SETTINGS["max_length"])
     for k in range(L + 1):  # the head on layer k = the model cut after block k
@@ -112,60 +116,13 @@ def test_tuned_heads_are_copies_trained_per_layer(tokenizer):
     model = ft.load_classifier("all-minilm-l6-v2", 6, seed=0, random_init=True, config=TINY)
     model.layersim_tokenizer = tokenizer
     train, val = _task("train", 60), _task("validation", 24)
-    Htr, Hva = cf.cls_features(model, train, SETTINGS, "cpu"), cf.cls_features(model, val, SETTINGS, "cpu")
+    Htr, Hva = ft.cls_features(model, train, SETTINGS, "cpu"), ft.cls_features(model, val, SETTINGS, "cpu")
     before = copy.deepcopy(model.state_dict())
     a = cf.tuned_head_curve(model, Htr, train, Hva, val, epochs=2, lr=1e-3, batch_size=16)
     b = cf.tuned_head_curve(model, Htr, train, Hva, val, epochs=2, lr=1e-3, batch_size=16)
     assert a.shape == (4,) and np.array_equal(a, b) and ((0 <= a) & (a <= 1)).all()
     for k, v in model.state_dict().items():
         torch.testing.assert_close(v, before[k], rtol=0, atol=0)
-
-
-def test_train_head_fits_from_its_start_and_regresses():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(200, 5))
-    y = (X[:, 0] > 0).astype(int)
-    head = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Dropout(0.1), torch.nn.Linear(8, 2))
-    start = copy.deepcopy(head)
-    trained = probe.train_head(head, X, y, epochs=30, lr=1e-2, batch_size=32)
-    with torch.no_grad():
-        pred = trained(torch.tensor(X, dtype=torch.float32)).argmax(1).numpy()
-    assert not trained.training and (pred == y).mean() > 0.9
-    assert not torch.equal(start[0].weight, trained[0].weight)
-    t = X @ np.array([1.0, -2.0, 0.5, 0.0, 0.0])
-    reg = probe.train_head(torch.nn.Linear(5, 1), X, t, epochs=80, lr=5e-2, batch_size=32, loss="mse")
-    np.testing.assert_allclose(reg.weight.detach().numpy()[0], [1.0, -2.0, 0.5, 0.0, 0.0], atol=0.05)
-    with pytest.raises(ValueError, match="loss"):
-        probe.train_head(torch.nn.Linear(5, 1), X, t, loss="l1")
-
-
-def test_standardized_head_learns_a_tiny_signal_on_a_large_constant():
-    """The CLS token of early BERT blocks: a signal of 1e-3 on a vector of norm ~10. Raw, Adam stays
-    at chance; standardized (an affine reparameterisation of the head's first layer), it learns."""
-    rng = np.random.default_rng(1)
-    y = rng.integers(0, 2, 400)
-    X = 10.0 / np.sqrt(8) + 1e-3 * (rng.normal(size=(400, 8)) + 2.0 * y[:, None] * np.eye(8)[0])
-
-    def head():
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
-
-    def acc(h):
-        with torch.no_grad():
-            return float((h(torch.tensor(X, dtype=torch.float32)).argmax(1).numpy() == y).mean())
-
-    raw = probe.train_head(head(), X, y, epochs=10, lr=1e-3, batch_size=32)
-    std = probe.train_head(head(), X, y, epochs=10, lr=1e-3, batch_size=32, standardize=True)
-    assert acc(raw) < 0.65 and acc(std) > 0.8
-    assert isinstance(std[0], probe.Standardize)
-    mean, scale = X.mean(0), np.sqrt(((X - X.mean(0)) ** 2).sum(1).mean() / 8)
-    with torch.no_grad():  # the standardizing map folds into the first linear layer
-        lin = std[1][0]
-        folded = torch.nn.Linear(8, 8)
-        folded.weight.copy_(lin.weight / scale)
-        folded.bias.copy_(lin.bias - lin.weight @ torch.tensor(mean / scale, dtype=torch.float32))
-        xt = torch.tensor(X[:5], dtype=torch.float32)
-        torch.testing.assert_close(folded(xt), std[1][0](std[0](xt)), rtol=1e-3, atol=1e-3)
 
 
 def _choice_task(split, n=12, C=3):
@@ -187,13 +144,13 @@ def _choice_task(split, n=12, C=3):
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_multiple_choice_path_on_random_init_models(name, tokenizer, tmp_cache):
     train, val = _choice_task("train", 16), _choice_task("validation", 10)
-    model, meta = ft.cached_finetune(name, train, cf.config_from(SETTINGS), tokenizer=tokenizer, random_init=True,
+    model, meta = ft.cached_finetune(name, train, ft.config_from(SETTINGS), tokenizer=tokenizer, random_init=True,
                                      config=FAMILIES[name], progress=False, device="cpu")
     assert type(model).__name__.endswith("ForMultipleChoice") and meta["data"]["multiple_choice"]
     L = surgery.adapters.get(model).n_layers(model)
-    H = cf.cls_features(model, val, SETTINGS, device="cpu")
+    H = ft.cls_features(model, val, SETTINGS, device="cpu")
     assert H.shape == (L + 1, 10 * 3, 32)
-    untuned = cf.truncation_curves(model, H, val)
+    untuned = ft.layer_scores(model, H, val)
     lens = readout.layer_logits(model, H)  # what UNTUNED scores: [L+1, 10 * 3, 1]
     batches = tt.encode(val, tokenizer, 4, SETTINGS["max_length"])
     assert batches[0]["input_ids"].shape[:2] == (4, 3)
@@ -202,11 +159,11 @@ def test_multiple_choice_path_on_random_init_models(name, tokenizer, tmp_cache):
             z = ft.predict(cut, batches, device="cpu")
         assert z.shape == (10, 3) and lens[k].shape == (10 * 3, 1)
         _same_scores(val, untuned[k], lens[k], z)
-    Htr = cf.cls_features(model, train, SETTINGS, device="cpu")
+    Htr = ft.cls_features(model, train, SETTINGS, device="cpu")
     tuned = cf.tuned_head_curve(model, Htr, train, H, val, epochs=1, lr=1e-3, batch_size=4)
     assert tuned.shape == (L + 1,) and ((0 <= tuned) & (tuned <= 1)).all()
     G = cf.skip_grid(model, val, SETTINGS, device="cpu", progress=False)
     _scores_like(val, G[0, L - 1], lens[0])
     with pytest.raises(ValueError, match="multiple choice"):
         ft.finetune(ft.load_classifier(name, 3, random_init=True, config=FAMILIES[name]), train,
-                    cf.config_from(SETTINGS), tokenizer, progress=False)
+                    ft.config_from(SETTINGS), tokenizer, progress=False)

@@ -28,7 +28,7 @@ ROLES = {
     "measures": "similarity collapse block_structure trends probe alignment redundancy",
     "inputs": "assets data text_tasks shift",
     "nets": "adapters models readout surgery params generation linear_maps",
-    "train": "checkpoints training objectives mlp small_nets finetune",
+    "train": "checkpoints training objectives mlp small_nets finetune heads",
     "notebook": "settings results plotting presets lenses",
     "papers": "alignment_layers alignment_peaks alignment_pretrain alignment_sweep alignment_text clusters_finetune "
               "redundancy_models redundancy_rba tracing_clip tracing_llm lm early_exit",

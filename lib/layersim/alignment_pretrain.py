@@ -40,10 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from . import data, models, results, training
+from . import data, models, probe, results, training
 from . import alignment as al
 from .models import resolve_device
 from .paths import cache_dir
@@ -254,8 +255,6 @@ def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1
     if domain == "clean":
         return X.clone()
     if domain == "lowres":
-        import torch.nn.functional as F
-
         small = F.avg_pool2d(X, 2)
         up = F.interpolate(small, size=X.shape[-2:], mode="bilinear", align_corners=False)
 
@@ -302,29 +301,20 @@ def _loader(data, batch_size: int, shuffle: bool, seed: int = 0) -> DataLoader:
 
 
 def accuracy(model: nn.Module, data, batch_size: int = 512, device: str | torch.device = "cpu") -> float:
-    """Top-1 accuracy of ``model`` on ``data``: ``(images, labels)`` tensors or a Dataset."""
+    """Top-1 accuracy (:func:`layersim.probe.top1_accuracy`) of ``model`` on ``data``: ``(images, labels)``
+    tensors or a Dataset. The model's training mode is restored afterwards."""
     dev = resolve_device(device)
     was_training = model.training
     model.to(dev).eval()
-    correct = total = 0
+    logits, labels = [], []
     with torch.no_grad():
         for x, y in _loader(data, batch_size, shuffle=False):
-            correct += int((model(x.to(dev)).argmax(1).cpu() == y).sum())
-            total += len(y)
+            logits.append(model(x.to(dev)).float().cpu())
+            labels.append(y)
     model.train(was_training)
-    if total == 0:
+    if not labels:
         raise ValueError("accuracy of an empty data set")
-    return correct / total
-
-
-def _descend(opt: torch.optim.Optimizer, loss: torch.Tensor) -> float:
-    """One optimiser step on ``loss`` (refused when it is not finite); returns the loss value."""
-    if not torch.isfinite(loss):
-        raise FloatingPointError(f"fine-tuning diverged (loss {loss.item()})")
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss.item()
+    return probe.top1_accuracy(torch.cat(logits), torch.cat(labels).numpy())
 
 
 def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: int = 10, lr: float = 0.01,
@@ -338,8 +328,6 @@ def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: 
     epochs ``eval_epochs`` (0 = before training, then every ``eval_every`` epochs and the last one; evaluating a
     large test set every epoch costs more than the training) and ``final_accuracy``. ``model`` is not changed.
     """
-    import torch.nn.functional as F
-
     if epochs < 1 or lr <= 0:
         raise ValueError(f"epochs and lr must be positive, got {epochs}, {lr}")
     dev = resolve_device(device)
@@ -348,19 +336,19 @@ def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: 
         replace_head(net, num_classes, seed=seed)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     loader = _loader(train_data, batch_size, shuffle=True, seed=seed)
-    hist = {"train_loss": [], "test_accuracy": [accuracy(net, test_data, device=dev)], "eval_epochs": [0]}
+    hist = {"test_accuracy": [accuracy(net, test_data, device=dev)], "eval_epochs": [0]}
+
+    def evaluate(epoch: int) -> None:
+        if epoch % max(1, eval_every) == 0 or epoch == epochs:
+            hist["test_accuracy"].append(accuracy(net, test_data, device=dev))
+            hist["eval_epochs"].append(epoch)
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for epoch in range(1, epochs + 1):
-            net.train()
-            total = n = 0
-            for x, y in loader:
-                total += _descend(opt, F.cross_entropy(net(x.to(dev)), y.to(dev))) * len(y)
-                n += len(y)
-            hist["train_loss"].append(total / n)
-            if epoch % max(1, eval_every) == 0 or epoch == epochs:
-                hist["test_accuracy"].append(accuracy(net, test_data, device=dev))
-                hist["eval_epochs"].append(epoch)
+        epochs_run = training.train_epochs(net, opt, epochs, lambda epoch: ((x.to(dev), y.to(dev)) for x, y in loader),
+                                           lambda x, y: F.cross_entropy(net(x), y), after_epoch=evaluate,
+                                           what="fine-tuning")
+    hist = {"train_loss": [e["loss"] for e in epochs_run], **hist}
     net.eval()
     hist["final_accuracy"] = hist["test_accuracy"][-1]
     return net, hist

@@ -289,3 +289,31 @@ def same_dims(layers: Sequence[np.ndarray]) -> None:
     if len(dims) > 1:
         raise ValueError(
             f"cosine needs the same feature dimension d in every layer, got {sorted(dims)}")
+
+
+def labelled_rows(features: Any, labels: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``features`` ``[N, d]`` as finite float64 and ``labels`` ``[N]`` as int64 class indices ``>= 0``
+    (the input of every probe and classifier head); a ``ValueError`` naming ``what`` otherwise."""
+    X = np.asarray(features, dtype=np.float64)
+    y = np.asarray(labels)
+    if X.ndim != 2:
+        raise ValueError(f"{what}: features must be [N, d], got shape {X.shape}")
+    if y.ndim != 1 or len(y) != len(X):
+        raise ValueError(f"{what}: need one label per row: {len(X)} rows, labels of shape {y.shape}")
+    if not np.issubdtype(y.dtype, np.integer) or (len(y) and y.min() < 0):
+        raise ValueError(f"{what}: labels must be integers 0..K-1, got dtype {y.dtype}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{what}: features contain NaN or inf")
+    return X, y.astype(np.int64)
+
+
+def standardizer(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """Mean feature vector and one global scale (root mean squared deviation per feature) of ``X [N, d]``.
+
+    Centring and a single scale keep a fit on ``(X - mean) / scale`` rotation-equivariant (per-feature
+    scaling would not) while removing the offsets and magnitudes that make L-BFGS or Adam crawl on
+    LayerNorm outputs. A constant ``X`` gets scale 1.
+    """
+    mean = X.mean(axis=0)
+    scale = float(np.sqrt(((X - mean) ** 2).sum(axis=1).mean() / X.shape[1]))
+    return mean, (scale if scale > 0 else 1.0)

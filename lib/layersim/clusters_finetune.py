@@ -7,11 +7,13 @@ linear CKA (ORIG-ORIG, FT-ORIG, FT-FT, FT[1]-FT[2]; §3); feed an intermediate l
 head with and without re-training it (UNTUNED, TUNED, TUNEDORIG; §4); skip every contiguous span
 of layers (§4.1).
 
-Scales (:data:`MODELS`, :data:`TASKS`, finetuning budget in ``layersim.presets.CLUSTERS_FINETUNE``):
-the default scale fine-tunes pretrained MiniLM-L6 (a 6-layer BERT, offline) on the two Austen
-tasks of ``layersim.text_tasks``; the paper scale RoBERTa-base, ALBERT-large-v2 and ELECTRA-base
-on the paper's tasks (Hugging Face). All three notebooks ask :func:`fine_tuned` for the same
-settings, so they share the checkpoints (``layersim.finetune.cached_finetune``).
+Scales (models, tasks and fine-tuning budget in ``layersim.presets.CLUSTERS_FINETUNE``): the default
+scale fine-tunes pretrained MiniLM-L6 (a 6-layer BERT, offline) on the two Austen tasks of
+``layersim.text_tasks``; the paper scale RoBERTa-base, ALBERT-large-v2 and ELECTRA-base on the paper's
+tasks (Hugging Face). The fine-tuning itself, the task splits, the CLS features and the layer-wise task
+score are ``layersim.finetune``'s (``fine_tuned``, ``task_data``, ``cls_features``, ``layer_scores``),
+shared with the tracing paper's aligned BERT: every notebook that asks for the same settings shares
+the checkpoints.
 
 Layer convention: ``layersim.models`` (entry 0 = the embedding output, ``i`` = block ``i``'s
 output; BERT-like encoders have no final norm, so entry ``L`` is what the head reads).
@@ -26,96 +28,13 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from . import assets, finetune, models, presets, probe, readout, similarity, surgery, text_tasks
-from . import settings as st
+from . import finetune, heads, models, readout, similarity, surgery, text_tasks
 
-__all__ = ["MODELS", "PRESETS", "RULES", "TASKS", "check_names", "cka_maps", "cls_features", "config_from", "diagonal", "fine_tuned", "original",
-           "skip_grid", "task_data", "truncation_curves", "tuned_head_curve"]
-
-#: scale -> the encoders fine-tuned (names of ``layersim.assets``)
-MODELS: dict[str, tuple[str, ...]] = {
-    "smoke": ("all-minilm-l6-v2",),
-    "default": ("all-minilm-l6-v2",),
-    "paper": ("roberta-base", "albert-large-v2", "electra-base-discriminator"),
-}
-#: scale -> the tasks (``layersim.text_tasks.load_task`` names)
-TASKS: dict[str, tuple[str, ...]] = {
-    "smoke": ("austen-novel", "austen-excerpt"),
-    "default": ("austen-novel", "austen-excerpt"),
-    "paper": tuple(text_tasks.PAPER_TASKS),
-}
-
-
-def _presets() -> dict[str, dict]:
-    return {scale: {**presets.CLUSTERS_FINETUNE[scale], "models": list(MODELS[scale]), "tasks": list(TASKS[scale])}
-            for scale in presets.CLUSTERS_FINETUNE}
-
-
-def _rules() -> dict:
-    return {**presets.CLUSTERS_FINETUNE_RULES, "models": st.seq(st.text(), distinct=True),
-            "tasks": st.seq(st.text(), distinct=True)}
-
-
-#: the settings every clusters notebook starts from (fine-tuning budget, models, tasks), per scale;
-#: a notebook adds its own keys and passes them to ``layersim.settings.pick`` with :data:`RULES`
-PRESETS: dict[str, dict] = _presets()
-#: validation of :data:`PRESETS` (``layersim.settings`` rules)
-RULES: dict = _rules()
-
-
-def check_names(settings: Mapping[str, Any]) -> None:
-    """A notebook check: every model is a registered model asset and every task a known task
-    (ValueError naming the parameter and the choices)."""
-    for name in settings.get("models", ()):
-        try:
-            kind = assets.get_asset(name).kind
-        except ValueError as err:
-            raise ValueError(f"parameter 'models': {err}") from None
-        if kind != "model":
-            raise ValueError(f"parameter 'models': {name!r} is a data set, not a model")
-    known = set(text_tasks.OFFLINE_TASKS) | set(text_tasks.PAPER_TASKS)
-    bad = [t for t in settings.get("tasks", ()) if t.lower().replace("_", "-") not in known]
-    if bad:
-        raise ValueError(f"parameter 'tasks': unknown task(s) {bad}; choose from {sorted(known)}")
-
-
-def config_from(settings: Mapping[str, Any], seed: int = 0) -> finetune.FinetuneConfig:
-    """The :class:`~layersim.finetune.FinetuneConfig` of a settings dict (``presets.CLUSTERS_FINETUNE``
-    keys ``lr``, ``batch_size``, ``warmup_steps``, ``steps``, ``max_length``, ``weight_decay`` and,
-    optionally, ``objective``)."""
-    keys = ("lr", "batch_size", "warmup_steps", "steps", "max_length", "weight_decay", "objective")
-    return finetune.FinetuneConfig(**{k: settings[k] for k in keys if k in settings}, seed=seed)
-
-
-def task_data(task: str, settings: Mapping[str, Any], seed: int = 0) -> tuple[text_tasks.TextTask, text_tasks.TextTask]:
-    """``(train, validation)`` splits of ``task`` with ``settings["n_train"]`` / ``["n_val"]`` examples
-    (None: all), drawn with ``seed``."""
-    return (text_tasks.load_task(task, "train", settings.get("n_train"), seed=seed),
-            text_tasks.load_task(task, "validation", settings.get("n_val"), seed=seed))
-
-
-def fine_tuned(model: str, train: text_tasks.TextTask, settings: Mapping[str, Any], restart: int = 1, seed: int = 0,
-               device: Any = "auto", progress: bool = True) -> tuple[nn.Module, dict]:
-    """``model`` fine-tuned on ``train`` under ``settings`` (restart 1, 2, ...), from the cache when
-    this configuration was trained before."""
-    return finetune.cached_finetune(model, train, config_from(settings, seed), restart=restart, device=device,
-                                    progress=progress)
-
+__all__ = ["cka_maps", "diagonal", "original", "skip_grid", "tuned_head_curve"]
 
 def original(model: str, num_labels: int, seed: int = 0) -> nn.Module:
     """The pretrained encoder (ORIG) with a fresh ``num_labels`` head (seeded), in eval mode."""
     return finetune.load_classifier(model, num_labels, seed=seed).eval()
-
-
-def cls_features(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str, Any], device: Any = "auto") -> np.ndarray:
-    """``[L+1, N, d]`` float32 features of every layer of ``model`` on ``task`` at the token its
-    classifier reads (``layersim.models.collect`` with the adapter's default token): the CLS token
-    of an encoder (the paper's "representations of the CLS token", §3), the last token of a decoder.
-    A multiple-choice task gives ``C`` rows per example (one per (context, ending) pair, in order):
-    ``[L+1, N * C, d]``."""
-    batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),
-                                settings["max_length"])
-    return models.collect(model, text_tasks.flat_choices(batches), token=None, device=device, progress=False).hidden
 
 
 def cka_maps(ft1: np.ndarray, ft2: np.ndarray | None, orig: np.ndarray) -> dict[str, np.ndarray]:
@@ -138,21 +57,12 @@ def diagonal(M: np.ndarray) -> np.ndarray:
     return np.diag(np.asarray(M)).copy()
 
 
-def truncation_curves(model: nn.Module, features: np.ndarray, task: text_tasks.TextTask) -> np.ndarray:
-    """UNTUNED (§4 (a)): the task score when the fine-tuned head reads layer ``l``'s CLS feature
-    directly, for every entry of ``features`` ``[L+1, N, d]`` (the model truncated after block
-    ``l``: the blocks above cannot change a lower layer's output, so this equals running
-    ``layersim.surgery.truncate(model, l)``)."""
-    logits = readout.layer_logits(model, features)
-    return np.array([text_tasks.score(task, text_tasks.predictions(task, z)) for z in logits])
-
-
 def tuned_head_curve(model: nn.Module, train_features: np.ndarray, train: text_tasks.TextTask,
                      val_features: np.ndarray, val: text_tasks.TextTask, epochs: int, lr: float,
                      batch_size: int = 32, seed: int = 0) -> np.ndarray:
     """TUNED / TUNEDORIG (§4 (b), (c)): for every layer, a copy of ``model``'s task head (for BERT:
     pooler dense + tanh + classifier) re-trained on that layer's training CLS features
-    (``layersim.probe.train_head``: Adam, ``epochs``, ``lr``; the features centred and divided by
+    (``layersim.heads.train_head``: Adam, ``epochs``, ``lr``; the features centred and divided by
     one global scale first, which the head's first linear layer could absorb: the CLS token of
     early blocks varies by 1e-3 around a vector of norm 10, and a head trained on it raw stayed at
     chance), scored on the validation features. Pass the fine-tuned model's features for TUNED, the
@@ -161,7 +71,7 @@ def tuned_head_curve(model: nn.Module, train_features: np.ndarray, train: text_t
     head = models.classifier_head(model)
     out = []
     for l in range(len(train_features)):
-        trained = probe.train_head(copy.deepcopy(head), train_features[l], train.labels, epochs=epochs, lr=lr,
+        trained = heads.train_head(copy.deepcopy(head), train_features[l], train.labels, epochs=epochs, lr=lr,
                                    batch_size=batch_size, seed=seed,
                                    loss="mse" if train.num_labels == 1 else "ce", standardize=True,
                                    choices=train.num_labels if train.multiple_choice else None)

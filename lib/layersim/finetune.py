@@ -12,7 +12,12 @@ chooses a CPU budget in its notebooks' presets.
 - :func:`load_classifier`: a registered encoder with a fresh ``num_labels`` head, seeded;
 - :func:`cached_finetune`: the fine-tuned model, trained once per configuration and restart and
   then loaded from ``<cache>/checkpoints/ft-<model>-<key>/`` (``layersim.training.cached_model``:
-  atomic writes, sha256-checked, a broken entry is moved aside and retrained).
+  atomic writes, sha256-checked, a broken entry is moved aside and retrained);
+- a fine-tuned encoder layer by layer, for the notebooks of both papers that fine-tune one (the
+  clusters paper's c01-c03, the tracing paper's aligned BERT): :func:`task_data` (the splits),
+  :func:`fine_tuned` (the cached model of a settings dict, :func:`config_from`), :func:`cls_features`
+  (every layer at the token the head reads), :func:`layer_scores` (the task score of the head on each
+  layer) and :func:`check_names` (the settings' models and tasks exist).
 
 A *restart* (the paper's "random restarts", FT[1] and FT[2]) changes the seed of the head's
 initialisation, of dropout and of the batch order; the pretrained weights and the data are the same.
@@ -24,18 +29,20 @@ import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from . import adapters, assets, objectives, text_tasks, training
+from . import adapters, assets, models, objectives, readout, text_tasks, training
 from .models import evaluating, resolve_device
 from .training import StepConfig
 
-__all__ = ["FinetuneConfig", "OBJECTIVES", "aligned_loss", "cached_finetune", "evaluate", "finetune", "load_classifier",
-           "lr_at", "predict", "steps_for"]
+__all__ = ["FinetuneConfig", "OBJECTIVES", "aligned_loss", "cached_finetune", "check_names", "cls_features",
+           "config_from", "evaluate", "fine_tuned", "finetune", "layer_scores", "load_classifier", "lr_at",
+           "predict", "steps_for", "task_data"]
 
 
 #: ``"ce"``: the task loss on the last layer (standard fine-tuning); ``"aligned"``: the tracing
@@ -256,3 +263,66 @@ def _labels_digest(task: text_tasks.TextTask) -> str:
         h.update(b"\x01")
     h.update(np.asarray(task.labels).tobytes())
     return h.hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- a fine-tuned encoder, layer by layer
+
+
+def check_names(settings: Mapping[str, Any]) -> None:
+    """A notebook check: every model is a registered model asset and every task a known task
+    (ValueError naming the parameter and the choices)."""
+    for name in settings.get("models", ()):
+        try:
+            kind = assets.get_asset(name).kind
+        except ValueError as err:
+            raise ValueError(f"parameter 'models': {err}") from None
+        if kind != "model":
+            raise ValueError(f"parameter 'models': {name!r} is a data set, not a model")
+    known = set(text_tasks.OFFLINE_TASKS) | set(text_tasks.PAPER_TASKS)
+    bad = [t for t in settings.get("tasks", ()) if t.lower().replace("_", "-") not in known]
+    if bad:
+        raise ValueError(f"parameter 'tasks': unknown task(s) {bad}; choose from {sorted(known)}")
+
+
+def config_from(settings: Mapping[str, Any], seed: int = 0) -> FinetuneConfig:
+    """The :class:`~layersim.finetune.FinetuneConfig` of a settings dict (``presets.CLUSTERS_FINETUNE``
+    keys ``lr``, ``batch_size``, ``warmup_steps``, ``steps``, ``max_length``, ``weight_decay`` and,
+    optionally, ``objective``)."""
+    keys = ("lr", "batch_size", "warmup_steps", "steps", "max_length", "weight_decay", "objective")
+    return FinetuneConfig(**{k: settings[k] for k in keys if k in settings}, seed=seed)
+
+
+def task_data(task: str, settings: Mapping[str, Any], seed: int = 0) -> tuple[text_tasks.TextTask, text_tasks.TextTask]:
+    """``(train, validation)`` splits of ``task`` with ``settings["n_train"]`` / ``["n_val"]`` examples
+    (None: all), drawn with ``seed``."""
+    return (text_tasks.load_task(task, "train", settings.get("n_train"), seed=seed),
+            text_tasks.load_task(task, "validation", settings.get("n_val"), seed=seed))
+
+
+def fine_tuned(model: str, train: text_tasks.TextTask, settings: Mapping[str, Any], restart: int = 1, seed: int = 0,
+               device: Any = "auto", progress: bool = True) -> tuple[nn.Module, dict]:
+    """``model`` fine-tuned on ``train`` under ``settings`` (restart 1, 2, ...), from the cache when
+    this configuration was trained before."""
+    return cached_finetune(model, train, config_from(settings, seed), restart=restart, device=device,
+                                    progress=progress)
+
+
+def cls_features(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str, Any], device: Any = "auto") -> np.ndarray:
+    """``[L+1, N, d]`` float32 features of every layer of ``model`` on ``task`` at the token its
+    classifier reads (``layersim.models.collect`` with the adapter's default token): the CLS token
+    of an encoder (the paper's "representations of the CLS token", §3), the last token of a decoder.
+    A multiple-choice task gives ``C`` rows per example (one per (context, ending) pair, in order):
+    ``[L+1, N * C, d]``."""
+    batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),
+                                settings["max_length"])
+    return models.collect(model, text_tasks.flat_choices(batches), token=None, device=device, progress=False).hidden
+
+
+def layer_scores(model: nn.Module, features: np.ndarray, task: text_tasks.TextTask) -> np.ndarray:
+    """The task score when the fine-tuned head reads layer ``l``'s features directly, for every entry of
+    ``features`` ``[L+1, N, d]`` (:func:`cls_features`): the model truncated after block ``l`` (the
+    blocks above cannot change a lower layer's output, so this equals running
+    ``layersim.surgery.truncate(model, l)``). The clusters paper's UNTUNED curve (§4 (a)); the tracing
+    paper's layer-wise accuracy of a fine-tuned encoder."""
+    logits = readout.layer_logits(model, features)
+    return np.array([text_tasks.score(task, text_tasks.predictions(task, z)) for z in logits])

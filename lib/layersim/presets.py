@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from . import settings as st
 from .data import dataset_info, split_size
+from .text_tasks import PAPER_TASKS
 
 TRACING_VIT: dict[str, dict] = {
     "smoke": dict(
@@ -187,11 +188,12 @@ ALIGNMENT_SOURCE_CNN: dict[str, dict] = {
 #: learning rate of 2e-4, chosen in a 40-step pilot on austen-novel (5e-5: 0.29 validation accuracy, 2e-4: 0.44).
 CLUSTERS_FINETUNE: dict[str, dict] = {
     "smoke": dict(n_train=96, n_val=48, steps=4, batch_size=8, lr=5e-5, warmup_steps=1, max_length=32,
-                  weight_decay=0.0, restarts=2),
+                  weight_decay=0.0, restarts=2, models=["all-minilm-l6-v2"], tasks=["austen-novel", "austen-excerpt"]),
     "default": dict(n_train=3840, n_val=600, steps=100, batch_size=32, lr=2e-4, warmup_steps=10, max_length=48,
-                    weight_decay=0.0, restarts=2),
+                    weight_decay=0.0, restarts=2, models=["all-minilm-l6-v2"], tasks=["austen-novel", "austen-excerpt"]),
     "paper": dict(n_train=None, n_val=None, steps=10_000, batch_size=4, lr=1e-5, warmup_steps=1000, max_length=256,
-                  weight_decay=0.0, restarts=2),
+                  weight_decay=0.0, restarts=2, models=["roberta-base", "albert-large-v2", "electra-base-discriminator"],
+                  tasks=list(PAPER_TASKS)),
 }
 
 #: validation of :data:`CLUSTERS_FINETUNE` settings (:func:`layersim.settings.pick`)
@@ -199,4 +201,5 @@ CLUSTERS_FINETUNE_RULES: dict[str, st.Rule] = {
     "n_train": st.optional(st.integer(2), "all"), "n_val": st.optional(st.integer(3, meaning="CKA needs 3 samples"), "all"),
     "steps": st.integer(1), "batch_size": st.integer(1), "lr": st.real(0, open_low=True),
     "warmup_steps": st.integer(0), "max_length": st.integer(4), "weight_decay": st.real(0), "restarts": st.integer(1, 2),
+    "models": st.seq(st.text(), distinct=True), "tasks": st.seq(st.text(), distinct=True),
 }

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import probe
 from .models import _layer_ids, classifier_head, collect, evaluating, final_norm, n_layers, resolve_device, stream
 
 __all__ = [
@@ -105,8 +106,9 @@ def layer_accuracy(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
     ``logits`` ``[L+1, N, K]`` (or already predictions ``[L+1, N]``), ``labels`` ``[N]``.
     """
-    preds = predictions(logits) if np.ndim(logits) == 3 else np.asarray(logits)
-    return (preds == np.asarray(labels)[None, :]).mean(axis=1)
+    if np.ndim(logits) == 3:
+        return probe.top1_accuracy(logits, labels)
+    return (np.asarray(logits) == np.asarray(labels)[None, :]).mean(axis=1)
 
 
 class LayerProbs(NamedTuple):

@@ -7,7 +7,7 @@ gives the model with the span approximated (RBA: ``linear_maps.fit_rba`` on the 
 every token, one map, then ``surgery.replace``) or skipped (``surgery.skip``), or the model itself
 for ``None``. :func:`probe_accuracies` reads its final representation (the [CLS] token after the
 final norm) on training and test inputs and trains one linear head per seed
-(``probe.train_linear_head``: Adam, 5 epochs, batch 256, as the paper). :func:`parameter_table`
+(``heads.train_linear_head``: Adam, 5 epochs, batch 256, as the paper). :func:`parameter_table`
 counts the parameters of the paper's encoders with each span approximated, from their
 configurations (random-init weights, no download) beside the counts the paper prints
 (:data:`PAPER_PARAMS_M`).
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import assets, linear_maps, params, probe, redundancy, surgery
+from . import assets, heads, linear_maps, params, probe, redundancy, surgery
 
 __all__ = ["PAPER_PARAMS_M", "PARAM_MODELS", "SINGLE_BLOCK_SPANS", "TABLE1_SPANS", "TABLE2_SPANS", "blocks_kept",
            "parameter_table", "probe_accuracies", "span_label", "span_model", "spans_for"]
@@ -90,7 +90,7 @@ def probe_accuracies(model: Any, train_batches: Any, train_labels: Any, test_bat
     test = linear_maps.final_representation(model, test_batches, device=device)
     y_train, y_test = np.asarray(train_labels), np.asarray(test_labels)
     K = int(max(y_train.max(), y_test.max())) + 1
-    return [probe.probe_accuracy(probe.train_linear_head(train, y_train, epochs, lr, batch_size, seed=int(s),
+    return [probe.probe_accuracy(heads.train_linear_head(train, y_train, epochs, lr, batch_size, seed=int(s),
                                                          num_classes=K), test, y_test)
             for s in seeds]
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import mlp, models
+from . import mlp, models, training
 
 
 class RBFLayer(nn.Module):
@@ -91,25 +91,12 @@ def train_mlp(model, X, y, loss: str = "mse", epochs: int = 10, batch_size: int 
         raise ValueError(f"unknown optimizer {optimizer!r}; use one of {sorted(opts)}")
     opt = opts[optimizer](model.parameters())
     gen = torch.Generator().manual_seed(seed)
-    model.train()
-    history = []
-    n = len(Xt)
-    for _ in range(epochs):
-        perm = torch.randperm(n, generator=gen)
-        total = 0.0
-        for i in range(0, n, batch_size):
-            idx = perm[i:i + batch_size]
-            out = model(Xt[idx])
-            lval = losses[loss](out, yt[idx])
-            if not torch.isfinite(lval):
-                raise FloatingPointError(f"training diverged (loss {lval.item()})")
-            opt.zero_grad(set_to_none=True)
-            lval.backward()
-            opt.step()
-            total += lval.item() * len(idx)
-        history.append(total / n)
-    model.eval()
-    return history
+
+    def batches(epoch: int):
+        return ((Xt[idx], yt[idx]) for idx in torch.randperm(len(Xt), generator=gen).split(batch_size))
+
+    history = training.train_epochs(model, opt, epochs, batches, lambda x, t: losses[loss](model(x), t))
+    return [entry["loss"] for entry in history]
 
 
 def hidden_representations(model, X, batch_size: int = 4096) -> list[np.ndarray]:

@@ -23,7 +23,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
@@ -259,12 +259,10 @@ def train_classifier(
     (``augment_on_device``: None = on CUDA only; True/False to choose). On the CPU the loop is the
     one every committed result was trained with.
     """
-    from tqdm.auto import tqdm
-
     dev = resolve_device(device)
     prec = resolve_precision(precision, dev)
     seed_everything(cfg.seed)
-    model.to(dev).train()
+    model.to(dev)
     gen = torch.Generator().manual_seed(cfg.seed)
     on_device = _device_augmentation(train_set, dev if augment_on_device is None else augment_on_device)
     loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen, drop_last=False,
@@ -272,32 +270,77 @@ def train_classifier(
     aug_gen = torch.Generator(device=dev).manual_seed(cfg.seed) if on_device is not None else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     objective = OBJECTIVES[cfg.objective]
-    history, step = [], 0
+
+    def to_device(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        return (x if on_device is None else on_device.batch(x, generator=aug_gen)), y
+
     try:
-        for epoch in range(cfg.epochs):
-            t0, loss_sum, n_seen = time.perf_counter(), 0.0, 0
-            bar = tqdm(loader, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not progress, leave=False)
-            for x, y in bar:
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                if on_device is not None:
-                    x = on_device.batch(x, generator=aug_gen)
-                for group in opt.param_groups:
-                    group["lr"] = lr_at(step, len(loader), cfg)
-                with autocast(prec):
-                    loss = objective(model, x, y, cfg)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"training diverged: loss {loss.item()} at epoch {epoch + 1}, step {step}")
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                step += 1
-                loss_sum += loss.item() * len(y)
-                n_seen += len(y)
-                bar.set_postfix(loss=f"{loss_sum / n_seen:.3f}")
-            history.append({"epoch": epoch + 1, "loss": loss_sum / n_seen, "seconds": time.perf_counter() - t0})
+        # the loader itself goes to the progress bar: tqdm starts one extra iterator of it, which draws one
+        # number from ``gen``; the order of the batches is the one every committed model was trained with
+        return train_epochs(model, opt, cfg.epochs, lambda epoch: loader, lambda x, y: objective(model, x, y, cfg),
+                            prepare=to_device, lr_of=lambda step: lr_at(step, len(loader), cfg), precision=prec,
+                            progress=progress)
     finally:
         if on_device is not None:
             train_set.defer_augment = False
+
+
+def descend(opt: torch.optim.Optimizer, loss: torch.Tensor, what: str = "training") -> float:
+    """One optimiser step on ``loss``: refused with FloatingPointError when the loss is not finite
+    (``what`` says where, e.g. "training ... at epoch 3, step 120"), else zero the gradients,
+    back-propagate and step. Returns the loss's value. The one step of every loop in the library."""
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"{what} diverged: loss {loss.item()}")
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def train_epochs(model: nn.Module, opt: torch.optim.Optimizer, epochs: int,
+                 batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]],
+                 loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *,
+                 prepare: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
+                 lr_of: Callable[[int], float] | None = None, precision: str = "fp32",
+                 after_epoch: Callable[[int], dict | None] | None = None, progress: bool = False,
+                 desc: str = "epoch", what: str = "training") -> list[dict]:
+    """The library's epoch loop: ``epochs`` passes over ``batches(epoch)`` (0-based; each pass draws its
+    own order), each batch first through ``prepare(x, y)`` when given (e.g. to the device), then one
+    :func:`descend` on ``loss_of(x, y)`` under :func:`autocast` of ``precision``, the learning rate set to
+    ``lr_of(step)`` before each step when given. ``batches(epoch)`` is handed to the progress bar as it
+    is: a ``DataLoader`` given directly is iterated by tqdm, which starts one extra iterator of it and so
+    draws one number from its generator (wrap it in a generator to iterate it plainly). ``model`` is in
+    training mode during each epoch and in eval mode at the end.
+
+    Returns one entry per epoch: ``epoch`` (1-based), ``loss`` (the mean of the batch losses weighted by
+    batch size), ``seconds`` (the epoch's wall time), and whatever ``after_epoch(epoch)`` returns
+    (e.g. a test accuracy). Used by :func:`train_classifier`, the small networks
+    (:func:`layersim.small_nets.train_mlp`), the probes' heads (:func:`layersim.probe.train_head`) and
+    fine-tuning (:func:`layersim.alignment_pretrain.finetune`)."""
+    from tqdm.auto import tqdm
+
+    history, step = [], 0
+    for epoch in range(epochs):
+        model.train()
+        t0, total, seen = time.perf_counter(), 0.0, 0
+        bar = tqdm(batches(epoch), desc=f"{desc} {epoch + 1}/{epochs}", disable=not progress, leave=False)
+        for x, y in bar:
+            if prepare is not None:
+                x, y = prepare(x, y)
+            if lr_of is not None:
+                for group in opt.param_groups:
+                    group["lr"] = lr_of(step)
+            with autocast(precision):
+                loss = loss_of(x, y)
+            total += descend(opt, loss, f"{what} at epoch {epoch + 1}, step {step}") * len(y)
+            seen += len(y)
+            step += 1
+            if progress:
+                bar.set_postfix(loss=f"{total / seen:.3f}")
+        entry = {"epoch": epoch + 1, "loss": total / max(seen, 1), "seconds": time.perf_counter() - t0}
+        entry.update((after_epoch(epoch + 1) if after_epoch is not None else None) or {})
+        history.append(entry)
     model.eval()
     return history
 
@@ -342,12 +385,7 @@ def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], t
             group["lr"] = lr_of(step)
         with autocast(precision):
             loss = loss_at(step)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"{what} diverged: loss {loss.item()} at step {step}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        total, count = total + loss.item(), count + 1
+        total, count = total + descend(opt, loss, f"{what} at step {step}"), count + 1
         if (step + 1) % every == 0 or step + 1 == steps:
             history.append({"step": step + 1, "loss": total / count, "seconds": time.perf_counter() - t0})
             bar.set_postfix(loss=f"{total / count:.3f}")
