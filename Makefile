@@ -46,12 +46,12 @@ $(ASSETS): scripts/provision.sh | $(STAMP)
 # At the default scale it replaces the committed results (notebooks/ and figures/): --update-committed is the
 # one switch that lets anything write there. Other scales write runs/<scale>/.
 reproduce: setup
-	$(PYTHON) -m layersim.runner --scale $(SCALE) --nb '$(NB)' $(if $(filter default,$(SCALE)),--update-committed)
+	$(PYTHON) -m layersim.tools.runner --scale $(SCALE) --nb '$(NB)' $(if $(filter default,$(SCALE)),--update-committed)
 
 # One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
 # (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)
 # and its metrics.json checked against <stem>.metrics.json within tests/notebooks/tolerances.json
-# (the layersim.smoke_check plugin, loaded by pyproject.toml's addopts).
+# (the layersim.tools.smoke_check plugin, loaded by pyproject.toml's addopts).
 # TEST_WORKERS pytest processes (pytest-xdist; each notebook's cells stay together on one), each with
 # one torch/BLAS thread unless OMP_NUM_THREADS is set: two workers of one thread fill two cores without
 # oversubscribing them. TEST_WORKERS=0 runs everything in one process.
@@ -64,12 +64,12 @@ unit: setup
 	$(PYTHON) -m pytest tests --ignore=tests/notebooks -p no:cacheprovider
 
 smoke-refs: setup
-	$(PYTHON) -m layersim.runner --refs --nb '$(NB)'
+	$(PYTHON) -m layersim.tools.runner --refs --nb '$(NB)'
 
 # The most kernel-sensitive smoke notebooks under torch's generic and AVX2 kernels and 1-3 threads,
 # each checked like make test does (PORTABLE_ARGS="--nb a02 --settings default-1t" for a part).
 test-portable: setup
-	$(PYTHON) -m layersim.portable $(PORTABLE_ARGS)
+	$(PYTHON) -m layersim.tools.portable $(PORTABLE_ARGS)
 
 # A finished run against the committed results: after make reproduce, RUN=figures (the working tree)
 # against REF=git:HEAD; any folder of <paper>/<stem>/metrics.json or git:<rev> on either side.

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from layersim import similarity as S
-from layersim.bench import (ResidualStream, centred_stack, floor_product, loadavg, naive_pair,
+from layersim.measures import similarity as S
+from layersim.tools.bench import (ResidualStream, centred_stack, floor_product, loadavg, naive_pair,
                             reference_from_product)
 
 

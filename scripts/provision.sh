@@ -111,7 +111,7 @@ provision_smollm2() {
 warm_caches() {
     # Fill data/cache once (Fashion-MNIST .npz, SmolLM2 safetensors) so notebooks start fast.
     PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" LAYERSIM_ROOT="$ROOT" "$PYTHON" - <<'EOF' >>"$LOG" 2>&1
-from layersim import assets, data
+from layersim.inputs import assets, data
 data.load_fashion_mnist("train"); data.load_fashion_mnist("test")
 if assets.is_available("janeaustenr"):
     data.load_austen()

@@ -40,7 +40,7 @@ class Tiny:
     """A random-init tiny model of one adapter family with a batch it takes.
 
     ``output(m)``: the model's own output on the batch (logits, or CLIP's embedding) for ``m`` =
-    the model or a ``layersim.surgery`` model of it; ``readout(m)``: what the readout of the last
+    the model or a ``layersim.nets.surgery`` model of it; ``readout(m)``: what the readout of the last
     layer at the adapter's default token must equal (None where the family has no head).
     """
 
@@ -108,7 +108,7 @@ def tiny(name):
     """The :class:`Tiny` of adapter ``name`` (every registered adapter has one; test_adapters checks)."""
     import transformers as tr
 
-    from layersim import adapters
+    from layersim.nets import adapters
 
     if name == "timm_vit":
         return Tiny(tiny_vit(perturb=True), image_batch(28, 1), lambda m, x: m(x), lambda m, x: m(x))
@@ -168,7 +168,7 @@ def tiny(name):
                 return _tensor(clip.get_text_features(**b))
         return Tiny(tower, batch, embeds, ref)
     if name == "mlp":  # input of the blocks' width (2 x 4 x 4 = 32), so index 0 stacks with the rest
-        from layersim import mlp
+        from layersim.train import mlp
 
         model = _perturbed(mlp.build_mlp(mlp.MLPConfig(in_features=32, num_classes=5, width=32, depth=3,
                                                        residual=True, final_norm=True)))
@@ -184,7 +184,7 @@ def tiny(name):
 
 
 def _rbf_net():
-    from layersim import small_nets
+    from layersim.train import small_nets
 
     g = torch.Generator().manual_seed(2)
     x = torch.rand(6, 5, generator=g)
@@ -192,7 +192,7 @@ def _rbf_net():
 
 
 def _small_cnn():
-    from layersim import alignment_pretrain as pt
+    from layersim.papers.alignment import pretrain as pt
 
     cfg = pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(4, 6), fc=(10, 7))
     return _perturbed(pt.build_cnn(cfg, seed=0)), image_batch(8, 1)

@@ -1,4 +1,4 @@
-"""layersim.adapters: one adapter per family, each checked on a random-init tiny config.
+"""layersim.nets.adapters: one adapter per family, each checked on a random-init tiny config.
 
 For every registered adapter (and RoBERTa / ELECTRA through the ``bert`` one): the features
 ``collect`` reads equal an independent reference (HF's ``output_hidden_states`` or timm's
@@ -12,7 +12,7 @@ import torch
 
 import transformers as tr
 from builders import LAST, electra_tiny, ragged_reference, roberta_tiny, tiny
-from layersim import adapters, models, readout
+from layersim.nets import adapters, models, readout
 
 NAMES = [a.name for a in adapters.REGISTRY if a.uniform]
 RAGGED = [a.name for a in adapters.REGISTRY if not a.uniform]

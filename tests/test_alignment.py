@@ -1,10 +1,10 @@
-"""layersim.alignment: eq. 2, Propositions 1-2, the peaks functions and the representations."""
+"""layersim.measures.alignment: eq. 2, Propositions 1-2, the peaks functions and the representations."""
 
 import numpy as np
 import pytest
 
-from layersim import alignment as al
-from layersim import small_nets
+from layersim.measures import alignment as al
+from layersim.train import small_nets
 
 
 def rng(seed=0):
@@ -448,7 +448,7 @@ def test_mlp_training_and_hidden_layers():
     for (w, b), got in zip(W, before):  # relu(W h + b), layer by layer, by hand in float64
         h = np.maximum(h @ w.T + b, 0)
         np.testing.assert_allclose(got, h, atol=1e-5)
-    assert isinstance(m1, __import__("layersim.mlp", fromlist=["MLP"]).MLP)  # one MLP class in the project
+    assert isinstance(m1, __import__("layersim.train.mlp", fromlist=["MLP"]).MLP)  # one MLP class in the project
     hist = small_nets.train_mlp(m1, X, y, loss="bce", epochs=30, batch_size=32, lr=1e-2, seed=1)
     assert hist[-1] < hist[0]
     hist2 = small_nets.train_mlp(m2, X, y, loss="bce", epochs=30, batch_size=32, lr=1e-2, seed=1)

@@ -1,12 +1,12 @@
-"""layersim.alignment_layers: tasks, label shares and layer-wise alignment (alignment paper, Figures 2 and 7)."""
+"""layersim.papers.alignment.layers: tasks, label shares and layer-wise alignment (alignment paper, Figures 2 and 7)."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import alignment as al
-from layersim import small_nets
-from layersim import alignment_layers as la
+from layersim.measures import alignment as al
+from layersim.papers.alignment import layers as la
+from layersim.train import small_nets
 
 
 def orthonormal(n, m, seed=0):
@@ -122,7 +122,7 @@ def test_layer_alignment_is_each_layer_in_the_papers_form():
 def test_binary_task_reads_torchvision_arrays(monkeypatch):
     """The paper-scale path (MNIST / CIFAR through torchvision) without the download: a stand-in
     Dataset with torchvision's ``data`` (uint8 images) and ``targets`` attributes."""
-    from layersim import data
+    from layersim.inputs import data
 
     class Fake:
         data = torch.arange(6 * 4, dtype=torch.uint8).reshape(6, 2, 2) * 10

@@ -1,11 +1,11 @@
-"""Peaks-function transfer (alignment paper, Section 7.1): layersim.alignment_peaks."""
+"""Peaks-function transfer (alignment paper, Section 7.1): layersim.papers.alignment.peaks."""
 
 import numpy as np
 import pytest
 
-from layersim import alignment as al
-from layersim import small_nets
-from layersim import alignment_peaks as tr
+from layersim.measures import alignment as al
+from layersim.papers.alignment import peaks as tr
+from layersim.train import small_nets
 
 
 def test_weight_norm_at_reduction_takes_the_first_step_past_each_level():

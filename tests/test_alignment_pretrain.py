@@ -3,8 +3,8 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from layersim import alignment_pretrain as pt
-from layersim.training import TrainConfig
+from layersim.papers.alignment import pretrain as pt
+from layersim.train.training import TrainConfig
 
 TINY = pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(2, 4), fc=(6, 5))
 
@@ -211,7 +211,7 @@ def _task(seed=0, n=40, m=30):
 
 
 def test_evaluate_task_alignment_and_linear_models():
-    from layersim import alignment as al
+    from layersim.measures import alignment as al
 
     reps, y_tr, y_te = _task()
     tau = al.thresholds_for(40)

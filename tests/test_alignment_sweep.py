@@ -1,11 +1,11 @@
-"""Alignment across network designs (alignment paper, Section 5): layersim.alignment_sweep."""
+"""Alignment across network designs (alignment paper, Section 5): layersim.papers.alignment.sweep."""
 
 import numpy as np
 import pytest
 
-from layersim import alignment as al
-from layersim import small_nets
-from layersim import alignment_sweep as sw
+from layersim.measures import alignment as al
+from layersim.papers.alignment import sweep as sw
+from layersim.train import small_nets
 
 
 def test_settings_grid_varies_one_choice_around_the_base():
@@ -104,7 +104,7 @@ def test_paper_scale_tasks_read_torchvision_arrays(monkeypatch):
     attributes (uint8 ``data``, tensor ``targets``) checks the path offline."""
     import torch
 
-    from layersim import data
+    from layersim.inputs import data
 
     class Fake:
         data = torch.arange(40 * 4 * 4 * 3, dtype=torch.int64).reshape(40, 4, 4, 3).remainder(256).to(torch.uint8)

@@ -1,11 +1,12 @@
-"""layersim.alignment_text: the Austen pair tasks, the text features and the encoder readout of a11."""
+"""layersim.papers.alignment.text: the Austen pair tasks, the text features and the encoder readout of a11."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import alignment_text as at
-from layersim import assets, models
+from layersim.inputs import assets
+from layersim.nets import models
+from layersim.papers.alignment import text as at
 
 TRAIN = ["the cat sat on the mat", "a dog sat", "the the cat", "dogs and cats sat together"]
 TEST = ["the unicorn sat", "zebra"]

@@ -1,4 +1,4 @@
-"""layersim.arrays: one input core for numpy arrays and torch tensors."""
+"""layersim.measures.arrays: one input core for numpy arrays and torch tensors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim import arrays
+from layersim.measures import arrays
 
 
 @pytest.mark.parametrize("e", [-1100, -3, 0, 5, 1100])

@@ -1,4 +1,4 @@
-"""Tests of layersim.assets: the registry, the offline-first chain, its error, model loading.
+"""Tests of layersim.inputs.assets: the registry, the offline-first chain, its error, model loading.
 
 All offline: LAYERSIM_OFFLINE=1 and the hub's offline switch are set for every test, so
 nothing waits on the network. Tests needing the model packages are marked ``models``.
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from layersim import assets
-from layersim.assets import AssetNotFoundError
+from layersim.inputs import assets
+from layersim.inputs.assets import AssetNotFoundError
 
 FMNIST_FILES = assets.get_asset("fashion-mnist").files
 

@@ -1,4 +1,4 @@
-"""The benchmark's command line (python -m layersim.bench): bad arguments are usage errors."""
+"""The benchmark's command line (python -m layersim.tools.bench): bad arguments are usage errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from layersim import bench
+from layersim.tools import bench
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -44,7 +44,7 @@ def test_bad_arguments_are_usage_errors(argv, message, capsys):
     assert exc.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert "usage: python -m layersim.bench" in captured.err
+    assert "usage: python -m layersim.tools.bench" in captured.err
     assert "Traceback" not in captured.err
     assert re.search(message, captured.err), captured.err
 
@@ -70,11 +70,11 @@ def test_tiny_valid_run(capsys):
     assert "| 2×40×4 | (a) naive" in out and "StreamingCKA memory vs N" in out
 
 
-# ----------------------------------------------------------------------------- python -m layersim.bench train
+# ----------------------------------------------------------------------------- python -m layersim.tools.bench train
 
 
 def test_bench_train_quick_on_the_cpu(capsys):
-    from layersim import bench_train
+    from layersim.tools import bench_train
 
     assert bench.main(["train", "--quick", "--steps", "2", "--batch", "8", "--objectives", "ce,aligned",
                        "--augmentations", "none,batch"]) == 0
@@ -93,7 +93,7 @@ def test_bench_train_quick_on_the_cpu(capsys):
     (["--augmentations", "flip"], "--augmentations: choose from none,per-image,batch"),
 ])
 def test_bench_train_bad_arguments(argv, message, capsys):
-    from layersim import bench_train
+    from layersim.tools import bench_train
 
     with pytest.raises(SystemExit) as exc:
         bench_train.parse_args(argv)

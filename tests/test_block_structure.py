@@ -1,10 +1,11 @@
-"""layersim.block_structure: the two-cluster block-diagonal score, against a brute-force loop and
+"""layersim.measures.block_structure: the two-cluster block-diagonal score, against a brute-force loop and
 on matrices whose answer is known."""
 
 import numpy as np
 import pytest
 
-from layersim import block_structure as bs, lenses
+from layersim.measures import block_structure as bs
+from layersim.notebook import lenses
 
 
 def _brute(M, s):

@@ -24,9 +24,10 @@ import pytest
 import torch
 
 from builders import toy_data
-from layersim import checkpoints, paths, training
-from layersim.paths import CacheWarning
-from layersim.training import TrainConfig, ViTConfig
+from layersim.core import paths
+from layersim.core.paths import CacheWarning
+from layersim.train import checkpoints, training
+from layersim.train.training import TrainConfig, ViTConfig
 
 TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=2, embed_dim=16, depth=2, num_heads=2)
 CFG = TrainConfig(epochs=1, batch_size=16, seed=0)
@@ -211,8 +212,8 @@ def test_kill_9_during_a_save_leaves_nothing_that_is_loaded(tmp_cache):
         import sys, time
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         from builders import toy_data
-        from layersim import training
-        from layersim.training import TrainConfig, ViTConfig
+        from layersim.train import training
+        from layersim.train.training import TrainConfig, ViTConfig
 
         import safetensors.torch
         save_model = safetensors.torch.save_model

@@ -1,5 +1,5 @@
-"""layersim.clusters_finetune: the paper-scale path on random-init RoBERTa / ALBERT / ELECTRA (fine-tune,
-CLS features, CKA maps, truncation checked against layersim.surgery.truncate, skipping))."""
+"""layersim.papers.clusters.protocol: the paper-scale path on random-init RoBERTa / ALBERT / ELECTRA (fine-tune,
+CLS features, CKA maps, truncation checked against layersim.nets.surgery.truncate, skipping))."""
 
 import copy
 
@@ -7,8 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from layersim import assets, clusters_finetune as cf, finetune as ft, presets, readout, similarity, surgery
-from layersim import text_tasks as tt
+from layersim.inputs import assets, text_tasks as tt
+from layersim.measures import similarity
+from layersim.nets import readout, surgery
+from layersim.notebook import presets
+from layersim.papers.clusters import protocol as cf
+from layersim.train import finetune as ft
 
 TINY = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
 FAMILIES = {"roberta-base": dict(TINY, type_vocab_size=2),  # the MiniLM tokenizer marks second segments

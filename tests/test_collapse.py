@@ -1,11 +1,11 @@
-"""layersim.collapse: NC1 = tr(Sigma_W Sigma_B^+)/K (tracing paper, footnote 5)."""
+"""layersim.measures.collapse: NC1 = tr(Sigma_W Sigma_B^+)/K (tracing paper, footnote 5)."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layersim import collapse as C
+from layersim.measures import collapse as C
 
 
 def reference_nc1(h, y):

@@ -1,4 +1,4 @@
-"""layersim.compare: what counts as the same result across machines, and the compare command."""
+"""layersim.tools.compare: what counts as the same result across machines, and the compare command."""
 
 import copy
 import json
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from layersim import compare
-from layersim.compare import Tolerance
+from layersim.tools import compare
+from layersim.tools.compare import Tolerance
 
 
 def metrics(**over):

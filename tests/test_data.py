@@ -1,4 +1,4 @@
-"""Tests of layersim.data: idx parsing, the offline data sets, subsets, paper-scale loaders.
+"""Tests of layersim.inputs.data: idx parsing, the offline data sets, subsets, paper-scale loaders.
 
 Offline throughout (LAYERSIM_OFFLINE=1). Tests of provisioned data (Fashion-MNIST, Jane
 Austen) skip with a reason when `make assets` has not been run.
@@ -18,9 +18,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layersim import assets, data
-from layersim.assets import AssetNotFoundError
-from layersim.paths import CacheWarning
+from layersim.core.paths import CacheWarning
+from layersim.inputs import assets, data
+from layersim.inputs.assets import AssetNotFoundError
 
 
 @pytest.fixture

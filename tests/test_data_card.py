@@ -1,4 +1,4 @@
-"""The data card data/README.md stays in step with the asset registry (layersim.assets).
+"""The data card data/README.md stays in step with the asset registry (layersim.inputs.assets).
 
 Its assets table has one row per asset, the asset's registry name in backticks in the first column and
 "<kind>, <scale>" in the second. An asset added to the registry without a row fails, and so does a row
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from layersim import assets
+from layersim.inputs import assets
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = ROOT / "data" / "README.md"
@@ -63,7 +63,7 @@ def test_card_has_an_assets_table():
 @pytest.mark.parametrize("name", NAMES)
 def test_every_asset_has_a_row(name):
     assert name in _row_names(), (
-        f"asset {name!r} is in layersim.assets.list_assets() but has no row in data/README.md: "
+        f"asset {name!r} is in layersim.inputs.assets.list_assets() but has no row in data/README.md: "
         "add one (what it is, sources, licence, size, notebooks, where it lands)")
 
 

@@ -1,10 +1,10 @@
-"""layersim.early_exit: confidence-threshold early exit and the tracing paper's speed-up ratio
+"""layersim.papers.tracing.early_exit: confidence-threshold early exit and the tracing paper's speed-up ratio
 (section 3), on hand-made logits with known answers."""
 
 import numpy as np
 import pytest
 
-from layersim import early_exit as E
+from layersim.papers.tracing import early_exit as E
 
 
 def logits_from_probs(probs):

@@ -1,10 +1,11 @@
-"""layersim.finetune: the schedule, the loop (learns, deterministic, restarts differ), the cache."""
+"""layersim.train.finetune: the schedule, the loop (learns, deterministic, restarts differ), the cache."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import assets, finetune as ft, text_tasks as tt
+from layersim.inputs import assets, text_tasks as tt
+from layersim.train import finetune as ft
 
 SMALL = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
 
@@ -86,7 +87,8 @@ def test_pretrained_minilm_gets_its_tokenizer_and_a_seeded_head():
 
 
 def test_aligned_loss_is_eq5_over_the_blocks_with_the_shared_head(tokenizer):
-    from layersim import models, objectives, readout
+    from layersim.nets import models, readout
+    from layersim.train import objectives
 
     model = ft.load_classifier("all-minilm-l6-v2", 2, seed=1, random_init=True, config=SMALL).eval()
     task = toy_task(12)
@@ -105,7 +107,7 @@ def test_aligned_loss_is_eq5_over_the_blocks_with_the_shared_head(tokenizer):
 def test_aligned_finetuning_is_cached_apart_and_standard_keys_do_not_move(tokenizer, tmp_cache):
     import dataclasses
 
-    from layersim import checkpoints
+    from layersim.train import checkpoints
 
     train = toy_task(32)
     cfg = ft.FinetuneConfig(lr=3e-3, batch_size=16, warmup_steps=1, steps=2, max_length=16)

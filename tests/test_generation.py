@@ -1,10 +1,10 @@
-"""layersim.generation: eq. (22) diversity, eq. (21) coherence, nucleus sampling."""
+"""layersim.nets.generation: eq. (22) diversity, eq. (21) coherence, nucleus sampling."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import generation as gen
+from layersim.nets import generation as gen
 
 
 def test_diversity_is_the_product_of_unique_ngram_ratios():
@@ -38,7 +38,7 @@ def test_nucleus_sampling_keeps_the_smallest_set_reaching_p():
 
 
 def test_sentence_embeddings_mean_pool_real_tokens():
-    from layersim import assets
+    from layersim.inputs import assets
 
     enc, tok = assets.load_model("all-minilm-l6-v2")
     e = gen.sentence_embeddings(enc, tok, ["It is a truth universally acknowledged.", "Short."], batch_size=2)

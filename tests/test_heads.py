@@ -1,5 +1,5 @@
-"""layersim.heads: classifier heads trained on frozen features, and the library's one epoch loop
-(layersim.training.train_epochs, layersim.training.descend) they run on."""
+"""layersim.train.heads: classifier heads trained on frozen features, and the library's one epoch loop
+(layersim.train.training.train_epochs, layersim.train.training.descend) they run on."""
 
 import copy
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from layersim import heads, probe, training
+from layersim.measures import probe
+from layersim.train import heads, training
 
 def test_adam_head_learns_is_deterministic_and_matches_a_hand_run():
     r = np.random.default_rng(3)

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from test_data import _fake_fmnist
 
-from layersim import assets, data, text_tasks
-from layersim.assets import AssetNotFoundError
-from layersim.paths import CacheWarning
-from layersim.writers import DiskFull
+from layersim.core.paths import CacheWarning
+from layersim.core.writers import DiskFull
+from layersim.inputs import assets, data, text_tasks
+from layersim.inputs.assets import AssetNotFoundError
 
 ROOT_USER = os.geteuid() == 0
 needs_permissions = pytest.mark.skipif(ROOT_USER, reason="running as root: file permissions do not stop root")

@@ -17,7 +17,9 @@ import nbformat
 import pytest
 
 from builders import write_notebook
-from layersim import markup, report, results, runner, writers
+from layersim.core import markup, writers
+from layersim.notebook import results
+from layersim.tools import report, runner
 
 PAYLOAD = "<svg onload=alert(2)>"
 
@@ -63,7 +65,7 @@ def repo(tmp_path, monkeypatch):
     return root
 
 
-WRITES = ("from layersim import results\n"
+WRITES = ("from layersim.notebook import results\n"
           "OUT = results.output_dir('p', 'n', scale)\n"
           "results.write_metrics(OUT, 'p/n', scale, {'n': n}, {})")
 
@@ -362,7 +364,7 @@ def test_compare_names_a_missing_run(argv, words, capsys):
     (["train", "--objectives", f"ce,{PAYLOAD}"], ("--objectives",)),
 ])
 def test_bench_refuses_bad_arguments(argv, words, capsys):
-    from layersim import bench
+    from layersim.tools import bench
 
     with pytest.raises(SystemExit) as exc:
         bench.main(argv)
@@ -381,7 +383,7 @@ def test_bench_refuses_bad_arguments(argv, words, capsys):
 def test_a_count_the_data_cannot_give_is_refused_before_anything_loads(override, words):
     """t01 recorded ``n_eval 100000`` in metrics.json while 10,000 test images were used; ``n_eval 2`` failed
     deep in the notebook. Its settings are checked against the split sizes now (``presets.check_vit_shape``)."""
-    from layersim import presets, settings
+    from layersim.notebook import presets, settings
 
     evals = {"smoke": {"n_eval": 256}, "default": {"n_eval": 5000}, "paper": {"n_eval": 10000}}
     table = {s: {**presets.TRACING_VIT[s], **evals[s]} for s in results.SCALES}

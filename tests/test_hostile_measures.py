@@ -1,6 +1,6 @@
-"""Hostile inputs to the array measures: CKA and cosine (layersim.similarity), the alignment score
-(layersim.alignment), Block Redundancy and the RBA least-squares map (layersim.redundancy), NC1
-(layersim.collapse).
+"""Hostile inputs to the array measures: CKA and cosine (layersim.measures.similarity), the alignment score
+(layersim.measures.alignment), Block Redundancy and the RBA least-squares map (layersim.measures.redundancy), NC1
+(layersim.measures.collapse).
 
 The contract, for every measure and every input: a finite, valid result (CKA-type scores in
 [0, 1], cosines in [-1, 1], invariances intact), or one ``ValueError`` whose message is a single
@@ -19,10 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from layersim import alignment as al
-from layersim import collapse
-from layersim import redundancy as R
-from layersim import similarity as S
+from layersim.measures import alignment as al, collapse, redundancy as R, similarity as S
 
 HOSTILE = settings(max_examples=6, deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.too_slow])

@@ -1,5 +1,5 @@
-"""Hostile inputs to the model readers (layersim.models: collect, collect_tokens, stream,
-layer_outputs) and to block surgery (layersim.surgery): one clear, single-line ValueError up front,
+"""Hostile inputs to the model readers (layersim.nets.models: collect, collect_tokens, stream,
+layer_outputs) and to block surgery (layersim.nets.surgery): one clear, single-line ValueError up front,
 or a correct result. Never labels dropped without a word, a raw torch error from deep inside the
 model, or a deep copy that carries a surgery's splice along.
 
@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from builders import DEPTH, text_batch, tiny, tiny_vit
-from layersim import adapters, linear_maps, mlp, models, readout, surgery
+from layersim.nets import adapters, linear_maps, models, readout, surgery
+from layersim.train import mlp
 
 NAMES = [a.name for a in adapters.REGISTRY if a.uniform]
 

@@ -1,14 +1,16 @@
-"""The library's layers: every module has one role, and imports only its own role or the roles below.
+"""The library's layers: every module sits in the subpackage of its role and imports only its own role
+or the roles below it.
 
-Roles, bottom to top (the subpackages the library is growing into):
+Roles, bottom to top (``lib/layersim/<role>/``):
 
-- core: where things are written and how arrays are checked (``paths``, ``writers``, ``markup``, ``machine``, ``arrays``);
-- measures: pure array maths (similarity, alignment scores, redundancy, collapse, block structure, trends, probes);
+- core: where things are written and how they are named (paths, protected writers, markup, the machine);
+- measures: pure array maths (the input core ``arrays``, similarity, alignment, redundancy, collapse,
+  block structure, trends, probes);
 - inputs: offline assets, data sets, text tasks;
-- nets: any model, one way in (adapters, extraction, readout, surgery, parameter counts, linear maps, generation);
-- train: models trained here (the checkpoint store, the training loop and objectives, the small networks);
-- notebook: what notebook cells call (settings, results and claims, plotting, presets, the lens registry);
-- papers: the four papers' protocols; nothing outside them imports them;
+- nets: any model, one way in (adapters, reading layers, readouts, surgery, parameter counts, linear maps);
+- train: models trained here (the loops, the checkpoint store, objectives, small networks, heads, fine-tuning);
+- notebook: what notebook cells call (settings, presets, results and claims, plotting, the lens registry);
+- papers: the four papers' protocols, ``papers/<paper>/``; nothing outside ``papers`` imports them;
 - tools: runner, report, benchmarks, comparisons.
 
 Every import of a layersim module counts, at the top of a file or inside a function.
@@ -17,62 +19,100 @@ Every import of a layersim module counts, at the top of a file or inside a funct
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "layersim"
+ORDER = ["core", "measures", "inputs", "nets", "train", "notebook", "papers", "tools"]
 
-ROLES = {
-    "core": "paths writers markup machine arrays",
-    "measures": "similarity collapse block_structure trends probe alignment redundancy",
-    "inputs": "assets data text_tasks shift",
-    "nets": "adapters models readout surgery params generation linear_maps",
-    "train": "checkpoints training objectives mlp small_nets finetune heads",
-    "notebook": "settings results plotting presets lenses",
-    "papers": "alignment_layers alignment_peaks alignment_pretrain alignment_sweep alignment_text clusters_finetune "
-              "redundancy_models redundancy_rba tracing_clip tracing_llm lm early_exit",
-    "tools": "runner report bench bench_train compare portable smoke_check",
-}
-ORDER = list(ROLES)
-ROLE_OF = {m: r for r, ms in ROLES.items() for m in ms.split()}
-MODULES = sorted(p.stem for p in LIB.glob("*.py") if p.stem not in ("__init__", "__main__"))
+
+def module_name(path: Path) -> str:
+    """``lib/layersim/nets/models.py`` -> ``nets.models``; a package's ``__init__`` is the package."""
+    parts = list(path.relative_to(LIB).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+FILES = {module_name(p): p for p in sorted(LIB.rglob("*.py"))}
+FILES.pop("", None)  # layersim/__init__.py: the version only
+FILES.pop("__main__", None)  # the command-line dispatch, above every role
+MODULES = sorted(FILES)
+
+
+def role_of(module: str) -> str:
+    return module.split(".")[0]
 
 
 def imports_of(module: str) -> list[tuple[str, int]]:
-    """The layersim modules ``module`` imports, with the line of each import."""
-    tree = ast.parse((LIB / f"{module}.py").read_text())
+    """The layersim modules ``module`` imports (dotted below ``layersim``), with the line of each import."""
+    tree = ast.parse(FILES[module].read_text())
+    here = module.split(".") if FILES[module].name == "__init__.py" else module.split(".")[:-1]
     found = []
     for node in ast.walk(tree):
-        names: list[str] = []
+        targets: list[str] = []
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                names = [a.name for a in node.names] if node.module is None else [node.module.split(".")[0]]
-            elif node.module and node.module.split(".")[0] == "layersim":
-                parts = node.module.split(".")
-                names = [parts[1]] if len(parts) > 1 else [a.name for a in node.names]
+            if node.level:
+                base = here[: len(here) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and (node.module == "layersim" or node.module.startswith("layersim.")):
+                prefix = node.module[len("layersim."):] if node.module != "layersim" else ""
+            else:
+                continue
+            for a in node.names:
+                full = f"{prefix}.{a.name}" if prefix else a.name
+                targets.append(full if full in FILES else prefix)
         elif isinstance(node, ast.Import):
-            names = [a.name.split(".")[1] for a in node.names if a.name.startswith("layersim.")]
-        found += [(n, node.lineno) for n in names if n in MODULES and n != module]
+            targets = [a.name[len("layersim."):] for a in node.names if a.name.startswith("layersim.")]
+        found += [(t, node.lineno) for t in targets if t in FILES and t != module]
     return found
 
 
-def test_every_module_has_a_role():
-    assert sorted(set(MODULES) - set(ROLE_OF)) == [], "give each new module a role in ROLES"
-    assert sorted(set(ROLE_OF) - set(MODULES)) == [], "a module in ROLES no longer exists"
+def test_every_module_sits_in_a_role_package():
+    outside = [m for m in MODULES if role_of(m) not in ORDER]
+    assert outside == [], f"put these modules in one of the role packages {ORDER}: {outside}"
+    flat = [p.name for p in LIB.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert flat == [], f"modules at the top of layersim/ have no role: {flat}"
+    for role in ORDER:
+        assert (LIB / role / "__init__.py").is_file(), f"layersim/{role}/ needs an __init__.py that says what it holds"
+
+
+def test_role_packages_hold_no_code_of_their_own():
+    """A role's ``__init__`` documents it and re-exports nothing: a module is imported from its one home."""
+    for init in LIB.rglob("__init__.py"):
+        if init.parent == LIB:
+            continue
+        body = [n for n in ast.parse(init.read_text()).body if not isinstance(n, ast.Expr)]
+        assert body == [] or all(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in body), \
+            f"{init.relative_to(LIB)} should hold a docstring only"
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_imports_go_down_and_papers_stay_among_themselves(module):
     wrong = []
-    mine = ROLE_OF[module]
+    mine = role_of(module)
     for dep, line in imports_of(module):
-        theirs = ROLE_OF[dep]
+        theirs = role_of(dep)
         if ORDER.index(theirs) > ORDER.index(mine):
             wrong.append(f"line {line}: {module} ({mine}) imports {dep} ({theirs}), a role above it")
         elif theirs == "papers" and mine != "papers":
             wrong.append(f"line {line}: {module} ({mine}) imports the paper protocol {dep}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_import_reader_resolves_every_form(tmp_path):
+    """The reader behind the two tests above sees relative, absolute and package-level imports."""
+    src = ("from layersim.nets import models\nfrom layersim.measures.similarity import cka\n"
+           "import layersim.core.paths\nfrom ..inputs import data\nfrom . import readout\n")
+    fake = LIB / "nets" / "_layout_probe.py"
+    FILES["nets._layout_probe"] = fake
+    try:
+        fake.write_text(src)
+        got = sorted(d for d, _ in imports_of("nets._layout_probe"))
+    finally:
+        fake.unlink()
+        FILES.pop("nets._layout_probe")
+    assert got == ["core.paths", "inputs.data", "measures.similarity", "nets.models", "nets.readout"]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -105,6 +145,23 @@ def test_the_cycle_finder_finds_cycles():
     assert find_cycle({"x": {"y"}, "y": {"y"}}) == ["y", "y"]
 
 
-def test_no_import_cycle():
-    cycle = find_cycle({m: {d for d, _ in imports_of(m)} for m in MODULES})
+def test_no_import_cycle_between_modules_or_between_role_packages():
+    graph = {m: {d for d, _ in imports_of(m)} for m in MODULES}
+    cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+    roles = {r: {role_of(d) for m in MODULES if role_of(m) == r for d in graph[m]} - {r} for r in ORDER}
+    cycle = find_cycle(roles)
+    assert cycle is None, "import cycle between role packages: " + " -> ".join(cycle)
+
+
+def test_the_readme_table_of_roles_matches_the_tree():
+    """README.md's "The library" table lists every role package, in order, and exactly the modules in it."""
+    readme = (LIB.parents[1] / "README.md").read_text()
+    section = readme[readme.index("## The library"):]
+    section = section[:section.index("\n## ", 3)]
+    rows = {role: sorted(re.findall(r"`(\w+)`(?!/)", modules))
+            for role, modules in re.findall(r"^\| `(\w+)/` \| (.*?) \|", section, re.M)}
+    tree = {r: sorted(m.split(".")[-1] for m in MODULES
+                      if role_of(m) == r and m.count(".") == (2 if r == "papers" else 1)) for r in ORDER}
+    assert list(rows) == ORDER, f"the table's roles, in order: {list(rows)}; the tree's: {ORDER}"
+    assert rows == tree

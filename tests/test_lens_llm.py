@@ -1,4 +1,4 @@
-"""layersim.readout's logit lens on causal LMs (tracing App. C.1): greedy decoding read at every
+"""layersim.nets.readout's logit lens on causal LMs (tracing App. C.1): greedy decoding read at every
 layer, and the lens at every token position, on a random-init tiny LLaMA and GPT-2."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from builders import text_batch, tiny
-from layersim import readout
+from layersim.nets import readout
 
 
 def near_top(tokens, logits):

@@ -1,4 +1,4 @@
-"""The lens registry (``layersim.lenses``): one generic test walks every registered lens and checks
+"""The lens registry (``layersim.notebook.lenses``): one generic test walks every registered lens and checks
 what its row claims (output shape, finiteness, every declared invariance, and that the
 invariances it does not declare really fail), after repsim's table-driven invariance test."""
 
@@ -7,8 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from layersim import alignment, collapse, lenses, linear_maps, redundancy, similarity
-from layersim.lenses import LayerData, Lens
+from layersim.measures import alignment, collapse, redundancy, similarity
+from layersim.nets import linear_maps
+from layersim.notebook import lenses
+from layersim.notebook.lenses import LayerData, Lens
 
 E, N, D, K = 4, 60, 8, 3
 # a plain affine readout head: the logits of transformed hidden states are recomputed with it
@@ -199,7 +201,8 @@ def test_expected_shapes_cover_every_kind(data):
 
 
 def test_apply_equals_the_source_functions(data):
-    from layersim import probe, readout
+    from layersim.measures import probe
+    from layersim.nets import readout
 
     h, y, z = data.hidden, data.labels, data.logits
     np.testing.assert_array_equal(lenses.apply("cka/matrix", data), similarity.layer_matrix(h, "cka"))

@@ -1,11 +1,13 @@
-"""layersim.lm and the layer-wise LM readout: the aligned LM loss (eq. 5) against the hooks' readout,
+"""layersim.papers.tracing.lm and the layer-wise LM readout: the aligned LM loss (eq. 5) against the hooks' readout,
 per-layer scores against next_token_scores, exits against generate, the Austen BPE tokenizer."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import data, lm, readout
+from layersim.inputs import data
+from layersim.nets import readout
+from layersim.papers.tracing import lm
 
 CFG = lm.LMConfig(vocab_size=512, n_positions=32, n_embd=32, n_layer=3, n_head=2, steps=30, batch_size=8, lr=3e-3,
                   warmup_steps=3)
@@ -73,7 +75,7 @@ def test_austen_tokenizer_round_trips_and_pads_with_id_0(tok):
 
 
 def test_layer_scores_end_at_the_models_own_and_the_aligned_loss_is_eq5(tok, batches):
-    from layersim import objectives
+    from layersim.train import objectives
 
     model = lm.build_gpt2(CFG).eval()
     per_layer = readout.layer_next_token_scores(model, batches[:2], device="cpu")

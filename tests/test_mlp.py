@@ -1,11 +1,13 @@
-"""The MLPs of the tracing paper's appendix B.2 (layersim.mlp)."""
+"""The MLPs of the tracing paper's appendix B.2 (layersim.train.mlp)."""
 
 import numpy as np
 import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from layersim import adapters, mlp, models, presets, readout, surgery, training
+from layersim.nets import adapters, models, readout, surgery
+from layersim.notebook import presets
+from layersim.train import mlp, training
 
 CFG = mlp.MLPConfig(in_features=12, num_classes=4, width=8, depth=5)
 

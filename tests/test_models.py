@@ -1,4 +1,4 @@
-"""layersim.models: layer-wise token features of timm ViTs and HF encoders / decoders.
+"""layersim.nets.models: layer-wise token features of timm ViTs and HF encoders / decoders.
 
 Tiny random-init models built from configs (nothing downloaded).
 """
@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import transformers as tr
 from builders import DEPTH
 from builders import tiny_vit as make_vit
-from layersim import models as M
+from layersim.nets import models as M
 
 def make_gpt2():
     torch.manual_seed(0)
@@ -273,7 +273,7 @@ def test_unsupported_models():
     with pytest.raises(NotImplementedError, match="adapters for timm_vit, hf_vit"):
         M.family(torch.nn.Linear(2, 2))
     t5 = tr.T5Model(tr.T5Config(d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, vocab_size=61))
-    with pytest.raises(NotImplementedError, match="layersim.adapters.register"):
+    with pytest.raises(NotImplementedError, match="layersim.nets.adapters.register"):
         M.family(t5)
 
 

@@ -116,7 +116,7 @@ def test_every_parameter_goes_through_settings_pick(nb):
     # settings.pick in the notebook, or a library function that calls it with the notebook's presets
     # (the layer report's report.settings_for, which its command line calls before executing)
     assert re.search(r"settings\.pick\(PRESETS, scale,|\w+\.settings_for\(scale,", src), \
-        "merge the presets with layersim.settings.pick"
+        "merge the presets with layersim.notebook.settings.pick"
     for name in parameter_names(nb):
         if name != "scale":
             assert f"{name}={name}" in src, f"parameter {name!r} is not passed to settings.pick"
@@ -198,10 +198,10 @@ def test_notebooks_call_helpers_from_their_home_module(nb):
 
     src = "\n".join(code_sources(nb))
     names = {}
-    for group in re.findall(r"^from layersim import ([\w, ]+)$", src, re.M):
+    for package, group in re.findall(r"^from layersim\.([\w.]+) import ([\w, ]+)$", src, re.M):
         for item in group.split(","):
             mod, _, alias = item.strip().partition(" as ")
-            names[alias or mod] = mod
+            names[alias or mod] = f"{package}.{mod}"
     wrong = set()
     for alias, attr in re.findall(r"\b(\w+)\.(\w+)\(", src):
         if alias in names:

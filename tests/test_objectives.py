@@ -1,4 +1,4 @@
-"""layersim.objectives: the tracing paper's training objectives (eq. 5, appendix B.3) on tiny
+"""layersim.train.objectives: the tracing paper's training objectives (eq. 5, appendix B.3) on tiny
 random-init timm ViTs, checked against the hook-based readout (an independent path)."""
 
 from dataclasses import replace
@@ -10,11 +10,9 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from builders import toy_data
-from layersim import models as M
-from layersim import objectives as O
-from layersim import readout as R
-from layersim import training
-from layersim.training import TrainConfig, ViTConfig
+from layersim.nets import models as M, readout as R
+from layersim.train import objectives as O, training
+from layersim.train.training import TrainConfig, ViTConfig
 
 TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=3, embed_dim=16, depth=3, num_heads=2)
 
@@ -39,7 +37,7 @@ def cfg(objective="aligned", **extra):
 
 
 def reference_layer_logits(model, x):
-    """Blocks 1..L through the hook-based readout (layersim.models / readout)."""
+    """Blocks 1..L through the hook-based readout (layersim.nets.models / readout)."""
     H = M.hidden_states(model, [x], device="cpu", progress=False)
     return torch.from_numpy(R.layer_logits(model, H)[1:])
 

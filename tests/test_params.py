@@ -1,4 +1,4 @@
-"""layersim.params: closed-form parameter counts (tracing paper, Table 1) against
+"""layersim.nets.params: closed-form parameter counts (tracing paper, Table 1) against
 ``sum(p.numel())`` of instantiated models (small configs on the CPU, full sizes on the meta
 device: nothing is allocated or downloaded)."""
 
@@ -8,8 +8,8 @@ import torch
 import transformers as tr
 from timm.models.vision_transformer import VisionTransformer
 
-from layersim import objectives
-from layersim import params as P
+from layersim.nets import params as P
+from layersim.train import objectives
 
 
 @pytest.mark.parametrize("kw", [

@@ -1,4 +1,4 @@
-"""layersim.plotting: the alignment paper's figure helpers draw what they are given."""
+"""layersim.notebook.plotting: the alignment paper's figure helpers draw what they are given."""
 
 import matplotlib
 
@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from layersim import plotting  # noqa: E402
+from layersim.notebook import plotting
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,10 @@
-"""layersim.portable: tolerances from measured spreads, and checking runs made under other kernels."""
+"""layersim.tools.portable: tolerances from measured spreads, and checking runs made under other kernels."""
 
 import json
 
 import pytest
 
-from layersim import compare, portable
+from layersim.tools import compare, portable
 
 
 @pytest.mark.parametrize("x, up", [(0.0123, 0.02), (0.02, 0.02), (3e-7, 3e-7), (9.1e-3, 0.01), (0.0, 0.0), (1.5, 2.0)])

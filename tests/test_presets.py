@@ -1,6 +1,8 @@
 import pytest
 
-from layersim import data, presets, training
+from layersim.inputs import data
+from layersim.notebook import presets
+from layersim.train import training
 
 
 def test_standard_variant_is_the_shared_checkpoint():

@@ -1,11 +1,11 @@
-"""layersim.probe: linear probes on frozen features (tracing paper, appendix B.4)."""
+"""layersim.measures.probe: linear probes on frozen features (tracing paper, appendix B.4)."""
 
 import numpy as np
 import pytest
 import torch
 from scipy.stats import ortho_group
 
-from layersim import probe
+from layersim.measures import probe
 
 
 def blobs(n=300, d=8, k=3, spread=0.6, seed=0):

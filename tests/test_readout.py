@@ -1,4 +1,4 @@
-"""layersim.readout: the last-layer classifier on every layer (logit lens), eq. (2) and
+"""layersim.nets.readout: the last-layer classifier on every layer (logit lens), eq. (2) and
 saturation layers. Tiny random-init models built from configs (nothing downloaded)."""
 
 import numpy as np
@@ -11,8 +11,7 @@ from hypothesis.extra.numpy import arrays
 
 import transformers as tr
 from builders import DEPTH, tiny_vit
-from layersim import models as M
-from layersim import readout as R
+from layersim.nets import models as M, readout as R
 
 def make_decoder(kind):
     torch.manual_seed(0)
@@ -142,7 +141,7 @@ def test_layernorm_is_recomputed_for_every_layer(vit):
 
 
 def test_rmsnorm_recomputed_on_every_entry_the_last_included():
-    """No feature entry carries the final norm (layersim.adapters), so RMSNorm is applied to
+    """No feature entry carries the final norm (layersim.nets.adapters), so RMSNorm is applied to
     every entry with its own statistics: entries s * base all read out as the same logits."""
     llama = make_decoder("llama")
     base = torch.randn(4, 32, generator=torch.Generator().manual_seed(4))
@@ -281,7 +280,7 @@ def test_next_token_scores_against_a_hand_computation_and_padding():
     # float32 log-softmax against a float64 one: rel=1e-6 was ~10 float32 ulps, reached within 10x here
     assert got.nll == pytest.approx(nll / n, rel=1e-5) and got.accuracy == pytest.approx(hits / n)
     assert got.perplexity == pytest.approx(np.exp(nll / n), rel=1e-5)
-    from layersim import surgery
+    from layersim.nets import surgery
 
     skipped = R.next_token_scores(surgery.skip(model, 2, 2), [batch], device="cpu")
     assert skipped.n_tokens == n and skipped.nll != got.nll

@@ -1,12 +1,12 @@
-"""layersim.redundancy: the streamed least-squares map of RBA against numpy.linalg.lstsq, exact
+"""layersim.measures.redundancy: the streamed least-squares map of RBA against numpy.linalg.lstsq, exact
 recovery of linear blocks, the paper's span convention, and the token-wise map."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import linear_maps
-from layersim import redundancy as R
+from layersim.measures import redundancy as R
+from layersim.nets import linear_maps
 
 
 def rng(seed):
@@ -152,7 +152,7 @@ def _linear_block_vit():
 
 def test_rba_recovers_a_linear_block_and_the_approximated_model_is_the_original():
     from builders import image_batch
-    from layersim import models, surgery
+    from layersim.nets import models, surgery
 
     model, lin = _linear_block_vit()
     x = image_batch(28, 1, n=8)
@@ -169,7 +169,7 @@ def test_rba_recovers_a_linear_block_and_the_approximated_model_is_the_original(
 
 def test_rba_map_is_lstsq_on_every_token_of_the_two_blocks():
     from builders import tiny_vit, image_batch
-    from layersim import models
+    from layersim.nets import models
 
     model, x = tiny_vit(perturb=True), image_batch(28, 1, n=6)
     h = models.layer_outputs(model, x, layers=[0, 2], token="all", device="cpu")
@@ -186,7 +186,7 @@ def test_rba_map_is_lstsq_on_every_token_of_the_two_blocks():
 
 def test_rba_leaves_padding_out_of_text_fits():
     from builders import TEXT_IDS, tiny
-    from layersim import models
+    from layersim.nets import models
 
     t = tiny("bert")
     batch = t.batch
@@ -229,7 +229,7 @@ def test_representation_mse():
 
 def test_final_representation_is_the_normed_last_token_and_follows_surgery():
     from builders import image_batch, tiny_vit
-    from layersim import surgery
+    from layersim.nets import surgery
 
     model, x = tiny_vit(perturb=True), image_batch(28, 1, n=5)
     got = linear_maps.final_representation(model, [x], device="cpu")
@@ -252,7 +252,7 @@ def test_block_approximation_errors_vanish_for_a_linear_block_only():
 
 def test_fit_rba_spans_equals_one_fit_per_span_from_one_pass(monkeypatch):
     from builders import image_batch, tiny_vit
-    from layersim import models
+    from layersim.nets import models
 
     model, x = tiny_vit(perturb=True), image_batch(28, 1, n=10)
     spans = [(1, 1), (2, 3), (1, 3)]

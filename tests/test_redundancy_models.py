@@ -1,11 +1,12 @@
-"""layersim.redundancy_models: the paper-scale zoo on random-init configs (no download), the offline
+"""layersim.papers.redundancy.models: the paper-scale zoo on random-init configs (no download), the offline
 text model on real text, and the matrix comparison of the paper's Fig. 2 claim."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import assets, data, redundancy_models as rm
+from layersim.inputs import assets, data
+from layersim.papers.redundancy import models as rm
 
 SMALL = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
 
@@ -75,7 +76,7 @@ def test_span_check_names_the_parameter():
 
 def test_the_llm_is_a_real_offline_llama_with_a_pad_token():
     model, tok = rm.load(rm.LLM, "default")
-    from layersim import models
+    from layersim.nets import models
 
     assert models.family(model) == "llama" and models.n_layers(model) == 30
     assert tok.pad_token is not None and tok.padding_side == "right"
@@ -86,7 +87,7 @@ def test_the_llm_is_a_real_offline_llama_with_a_pad_token():
 def test_tracing_vits_exist_at_every_scale_with_their_own_data():
     """r05 compares the standard and the aligned tracing ViT at every scale (at paper scale the
     MODELS table holds only the paper's pretrained encoders, which once left r05 without ViTs)."""
-    from layersim import redundancy_models as rm
+    from layersim.papers.redundancy import models as rm
 
     for scale, dataset in (("smoke", "fashion-mnist"), ("default", "fashion-mnist"), ("paper", "cifar10")):
         vits = rm.tracing_vits(scale)

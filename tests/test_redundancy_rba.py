@@ -1,4 +1,4 @@
-"""layersim.redundancy_rba: the paper's spans and parameter counts (against the numbers the paper
+"""layersim.papers.redundancy.rba: the paper's spans and parameter counts (against the numbers the paper
 prints), span models and the probe protocol."""
 
 import numpy as np
@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from builders import image_batch, tiny_vit
-from layersim import linear_maps, redundancy, redundancy_rba as rr, surgery
+from layersim.measures import redundancy
+from layersim.nets import linear_maps, surgery
+from layersim.papers.redundancy import rba as rr
 
 
 def test_table_spans_and_blocks_kept():

@@ -1,4 +1,4 @@
-"""layersim.report and `python -m layersim report`: names checked before loading, one pass, every lens
+"""layersim.tools.report and `python -m layersim report`: names checked before loading, one pass, every lens
 run or skipped with its reason, and an HTML page with every section and figure."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from layersim import assets, lenses, report
+from layersim.inputs import assets
+from layersim.notebook import lenses
+from layersim.tools import report
 
 MINILM = "all-minilm-l6-v2"
 needs_minilm = pytest.mark.skipif(not assets.is_available(MINILM), reason="MiniLM is not installed")
@@ -147,7 +149,7 @@ def test_one_pass_report_on_minilm_and_its_figures():
     off = report.run_lenses(mean, ["redundancy/skip_change"])
     assert off.skipped["redundancy/skip_change"].endswith("n_surgery=0 turned that off")
     # texts are batched by length: every label must still sit with its own text's features
-    from layersim import alignment_text
+    from layersim.papers.alignment import text as alignment_text
 
     ref = alignment_text.encoder_features(loaded.model, loaded.tokenizer, inputs.texts, tokens=("mean",),
                                           max_length=24, device="cpu")["mean"]

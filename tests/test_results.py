@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim import results
+from layersim.notebook import results
 
 
 def test_output_dir_keeps_other_scales_out_of_figures(tmp_path, monkeypatch):

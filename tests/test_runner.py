@@ -3,7 +3,7 @@ import json
 import pytest
 
 from builders import write_notebook
-from layersim import runner
+from layersim.tools import runner
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ def _snapshot(folder):
 def test_runs_with_parameters_or_other_scales_leave_committed_files_alone(fake_repo):
     """Real papermill runs of a notebook that writes through results.output_dir: the committed
     notebook and figures/ change only in the plain default run (the control)."""
-    writes = ("from layersim import results\n"
+    writes = ("from layersim.notebook import results\n"
               "(results.output_dir('p', 'n', scale) / 'out.txt').write_text(f'{scale} {n}')\n"
               "results.write_metrics(results.output_dir('p', 'n', scale), 'p/n', scale, {}, {})")
     nb = write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [writes], 'scale = "default"\nn = None')
@@ -161,7 +161,7 @@ def test_parse_value():
 
 @pytest.mark.slow
 def test_refs_keep_only_the_checked_outputs(fake_repo):
-    writes = ("from layersim import results\n"
+    writes = ("from layersim.notebook import results\n"
               "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
               "OUT = results.output_dir('p', 'r', scale)\n"
               "results.save_figure(plt.figure(), OUT, 'fig')\n"

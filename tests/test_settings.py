@@ -1,9 +1,9 @@
-"""layersim.settings: presets merged with a notebook's parameters, every value checked before anything loads."""
+"""layersim.notebook.settings: presets merged with a notebook's parameters, every value checked before anything loads."""
 
 import numpy as np
 import pytest
 
-from layersim import settings as st
+from layersim.notebook import settings as st
 
 PRESETS = {"smoke": {"n": 10, "lr": 0.1, "dataset": "fashion-mnist"},
            "default": {"n": 100, "lr": 0.1, "dataset": "fashion-mnist"}}

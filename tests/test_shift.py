@@ -1,10 +1,10 @@
-"""layersim.shift: the corruptions that stand in for a re-collected test set (Figure 17)."""
+"""layersim.inputs.shift: the corruptions that stand in for a re-collected test set (Figure 17)."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import data, shift
+from layersim.inputs import data, shift
 
 
 def batch(n=6, c=1, side=12, seed=0):

@@ -1,4 +1,4 @@
-"""Tests for layersim.similarity against published numbers, naive references and invariances."""
+"""Tests for layersim.measures.similarity against published numbers, naive references and invariances."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layersim import similarity as S
-from layersim.redundancy import block_redundancy
+from layersim.measures import similarity as S
+from layersim.measures.redundancy import block_redundancy
 
 FAST = settings(max_examples=30, deadline=None)
 
@@ -698,10 +698,10 @@ def test_cca_matches_whitening_formula_and_invariance():
 
 
 # --------------------------------------------------------------------------------------
-# the benchmark's baselines (python -m layersim.bench)
+# the benchmark's baselines (python -m layersim.tools.bench)
 # --------------------------------------------------------------------------------------
 def test_bench_baselines_and_smoke_run(capsys):
-    from layersim import bench
+    from layersim.tools import bench
     X = bench.ResidualStream(d=12, n_layers=4, seed=3).batch(60)
     assert X.dtype == np.float32 and X.shape == (4, 60, 12)
     ref = bench.reference_from_product(bench.floor_product(bench.centred_stack(X)), 4)

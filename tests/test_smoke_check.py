@@ -1,4 +1,4 @@
-"""The smoke checks of `make test` (nbval + layersim.smoke_check) on a toy reference notebook, in a pytest
+"""The smoke checks of `make test` (nbval + layersim.tools.smoke_check) on a toy reference notebook, in a pytest
 of its own: they pass when the float kernels move numbers within the tolerance, and fail on a real change
 (a claim's value beyond the tolerance, a flipped verdict, a layer fewer, a missing figure, no metrics
 written). The last case reuses the previous run's output folder, so a stale metrics.json must not pass."""
@@ -17,7 +17,7 @@ import os
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from layersim import results
+from layersim.notebook import results
 
 value = float(os.environ.get("TOY_VALUE", "0.5"))
 layers = [0.25, 0.5, 1.0][: int(os.environ.get("TOY_LAYERS", "3"))]
@@ -59,14 +59,14 @@ def refs(tmp_path_factory):
 
 def run_smoke(pytester, refs, out, monkeypatch, **env):
     """pytest on the toy reference exactly as `make test` runs tests/notebooks (nbval options, sanitizers,
-    the layersim.smoke_check plugin); returns the outcome counts and the output."""
+    the layersim.tools.smoke_check plugin); returns the outcome counts and the output."""
     monkeypatch.setenv("LAYERSIM_OUT", str(out))
     for k in ("TOY_VALUE", "TOY_LAYERS", "TOY_FIGURE", "TOY_WRITE"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     result = pytester.runpytest_subprocess(
-        str(refs / "toy" / "t99_toy.ipynb"), "-p", "layersim.smoke_check", "--nbval-lax", "--nbval-current-env",
+        str(refs / "toy" / "t99_toy.ipynb"), "-p", "layersim.tools.smoke_check", "--nbval-lax", "--nbval-current-env",
         "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), "-p", "no:cacheprovider")
     return result.parseoutcomes(), result.stdout.str()
 
@@ -95,7 +95,7 @@ def test_smoke_checks_pass_on_kernel_noise_and_fail_on_real_changes(pytester, re
 
 
 def test_reference_of_needs_a_tolerances_file(tmp_path):
-    from layersim import smoke_check
+    from layersim.tools import smoke_check
 
     (tmp_path / "p").mkdir()
     nb = tmp_path / "p" / "s.ipynb"
@@ -105,7 +105,7 @@ def test_reference_of_needs_a_tolerances_file(tmp_path):
 
 
 def test_every_committed_reference_has_metrics_and_a_measured_tolerance():
-    from layersim import smoke_check
+    from layersim.tools import smoke_check
 
     refs = ROOT / "tests" / "notebooks"
     tolerances = json.loads((refs / smoke_check.TOLERANCES).read_text())

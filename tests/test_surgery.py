@@ -1,7 +1,7 @@
-"""layersim.surgery: skip / replace / truncate spans of blocks, on a tiny model of every family.
+"""layersim.nets.surgery: skip / replace / truncate spans of blocks, on a tiny model of every family.
 
 References are independent of the splicing: forward hooks that make the original blocks return
-their input (the identity, computed the slow way), the logit lens of layersim.readout, and the
+their input (the identity, computed the slow way), the logit lens of layersim.nets.readout, and the
 untouched model.
 """
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from builders import tiny
-from layersim import adapters, models, readout, surgery
+from layersim.nets import adapters, models, readout, surgery
 
 NAMES = [a.name for a in adapters.REGISTRY if a.uniform]
 RAGGED = [a.name for a in adapters.REGISTRY if not a.uniform]

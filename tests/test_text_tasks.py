@@ -1,10 +1,10 @@
-"""layersim.text_tasks: the Austen tasks (balanced, disjoint splits, labels that are true), encoding
+"""layersim.inputs.text_tasks: the Austen tasks (balanced, disjoint splits, labels that are true), encoding
 and scores."""
 
 import numpy as np
 import pytest
 
-from layersim import text_tasks as tt
+from layersim.inputs import text_tasks as tt
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +58,14 @@ def test_bad_requests_are_named():
         tt.load_task("austen-excerpt", n=10**9)
     capped = tt.load_task("austen-novel", "validation", n=60000, at_most=True)  # a cap: all of the balanced split
     assert len(capped) == len(tt.load_task("austen-novel", "validation"))
-    from layersim import assets
+    from layersim.inputs import assets
 
     with pytest.raises(assets.AssetNotFoundError, match="hellaswag"):
         tt.load_task("hellaswag")  # offline: the paper-scale data set is not here
 
 
 def test_encode_pairs_and_labels():
-    from layersim import assets
+    from layersim.inputs import assets
 
     _, tok = assets.load_model("all-minilm-l6-v2")
     task = tt.load_task("austen-next", "validation", n=10)

@@ -1,11 +1,12 @@
-"""layersim.tracing_clip: the caption tokenizer, the small CLIP (readout of every layer in the shared
+"""layersim.papers.tracing.clip: the caption tokenizer, the small CLIP (readout of every layer in the shared
 space ends at CLIP's own embeddings), training and caching, pixels for a pretrained-style CLIP."""
 
 import numpy as np
 import pytest
 import torch
 
-from layersim import data, tracing_clip as tc
+from layersim.inputs import data
+from layersim.papers.tracing import clip as tc
 
 NAMES = data.FASHION_MNIST_CLASSES
 CFG = tc.ClipConfig(width=16, layers=2, heads=2, projection=8, steps=6, batch_size=8, warmup_steps=1)

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from builders import toy_data
-from layersim import checkpoints, training
-from layersim.training import TrainConfig, ViTConfig
+from layersim.train import checkpoints, training
+from layersim.train.training import TrainConfig, ViTConfig
 
 TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=2, embed_dim=16, depth=2, num_heads=2)
 
@@ -84,7 +84,7 @@ def test_divergence_raises(monkeypatch):
 
 
 def test_configs_from_takes_the_image_shape_from_the_data_set():
-    from layersim import presets
+    from layersim.notebook import presets
 
     info = {"image_size": 32, "channels": 3, "classes": 100}
     model_cfg, train_cfg = training.configs_from(presets.TRACING_VIT["paper"], info, seed=7)
@@ -139,7 +139,8 @@ def test_train_models_describes_each_and_records_its_checkpoint(tmp_cache, capsy
 
 
 def test_split_settings_serves_both_model_configs():
-    from layersim import mlp, presets
+    from layersim.notebook import presets
+    from layersim.train import mlp
 
     info = {"image_size": 28, "channels": 1, "classes": 10}
     vit_cfg, vit_train = training.split_settings(
@@ -194,7 +195,7 @@ def test_loader_settings_per_device():
 def test_batch_augmentation_path_replaces_the_per_image_one(monkeypatch):
     """augment_on_device=True (what CUDA does by default) on the CPU: the per-image augmentation is
     never called, every batch goes through Augmentation.batch, and the switch is restored."""
-    from layersim import data
+    from layersim.inputs import data
 
     ds = data.image_dataset("digits", "train", limit=64, augment=True)
     calls = {"image": 0, "batch": 0}

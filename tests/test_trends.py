@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from layersim import trends
+from layersim.measures import trends
 
 
 def test_pearson_and_spearman_match_definitions():

@@ -1,5 +1,5 @@
-"""``python -m layersim <command>``: ``report`` (every lens on one model: :mod:`layersim.report`) and
-``compare`` (a run's metrics against the committed ones: :mod:`layersim.compare`)."""
+"""``python -m layersim <command>``: ``report`` (every lens on one model: :mod:`layersim.tools.report`) and
+``compare`` (a run's metrics against the committed ones: :mod:`layersim.tools.compare`)."""
 
 import sys
 
@@ -9,14 +9,14 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: python -m layersim report --model MODEL --data DATA [options]   (report --help for the options)\n"
               "       python -m layersim compare [RUN] [REFERENCE] [options]   (compare --help)\n"
-              "       python -m layersim.runner ...   (run notebooks)   python -m layersim.bench ...   (benchmarks)")
+              "       python -m layersim.tools.runner ...   (run notebooks)   python -m layersim.tools.bench ...   (benchmarks)")
         return 0 if argv else 2
     if argv[0] == "report":
-        from .report import main as report_main
+        from layersim.tools.report import main as report_main
 
         return report_main(argv[1:])
     if argv[0] == "compare":
-        from .compare import main as compare_main
+        from layersim.tools.compare import main as compare_main
 
         return compare_main(argv[1:])
     print(f"unknown command {argv[0]!r}; the commands are: report, compare", file=sys.stderr)

@@ -1,0 +1,3 @@
+"""Where things are written and how they are named: paths, protected writers, escaped markup, the
+machine's facts.
+"""

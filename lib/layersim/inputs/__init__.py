@@ -1,0 +1,2 @@
+"""Offline assets (registry models and data), data sets, text tasks, distribution shifts.
+"""

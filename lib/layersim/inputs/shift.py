@@ -1,0 +1,180 @@
+"""Distribution shift for the transfer experiments (tracing paper, appendix B.4, Figure 17).
+
+The paper tests a CIFAR-10 model on CIFAR-10.2 (Lu et al. 2020), a re-collected test set whose
+images differ in small ways from the originals. Offline there is no re-collected Fashion-MNIST,
+so the default scale shifts the held-out images with fixed, mild corruptions of the kind used
+by CIFAR-10-C (Hendrycks & Dietterich 2019): additive Gaussian noise, Gaussian blur, reduced
+contrast and small random translations. At paper scale the real CIFAR-10.2 test set is read
+instead (``layersim.inputs.data.image_dataset("cifar10.2", "test")``).
+
+Every function works on a batch of images in [0, 1], ``float [N, C, H, W]``, and returns a new
+batch in [0, 1] (clipped); random corruptions take a ``seed`` and give the same images for the
+same seed. :func:`shifted_inputs` builds a whole shifted test set, normalised like the source
+data set so that a model trained there can read it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from layersim.inputs import data
+
+__all__ = [
+    "CORRUPTIONS",
+    "contrast",
+    "corrupt",
+    "gaussian_blur",
+    "gaussian_noise",
+    "shifted_inputs",
+    "translate",
+]
+
+
+def _check_batch(x: torch.Tensor) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or x.ndim != 4:
+        raise ValueError(f"expected a batch of images float [N, C, H, W], got "
+                         f"{type(x).__name__} with shape {tuple(getattr(x, 'shape', ()))}")
+    if not x.is_floating_point():
+        raise ValueError(f"images must be floats in [0, 1], got dtype {x.dtype}")
+    return x
+
+
+def _check_nonnegative(value: float, name: str) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return float(value)
+
+
+def gaussian_noise(x: torch.Tensor, sigma: float, seed: int = 0) -> torch.Tensor:
+    """``clip(x + sigma * n)`` with ``n ~ N(0, 1)`` i.i.d. per pixel (CIFAR-10-C "gaussian noise").
+
+    ``sigma`` is in units of the [0, 1] pixel range; the noise comes from a ``seed``-ed generator.
+    """
+    x = _check_batch(x)
+    sigma = _check_nonnegative(sigma, "sigma")
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    return (x + sigma * noise.to(x.device)).clamp_(0.0, 1.0)
+
+
+def gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Blur with a Gaussian kernel of standard deviation ``sigma`` pixels (kernel side
+    ``2 * ceil(3 sigma) + 1``, reflected borders); ``sigma = 0`` returns a copy."""
+    x = _check_batch(x)
+    sigma = _check_nonnegative(sigma, "sigma")
+    if sigma == 0:
+        return x.clone()
+    from torchvision.transforms.functional import gaussian_blur as tv_blur
+
+    side = 2 * math.ceil(3 * sigma) + 1
+    side = min(side, 2 * ((min(x.shape[-2:]) - 1) // 2) + 1)  # torchvision: odd and <= the image
+    return tv_blur(x, [side, side], [sigma, sigma]).clamp_(0.0, 1.0)
+
+
+def contrast(x: torch.Tensor, factor: float) -> torch.Tensor:
+    """``clip(m + factor * (x - m))`` with ``m`` the mean of each image (over channels and
+    pixels): ``factor < 1`` lowers the contrast, 1 leaves the image unchanged."""
+    x = _check_batch(x)
+    factor = _check_nonnegative(factor, "factor")
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    return (mean + factor * (x - mean)).clamp_(0.0, 1.0)
+
+
+def translate(x: torch.Tensor, max_shift: int, seed: int = 0) -> torch.Tensor:
+    """Shift each image by an integer offset drawn uniformly from ``[-max_shift, max_shift]``
+    per axis (``seed``-ed), filling the uncovered border with 0 (black)."""
+    x = _check_batch(x)
+    if int(max_shift) != max_shift or max_shift < 0:
+        raise ValueError(f"max_shift must be a whole number of pixels >= 0, got {max_shift}")
+    max_shift = int(max_shift)
+    n, _, h, w = x.shape
+    if max_shift >= min(h, w):
+        raise ValueError(f"max_shift {max_shift} must be smaller than the image side {min(h, w)}")
+    gen = torch.Generator().manual_seed(seed)
+    offsets = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=gen)
+    out = torch.zeros_like(x)
+    for i, (dy, dx) in enumerate(offsets.tolist()):
+        src_y, dst_y = slice(max(0, -dy), h - max(0, dy)), slice(max(0, dy), h - max(0, -dy))
+        src_x, dst_x = slice(max(0, -dx), w - max(0, dx)), slice(max(0, dx), w - max(0, -dx))
+        out[i, :, dst_y, dst_x] = x[i, :, src_y, src_x]
+    return out
+
+
+#: corruption name -> (function, name of its severity argument, takes a seed)
+CORRUPTIONS = {
+    "gaussian_noise": (gaussian_noise, "sigma", True),
+    "gaussian_blur": (gaussian_blur, "sigma", False),
+    "contrast": (contrast, "factor", False),
+    "translate": (translate, "max_shift", True),
+}
+
+
+def corrupt(x: torch.Tensor, kind: str, severity: float, seed: int = 0) -> torch.Tensor:
+    """Apply the corruption ``kind`` (a key of :data:`CORRUPTIONS`) with its ``severity``
+    (noise / blur sigma, contrast factor, or maximum translation in pixels)."""
+    if kind not in CORRUPTIONS:
+        raise ValueError(f"unknown corruption {kind!r}; choose one of {sorted(CORRUPTIONS)}")
+    fn, arg, seeded = CORRUPTIONS[kind]
+    kwargs = {arg: severity, **({"seed": seed} if seeded else {})}
+    return fn(x, **kwargs)
+
+
+def check_spec(spec: Mapping) -> dict:
+    """``spec`` as a dict if it is a shift :func:`shifted_inputs` understands, else ``ValueError``:
+    ``{}``, ``{"dataset": name}`` or ``{"corruption": kind, "severity": s}`` with ``kind`` a key of
+    :data:`CORRUPTIONS` and ``s`` a number >= 0 (an integer number of pixels for ``translate``)."""
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"a shift is a dict, got {type(spec).__name__}")
+    spec = dict(spec)
+    unknown = set(spec) - {"dataset", "corruption", "severity"}
+    if unknown or ("dataset" in spec and ("corruption" in spec or "severity" in spec)):
+        raise ValueError(f"a shift is {{'dataset': name}} or {{'corruption': kind, 'severity': s}}, got {spec}")
+    if "dataset" in spec and not (isinstance(spec["dataset"], str) and spec["dataset"]):
+        raise ValueError(f"the data set of a shift is a name, got {spec['dataset']!r}")
+    if "corruption" in spec or "severity" in spec:
+        kind, severity = spec.get("corruption"), spec.get("severity")
+        if kind not in CORRUPTIONS:
+            raise ValueError(f"unknown corruption {kind!r}; choose one of {sorted(CORRUPTIONS)}")
+        integral = kind == "translate"
+        if (isinstance(severity, bool) or not isinstance(severity, int if integral else (int, float))
+                or not math.isfinite(severity) or severity < 0):
+            raise ValueError(f"corruption {kind!r} needs a 'severity' >= 0{' in whole pixels' if integral else ''}, "
+                             f"got {severity!r}")
+    return spec
+
+
+def shifted_sets(source: str, specs: Mapping[str, Mapping], limit: int | None = None, seed: int = 0
+                 ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Shifted test sets for a model trained on the image data set ``source``: label -> ``(x, y)``.
+
+    Each spec is either ``{"dataset": name}`` — another data set's test split with the same
+    classes (CIFAR-10.2 for CIFAR-10) — or ``{"corruption": kind, "severity": s}`` — the
+    source's own test split, corrupted with :func:`corrupt`; ``{}`` gives the clean test set.
+    The source's test split is loaded once for all of them. ``limit`` keeps a stratified
+    ``seed``-ed subset. Each ``x`` is float ``[N,C,H,W]`` normalised with the source's statistics
+    (``layersim.inputs.data.as_model_input``), ``y`` int64 ``[N]``.
+    """
+    specs = {label: check_spec(spec) for label, spec in specs.items()}
+    loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def test_split(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if name not in loaded:
+            loaded[name] = data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False).tensors()
+        return loaded[name]
+
+    out = {}
+    for label, spec in specs.items():
+        images, labels = test_split(spec.get("dataset", source))
+        if "corruption" in spec:
+            images = corrupt(images, spec["corruption"], spec["severity"], seed=seed)
+        out[label] = data.as_model_input(images, source), labels
+    return out
+
+
+def shifted_inputs(source: str, spec: Mapping, limit: int | None = None, seed: int = 0
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One shifted test set (:func:`shifted_sets` with a single ``spec``)."""
+    return shifted_sets(source, {"": spec}, limit=limit, seed=seed)[""]

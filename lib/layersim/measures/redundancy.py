@@ -1,0 +1,198 @@
+"""Block Redundancy and Redundant Blocks Approximation (the redundancy paper, eq. 1 and §3).
+
+* **Block Redundancy** (eq. 1): ``BR_i = -MSE(h_i, h_{i-1})`` between the outputs of consecutive
+  blocks over a data subset (:func:`block_redundancy`). The paper's extraction lost the formula's
+  details; our choices: the mean over samples *and* features of the squared difference
+  (``torch.nn.functional.mse_loss``), uncentred, un-normalised, on the token the model classifies
+  with (the paper's §4.1: the [CLS] token). Higher (closer to 0) = block ``i`` changes less.
+* **RBA** (§3): the output of block ``j`` approximated from the output of block ``i < j`` by a
+  linear map ``T`` minimising ``||X T - Y||_F^2`` over N training samples (the paper: 3,000), one
+  map shared by every token (rows = every token of every sample; the paper's and its code's
+  default) or one per token position. :class:`LeastSquares` solves it in float64, streamed over
+  batches with a running QR factorisation (TSQR: memory ``O(d^2)`` whatever N, and the accuracy
+  of ``numpy.linalg.lstsq`` on the stacked data: no normal equations, no explicit inverse);
+  rank-deficient inputs get the minimum-norm solution, as ``lstsq`` gives. Like the authors' code
+  (``torch.linalg.lstsq(x, y)``) the map has no intercept by default (``bias=True`` adds one).
+  ``layersim.nets.linear_maps`` fits it on a model's own hidden states and applies it to every token
+  (``LinearMap``); ``layersim.nets.surgery.replace`` puts it in the model in place of the blocks it stands for.
+
+Block numbering: ``layersim.nets.surgery`` counts blocks 1..L and replaces blocks ``first..last``
+(inclusive), mapping the output of block ``first - 1`` (index ``first - 1`` of the hidden-state
+arrays, 0 = the embedding output) to that of block ``last``. The paper's tables name spans
+``i j`` in its code's convention (0-based block outputs: ``i`` = the output of the (i+1)-th block,
+the blocks after it up to ``j`` removed, so "2 3" removes one block and "1 5" four):
+:func:`paper_span` converts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from layersim.measures import arrays
+
+__all__ = [
+    "LeastSquares",
+    "block_redundancy",
+    "fit_linear_map",
+    "paper_span",
+    "relative_change",
+    "representation_mse",
+]
+
+
+# ----------------------------------------------------------------------------- Block Redundancy
+
+
+def block_redundancy(layers: Any) -> np.ndarray:
+    """Block Redundancy (redundancy paper, eq. 1): ``BR_i = -MSE(h_i, h_{i-1})``.
+
+    The MSE is the mean over samples *and* features of ``(h_i - h_{i-1})^2`` on uncentred
+    features (the paper's text extraction lost the formula; this is the
+    ``torch.nn.functional.mse_loss`` convention). Higher (closer to 0) means block i
+    changes the representation less. Invariant only to common orthogonal transforms and
+    translations (it depends on scale: scaling every layer by c scales BR by c^2). Each
+    pair is computed divided by one power of two near its largest entry and scaled back
+    exactly; a BR beyond float64's range raises ValueError, one below it underflows to 0.
+
+    Parameters
+    ----------
+    layers : list of [N, d] or stacked [L, N, d]
+        Outputs of blocks 0..L-1 (flatten tokens into N beforehand if needed).
+
+    Returns
+    -------
+    np.ndarray, [L-1]
+        Entry i-1 is BR of block i.
+    """
+    Xs, absmax = arrays.checked_layers(layers, min_n=1)
+    arrays.same_dims(Xs)
+    if len(Xs) < 2:
+        raise ValueError("block_redundancy needs at least 2 layers")
+    out = []
+    for i in range(1, len(Xs)):
+        e = arrays.exponent(max(absmax[i - 1], absmax[i]))
+        mse = np.mean((arrays.scaled(Xs[i], e) - arrays.scaled(Xs[i - 1], e)) ** 2)
+        out.append(-arrays.unscaled(mse, 2 * e, f"the MSE between layers {i - 1} and {i}"))
+    return np.array(out)
+
+
+# ----------------------------------------------------------------------------- the least-squares map
+
+
+def paper_span(i: int, j: int) -> tuple[int, int]:
+    """The paper's span ``i j`` (Tables 1, 2, 5-7: block outputs numbered from 0, the map takes
+    output ``i`` to output ``j``) as ``(first, last)`` blocks of ``layersim.nets.surgery`` (1-based,
+    inclusive): ``(i + 2, j + 1)``. ``paper_span(2, 3) == (4, 4)``, one block; ``(1, 5)`` -> ``(3, 6)``."""
+    if not (isinstance(i, (int, np.integer)) and isinstance(j, (int, np.integer))) or i < 0 or j <= i:
+        raise ValueError(f"a paper span is two block outputs 0 <= i < j, got {i!r}, {j!r}")
+    return int(i) + 2, int(j) + 1
+
+
+class LeastSquares:
+    """``min_T ||X T - Y||_F^2`` accumulated over row batches of ``X [n, d_in]`` and ``Y [n, d_out]``.
+
+    Keeps the ``R`` factor of the QR factorisation of every row seen so far (``[d_in, d_in]``, or
+    fewer rows while fewer samples were seen) and ``Q^T Y`` (TSQR, float64): :meth:`update` folds a
+    batch in, :meth:`solve` returns the minimum-norm least-squares solution (``numpy.linalg.lstsq``
+    on ``R``, equal to ``lstsq`` on all the rows). ``bias=True`` fits an intercept (a constant-1
+    column appended to ``X``; the solution's last row). ``ridge=λ > 0`` minimises
+    ``||X T - Y||^2 + λ ||T||^2`` instead (exactly: ``sqrt(λ) I`` rows appended; the intercept is
+    not penalised).
+    """
+
+    def __init__(self, bias: bool = False):
+        self.bias = bool(bias)
+        self.R: np.ndarray | None = None
+        self.QtY: np.ndarray | None = None
+        self.n = 0  # rows seen
+
+    def _prepare(self, X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
+        X, Y = arrays.to_numpy(X, name="X"), arrays.to_numpy(Y, name="Y")  # float64; complex or non-numeric: ValueError
+        if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
+            raise ValueError(f"X [n, d_in] and Y [n, d_out] must be 2-d with the same rows, got {X.shape}, {Y.shape}")
+        if not (np.isfinite(X).all() and np.isfinite(Y).all()):
+            raise ValueError("X and Y must be finite (NaN or inf found)")
+        if self.bias:
+            X = np.hstack([X, np.ones((len(X), 1))])
+        if self.R is not None and (X.shape[1] != self.R.shape[1] or Y.shape[1] != self.QtY.shape[1]):
+            raise ValueError(f"batch of widths {X.shape[1] - self.bias} -> {Y.shape[1]} after "
+                             f"{self.R.shape[1] - self.bias} -> {self.QtY.shape[1]}")
+        return X, Y
+
+    def update(self, X: Any, Y: Any) -> LeastSquares:
+        """Fold the rows of ``X [b, d_in]`` and ``Y [b, d_out]`` in; returns self."""
+        X, Y = self._prepare(X, Y)
+        if len(X) == 0:
+            return self
+        self.n += len(X)
+        if self.R is not None:
+            X, Y = np.vstack([self.R, X]), np.vstack([self.QtY, Y])
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            Q, R = np.linalg.qr(X, mode="reduced")
+            QtY = Q.T @ Y
+        if not (np.isfinite(R).all() and np.isfinite(QtY).all()):
+            raise ValueError(f"X and Y are too large for float64 here (max |X| = {np.abs(X).max():.3g}, "
+                             f"max |Y| = {np.abs(Y).max():.3g}): rescale them")
+        self.R, self.QtY = R, QtY
+        return self
+
+    def solve(self, ridge: float = 0.0, rcond: float | None = None) -> np.ndarray:
+        """The map ``T [d_in (+1), d_out]`` (float64); ValueError before any row was seen, or if the map
+        is beyond float64's range."""
+        if self.R is None:
+            raise ValueError("no rows: call update() first")
+        if not (np.isfinite(ridge) and ridge >= 0):
+            raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
+        R, QtY = self.R, self.QtY
+        if ridge > 0:
+            d = R.shape[1]
+            pen = np.sqrt(ridge) * np.eye(d)
+            if self.bias:
+                pen = pen[:-1]
+            R = np.vstack([R, pen])
+            QtY = np.vstack([QtY, np.zeros((len(pen), QtY.shape[1]))])
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+                T = np.linalg.lstsq(R, QtY, rcond=rcond)[0]
+        except np.linalg.LinAlgError as exc:
+            raise ValueError(f"the least-squares map cannot be computed in float64 ({exc})") from None
+        if not np.isfinite(T).all():
+            raise ValueError("the least-squares map is beyond the range of float64 (X is nearly 0 next to Y)")
+        return T
+
+
+def fit_linear_map(X: Any, Y: Any, bias: bool = False, ridge: float = 0.0) -> np.ndarray:
+    """``argmin_T ||X T - Y||_F^2`` in one call (:class:`LeastSquares` on one batch)."""
+    return LeastSquares(bias=bias).update(X, Y).solve(ridge=ridge)
+
+
+# ----------------------------------------------------------------------------- RBA on a model
+
+
+def representation_mse(a: Any, b: Any) -> float:
+    """Mean over samples and features of ``(a - b)^2`` between two ``[N, d]`` representations (the
+    paper's dissimilarity of the final representations of the original and approximated model,
+    Figs. 3, 7), in float64; ValueError for mismatched shapes or non-finite values."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"two [N, d] representations of one shape are needed, got {a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("representations must be finite (NaN or inf found)")
+    return float(np.mean((a - b) ** 2))
+
+
+def relative_change(reference: Any, changed: Any) -> float:
+    """:func:`representation_mse` of ``changed`` against ``reference``, divided by the mean squared
+    deviation of ``reference`` from its mean (its total variance per feature): 0 = unchanged, 1 = as
+    far from the original as the original's samples are from their mean; unlike the raw MSE it
+    compares models of different widths and scales. ValueError for a constant ``reference``."""
+    ref = np.asarray(reference, dtype=np.float64)
+    mse = representation_mse(ref, changed)
+    var = float(np.mean((ref - ref.mean(axis=0)) ** 2))
+    if var <= np.finfo(float).tiny:
+        raise ValueError("the reference representation is the same for every sample: a relative change is undefined")
+    return mse / var
+
+

@@ -1,0 +1,170 @@
+"""Parameter counts of single- vs multi-classifier multi-exit models (tracing paper, Table 1).
+
+A multi-exit model with *one classifier per layer* (BERxiT-style) adds ``L - 1`` classifiers
+to the ``L``-block model; the paper's proposal shares the model's own last-layer classifier
+across all exits and adds none. Counts here are closed forms of the real architectures,
+checked in the tests against ``sum(p.numel())`` of instantiated models:
+
+- :func:`vit_params`: timm ``VisionTransformer`` (DeiT-S / DeiT-B: class token, learned
+  position embedding, pre-LN blocks with qkv bias, final LayerNorm, linear head with bias);
+- :func:`gpt2_params`: HF ``GPT2LMHeadModel`` (GPT-2, and GPT-3's published sizes, whose
+  architecture is GPT-2's with alternating sparse attention that has no extra parameters);
+  the LM head is tied to the token embedding unless ``tie_word_embeddings=False``;
+- :func:`llama_params`: HF ``LlamaForCausalLM`` (RMSNorm, grouped-query attention, SwiGLU MLP,
+  no biases, untied LM head by default as in LLaMA-2).
+
+:data:`ARCHITECTURES` holds the published sizes; :func:`architecture_params` counts one of
+them (analytically; no weights are ever allocated).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+__all__ = [
+    "ARCHITECTURES",
+    "architecture_params",
+    "count_module",
+    "exit_head_params",
+    "gpt2_params",
+    "hf_params",
+    "llama_params",
+    "multi_exit_params",
+    "param_saving",
+    "vit_params",
+]
+
+
+def count_module(model: nn.Module) -> int:
+    """``sum(p.numel())`` over the module's distinct parameters (tied weights counted once;
+    works on the meta device)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def _linear(d_in: int, d_out: int, bias: bool = True) -> int:
+    return d_in * d_out + (d_out if bias else 0)
+
+
+def vit_params(embed_dim: int, depth: int, num_classes: int = 1000, img_size: int = 224, patch_size: int = 16,
+               in_chans: int = 3, mlp_ratio: float = 4.0, qkv_bias: bool = True, class_token: bool = True) -> int:
+    """Parameters of a timm ``VisionTransformer`` (global_pool='token', no register tokens):
+    patch embedding (conv with bias), class token, position embedding (patches + class token),
+    ``depth`` pre-LN blocks (LayerNorm, qkv, proj, LayerNorm, fc1, fc2), final LayerNorm and head."""
+    d = embed_dim
+    hidden = int(d * mlp_ratio)
+    n_tokens = (img_size // patch_size) ** 2 + int(class_token)
+    embed = in_chans * patch_size ** 2 * d + d + int(class_token) * d + n_tokens * d
+    block = 2 * d + _linear(d, 3 * d, qkv_bias) + _linear(d, d) + 2 * d + _linear(d, hidden) + _linear(hidden, d)
+    head = _linear(d, num_classes) if num_classes else 0
+    return embed + depth * block + 2 * d + head
+
+
+def gpt2_params(n_embd: int, n_layer: int, vocab_size: int = 50257, n_positions: int = 1024,
+                n_inner: int | None = None, tie_word_embeddings: bool = True) -> int:
+    """Parameters of an HF ``GPT2LMHeadModel``: token and position embeddings, ``n_layer``
+    blocks (ln_1, c_attn, c_proj, ln_2, c_fc, c_proj; all with biases), ln_f, and the LM head
+    (``vocab_size x n_embd``, no bias; free when tied to the token embedding)."""
+    d, inner = n_embd, n_inner or 4 * n_embd
+    block = 2 * d + _linear(d, 3 * d) + _linear(d, d) + 2 * d + _linear(d, inner) + _linear(inner, d)
+    head = 0 if tie_word_embeddings else vocab_size * d
+    return vocab_size * d + n_positions * d + n_layer * block + 2 * d + head
+
+
+def llama_params(hidden_size: int, intermediate_size: int, num_hidden_layers: int, num_attention_heads: int,
+                 num_key_value_heads: int | None = None, vocab_size: int = 32000,
+                 tie_word_embeddings: bool = False, head_dim: int | None = None) -> int:
+    """Parameters of an HF ``LlamaForCausalLM`` without biases: token embedding,
+    ``num_hidden_layers`` blocks (q, k, v, o projections with grouped-query k/v; gate, up, down
+    SwiGLU projections; two RMSNorms), final RMSNorm and the LM head (untied unless asked)."""
+    d = hidden_size
+    hd = head_dim or d // num_attention_heads
+    kv = num_key_value_heads or num_attention_heads
+    attn = d * num_attention_heads * hd * 2 + d * kv * hd * 2
+    block = attn + 3 * d * intermediate_size + 2 * d
+    head = 0 if tie_word_embeddings else vocab_size * d
+    return vocab_size * d + num_hidden_layers * block + d + head
+
+
+def hf_params(config: Any) -> int:
+    """Closed-form count for a transformers ``GPT2Config`` or ``LlamaConfig`` (the model an
+    ``*LMHeadModel`` / ``*ForCausalLM`` built from it would have)."""
+    kind = getattr(config, "model_type", None)
+    if kind == "gpt2":
+        return gpt2_params(config.n_embd, config.n_layer, config.vocab_size, config.n_positions,
+                           config.n_inner, config.tie_word_embeddings)
+    if kind == "llama":
+        if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+            raise NotImplementedError("LLaMA configs with biases are not counted")
+        return llama_params(config.hidden_size, config.intermediate_size, config.num_hidden_layers,
+                            config.num_attention_heads, config.num_key_value_heads, config.vocab_size,
+                            config.tie_word_embeddings, getattr(config, "head_dim", None))
+    raise NotImplementedError(f"no closed form for model_type {kind!r}")
+
+
+def exit_head_params(dim: int, n_classes: int, bias: bool = True, norm: bool = False) -> int:
+    """Parameters of one exit classifier ``Linear(dim, n_classes)`` (with ``bias``), plus a
+    LayerNorm of its own (``2 dim``) when ``norm`` (as :func:`layersim.train.objectives.add_exit_heads`)."""
+    return _linear(dim, n_classes, bias) + (2 * dim if norm else 0)
+
+
+def multi_exit_params(single: int, n_layers: int, dim: int, n_classes: int, bias: bool = True,
+                      norm: bool = False) -> int:
+    """Table 1's "multiple classifiers" count: the single-classifier model plus ``L - 1``
+    exit classifiers (block ``L`` keeps the model's own)."""
+    return single + (n_layers - 1) * exit_head_params(dim, n_classes, bias, norm)
+
+
+def param_saving(single: float, multi: float) -> float:
+    """Table 1's "#Param Saving": the fraction of the multi-classifier model's parameters that a
+    single shared classifier saves, ``(multi - single) / multi``."""
+    return (multi - single) / multi
+
+
+#: Published sizes. ``kind`` picks the counting function, ``dim`` / ``classes`` / ``layers`` are
+#: the classifier's input width, its outputs and the number of blocks (Table 1's columns),
+#: ``head_bias`` whether the model's classifier has a bias (a copy of it is one exit head).
+ARCHITECTURES: dict[str, dict[str, Any]] = {
+    # timm deit_small_patch16_224 / deit_base_patch16_224 (Touvron et al. 2021), ImageNet-1K
+    "deit_small": dict(kind="vit", timm="deit_small_patch16_224", dim=384, classes=1000, layers=12, head_bias=True,
+                       config=dict(embed_dim=384, depth=12, num_classes=1000)),
+    "deit_base": dict(kind="vit", timm="deit_base_patch16_224", dim=768, classes=1000, layers=12, head_bias=True,
+                      config=dict(embed_dim=768, depth=12, num_classes=1000)),
+    # GPT-2 small, HF GPT2Config() defaults (Radford et al. 2019): LM head tied to the embedding
+    "gpt2": dict(kind="gpt2", dim=768, classes=50257, layers=12, head_bias=False,
+                 config=dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=50257)),
+    # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, n_ctx 2048,
+    # GPT-2's 50257-token BPE vocabulary
+    "gpt3": dict(kind="gpt2", dim=12288, classes=50257, layers=96, head_bias=False,
+                 config=dict(n_embd=12288, n_layer=96, n_head=96, n_positions=2048, vocab_size=50257)),
+    # LLaMA-2 (Touvron et al. 2023), the released configurations; 32000-token vocabulary, untied head
+    "llama2_7b": dict(kind="llama", dim=4096, classes=32000, layers=32, head_bias=False,
+                      config=dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                                  num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)),
+    "llama2_13b": dict(kind="llama", dim=5120, classes=32000, layers=40, head_bias=False,
+                       config=dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
+                                   num_attention_heads=40, num_key_value_heads=40, vocab_size=32000)),
+    "llama2_70b": dict(kind="llama", dim=8192, classes=32000, layers=80, head_bias=False,
+                       config=dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                                   num_attention_heads=64, num_key_value_heads=8, vocab_size=32000)),
+}
+
+_COUNTERS = {
+    "vit": lambda c: vit_params(**c),
+    "gpt2": lambda c: gpt2_params(c["n_embd"], c["n_layer"], c["vocab_size"], c["n_positions"]),
+    "llama": lambda c: llama_params(**c),
+}
+
+
+def architecture_params(name: str, head_bias: bool | None = None, head_norm: bool = False) -> dict[str, int]:
+    """``{"single": n, "multi": n}`` for one of :data:`ARCHITECTURES` (closed forms).
+
+    An exit head is a copy of the model's classifier (with its bias unless ``head_bias`` says
+    otherwise; with a LayerNorm of its own when ``head_norm``).
+    """
+    arch = ARCHITECTURES[name]
+    single = _COUNTERS[arch["kind"]](arch["config"])
+    bias = arch["head_bias"] if head_bias is None else head_bias
+    multi = multi_exit_params(single, arch["layers"], arch["dim"], arch["classes"], bias, head_norm)
+    return {"single": single, "multi": multi}

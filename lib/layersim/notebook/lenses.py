@@ -1,0 +1,615 @@
+"""A registry of layer-wise measures ("lenses"): name -> measure, inputs, output kind, invariances.
+
+After the nacloos/similarity-repository (measures registered under ids, fetched by glob) and
+repsim (a table of metrics with invariance flags drives one generic invariance test): every
+measure of the four papers that reads a stack of layers is one :class:`Lens` row here, computed
+by the project's own function (``similarity``, ``readout``, ``collapse``, ``probe``,
+``alignment``); nothing is reimplemented. A report walks :func:`table`; ``tests/test_lenses.py``
+walks :func:`names` and checks every row's claims numerically.
+
+Usage::
+
+    data = LayerData(hidden=feats.hidden, labels=feats.labels, logits=logits)
+    apply("cka/matrix", data)          # [E, E]
+    names("cos/*")                     # ['cos/adjacent', 'cos/matrix', ...]
+    print(format_table())              # markdown, for a README or a report
+
+Inputs (:class:`LayerData`)
+---------------------------
+``hidden`` ``[E, N, d]``: E entries of one token's features (index 0 = the embedding output,
+``i`` = the output of block ``i``, no final norm: the raw residual stream, as
+``layersim.nets.models.collect`` gives it); ``labels`` ``[N]`` integers ``0..K-1``; ``logits``
+``[E, N, K]`` (``readout.layer_logits``); ``layers`` the layer index of each entry (optional);
+``model`` a :class:`ModelRuns` (the model itself and batches to run it on) for the lenses that
+change the model and run it again (skipping or approximating blocks): the only lenses that cost
+more than the one pass that read ``hidden``. A lens names the inputs it ``needs``; :func:`apply` raises ``ValueError`` naming the lens and
+the missing input.
+
+Output kinds (``returns``)
+--------------------------
+- ``per_layer``: ``[E]``, one value per entry.
+- ``per_pair``: ``[E, E]``, one value per pair of entries (symmetric matrices here).
+- ``per_step``: ``[E-1]``, entry ``i-1`` compares entries ``i-1`` and ``i`` (adjacent layers).
+- ``per_sample_step``: ``[E-1, N]``, the same per sample (the distributions of tracing Fig. 11).
+- ``per_sample_layer``: ``[E, N]``, one value per entry and sample.
+- ``per_sample``: ``[N]``, one value per sample.
+
+Invariances (``invariances``)
+-----------------------------
+A lens declares that its output is unchanged (up to float64 rounding) when its input is
+transformed as follows; ``O``, ``c``, ``t`` are drawn at random, ``h_l`` is entry ``l`` of
+``hidden`` (rows = samples):
+
+- ``invertible_linear``: ``h_l -> h_l A_l``, every entry by its own invertible ``d x d`` matrix
+  (declared by no lens here; it keeps the other flags honest: CKA must fail it).
+- ``isotropic_scale``: ``h_l -> c_l h_l``, every entry by its own ``c_l > 0``.
+- ``shared_scale``: ``h_l -> c h_l``, one ``c > 0`` for all entries.
+- ``orthogonal``: ``h_l -> h_l O_l``, every entry by its own orthogonal ``d x d`` matrix.
+- ``shared_orthogonal``: ``h_l -> h_l O``, one orthogonal matrix for all entries.
+- ``translation``: ``h_l -> h_l + t_l``, every entry shifted by its own constant vector.
+- ``shared_translation``: ``h_l -> h_l + t``, one vector for all entries.
+- ``sample_permutation``: one permutation of the samples applied to ``hidden``, ``labels`` and
+  ``logits`` alike; per-layer, per-pair and per-step outputs are unchanged, per-sample outputs
+  come back permuted the same way.
+- ``logit_scale``: ``z_l -> c_l z_l``, every entry's logits by its own ``c_l > 0``.
+- ``logit_shift``: ``z_ln -> z_ln + s_ln 1``, one constant added to all K logits of a sample,
+  its own for every entry and sample (the softmax does not change).
+
+A per-entry invariance implies its shared form (``isotropic_scale`` -> ``shared_scale``,
+``orthogonal`` -> ``shared_orthogonal``, ``translation`` -> ``shared_translation``), and
+``invertible_linear`` implies ``orthogonal`` and ``isotropic_scale``; a :class:`Lens` adds the
+implied ones itself (:data:`IMPLIED`). The transformations of ``hidden`` are declared only
+by lenses that read ``hidden``, ``logit_*`` only by lenses that read ``logits``: a lens that
+reads logits alone declares no invariance of the hidden states, because that depends on the
+readout head (the test recomputes the logits of transformed hidden states with a plain affine
+head, under which none holds). Invariances are declared for a lens's default keyword arguments
+(e.g. ``center=False`` takes translation invariance away from COS). A lens that reads only
+``model`` is untouched by all of them and declares none (its own tests check its values).
+
+Layer convention: as ``layersim.nets.models``; per-layer outputs follow the order of the entries.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from layersim.measures import alignment, block_structure, collapse, probe, redundancy, similarity
+from layersim.nets import linear_maps, readout
+
+__all__ = [
+    "IMPLIED",
+    "INPUTS",
+    "INVARIANCES",
+    "KINDS",
+    "LayerData",
+    "Lens",
+    "ModelRuns",
+    "Row",
+    "apply",
+    "expected_shape",
+    "format_table",
+    "get",
+    "names",
+    "register",
+    "table",
+]
+
+INPUTS = ("hidden", "labels", "logits", "model")
+KINDS = ("per_layer", "per_pair", "per_step", "per_sample_step", "per_sample_layer", "per_sample")
+HIDDEN_INVARIANCES = ("invertible_linear", "isotropic_scale", "shared_scale", "orthogonal", "shared_orthogonal",
+                      "translation", "shared_translation")
+LOGIT_INVARIANCES = ("logit_scale", "logit_shift")
+INVARIANCES = HIDDEN_INVARIANCES + ("sample_permutation",) + LOGIT_INVARIANCES
+#: invariance -> the invariances it implies (directly; :class:`Lens` takes the closure)
+IMPLIED = {"invertible_linear": ("orthogonal", "isotropic_scale"), "isotropic_scale": ("shared_scale",),
+           "orthogonal": ("shared_orthogonal",), "translation": ("shared_translation",)}
+
+
+def _closure(invariances: frozenset) -> frozenset:
+    """``invariances`` with everything they imply (:data:`IMPLIED`)."""
+    out, todo = set(invariances), list(invariances)
+    while todo:
+        for j in IMPLIED.get(todo.pop(), ()):
+            if j not in out:
+                out.add(j)
+                todo.append(j)
+    return frozenset(out)
+
+
+# --------------------------------------------------------------------------------------
+# the inputs
+# --------------------------------------------------------------------------------------
+def _array(x: Any) -> np.ndarray:
+    """numpy view of an array-like or torch tensor (no dtype change, no copy of a memmap)."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+@dataclass
+class ModelRuns:
+    """What a lens that runs the model again reads: the ``model`` (any family with an adapter), the
+    batches RBA maps are fitted on (``fit``) and those the final representations are compared on
+    (``eval``), the token read (None: the adapter's default) and the device. The original model's
+    final representation is computed once and shared by every such lens (:meth:`reference`)."""
+
+    model: Any
+    fit: Any
+    eval: Any
+    token: Any = None
+    device: Any = "auto"
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def reference(self) -> np.ndarray:
+        """The unchanged model's final representation of ``eval`` (``linear_maps.final_representation``)."""
+        if "reference" not in self._memo:
+            self._memo["reference"] = linear_maps.final_representation(self.model, self.eval, self.token, self.device)
+        return self._memo["reference"]
+
+
+@dataclass
+class LayerData:
+    """What a lens reads: ``hidden`` ``[E, N, d]``, ``labels`` ``[N]``, ``logits`` ``[E, N, K]``.
+
+    Any of them may be None (a lens says which it needs). ``layers``: the layer index of each
+    entry (``layersim.nets.models`` convention, 0 = embedding output); None = entries 0..E-1.
+    Validated on construction: ValueError for a wrong number of dimensions, disagreeing E or
+    N, non-integer or negative labels, or a label with no logit (``label >= K``).
+    """
+
+    hidden: Any = None
+    labels: Any = None
+    logits: Any = None
+    layers: Sequence[int] | None = None
+    model: ModelRuns | None = None
+
+    def __post_init__(self) -> None:
+        if self.hidden is not None:
+            self.hidden = _array(self.hidden)
+            if self.hidden.ndim != 3:
+                raise ValueError(f"hidden must be [E, N, d], got shape {self.hidden.shape}")
+        if self.logits is not None:
+            self.logits = _array(self.logits)
+            if self.logits.ndim != 3:
+                raise ValueError(f"logits must be [E, N, K], got shape {self.logits.shape}")
+        if self.hidden is not None and self.logits is not None \
+                and self.hidden.shape[:2] != self.logits.shape[:2]:
+            raise ValueError(f"hidden [E, N, d] = {self.hidden.shape} and logits [E, N, K] = "
+                             f"{self.logits.shape} disagree in E or N")
+        if self.labels is not None:
+            self._check_labels()
+        if self.layers is not None:
+            self.layers = [int(i) for i in self.layers]
+            if self.n_entries is not None and len(self.layers) != self.n_entries:
+                raise ValueError(f"layers has {len(self.layers)} indices for {self.n_entries} entries")
+
+    def _check_labels(self) -> None:
+        y = _array(self.labels)
+        if y.ndim != 1:
+            raise ValueError(f"labels must be [N], got shape {y.shape}")
+        if not np.issubdtype(y.dtype, np.integer) or (y.size and y.min() < 0):
+            raise ValueError(f"labels must be integers 0..K-1, got dtype {y.dtype}")
+        n = self.n_samples
+        if n is not None and len(y) != n:
+            raise ValueError(f"labels has {len(y)} entries, the features have N={n} samples")
+        if self.logits is not None and y.size and y.max() >= self.logits.shape[2]:
+            raise ValueError(f"label {int(y.max())} has no logit: logits have K={self.logits.shape[2]}")
+        self.labels = y
+
+    @property
+    def n_entries(self) -> int | None:
+        """E, from ``hidden`` or ``logits``, else from ``layers`` (None if none is given)."""
+        ref = self.hidden if self.hidden is not None else self.logits
+        if ref is None:
+            return None if self.layers is None else len(self.layers)
+        return int(ref.shape[0])
+
+    @property
+    def n_samples(self) -> int | None:
+        """N, from ``hidden`` or ``logits`` (None if neither is given)."""
+        ref = self.hidden if self.hidden is not None else self.logits
+        return None if ref is None else int(ref.shape[1])
+
+
+def expected_shape(kind: str, data: LayerData) -> tuple[int, ...]:
+    """The output shape of a lens of kind ``kind`` on ``data`` (see the module docstring)."""
+    E, N = data.n_entries, data.n_samples
+    shapes = {"per_layer": (E,), "per_pair": (E, E), "per_step": (E - 1,),
+              "per_sample_step": (E - 1, N), "per_sample_layer": (E, N), "per_sample": (N,)}
+    if kind not in shapes:
+        raise ValueError(f"unknown output kind {kind!r}; use one of {KINDS}")
+    return shapes[kind]
+
+
+# --------------------------------------------------------------------------------------
+# the registry
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lens:
+    """One registered measure: ``fn(data: LayerData, **kwargs) -> np.ndarray``.
+
+    ``paper``: the project's short name of the paper it reproduces (``tracing``, ``alignment``,
+    ``redundancy``, ``clusters``) or the original source; ``equation``: where it is defined
+    (equation numbers only where checked against ``/work/shared/papers``); ``needs``: a subset
+    of :data:`INPUTS`; ``returns``: one of :data:`KINDS`; ``invariances``: a subset of
+    :data:`INVARIANCES` (closed under :data:`IMPLIED` on construction); ``doc``: one line.
+    """
+
+    name: str
+    fn: Callable[..., np.ndarray]
+    paper: str
+    equation: str
+    needs: frozenset = field(default_factory=frozenset)
+    returns: str = "per_layer"
+    invariances: frozenset = field(default_factory=frozenset)
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        needs, inv = frozenset(self.needs), _closure(frozenset(self.invariances))
+        object.__setattr__(self, "needs", needs)
+        object.__setattr__(self, "invariances", inv)
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError("a lens needs a non-empty name")
+        if not needs or not needs <= set(INPUTS):
+            raise ValueError(f"lens {self.name!r}: needs must be a non-empty subset of {INPUTS}, got {sorted(needs)}")
+        if self.returns not in KINDS:
+            raise ValueError(f"lens {self.name!r}: returns must be one of {KINDS}, got {self.returns!r}")
+        if not inv <= set(INVARIANCES):
+            raise ValueError(f"lens {self.name!r}: unknown invariances {sorted(inv - set(INVARIANCES))}; "
+                             f"use {INVARIANCES}")
+        if "hidden" not in needs and inv & set(HIDDEN_INVARIANCES):
+            raise ValueError(f"lens {self.name!r} does not read hidden; it cannot declare "
+                             f"{sorted(inv & set(HIDDEN_INVARIANCES))}")
+        if "logits" not in needs and inv & set(LOGIT_INVARIANCES):
+            raise ValueError(f"lens {self.name!r} does not read logits; it cannot declare "
+                             f"{sorted(inv & set(LOGIT_INVARIANCES))}")
+        if needs == {"model"} and inv:
+            raise ValueError(f"lens {self.name!r} reads only the model; the invariances are transformations of "
+                             f"hidden, labels and logits, so it cannot declare {sorted(inv)}")
+
+
+_REGISTRY: dict[str, Lens] = {}
+
+
+def register(lens: Lens) -> Lens:
+    """Add ``lens`` to the registry (ValueError if its name is taken); returns it."""
+    if lens.name in _REGISTRY:
+        raise ValueError(f"a lens named {lens.name!r} is already registered")
+    _REGISTRY[lens.name] = lens
+    return lens
+
+
+def get(name: str) -> Lens:
+    """The lens registered as ``name``; ValueError listing the names (and the closest) if none."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"unknown lens {name!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def names(pattern: str = "*") -> list[str]:
+    """Sorted names of the registered lenses matching the glob ``pattern`` (``fnmatch``)."""
+    return sorted(n for n in _REGISTRY if fnmatch.fnmatchcase(n, pattern))
+
+
+def apply(name: str, data: LayerData, **kwargs: Any) -> np.ndarray:
+    """Compute lens ``name`` on ``data`` (keyword arguments go to the lens).
+
+    ValueError if ``data`` lacks an input the lens needs; the result is checked against the
+    lens's output kind (:func:`expected_shape`).
+    """
+    lens = get(name)
+    missing = sorted(k for k in lens.needs if getattr(data, k) is None)
+    if missing:
+        raise ValueError(f"lens {name!r} needs {', '.join(missing)}, which the data lacks "
+                         f"(it needs {', '.join(sorted(lens.needs))})")
+    out = np.asarray(lens.fn(data, **kwargs))
+    want = expected_shape(lens.returns, data)
+    if out.shape != want:  # pragma: no cover - a wrongly registered lens
+        raise RuntimeError(f"lens {name!r} returned shape {out.shape}, its kind {lens.returns!r} means {want}")
+    return out
+
+
+class Row(NamedTuple):
+    """One line of :func:`table` (sets joined with ', ', sorted)."""
+
+    name: str
+    paper: str
+    equation: str
+    needs: str
+    returns: str
+    invariances: str
+
+
+def table(pattern: str = "*") -> list[Row]:
+    """One :class:`Row` per registered lens matching ``pattern``, sorted by name."""
+    out = []
+    for n in names(pattern):
+        lens = _REGISTRY[n]
+        out.append(Row(n, lens.paper, lens.equation, ", ".join(sorted(lens.needs)), lens.returns,
+                       ", ".join(sorted(lens.invariances))))
+    return out
+
+
+def format_table(pattern: str = "*") -> str:
+    """:func:`table` as a markdown table."""
+    head = "| " + " | ".join(Row._fields) + " |"
+    rule = "|" + "---|" * len(Row._fields)
+    return "\n".join([head, rule] + ["| " + " | ".join(r) + " |" for r in table(pattern)])
+
+
+# --------------------------------------------------------------------------------------
+# the measures: thin calls into the project's functions
+# --------------------------------------------------------------------------------------
+def cos_to_last(data: LayerData, center: bool = True) -> np.ndarray:
+    """Mean sample-wise COS of every entry with the last (tracing §2.1, footnote 2; Fig. 1a, 2a,b)."""
+    return similarity.to_last(data.hidden, metric="cos", center=center)
+
+
+def cos_to_last_samples(data: LayerData, center: bool = True) -> np.ndarray:
+    """Per-sample COS of every entry with the last, ``[E, N]`` (tracing §2.1; App. B.1 box plots)."""
+    last = data.hidden[-1]
+    return np.stack([similarity.cosine_per_sample(h, last, center=center) for h in data.hidden])
+
+
+def cos_matrix(data: LayerData, center: bool = True) -> np.ndarray:
+    """Mean sample-wise COS between all pairs of entries (tracing §2.1; Fig. 2c,d)."""
+    return similarity.layer_matrix(data.hidden, metric="cos", center=center)
+
+
+def cka_to_last(data: LayerData) -> np.ndarray:
+    """Linear CKA of every entry with the last (tracing eq. 3; Fig. 2a,b)."""
+    return similarity.to_last(data.hidden, metric="cka")
+
+
+def cka_matrix(data: LayerData) -> np.ndarray:
+    """Linear CKA between all pairs of entries (tracing eq. 3; clusters §3, App. A, Fig. 1-2)."""
+    return similarity.layer_matrix(data.hidden, metric="cka")
+
+
+def debiased_cka_matrix(data: LayerData) -> np.ndarray:
+    """Linear CKA from Song et al.'s unbiased HSIC_1 between all pairs (Kornblith et al. 2019 §3)."""
+    return similarity.layer_matrix(data.hidden, metric="debiased_cka")
+
+
+def rbf_cka_matrix(data: LayerData, threshold: float = 0.5) -> np.ndarray:
+    """RBF-kernel CKA between all pairs (Kornblith et al. 2019 §3): one ``gram_rbf`` per entry,
+    then ``gram_cka`` per pair (``E`` Gram matrices of ``N x N``: keep N moderate)."""
+    grams = [similarity.gram_rbf(h, threshold) for h in data.hidden]
+    E = len(grams)
+    M = np.eye(E)
+    for i in range(E):
+        for j in range(i + 1, E):
+            M[i, j] = M[j, i] = similarity.gram_cka(grams[i], grams[j])
+    return M
+
+
+def adjacent_cos(data: LayerData, center: bool = False) -> np.ndarray:
+    """Per-sample COS of consecutive entries, ``[E-1, N]``, uncentred (tracing App. B.2, Fig. 11)."""
+    return similarity.adjacent_cosine(data.hidden, center=center)
+
+
+def norm_ratio(data: LayerData) -> np.ndarray:
+    """Per-sample ``||h^(l-1)|| / ||h^(l) - h^(l-1)||``, ``[E-1, N]``: skip vs residual branch of
+    tracing eq. 1 (App. B.2, Fig. 11). Needs the raw residual stream (no final norm)."""
+    h = data.hidden
+    return np.stack([similarity.residual_norm_ratio(h[i - 1], h[i]) for i in range(1, len(h))])
+
+
+def block_redundancy(data: LayerData) -> np.ndarray:
+    """Block Redundancy ``BR_i = -MSE(h_i, h_{i-1})`` (redundancy eq. 1), ``[E-1]``, uncentred."""
+    return redundancy.block_redundancy(data.hidden)
+
+
+def rba_error(data: LayerData) -> np.ndarray:
+    """Held-out error of the closed-form linear map from every layer to the next (the redundancy
+    paper's Redundant Blocks Approximation, §3, on one token per sample), ``[E-1]``: the affine
+    least-squares map ``h_{i-1} -> h_i`` fitted on every other sample
+    (``layersim.measures.redundancy.fit_linear_map``) and scored on the rest as ``1 - R^2`` (residual sum of
+    squares over the centred sum of squares of ``h_i``): 0 = the block is a linear map on these
+    samples, 1 = no better than the mean."""
+    h = data.hidden
+    n = h.shape[1]
+    if n < 4:
+        raise ValueError(f"redundancy/rba_error needs at least 4 samples, got {n}")
+    fit, test = np.arange(0, n, 2), np.arange(1, n, 2)
+    out = []
+    for i in range(1, len(h)):
+        X, Y = np.asarray(h[i - 1], np.float64), np.asarray(h[i], np.float64)
+        T = redundancy.fit_linear_map(X[fit], Y[fit], bias=True)
+        pred = X[test] @ T[:-1] + T[-1]
+        resid = Y[test] - pred
+        centred = Y[test] - Y[test].mean(axis=0)
+        out.append(float((resid ** 2).sum() / max((centred ** 2).sum(), np.finfo(float).tiny)))
+    return np.array(out)
+
+
+def _steps(data: LayerData) -> list[tuple[int, int]]:
+    """The span of blocks between each pair of consecutive entries, ``(layers[i-1] + 1, layers[i])``
+    (``layersim.nets.surgery``'s 1-based blocks): the blocks a per-step lens removes."""
+    layers = list(range(data.n_entries)) if data.layers is None else list(data.layers)
+    if len(layers) < 2 or any(b <= a for a, b in zip(layers, layers[1:])):
+        raise ValueError(f"a lens that changes the model needs at least two increasing layer indices, got {layers}")
+    return [(a + 1, b) for a, b in zip(layers, layers[1:])]
+
+
+def _span_change(data: LayerData, mode: str) -> np.ndarray:
+    """:func:`layersim.nets.linear_maps.span_changes` of every step of ``data`` (:func:`_steps`), ``mode``
+    ``"skip"`` or ``"approx"``, against the reference final representation ``data.model`` shares."""
+    m = data.model
+    return linear_maps.span_changes(m.model, m.fit, m.eval, _steps(data), mode, m.token, device=m.device,
+                                   reference=m.reference())
+
+
+def skip_change(data: LayerData) -> np.ndarray:
+    """Relative change of the final representation when the blocks between consecutive entries are
+    skipped (redundancy §4.3, Table 2's "skip"; measured as Figs. 3 and 7 by the MSE of the final
+    representations, over their variance: :func:`layersim.nets.linear_maps.span_changes`), ``[E-1]``."""
+    return _span_change(data, "skip")
+
+
+def rba_change(data: LayerData) -> np.ndarray:
+    """As :func:`skip_change` with the blocks approximated instead (RBA, §3: one linear map per step,
+    fitted on every token of ``data.model.fit``; no intercept, as the paper), ``[E-1]``."""
+    return _span_change(data, "approx")
+
+
+def logit_accuracy(data: LayerData) -> np.ndarray:
+    """Layer-wise accuracy of the last-layer classifier on every entry (tracing eq. 2)."""
+    return readout.layer_accuracy(data.logits, data.labels)
+
+
+def saturation(data: LayerData) -> np.ndarray:
+    """Saturation layer of every sample (tracing §2.2, after Geva et al. 2022), ``[N]``: the
+    smallest entry from which the top-1 prediction stays the final one; mapped to
+    ``data.layers`` (layer indices) when given, else entry indices."""
+    idx = readout.saturation_layer(data.logits)
+    return idx if data.layers is None else np.asarray(data.layers)[idx]
+
+
+def class_pairs(labels: np.ndarray, most: int = 45, seed: int = 0) -> list[tuple[int, int]]:
+    """The pairs of classes ``(a, b)``, ``a < b``, of ``labels`` that have at least two samples each:
+    all of them up to ``most`` (45 = every pair of ten classes), else ``most`` of them drawn without
+    replacement (seeded: the same pairs on every run). ValueError when there is none."""
+    classes, counts = np.unique(labels, return_counts=True)
+    usable = classes[counts >= 2]
+    pairs = [(int(a), int(b)) for i, a in enumerate(usable) for b in usable[i + 1:]]
+    if not pairs:
+        raise ValueError("alignment/area needs at least two classes in labels, with at least two samples each")
+    if len(pairs) > most:
+        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), most, replace=False))
+        pairs = [pairs[i] for i in keep]
+    return pairs
+
+
+def alignment_area(data: LayerData, thresholds: Any = None, num: int = 62, most_pairs: int = 45) -> np.ndarray:
+    """Normalised area under the alignment curve of every entry (alignment eq. 2).
+
+    Each entry in the paper's form (:func:`alignment.prepare`: a constant-1 column, unit rows),
+    eq. 2 at ``thresholds`` (default :func:`alignment.thresholds_for` ``(n, num)`` for ``n``
+    samples), area by :func:`alignment.alignment_area`. Labels as the paper's: a binary task with
+    ``y = 2t - 1``. Two classes: that task on all samples. K > 2 classes: the mean over pairs of
+    classes (:func:`class_pairs`, at most ``most_pairs``) of the area of the binary task on that
+    pair's samples, as the paper builds its target tasks from pairs of classes (§5). (One-vs-rest
+    vectors would not do: their mean, ``2/K - 1``, is carried by the constant column and by any
+    common component of the features, so every layer would score about ``(1 - 2/K)^2`` whatever
+    its class structure: 0.45 for six classes.)
+    """
+    labels = np.asarray(data.labels)
+    classes = np.unique(labels)
+    if len(classes) < 2:
+        raise ValueError("alignment/area needs at least two classes in labels")
+    pairs = [(int(classes[0]), int(classes[1]))] if len(classes) == 2 else class_pairs(labels, most_pairs)
+    areas = np.zeros((len(pairs), data.n_entries))
+    for k, (a, b) in enumerate(pairs):
+        rows = np.flatnonzero((labels == a) | (labels == b))
+        y = alignment.binary_targets(labels[rows] == b)
+        tau = alignment.thresholds_for(len(rows), num) if thresholds is None else thresholds
+        areas[k] = [alignment.curve_and_area(h[rows], y, tau)[1] for h in data.hidden]
+    return areas.mean(axis=0)
+
+
+def nc1(data: LayerData) -> np.ndarray:
+    """Within-class variability collapse ``NC1 = tr(Sigma_W Sigma_B^+) / K`` per entry (tracing footnote 5)."""
+    return collapse.nc1_per_layer(data.hidden, data.labels)
+
+
+def block_diagonal(data: LayerData) -> np.ndarray:
+    """Two-cluster block-diagonal score of the linear CKA matrix at every contiguous split
+    (clusters §3, Figs. 1-2; :func:`layersim.measures.block_structure.split_scores`): entry ``s-1`` = mean
+    within-cluster minus mean between-cluster CKA for entries ``0..s-1`` vs ``s..E-1``."""
+    return block_structure.split_scores(cka_matrix(data))
+
+
+def default_split(labels: np.ndarray) -> np.ndarray:
+    """Deterministic stratified half split: within each class, the samples in their order
+    alternate train, test, train, ... (True = train)."""
+    labels = np.asarray(labels)
+    train = np.zeros(len(labels), bool)
+    for k in np.unique(labels):
+        train[np.flatnonzero(labels == k)[::2]] = True
+    return train
+
+
+def probe_accuracy(data: LayerData, train: Any = None, C: float = 1.0) -> np.ndarray:
+    """Test accuracy of one L2 logistic-regression probe per entry (tracing App. B.4, Fig. 17).
+
+    ``train``: a boolean mask ``[N]`` of the samples to fit on, the rest are the test set
+    (default :func:`default_split`: every other sample of each class). Deterministic
+    (L-BFGS from zero, :func:`layersim.measures.probe.per_layer_probe_accuracy`).
+    """
+    train = default_split(data.labels) if train is None else np.asarray(train, bool)
+    if train.shape != (data.n_samples,) or train.all() or not train.any():
+        raise ValueError(f"train must be a boolean mask [N={data.n_samples}] with samples on both sides")
+    h, y = data.hidden, data.labels
+    return probe.per_layer_probe_accuracy(h[:, train], y[train], h[:, ~train], y[~train], C=C)
+
+
+# --------------------------------------------------------------------------------------
+# the table
+# --------------------------------------------------------------------------------------
+_H, _HL, _Z, _ZL = frozenset({"hidden"}), frozenset({"hidden", "labels"}), \
+    frozenset({"logits"}), frozenset({"logits", "labels"})
+_M = frozenset({"model"})
+_PERM = "sample_permutation"
+_COS = frozenset({"isotropic_scale", "shared_orthogonal", "translation", _PERM})
+_RIGID = frozenset({"isotropic_scale", "orthogonal", "translation", _PERM})
+_LOGIT = frozenset({"logit_scale", "logit_shift", _PERM})
+
+for _lens in (
+    Lens("cos/to_last", cos_to_last, "tracing", "tracing §2.1 COS (unnumbered), fn. 2; Fig. 2a,b",
+         _H, "per_layer", _COS, "mean centred sample-wise cosine of every layer with the last"),
+    Lens("cos/to_last_samples", cos_to_last_samples, "tracing", "tracing §2.1 COS, fn. 2; App. B.1",
+         _H, "per_sample_layer", _COS, "centred cosine of every sample at every layer with the last"),
+    Lens("cos/matrix", cos_matrix, "tracing", "tracing §2.1 COS, fn. 2; Fig. 2c,d",
+         _H, "per_pair", _COS, "mean centred sample-wise cosine between all pairs of layers"),
+    Lens("cos/adjacent", adjacent_cos, "tracing", "tracing App. B.2, Fig. 11",
+         _H, "per_sample_step", {"isotropic_scale", "shared_orthogonal", _PERM},
+         "uncentred cosine of every sample between consecutive layers"),
+    Lens("residual/norm_ratio", norm_ratio, "tracing", "tracing eq. 1; App. B.2, Fig. 11",
+         _H, "per_sample_step", {"shared_scale", "shared_orthogonal", _PERM},
+         "skip / residual branch norm ratio ||h^(l-1)|| / ||h^(l) - h^(l-1)|| per sample"),
+    Lens("cka/to_last", cka_to_last, "tracing", "tracing eq. 3; Fig. 2a,b",
+         _H, "per_layer", _RIGID, "linear CKA of every layer with the last"),
+    Lens("cka/matrix", cka_matrix, "clusters", "tracing eq. 3; clusters §3, App. A",
+         _H, "per_pair", _RIGID, "linear CKA between all pairs of layers"),
+    Lens("cka/debiased_matrix", debiased_cka_matrix, "Kornblith et al. 2019; Song et al. 2012",
+         "Kornblith et al. §3; Song et al. HSIC_1", _H, "per_pair", _RIGID,
+         "linear CKA with the unbiased HSIC estimator between all pairs of layers"),
+    Lens("cka/rbf_matrix", rbf_cka_matrix, "Kornblith et al. 2019", "Kornblith et al. §3 (RBF kernel)",
+         _H, "per_pair", _RIGID, "RBF-kernel CKA (bandwidth 0.5 x median distance) between all pairs"),
+    Lens("clusters/block_diagonal", block_diagonal, "clusters", "clusters §3, Figs. 1-2 (score: ours)",
+         _H, "per_step", _RIGID, "mean within- minus between-cluster CKA for each contiguous two-cluster split"),
+    Lens("redundancy/block", block_redundancy, "redundancy", "redundancy eq. 1",
+         _H, "per_step", {"shared_orthogonal", "shared_translation", _PERM},
+         "Block Redundancy: minus the MSE between consecutive layers"),
+    Lens("redundancy/rba_error", rba_error, "redundancy", "redundancy §3 (RBA; held-out 1 - R^2: ours)",
+         _H, "per_step", {"isotropic_scale", "orthogonal", "translation"},
+         "held-out error of the affine least-squares map from each layer to the next"),
+    Lens("redundancy/skip_change", skip_change, "redundancy", "redundancy §4.3, Table 2; Figs. 3, 7 (relative MSE: ours)",
+         _M, "per_step", set(), "change of the final representation with the blocks of each step skipped"),
+    Lens("redundancy/rba_change", rba_change, "redundancy", "redundancy §3, §4.3, Table 2; Figs. 3, 7 (relative MSE: ours)",
+         _M, "per_step", set(), "change of the final representation with the blocks of each step approximated by RBA"),
+    Lens("logit_lens/accuracy", logit_accuracy, "tracing", "tracing eq. 2",
+         _ZL, "per_layer", _LOGIT, "accuracy of the last-layer classifier applied to every layer"),
+    Lens("logit_lens/saturation", saturation, "tracing", "tracing §2.2 (unnumbered)",
+         _Z, "per_sample", _LOGIT, "first layer from which the top-1 prediction stays the final one"),
+    Lens("alignment/area", alignment_area, "alignment", "alignment eq. 2 (area of the curve)",
+         _HL, "per_layer", {"orthogonal", _PERM},
+         "normalised area under the alignment curve of +-1 labels (K > 2: mean over pairs of classes)"),
+    Lens("collapse/nc1", nc1, "tracing", "tracing footnote 5 (after Papyan et al. 2020)",
+         _HL, "per_layer", _RIGID, "within-class variability collapse NC1 = tr(Sigma_W Sigma_B^+) / K"),
+    Lens("probe/accuracy", probe_accuracy, "tracing", "tracing App. B.4, Fig. 17",
+         _HL, "per_layer", {"isotropic_scale", "orthogonal", "translation"},
+         "test accuracy of one linear probe per layer on a stratified half split"),
+):
+    register(_lens)
+del _lens

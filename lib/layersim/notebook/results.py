@@ -1,0 +1,162 @@
+"""What a notebook run writes: its output folder, figures, claims and ``metrics.json``.
+
+Layout (the design card): the committed default-scale results live in ``figures/<paper>/<stem>/``
+and only a run with the switch ``LAYERSIM_UPDATE_COMMITTED=1`` writes there (``make reproduce``
+sets it; :mod:`layersim.core.writers`). Any other run -- a notebook opened and run at the default
+scale, a variation with parameters, another scale -- writes ``runs/<scale>/<paper>/<stem>/``.
+``$LAYERSIM_OUT`` moves the output root (``<root>/<paper>/<stem>``) for any scale, never into the
+committed results without the switch (and never at a scale other than default). The settings of
+a run are merged from the presets and validated by :func:`layersim.notebook.settings.pick`.
+
+``metrics.json`` is ``{"notebook", "scale", "params", "claims": {name: {"holds", "value",
+"threshold" or "note", ...}}, ...measured numbers}``. A claim is one of the paper's
+statements tested on this run: :func:`claim` builds one from a measured value and a threshold,
+so that ``holds`` is computed, never typed in. Every file is written whole or not at all
+(:func:`layersim.core.writers.atomic_path`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layersim.core import markup, writers
+from layersim.core.paths import repo_root
+
+SCALES = ("smoke", "default", "paper")
+
+_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+def check_scale(scale: str) -> str:
+    """Return ``scale`` if it is one of :data:`SCALES`, else raise ``ValueError``."""
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
+    return scale
+
+
+def run_folder(paper: str, stem: str, scale: str) -> Path:
+    """Where a run of ``<paper>/<stem>`` at ``scale`` writes (see :func:`output_dir`); nothing is created.
+
+    ``$LAYERSIM_OUT`` (a relative one against the working directory) if set; else ``figures/`` for
+    a default-scale run with the switch on (:func:`layersim.core.writers.update_allowed`), else
+    ``runs/<scale>/``.
+    """
+    check_scale(scale)
+    env = os.environ.get("LAYERSIM_OUT")
+    if env:
+        base = writers.resolved(env)
+    elif scale == "default" and writers.update_allowed():
+        base = repo_root() / "figures"
+    else:
+        base = repo_root() / "runs" / scale
+    return base / paper / stem
+
+
+def output_dir(paper: str, stem: str, scale: str) -> Path:
+    """The folder a run writes to, made ready (:func:`layersim.core.writers.prepare_folder`): created,
+    checked writable before any work, and cleared of an earlier run's figures and ``metrics.json``.
+
+    ``figures/<paper>/<stem>`` only for a default-scale run with the switch on, ``runs/<scale>/...``
+    else (:func:`run_folder`). A folder inside the committed results without the switch, or at a
+    scale other than default, raises :class:`layersim.core.writers.ProtectedPath` (a ``ValueError``).
+    """
+    folder = run_folder(paper, stem, scale)
+    if scale != "default" and writers.protected_root(folder) is not None:
+        raise writers.ProtectedPath(f"a {scale}-scale run may not write into {folder} (committed default-scale "
+                                    f"results): LAYERSIM_OUT={os.environ.get('LAYERSIM_OUT')!r} points there; "
+                                    "unset it or choose another folder")
+    return writers.prepare_folder(folder, what=f"the output folder of {paper}/{stem}")
+
+
+def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, **extra: Any) -> dict:
+    """A paper's statement tested on this run: ``holds = value <op> threshold``.
+
+    ``value`` must be a finite number measured by the run; a NaN raises ``ValueError`` instead
+    of being recorded as a claim that does not hold.
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
+    if op not in _OPS:
+        raise ValueError(f"unknown comparison {op!r}; use one of {sorted(_OPS)}")
+    out = {"holds": bool(_OPS[op](value, threshold)), "value": value, "threshold": threshold, "op": op}
+    if note:
+        out["note"] = note
+    out.update(extra)
+    return out
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert numpy / torch scalars and arrays (recursively) to plain JSON types."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "detach"):  # torch tensor
+        obj = obj.detach().cpu().numpy()
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_metrics(folder: Path, notebook: str, scale: str, params: dict, claims: dict, **measured: Any) -> Path:
+    """Write ``folder/metrics.json`` with the run's parameters, measured numbers and claims."""
+    for name, c in claims.items():
+        if not {"holds", "value"} <= set(c):
+            raise ValueError(f"claim {name!r} lacks 'holds' or 'value': {c}")
+    payload = {"notebook": notebook, "scale": check_scale(scale), "params": params, "claims": claims, **measured}
+    return writers.write_text(Path(folder) / "metrics.json",
+                              json.dumps(to_jsonable(payload), indent=2, sort_keys=False) + "\n", protect=True)
+
+
+def save_figure(fig, folder: Path, name: str, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as ``folder/<name>.png`` and return the path."""
+    path = Path(folder) / f"{name}.png"
+    with writers.atomic_path(path, protect=True) as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
+    return path
+
+
+def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
+    """A small, rounded digest of a run for a reader (at smoke scale nbval compares its keys and list lengths,
+    its numbers masked; ``layersim.tools.smoke_check`` checks the numbers in ``metrics.json``)."""
+    def rnd(v):
+        v = to_jsonable(v)
+        if isinstance(v, list):
+            return [rnd(x) for x in v]
+        if isinstance(v, dict):
+            return {k: rnd(x) for k, x in v.items()}
+        return round(v, digits) if isinstance(v, float) else v
+
+    out = {k: rnd(v) for k, v in numbers.items()}
+    out["claims"] = {k: bool(c["holds"]) for k, c in claims.items()}
+    return out
+
+
+def _fmt(value: float) -> str:
+    """Three decimals, or three significant digits for values too small to show that way."""
+    return f"{value:.3f}" if value == 0 or abs(value) >= 1e-3 else f"{value:.3g}"
+
+
+def claims_table(claims: dict) -> str:
+    """A Markdown table of the claims: name, verdict, measured value, threshold and note (every
+    string escaped, :mod:`layersim.core.markup`)."""
+    rows = []
+    for name, c in claims.items():
+        verdict = "yes" if c["holds"] else "**no**"
+        threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""  # a known operator and a number
+        rows.append([markup.code(name), verdict, _fmt(c["value"]), threshold, markup.cell(c.get("note", ""))])
+    return markup.table(["claim", "holds", "value", "threshold", "note"], rows, raw=True)

@@ -1,0 +1,2 @@
+"""The four papers' protocols, one subpackage each. Nothing outside ``layersim.papers`` imports them.
+"""

@@ -1,0 +1,147 @@
+"""Where the label vector sits in a network's representations: the alignment paper's Figures 2 and 7.
+
+Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``):
+
+* **Figure 2** (Sections 4 and 4.2) plots, against the index ``i`` of the singular values, the squared
+  projections ``(u_i^T y)^2`` of the label vector on the left singular vectors of a representation:
+  raw MNIST pixels with the true labels (large on the top few directions), with shuffled labels
+  (spread "more or less uniformly"), and the last hidden layer of a network trained on the shuffled
+  labels, before and after training. :func:`top_share` turns "mostly on the top singular vectors"
+  into a number (chance, for a label vector spread evenly over ``n`` directions, is ``k / n``);
+  :func:`layersim.notebook.plotting.label_projection_bars` draws one panel.
+* **Figure 7** (Section 5) compares the alignment curves (eq. 2) of the input and of every hidden
+  layer, before and after training: :func:`layer_alignment` (input first, then each hidden layer);
+  :func:`layersim.notebook.plotting.layer_alignment_curves` draws them.
+* The tasks: balanced binary image tasks (:func:`binary_task`; Fashion-MNIST and scikit-learn's
+  digits offline, MNIST / CIFAR through torchvision at the paper's scale), a regression task with
+  its label moved to ``[-1, 1]`` as the paper does for CT Position (:func:`regression_task`), and
+  label shuffling (:func:`shuffled`).
+
+Representations are put in the paper's form by :func:`layersim.measures.alignment.prepare` (a constant-1
+column, then unit-length rows) before any SVD here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from layersim.inputs import data
+from layersim.measures import alignment as al
+from layersim.train import small_nets
+
+#: image data sets read through torchvision (the paper's scale; not offline)
+_TORCHVISION = ("mnist", "cifar10", "cifar100")
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+def raw_images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """Raw images, labels and the pixel maximum of one split of an image data set."""
+    if dataset == "fashion-mnist":
+        images, labels = data.load_fashion_mnist(split)
+        return images, labels, 255.0
+    if dataset == "digits":
+        images, labels = data.load_digits("all" if split == "train" else split)
+        return images, labels, 16.0
+    if dataset in _TORCHVISION:
+        base = data.load_torchvision(dataset, split)
+        return np.asarray(base.data), np.asarray(base.targets), 255.0
+    raise ValueError(f"unknown image data set {dataset!r}; use fashion-mnist, digits, {', '.join(_TORCHVISION)}")
+
+
+def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: int = 0,
+                split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """A balanced binary task as the paper builds it from "the first two classes" of MNIST or CIFAR-10.
+
+    Returns ``X`` float64 ``[2 n_per_class, pixels]`` (raw pixels scaled to ``[0, 1]``, flattened) and
+    ``t`` int ``[2 n_per_class]`` (1 for ``classes[1]``, 0 for ``classes[0]``), in a random order.
+    ``dataset``: ``fashion-mnist``, ``digits`` (offline; digits' ``train`` split means all 1797 images),
+    ``mnist``, ``cifar10``, ``cifar100`` (torchvision, for the paper's scale). The samples:
+    :func:`layersim.inputs.data.class_subset` with ``draw="per_class"``. ValueError unless ``classes`` are two
+    distinct labels with at least ``n_per_class`` samples each.
+    """
+    if len(classes) != 2 or classes[0] == classes[1]:
+        raise ValueError(f"a binary task needs two distinct classes, got {classes}")
+    images, labels, top = raw_images(dataset, split)
+    idx, t = data.class_subset(labels, classes, n_per_class, seed=seed, draw="per_class")
+    X = images[idx].reshape(len(idx), -1).astype(np.float64) / top
+    return X, t
+
+
+def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A regression task with standardised features and its label moved linearly to ``[-1, 1]``
+    (Figure 6's caption: "the label vector for the regression task was moved to the interval [-1, 1]").
+
+    ``dataset``: ``diabetes`` (scikit-learn's bundled 442 patients, 10 features; the offline stand-in
+    for UCI CT Position, which no loader here reaches). ``n``: a random subset of that size (all if None).
+    """
+    if dataset != "diabetes":
+        raise ValueError(f"unknown regression data set {dataset!r}; use 'diabetes'")
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(X)) if n is None else rng.choice(len(X), size=n, replace=False)
+    X = (X - X.mean(0)) / X.std(0)
+    return X[idx], unit_interval(y[idx])
+
+
+def unit_interval(y, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """``y`` moved linearly so that ``lo`` goes to -1 and ``hi`` to 1 (default: ``y``'s own min and
+    max, so ``y`` fills ``[-1, 1]``; pass a training set's range to move test targets the same way).
+    ValueError if the range is empty."""
+    y = np.asarray(y, dtype=np.float64)
+    lo = y.min() if lo is None else lo
+    hi = y.max() if hi is None else hi
+    if hi == lo:
+        raise ValueError("a constant label vector cannot be moved onto [-1, 1]")
+    return 2.0 * (y - lo) / (hi - lo) - 1.0
+
+
+def shuffled(y, seed: int = 0) -> np.ndarray:
+    """A random permutation of the label vector (Figure 2b-d): same labels, no tie to the inputs."""
+    return np.random.default_rng(seed).permutation(np.asarray(y))
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def top_share(Phi, y, k: int) -> float | np.ndarray:
+    """The fraction of ``||y||^2`` on the ``k`` left singular vectors with the largest singular values,
+    ``sum_{i <= k} (u_i^T y)^2 / ||y||^2``.
+
+    ``Phi`` as given (call :func:`layersim.measures.alignment.prepare` first) or its :class:`~layersim.measures.alignment.SVD`.
+    A label vector spread evenly over all ``n`` directions has a share of ``k / n``; one lying in the span
+    of the top ``k`` has 1. ``y`` [n] gives a float, ``[n, m]`` an array of ``m``.
+    """
+    if int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k}")
+    sp = al.spectrum(Phi, y)
+    if np.any(sp.norm2 == 0):
+        raise ValueError("a zero label vector has no share")
+    share = sp.proj2[:, : int(k)].sum(axis=1) / sp.norm2
+    return float(share[0]) if np.ndim(y) == 1 else share
+
+
+def label_projections(Phi, y) -> tuple[np.ndarray, np.ndarray]:
+    """Figure 2's two series for one label vector: the singular values ``sigma_i`` (descending) and
+    ``(u_i^T y)^2`` for ``i = 1..min(n, d)``."""
+    if np.ndim(y) != 1:
+        raise ValueError("label_projections takes one label vector [n]")
+    sp = al.spectrum(Phi, y)
+    return sp.sigma, sp.proj2[0]
+
+
+def layer_alignment(model, X, y, thresholds) -> np.ndarray:
+    """Eq. 2's alignment curve of the input and of every hidden layer of an :class:`~layersim.measures.alignment.MLP`
+    (Figure 7): ``[1 + hidden layers, len(thresholds)]``, the input's curve first.
+
+    Each curve is :func:`~layersim.measures.alignment.curve_and_area`'s (the paper's form of the representation: bias
+    column, unit rows).
+    """
+    X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+    reps = [X, *small_nets.hidden_representations(model, X)]
+    return np.stack([al.curve_and_area(R, y, thresholds)[0] for R in reps])

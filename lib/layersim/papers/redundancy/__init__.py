@@ -1,0 +1,3 @@
+"""The redundancy paper's protocols (Block Redundancy, Redundant Blocks Approximation): the models and
+inputs per scale, the RBA experiments.
+"""

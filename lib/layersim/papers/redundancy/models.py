@@ -1,0 +1,171 @@
+"""The redundancy paper's models and inputs, per scale (protocol of notebooks r01-r05).
+
+The paper (``../shared/papers/002_*``, §4 and Table 3) reads five pretrained Hugging Face
+encoders (ViT-S, ViT-B, DiNO-S, DiNO-B, DEiT-S; all 12 blocks) on MNIST, F-MNIST, CIFAR-10 and
+CIFAR-100, always through the [CLS] token of each block's output. None of them exists offline,
+so the default scale reads every pretrained transformer that does and the ViTs trained here:
+
+- ``"ViT (standard)"`` and ``"ViT (aligned)"``: the tracing notebooks' 12-block ViTs
+  (``layersim.notebook.presets.tracing_vit``, the checkpoints t01 and t02 cache), on Fashion-MNIST (their
+  training set, test split) and sklearn's digits resized to 28 x 28 (as the paper runs ImageNet
+  models on MNIST);
+- ``"MiniLM-L6"``: pretrained all-MiniLM-L6-v2 (a 6-block BERT) on Austen sentences and on
+  paragraphs of Python's documentation (two text domains; [CLS] token).
+
+:data:`MODELS` holds each scale's table (name -> :class:`Spec`); :func:`load` builds or loads one
+model, :func:`inputs` gives the batches it reads one data set with, :func:`block_tokens` the
+``[L+1, N, d]`` [CLS] features of every block (``layersim.nets.models.collect``), and
+:func:`pattern_correlations` compares the block-similarity matrices of models and data sets
+(the paper's Fig. 2 claim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from layersim.inputs import assets, data
+from layersim.measures import trends
+from layersim.nets import models
+from layersim.notebook import presets
+from layersim.train import training
+
+__all__ = ["LLM", "MODELS", "Spec", "check_spans", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations",
+           "tracing_vits"]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One model of a redundancy notebook.
+
+    ``source``: ``"tracing_vit"`` (``name`` = a variant of ``presets.TRACING_VARIANTS``, trained
+    here or loaded from the cache) or ``"asset"`` (``name`` = a model of ``layersim.inputs.assets``).
+    ``modality``: ``"image"`` or ``"text"``; ``data``: the two (or more) data sets it reads.
+    """
+
+    source: str
+    name: str
+    modality: str
+    data: tuple[str, ...]
+
+
+_IMAGES, _TEXTS = ("fashion-mnist", "digits"), ("austen", "python-docs")
+_PAPER_IMAGES = ("mnist", "fashion-mnist", "cifar10", "cifar100")
+
+#: scale -> model name -> :class:`Spec`
+MODELS: dict[str, dict[str, Spec]] = {
+    **{scale: {"ViT (standard)": Spec("tracing_vit", "standard", "image", _IMAGES),
+               "ViT (aligned)": Spec("tracing_vit", "aligned", "image", _IMAGES),
+               "MiniLM-L6": Spec("asset", "all-minilm-l6-v2", "text", _TEXTS)}
+       for scale in ("smoke", "default")},
+    "paper": {"ViT-S": Spec("asset", "vit-small-patch16-224", "image", _PAPER_IMAGES),
+              "ViT-B": Spec("asset", "vit-base-patch16-224", "image", _PAPER_IMAGES),
+              "DiNO-S": Spec("asset", "dinov2-small", "image", _PAPER_IMAGES),
+              "DiNO-B": Spec("asset", "dinov2-base", "image", _PAPER_IMAGES),
+              "DEiT-S": Spec("asset", "deit-small-patch16-224-hf", "image", _PAPER_IMAGES)},
+}
+
+
+def tracing_vits(scale: str) -> dict[str, Spec]:
+    """The standard and the aligned tracing ViT of ``scale`` (t01/t02's checkpoints; at paper scale
+    DeiT-S trained on CIFAR-10, hours on a GPU), each with its own training data set as its data: what
+    r05 compares at every scale (``MODELS["paper"]`` holds the paper's pretrained encoders instead)."""
+    if scale not in presets.TRACING_VIT:
+        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(presets.TRACING_VIT)}")
+    return {f"ViT ({variant})": Spec("tracing_vit", variant, "image", (presets.tracing_vit(scale, variant)["dataset"],))
+            for variant in ("standard", "aligned")}
+
+
+#: the decoder r05 reads at every scale (a real 30-block LLaMA-style LM, offline): the paper's method on an LLM
+LLM = Spec("asset", "smollm2-135m", "text", ("austen", "python-docs"))
+
+
+def check_spans(settings: Mapping[str, Any]) -> None:
+    """A notebook check (``settings.pick(..., checks=)``): every ``[first, last]`` of ``settings["spans"]``
+    names blocks in order (``first <= last``); ValueError naming the parameter otherwise."""
+    for span in settings.get("spans") or []:
+        first, last = span
+        if first > last:
+            raise ValueError(f"parameter 'spans': {list(span)} is reversed; give [first, last] with first <= last")
+
+
+def data_sets(specs: Mapping[str, Spec]) -> list[str]:
+    """Every data set the models of ``specs`` read, in first-seen order."""
+    return list(dict.fromkeys(d for s in specs.values() for d in s.data))
+
+
+def load(spec: Spec, scale: str, seed: int = 0, device: Any = "auto", random_init: bool = False) -> tuple[Any, Any]:
+    """``(model, tokenizer or None)`` of ``spec`` in eval mode: a tracing ViT from the checkpoint
+    cache (trained first if missing), or a registered asset (``random_init``: its architecture with
+    random weights, no download; for tests of the paper-scale path)."""
+    if spec.source == "tracing_vit":
+        model, _ = training.vit_from_settings(presets.tracing_vit(scale, spec.name), seed=seed, device=device)
+        return model.eval(), None
+    if spec.source == "asset":
+        model, tokenizer = assets.load_model(spec.name, random_init=random_init)
+        if tokenizer is not None:  # right padding, and a pad token for decoders that have none
+            tokenizer.padding_side = "right"
+            if tokenizer.pad_token is None:
+                tokenizer.pad_token = tokenizer.eos_token
+        return model, tokenizer
+    raise ValueError(f"unknown model source {spec.source!r}; use 'tracing_vit' or 'asset'")
+
+
+def inputs(spec: Spec, dataset: str, n: int | None, tokenizer: Any = None, scale: str = "default", seed: int = 0,
+           batch_size: int = 64, max_length: int = 128, split: str = "test") -> tuple[list[Any], np.ndarray | None]:
+    """The batches ``spec``'s model reads ``dataset`` with, and their labels (None for texts).
+
+    ``n`` is a cap shared by the data sets a notebook reads (a split smaller than ``n`` is read whole:
+    digits has 360 test images, Fashion-MNIST 10,000); the count used is the length of the labels.
+    Images: at most ``n`` images of the ``split`` (``"test"`` or ``"train"``; stratified, ``seed``-ed; all when
+    None) in [0, 1], prepared by ``data.as_model_input`` like the model's training data (a tracing
+    ViT: its data set's size, channels and statistics; a Hugging Face vision model: ImageNet's
+    224 px RGB and statistics). Texts: at most ``n`` texts of that half of the source (``data.text_sample``:
+    the two halves are disjoint), tokenised by ``tokenizer`` (right padding, at most ``max_length``
+    tokens).
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if spec.modality == "text":
+        if tokenizer is None:
+            raise ValueError(f"the text model {spec.name!r} needs its tokenizer")
+        texts = data.text_sample(dataset, n, seed=seed, split=split, at_most=True)
+        return data.text_batches(texts, tokenizer, batch_size, max_length), None
+    images, labels = data.image_dataset(dataset, split, limit=n, seed=seed, normalize=False, at_most=True).tensors()
+    like = presets.TRACING_VIT[scale]["dataset"] if spec.source == "tracing_vit" else "imagenet"
+    x = data.as_model_input(images, like)
+    return [x[i:i + batch_size] for i in range(0, len(x), batch_size)], labels.numpy()
+
+
+def block_tokens(model: Any, batches: list[Any], device: Any = "auto") -> np.ndarray:
+    """``[L+1, N, d]`` float32 [CLS] features: index 0 the embedding output, ``i`` block ``i``'s
+    output (the paper's "[CLS] token from each block", §4.1; no final norm)."""
+    return models.collect(model, batches, token="cls", device=device, progress=False).hidden
+
+
+def _upper(M: np.ndarray) -> np.ndarray:
+    return M[np.triu_indices(len(M), k=1)]
+
+
+def pattern_correlations(mats: Mapping[tuple[str, str], np.ndarray]) -> dict[str, dict[str, float]]:
+    """Pearson correlations between block-similarity matrices (their entries above the diagonal).
+
+    ``mats``: ``(model, data set) -> [L, L]``. ``same_model``: one model on two data sets
+    (``"model: a vs b"``); ``same_data``: two models of the same number of blocks on one data set
+    (``"data: m1 vs m2"``). The paper's Fig. 2 claim is that the first are higher.
+    """
+    keys = list(mats)
+    out: dict[str, dict[str, float]] = {"same_model": {}, "same_data": {}}
+    for i, (m1, d1) in enumerate(keys):
+        for m2, d2 in keys[i + 1:]:
+            A, B = mats[(m1, d1)], mats[(m2, d2)]
+            if A.shape != B.shape:
+                continue
+            if m1 == m2 and d1 != d2:
+                out["same_model"][f"{m1}: {d1} vs {d2}"] = trends.pearson(_upper(A), _upper(B))
+            elif d1 == d2 and m1 != m2:
+                out["same_data"][f"{d1}: {m1} vs {m2}"] = trends.pearson(_upper(A), _upper(B))
+    return out

@@ -1,0 +1,3 @@
+"""The tracing paper's protocols (sample-wise cosine vs CKA, logit lens, aligned training, early exit):
+a small language model, the CLIP and LLM readouts, early-exit sweeps.
+"""

@@ -1,0 +1,194 @@
+"""The tracing paper's CLIP appendix (App. D, Figs. 22-23, eq. 23; notebook t11): layer-wise cosine
+within and across the two towers of a CLIP model, every layer read through the final norm and the
+projection into the shared embedding space.
+
+The paper reads OpenAI's CLIP ViT-B/32 on CIFAR-10 with the captions "This is a photo of a
+{label}". No pretrained CLIP exists offline, so the default scale trains a **small CLIP** here
+(HF ``CLIPModel`` from a config: a 6-block ViT on 28 x 28 grey images and a 6-block text
+transformer, width 64) with the CLIP loss on Fashion-MNIST images paired with templated captions
+("a photo of a {class}", ...), tokenised by a word-level vocabulary of those templates
+(:class:`WordTokenizer`). It has ten distinct captions per template: its text tower learns ten
+class embeddings, not language.
+
+- :class:`ClipConfig`, :func:`small_clip`, :func:`captions`, :func:`train_clip`, :func:`cached_clip`;
+- :func:`projected_layers`: ``[L+1, N, e]`` features of every layer of one tower in the shared
+  space (``layersim.nets.readout.layer_logits`` through the tower's adapter: CLIP's own ``W LN(h)``, so
+  the last entry is CLIP's embedding; the paper's eq. 23 writes ``LN(W h)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from layersim.inputs import data
+from layersim.nets import adapters, models, readout
+from layersim.nets.models import resolve_device
+from layersim.train import training
+from layersim.train.training import StepConfig
+
+__all__ = ["ClipConfig", "TEMPLATES", "WordTokenizer", "cached_clip", "captions", "pixels_for", "projected_layers", "small_clip",
+           "train_clip"]
+
+#: caption templates of the small CLIP's training (one drawn per image); the first is used to read it
+TEMPLATES = ("a photo of a {}", "a picture of a {}", "an image of the {}", "a black and white photo of a {}",
+             "this is a {}")
+
+
+class WordTokenizer:
+    """Lower-cased words of ``texts`` -> ids: 0 padding, 1 start, one id per word seen in
+    ``vocabulary_texts``, and the end token last (the largest id, which CLIP's pooling reads).
+    Called like a Hugging Face tokenizer (``tok(texts, return_tensors="pt")``, right padding)."""
+
+    def __init__(self, vocabulary_texts: Sequence[str]):
+        words = sorted({w for t in vocabulary_texts for w in self._words(t)})
+        self.vocab = {w: i + 2 for i, w in enumerate(words)}
+        self.pad_token_id, self.bos_token_id, self.eos_token_id = 0, 1, len(words) + 2
+
+    @staticmethod
+    def _words(text: str) -> list[str]:
+        return text.lower().replace("/", " ").split()
+
+    def __len__(self) -> int:
+        return self.eos_token_id + 1
+
+    def __call__(self, texts: str | Sequence[str], padding: bool = True, return_tensors: str = "pt", **_: Any) -> dict:
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        rows = []
+        for t in texts:
+            unknown = [w for w in self._words(t) if w not in self.vocab]
+            if unknown:
+                raise ValueError(f"words {unknown} are not in the vocabulary of this tokenizer")
+            rows.append([self.bos_token_id] + [self.vocab[w] for w in self._words(t)] + [self.eos_token_id])
+        T = max(len(r) for r in rows)
+        ids = torch.zeros(len(rows), T, dtype=torch.long)
+        mask = torch.zeros(len(rows), T, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = torch.tensor(r)
+            mask[i, :len(r)] = 1
+        return {"input_ids": ids, "attention_mask": mask}
+
+
+@dataclass(frozen=True)
+class ClipConfig(StepConfig):
+    """The small CLIP and its training (CLIP's contrastive loss, AdamW, warm-up then cosine; the
+    optimisation fields and their checks: ``layersim.train.training.StepConfig``)."""
+
+    image_size: int = 28
+    patch_size: int = 7
+    channels: int = 1
+    width: int = 64
+    layers: int = 6
+    heads: int = 4
+    projection: int = 64
+    steps: int = 600
+    batch_size: int = 128
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.05
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.width % self.heads or self.image_size % self.patch_size:
+            raise ValueError("width must be a multiple of heads and image_size of patch_size")
+
+
+def small_clip(cfg: ClipConfig, vocab_size: int, eos_token_id: int) -> nn.Module:
+    """An untrained HF ``CLIPModel`` of ``cfg``'s size, weights drawn under ``cfg.seed``."""
+    import transformers as tr
+
+    torch.manual_seed(cfg.seed)
+    common = dict(hidden_size=cfg.width, num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
+                  intermediate_size=2 * cfg.width)
+    conf = tr.CLIPConfig(
+        text_config=dict(vocab_size=vocab_size, max_position_embeddings=16, pad_token_id=0, bos_token_id=1,
+                         eos_token_id=eos_token_id, **common),
+        vision_config=dict(image_size=cfg.image_size, patch_size=cfg.patch_size, num_channels=cfg.channels, **common),
+        projection_dim=cfg.projection)
+    return tr.CLIPModel(conf)
+
+
+def captions(labels: np.ndarray, class_names: Sequence[str], rng: np.random.Generator | None = None,
+             templates: Sequence[str] = TEMPLATES) -> list[str]:
+    """One caption per label: a template (drawn with ``rng``; the first one without) filled with the
+    class name (lower case, "/" as a space)."""
+    names = [c.lower().replace("/", " ") for c in class_names]
+    picks = np.zeros(len(labels), int) if rng is None else rng.integers(len(templates), size=len(labels))
+    return [templates[k].format(names[int(y)]) for k, y in zip(picks, labels)]
+
+
+def train_clip(model: nn.Module, images: torch.Tensor, texts: list[str], tokenizer: Any, cfg: ClipConfig,
+               device: Any = "auto", progress: bool = True, precision: str = "auto") -> list[dict]:
+    """Train ``model`` in place with CLIP's symmetric contrastive loss on (image, caption) pairs,
+    minibatches of ``cfg.batch_size`` drawn in a ``cfg.seed``-ed order (``layersim.train.training.run_steps``;
+    ``precision``: ``layersim.train.training.resolve_precision``, fp32 on the CPU)."""
+    dev = resolve_device(device)
+    prec = training.resolve_precision(precision, dev)
+    torch.manual_seed(cfg.seed)
+    model.to(dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = np.random.default_rng(cfg.seed)
+    order: list[int] = []
+
+    def loss_at(step: int) -> torch.Tensor:
+        nonlocal order
+        if len(order) < cfg.batch_size:
+            order = order + rng.permutation(len(texts)).tolist()
+        take, order = order[:cfg.batch_size], order[cfg.batch_size:]
+        enc = tokenizer([texts[i] for i in take])
+        return model(input_ids=enc["input_ids"].to(dev), attention_mask=enc["attention_mask"].to(dev),
+                     pixel_values=images[take].to(dev), return_loss=True).loss
+
+    history = training.run_steps(opt, cfg.steps, loss_at,
+                                 lambda step: training.warmup_cosine(step, cfg.lr, cfg.warmup_steps, cfg.steps),
+                                 "train CLIP", progress, precision=prec)
+    model.eval()
+    return history
+
+
+def cached_clip(cfg: ClipConfig, images: torch.Tensor, texts: list[str], tokenizer: WordTokenizer, data_desc: dict,
+                device: Any = "auto", progress: bool = True) -> tuple[nn.Module, dict]:
+    """:func:`small_clip` trained by :func:`train_clip`, or loaded from ``<cache>/checkpoints/clip-<key>/``."""
+    def fit(model, train_set, train_cfg, device, progress, precision):
+        return train_clip(model, images, texts, tokenizer, cfg, device=device, progress=progress, precision=precision)
+
+    return training.cached_model("clip", lambda: small_clip(cfg, len(tokenizer), tokenizer.eos_token_id),
+                                 {"vocabulary": sorted(tokenizer.vocab)}, dataclasses.asdict(cfg), None, data_desc,
+                                 device=device, progress=progress, fit=fit)
+
+
+def projected_layers(clip: nn.Module, which: str, inputs: list, device: Any = "auto") -> np.ndarray:
+    """``[L+1, N, e]`` float32: every layer of the ``"vision"`` ([CLS] token) or ``"text"`` (end token)
+    tower of ``clip`` on ``inputs`` (batches of images or of tokenised captions), through the
+    tower's final LayerNorm and projection (``layersim.nets.adapters.clip_tower``,
+    ``layersim.nets.readout.layer_logits``); the last entry is CLIP's own image / text embedding."""
+    tower = adapters.clip_tower(clip, which)
+    hidden = models.collect(tower, inputs, device=device, progress=False).hidden
+    return readout.layer_logits(tower, hidden)
+
+
+def pixels_for(clip: nn.Module, images: torch.Tensor, trained_on: str = "fashion-mnist") -> torch.Tensor:
+    """Images in [0, 1] ``[N, C, H, W]`` as ``clip``'s vision tower reads them: a CLIP trained here
+    (grey, ``image_size`` 28) gets ``trained_on``'s normalisation (``layersim.inputs.data.as_model_input``);
+    a pretrained CLIP gets RGB resized to its ``image_size`` and OpenAI CLIP's mean and std."""
+    from transformers.utils.constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+
+    vc = clip.config.vision_config
+    if vc.num_channels == 1:
+        return data.as_model_input(images, trained_on)
+    x = images.float()
+    if x.shape[1] == 1:
+        x = x.repeat(1, 3, 1, 1)
+    if x.shape[-1] != vc.image_size:
+        from torchvision.transforms.functional import resize
+
+        x = resize(x, [vc.image_size, vc.image_size], antialias=True).clamp_(0.0, 1.0)
+    mean, std = (torch.tensor(v, dtype=x.dtype).view(1, -1, 1, 1) for v in (OPENAI_CLIP_MEAN, OPENAI_CLIP_STD))
+    return (x - mean) / std

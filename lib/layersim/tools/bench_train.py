@@ -1,0 +1,166 @@
+"""Training throughput of the paper-scale tracing ViT: ``python -m layersim.tools.bench train``.
+
+The tracing paper trains DeiT-S from scratch on CIFAR-10 (``layersim.notebook.presets.TRACING_VIT["paper"]``:
+12 blocks of width 384, 6 heads, patches of 4 on 32 x 32 images, batch 256, 200 epochs). This measures
+how many training images per second :func:`layersim.train.training.train_classifier` gets through on the
+device it runs on, for every combination of
+
+* the objective: ``ce`` (standard cross-entropy) and ``aligned`` (the paper's eq. 5: one shared
+  classifier on every block);
+* the precision: ``fp32`` and ``bf16`` (autocast; CUDA only, :func:`layersim.train.training.resolve_precision`);
+* the augmentation (crop, flip, 15-degree rotation, :class:`layersim.inputs.data.Augmentation`): ``none``,
+  ``per-image`` (torchvision, image by image in the DataLoader's workers or, on the CPU, the main
+  process) and ``batch`` (one gather per batch on the training device).
+
+The images are random tensors of CIFAR-10's shape (nothing is downloaded; decoding is not measured).
+Each measurement trains for two epochs of ``--steps`` steps and times the second (the first pays for
+worker start-up, CUDA kernel selection and the allocator's warm-up); a step ends with ``loss.item()``,
+so GPU work is finished when the clock stops. Results go to standard output as a Markdown table,
+with the device named; ``benchmarks/RESULTS.md`` keeps the measured ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import platform
+import time
+
+import torch
+from torch.utils.data import Dataset
+
+from layersim.core import machine
+from layersim.inputs import data
+from layersim.nets.models import resolve_device
+from layersim.notebook.presets import TRACING_VIT
+from layersim.train import training
+
+OBJECTIVES = ("ce", "aligned")
+PRECISIONS = ("fp32", "bf16")
+AUGMENTATIONS = ("none", "per-image", "batch")
+
+
+class RandomImages(Dataset):
+    """``n`` random normalised images ``[C, S, S]`` with labels in ``0..classes-1`` (seeded), with the
+    ``augment`` / ``defer_augment`` interface of :class:`layersim.inputs.data.ImageDataset`."""
+
+    def __init__(self, n: int, size: int = 32, channels: int = 3, classes: int = 10, seed: int = 0,
+                 augment: data.Augmentation | None = None):
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(n, channels, size, size, generator=g)
+        self.y = torch.randint(0, classes, (n,), generator=g)
+        self.augment, self.defer_augment = augment, False
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        x = self.x[i]
+        if self.augment is not None and not self.defer_augment:
+            x = self.augment(x)
+        return x, int(self.y[i])
+
+
+def vit_settings(quick: bool = False) -> dict:
+    """The paper-scale tracing ViT's settings, or (``quick``) a two-block width-32 one for tests."""
+    s = dict(TRACING_VIT["paper"])
+    if quick:
+        s.update(depth=2, embed_dim=32, num_heads=2, mlp_ratio=2.0)
+    return s
+
+
+def measure(objective: str, precision: str, augmentation: str, steps: int, batch: int, device: torch.device,
+            quick: bool = False, workers: int | None = None) -> float:
+    """Training images per second of one combination (module docstring); raises ValueError for a
+    precision the device does not have."""
+    if augmentation not in AUGMENTATIONS:
+        raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {augmentation!r}")
+    s = vit_settings(quick)
+    info = data.dataset_info(s["dataset"])
+    model_cfg, _ = training.configs_from(s, info)
+    cfg = training.TrainConfig(epochs=2, batch_size=batch, lr=s["lr"], weight_decay=s["weight_decay"],
+                               schedule="constant", objective=objective)
+    aug = None if augmentation == "none" else data.Augmentation(info["image_size"])
+    images = RandomImages(steps * batch, info["image_size"], info["channels"], info["classes"], augment=aug)
+    model = training.build_vit(model_cfg)
+    history = training.train_classifier(model, images, cfg, device=device, progress=False, precision=precision,
+                                        workers=workers, augment_on_device=augmentation == "batch")
+    return steps * batch / history[1]["seconds"]
+
+
+def device_name(device: torch.device) -> str:
+    """The device in words: the GPU's name, or the CPU's model and thread count."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda})"
+    return f"CPU: {machine.cpu_model()}, {torch.get_num_threads()} torch threads"
+
+
+def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, precisions=PRECISIONS,
+        augmentations=AUGMENTATIONS, quick: bool = False, workers: int | None = None, log=print) -> dict:
+    """Every combination; returns ``{(objective, precision, augmentation): images/s or None}`` (None:
+    the precision is not available on this device) and prints the table with the ratios that matter
+    (bf16 over fp32; each augmentation over none)."""
+    results: dict[tuple[str, str, str], float | None] = {}
+    for obj, prec, aug in itertools.product(objectives, precisions, augmentations):
+        try:
+            training.resolve_precision(prec, device)
+        except ValueError:
+            results[obj, prec, aug] = None
+            continue
+        results[obj, prec, aug] = measure(obj, prec, aug, steps, batch, device, quick=quick, workers=workers)
+        log(f"  {obj:8s} {prec:5s} {aug:10s} {results[obj, prec, aug]:10.1f} images/s")
+    log("")
+    log(f"| objective | precision | {' | '.join(f'augmentation: {a}' for a in augmentations)} |")
+    log("|---|---|" + "---:|" * len(augmentations))
+    for obj, prec in itertools.product(objectives, precisions):
+        cells = []
+        for aug in augmentations:
+            v = results[obj, prec, aug]
+            if v is None:
+                cells.append("n/a")
+                continue
+            base = results.get((obj, prec, "none"))
+            ratio = f" ({v / base:.2f}×)" if base and aug != "none" else ""
+            cells.append(f"{v:,.0f}{ratio}")
+        log(f"| {obj} | {prec} | {' | '.join(cells)} |")
+    for obj in objectives:
+        a, b = results.get((obj, "fp32", "none")), results.get((obj, "bf16", "none"))
+        if a and b:
+            log(f"- {obj}: bf16 / fp32 = {b / a:.2f}× (no augmentation)")
+    return results
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.bench train", description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="auto", help="cuda, cpu or auto (default)")
+    ap.add_argument("--steps", type=int, default=40, help="timed steps per measurement (default 40)")
+    ap.add_argument("--batch", type=int, default=256, help="batch size (default 256, the paper's)")
+    ap.add_argument("--objectives", default=",".join(OBJECTIVES))
+    ap.add_argument("--precisions", default=",".join(PRECISIONS))
+    ap.add_argument("--augmentations", default=",".join(AUGMENTATIONS))
+    ap.add_argument("--workers", type=int, default=None, help="DataLoader workers on CUDA (default: cores - 1, at most 8)")
+    ap.add_argument("--quick", action="store_true", help="a two-block ViT of width 32 (tests)")
+    args = ap.parse_args(argv)
+    if args.steps < 1 or args.batch < 1:
+        ap.error("--steps and --batch must be positive")
+    for name, known in (("objectives", OBJECTIVES), ("precisions", PRECISIONS), ("augmentations", AUGMENTATIONS)):
+        items = [x for x in getattr(args, name).split(",") if x]
+        bad = [x for x in items if x not in known]
+        if bad or not items:
+            ap.error(f"--{name}: choose from {','.join(known)}, got {getattr(args, name)!r}")
+        setattr(args, name, items)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    dev = resolve_device(args.device)
+    s = vit_settings(args.quick)
+    print(f"## layersim.tools.bench train: {'quick ViT' if args.quick else 'paper-scale tracing ViT'} "
+          f"(depth {s['depth']}, width {s['embed_dim']}, patches {s['patch_size']}, 32 x 32 x 3), batch {args.batch}, "
+          f"{args.steps} timed steps per cell\n")
+    print(f"- device: {device_name(dev)}; torch {torch.__version__}; Python {platform.python_version()}")
+    print(f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    run(args.steps, args.batch, dev, args.objectives, args.precisions, args.augmentations, quick=args.quick,
+        workers=args.workers)
+    return 0

@@ -1,0 +1,258 @@
+"""The smoke checks under other CPU kernels and thread counts: ``python -m layersim.tools.portable``
+(``make test-portable``).
+
+Another machine computes the same notebook with other float kernels: torch picks its vectorised
+kernels by the CPU's instruction set (``ATEN_CPU_CAPABILITY``: default, avx2, avx512), oneDNN its
+convolutions (``ONEDNN_MAX_CPU_ISA``), BLAS libraries split sums by the thread count, and small
+trainings amplify the rounding. This command runs smoke notebooks under each of :data:`SETTINGS`
+on this machine, each with an empty checkpoint cache (a checkpoint trained under another setting
+would hide the difference), and checks each run against the committed smoke references exactly as
+``make test`` does (:mod:`layersim.tools.smoke_check`): exit status 0 when every run passes.
+
+With ``--measure`` it also records how far the numbers moved between the settings and the reference,
+per notebook and per group of keys (a claim, or a top-level key of ``metrics.json``:
+:func:`layersim.tools.compare.spread`), and writes ``tests/notebooks/tolerances.json``: a notebook's tolerance
+is :data:`SAFETY` times the (lower) median spread of its groups that moved, and a group that moved more (here,
+or as reported from another machine: kept in the file under ``reported``) gets :data:`SAFETY` times its
+own; rounded up, never below :data:`FLOOR` (:func:`notebook_entry`).
+Runs made by hand under other settings can be added with ``--also NAME=FOLDER``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from layersim.core import machine
+from layersim.core.paths import cache_dir, repo_root
+from layersim.tools import compare, smoke_check
+from layersim.tools.runner import discover
+
+#: kernel settings, each the environment of one run: this machine's own kernels with 2 threads, and
+#: torch's, oneDNN's and MKL's generic (pre-AVX) and AVX2 kernels with 1 and 3 threads. The OpenBLAS
+#: variables (OPENBLAS_CORETYPE) are left alone: some processors need the values they have.
+SETTINGS = {
+    "native-2t": {"OMP_NUM_THREADS": "2"},
+    "default-1t": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                   "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OMP_NUM_THREADS": "1"},
+    "avx2-3t": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OMP_NUM_THREADS": "3"},
+}
+
+#: the notebooks whose smoke numbers moved most between kernel settings, here or on other machines
+#: (benchmarks/REPRODUCIBILITY.md): a02 and t06 (training amplifies the rounding; one probe sample),
+#: t08 (a token of the logit lens), the layer report, a11 and r05 (moved on other machines)
+SENSITIVE = "a02_emergence,a11_pretrained_text,r05_llm_redundancy,t06_transfer,t08_llm_saturation,layer_report"
+
+#: a tolerance is this many times the largest spread seen
+SAFETY = 4.0
+#: and never below this (float64 work agrees to ~1e-12 across kernels; float32 to ~1e-6)
+FLOOR = 1e-5
+
+#: caches that hold data, not computations: shared with the runs instead of rebuilt
+DATA_CACHES = ("fashion-mnist", "text", "models")
+
+
+def round_up(x: float) -> float:
+    """``x`` rounded up to one significant digit (0.0123 -> 0.02)."""
+    if x <= 0:
+        return 0.0
+    e = math.floor(math.log10(x))
+    m = math.ceil(round(x / 10 ** e, 9))
+    return float(f"{m}e{e}")
+
+
+def tolerance_from(measured: dict, reported: dict | None = None) -> dict:
+    """``{"rtol", "atol"}`` covering :data:`SAFETY` times the measured and the reported spreads."""
+    reported = reported or {}
+    return {k: max(FLOOR, round_up(SAFETY * max(measured.get(k, 0.0), reported.get(k, 0.0))))
+            for k in ("rtol", "atol")}
+
+
+def notebook_entry(spread: dict, runs: list[str], reported: dict | None = None) -> dict:
+    """A notebook's ``tolerances.json`` entry from :func:`layersim.tools.compare.spread` of its runs.
+
+    Its default, for every group of keys, is :func:`tolerance_from` the median spread of the groups that
+    moved (a group can stay still by chance: a near tie in an accuracy that none of the runs broke, while
+    another CPU does); a group that moved more (or that another machine was reported to move more,
+    ``reported``: ``{group: {"atol" or "rtol": spread}}``) gets its own. The measured spreads are kept."""
+    reported = reported or {}
+    moved = [v for v in spread["groups"].values() if v["atol"] or v["rtol"]]
+    typical = {k: _low_median([v[k] for v in moved if v[k]]) for k in ("atol", "rtol")}
+    default = tolerance_from(typical)
+    groups = {}
+    for group in sorted(set(spread["groups"]) | set(reported)):
+        own = tolerance_from(spread["groups"].get(group, {}), reported.get(group))
+        if own["atol"] > default["atol"] or own["rtol"] > default["rtol"]:
+            groups[group] = {k: max(own[k], default[k]) for k in ("rtol", "atol")}
+    entry = {**default, "groups": groups, "measured": {
+        "runs": runs, "flipped": spread["flipped"],
+        "atol": spread["atol"], "worst_abs": spread["worst_abs"],
+        "rtol": spread["rtol"], "worst_rel": spread["worst_rel"],
+        "groups": {g: v for g, v in sorted(spread["groups"].items()) if v["atol"] or v["rtol"]}}}
+    if reported:
+        entry["reported"] = reported
+    return entry
+
+
+def _low_median(values: list[float]) -> float:
+    """The lower median (an element of ``values``, not a mean of two); 0 for none."""
+    return sorted(values)[(len(values) - 1) // 2] if values else 0.0
+
+
+def fresh_cache(folder: Path) -> Path:
+    """An empty cache folder that shares the project's data caches (:data:`DATA_CACHES`) through links."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in DATA_CACHES:
+        link, target = folder / name, cache_dir(name)
+        if not link.exists():
+            link.symlink_to(target, target_is_directory=True)
+    return folder
+
+
+def run_setting(name: str, env: dict, notebooks: str, work: Path) -> Path:
+    """Run the smoke notebooks matching ``notebooks`` under the kernel setting ``env``; returns the
+    output root (``<work>/<name>/out``). The runner's log goes to ``<work>/<name>/log``."""
+    folder = work / name
+    if folder.exists():  # an earlier run's outputs and checkpoints: this run starts from nothing
+        shutil.rmtree(folder)
+    out = folder / "out"
+    cache = fresh_cache(folder / "cache")
+    environ = {**os.environ, **env, "LAYERSIM_OUT": str(out), "LAYERSIM_CACHE": str(cache)}
+    with open(folder / "log", "w") as log:
+        subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "smoke", "--nb", notebooks],
+                       env=environ, stdout=log, stderr=subprocess.STDOUT, check=False)
+    return out
+
+
+def check_run(out: Path, refs: Path, expected: list[str] | None = None) -> dict[str, compare.Comparison | str]:
+    """Every notebook of the smoke run ``out`` against its reference under ``refs`` (``tests/notebooks``);
+    a notebook of ``expected`` (``<paper>/<stem>`` keys) without an output folder did not run."""
+    results: dict[str, compare.Comparison | str] = {}
+    for nb in sorted(refs.rglob("*.ipynb")):
+        key = f"{nb.parent.name}/{nb.stem}"
+        folder = out / nb.parent.name / nb.stem
+        if not folder.is_dir():
+            if expected and key in expected:
+                results[key] = "did not run (see the log)"
+            continue
+        try:
+            results[key] = smoke_check.compare_with_reference(nb, folder)
+        except smoke_check.SmokeMismatch as exc:
+            results[key] = f"failed to run ({exc})"
+    return results
+
+
+def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> dict:
+    """``tolerances.json``: per notebook, the spread between the runs of every setting and the committed
+    reference, and the tolerance :func:`tolerance_from` sets from it. Notebooks not run keep their entry."""
+    previous = previous or {"notebooks": {}}
+    notebooks = dict(previous.get("notebooks", {}))
+    for nb in sorted(refs.rglob("*.ipynb")):
+        key = f"{nb.parent.name}/{nb.stem}"
+        records = [json.loads(nb.with_suffix(".metrics.json").read_text())]
+        names = ["reference"]
+        for name, out in runs.items():
+            try:
+                records.append(compare.record(out / nb.parent.name / nb.stem))
+                names.append(name)
+            except ValueError:
+                continue
+        if len(records) < 2:
+            continue
+        reported = notebooks.get(key, {}).get("reported")
+        notebooks[key] = notebook_entry(compare.spread(records), names, reported)
+    return {
+        "about": ("Smoke-check tolerances: a number passes when |run - reference| <= atol + rtol*|reference|, "
+                  "with the tolerance of its group of keys (a claim, or a top-level key of metrics.json) where "
+                  f"one is listed, else the notebook's. The notebook's is {SAFETY:g} x the median spread of its "
+                  "groups that moved between the reference and the runs under the kernel settings below; a "
+                  f"group that moved more (there, or as reported from another machine) gets {SAFETY:g} x its own; "
+                  f"rounded up, at least {FLOOR:g}. Written by python -m layersim.tools.portable --measure."),
+        "measured_on": f"{dt.date.today().isoformat()}, {machine.cpu_model(flags=True)}",
+        "settings": {k: SETTINGS.get(k, "a run made by hand, named for its setting") for k in runs},
+        "default": {"rtol": FLOOR, "atol": FLOOR},
+        "notebooks": dict(sorted(notebooks.items())),
+    }
+
+
+def report(results: dict[str, dict[str, compare.Comparison | str]]) -> str:
+    """A Markdown table: notebook x setting, each cell ``ok`` with the largest difference as a share of
+    its tolerance, or what differs."""
+    settings = list(results)
+    keys = sorted({k for r in results.values() for k in r})
+    rows = ["| notebook | " + " | ".join(settings) + " |", "|---|" + "---|" * len(settings)]
+    for key in keys:
+        cells = []
+        for s in settings:
+            c = results[s].get(key)
+            if c is None:
+                cells.append("-")
+            elif isinstance(c, str):
+                cells.append(f"**{c}**")
+            elif c.ok():
+                cells.append(f"ok ({c.tolerance_used:.0%} of the tolerance)"
+                             + (f", fragile flip: {', '.join(c.fragile)}" if c.fragile else ""))
+            else:
+                cells.append("**" + "; ".join(c.problems()[:2]) + "**")
+        rows.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.portable", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nb", default=SENSITIVE, help=f"notebooks (runner --nb patterns; default: {SENSITIVE})")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help=f"which of {', '.join(SETTINGS)}")
+    ap.add_argument("--work", default=None, help="where the runs go (default: runs/portable)")
+    ap.add_argument("--reuse", action="store_true", help="check the runs already in --work instead of running")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=FOLDER",
+                    help="a run made by hand (its LAYERSIM_OUT folder) to check and measure with the others")
+    ap.add_argument("--measure", action="store_true", help="write tests/notebooks/tolerances.json from the runs")
+    args = ap.parse_args(argv)
+    chosen = [s.strip() for s in args.settings.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SETTINGS]
+    if unknown or not (chosen or args.also):
+        ap.error(f"unknown setting(s) {unknown}: choose from {', '.join(SETTINGS)}")
+    root = repo_root()
+    refs = root / "tests" / "notebooks"
+    work = Path(args.work) if args.work else root / "runs" / "portable"
+    outs = {}
+    for name in chosen:
+        if args.reuse:
+            outs[name] = work / name / "out"
+            continue
+        t0 = time.perf_counter()
+        print(f"[{name}] {' '.join(f'{k}={v}' for k, v in SETTINGS[name].items())}: running {args.nb} ...",
+              flush=True)
+        outs[name] = run_setting(name, SETTINGS[name], args.nb, work)
+        print(f"[{name}] done in {time.perf_counter() - t0:.0f} s (log: {work / name / 'log'})", flush=True)
+    for extra in args.also:
+        name, sep, folder = extra.partition("=")
+        if not sep or not Path(folder).is_dir():
+            ap.error(f"--also {extra!r}: give NAME=FOLDER with an existing folder")
+        outs[name] = Path(folder)
+    if args.measure:
+        path = refs / smoke_check.TOLERANCES
+        previous = json.loads(path.read_text()) if path.is_file() else None
+        path.write_text(json.dumps(measure(outs, refs, previous), indent=1) + "\n")
+        print(f"wrote {path.relative_to(root)}")
+    expected = [p.relative_to(root / "notebooks").with_suffix("").as_posix() for p in discover(args.nb)]
+    results = {name: check_run(out, refs, expected if name in chosen else None) for name, out in outs.items()}
+    print(report(results))
+    bad = [(s, k) for s, r in results.items() for k, c in r.items() if isinstance(c, str) or not c.ok()]
+    ran = sum(len(r) for r in results.values())
+    print(f"\n{ran - len(bad)} of {ran} smoke runs agree with their references" if ran else "\nnothing ran")
+    return 0 if ran and not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

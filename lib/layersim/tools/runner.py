@@ -1,0 +1,352 @@
+"""Run the project's notebooks with papermill: ``python -m layersim.tools.runner``.
+
+``make reproduce`` calls this. Every notebook under ``notebooks/<paper>/`` (or those matching
+``--nb``) is executed with ``scale`` injected as a papermill parameter, one progress line per
+notebook with its wall time. A failing notebook is named with the cell that failed; the batch
+goes on and the command exits non-zero at the end.
+
+The runner owns ``scale`` (``--scale``; ``-p scale`` is refused) and refuses, before anything
+runs, a ``-p NAME`` that a selected notebook does not have (listing the parameters it has).
+Values are validated by the notebook itself (``layersim.notebook.settings.pick``) before it loads anything.
+
+Where the executed notebook goes (:func:`plan`); only the first case writes anything committed:
+
+- ``--scale default --update-committed`` without ``-p`` (what ``make reproduce`` runs): executed
+  into ``runs/default/<paper>/<stem>/<stem>.ipynb`` first; on success it replaces
+  ``notebooks/<paper>/<stem>.ipynb`` (notebooks are committed with the outputs of their last
+  default-scale run). Its figures and ``metrics.json`` are written by the notebook itself into
+  ``figures/<paper>/<stem>/`` (the kernel gets ``LAYERSIM_UPDATE_COMMITTED=1``, the one switch
+  that lets :mod:`layersim.core.writers` write there). A failed run leaves the committed notebook
+  untouched.
+- any other run -- ``--scale default`` without the switch, with ``-p``, another scale: the
+  notebook and its outputs go to ``runs/<scale>/<paper>/<stem>/`` (or ``$LAYERSIM_OUT/<paper>/<stem>/``),
+  never into ``notebooks/`` or ``figures/``: the kernel runs with the switch off, and a
+  ``$LAYERSIM_OUT`` or ``-p out`` that resolves into them (symlinks included) is refused up front.
+- ``--refs``: the smoke-scale reference copies under ``tests/notebooks/<paper>/`` that the
+  nbval regression tests compare against (``make smoke-refs``), each with ``<stem>.metrics.json``:
+  the run's numbers and figure names, which ``layersim.tools.smoke_check`` compares with measured
+  tolerances; no ``-p`` and no other scale.
+
+A relative ``$LAYERSIM_OUT`` is taken from the directory the runner was started in (the kernels
+run in the notebooks' folders). A notebook that cannot be read (not JSON, not a notebook) is
+named and counted as failed; the others run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from layersim.core import writers
+from layersim.core.paths import repo_root
+from layersim.notebook.results import SCALES
+from layersim.tools import compare
+
+KERNEL = "python3"
+
+
+@dataclass
+class Outcome:
+    notebook: Path
+    ok: bool
+    seconds: float
+    error: str = ""
+
+
+def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
+    """Notebooks under ``notebooks/`` whose relative path matches ``pattern``.
+
+    ``pattern`` is a glob (``tracing/t0*`` or ``t07*``: matched against ``<paper>/<stem>`` and against
+    the notebook's own name) or a plain substring (``t01``), or several of them separated by commas
+    (``a02,r05``); empty means all. Checkpoint folders are skipped.
+    """
+    base = (root or repo_root()) / "notebooks"
+    found = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    patterns = [p.strip() for p in pattern.split(",") if p.strip()]
+    if not patterns:
+        return found
+
+    def match(p: Path, pat: str) -> bool:
+        rel = p.relative_to(base).as_posix()
+        return pat in rel or any(fnmatch.fnmatch(name, glob) for name in (rel, p.name)
+                                 for glob in (pat, pat + ".ipynb"))
+
+    return [p for p in found if any(match(p, pat) for pat in patterns)]
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line naming the failing cell and the error, for papermill's execution errors.
+
+    Cells are counted from 1 in the executed notebook, which holds papermill's injected
+    parameters cell right after the ``parameters`` cell.
+    """
+    from papermill.exceptions import PapermillExecutionError
+
+    if isinstance(exc, PapermillExecutionError):
+        first = (exc.source or "").strip().splitlines()[:1]
+        where = f"cell {exc.cell_index + 1} (execution count {exc.exec_count})"
+        return f"{where}: {exc.ename}: {exc.evalue}" + (f"  [{first[0][:80]}]" if first else "")
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where one run writes: ``executed`` (papermill's output notebook), ``publish`` (the
+    committed notebook it replaces on success, or ``None``) and ``out_root`` (the
+    ``LAYERSIM_OUT`` the kernel gets, or ``None`` to unset it and let ``results.output_dir``
+    choose: ``figures/`` in a publishing run, ``runs/<scale>/`` else)."""
+
+    executed: Path
+    publish: Path | None
+    out_root: Path | None
+
+    @property
+    def environment(self) -> dict[str, str | None]:
+        """The kernel's ``LAYERSIM_OUT`` and the switch (on only for a publishing run); None unsets."""
+        return {"LAYERSIM_OUT": str(self.out_root) if self.out_root else None,
+                writers.SWITCH: "1" if self.publish is not None else "0"}
+
+
+def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
+         update: bool = False) -> Plan:
+    """Where a run of ``nb`` writes. Only a default-scale run with ``update`` (``--update-committed``)
+    and without parameters publishes into ``notebooks/`` and lets the notebook write ``figures/``.
+
+    Raises ``ValueError`` for a combination that would clobber committed results or cannot be
+    honoured: ``update`` with parameters, another scale or ``refs``; a reference run at another
+    scale or with parameters; a ``scale`` parameter; a non-publishing run whose ``$LAYERSIM_OUT``
+    or ``out`` parameter resolves into ``figures/`` or ``notebooks/``.
+    """
+    root = root or repo_root()
+    params = params or {}
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
+    if "scale" in params:
+        raise ValueError("scale is set with --scale, not with -p scale")
+    if refs and (scale != "smoke" or params):
+        raise ValueError("smoke references are runs at scale smoke with the presets: no --scale, no -p")
+    if update and (scale != "default" or params or refs):
+        raise ValueError("--update-committed replaces the committed default-scale results: only with --scale "
+                         "default, without -p and without --refs")
+    rel = nb.relative_to(root / "notebooks")
+    paper, stem = rel.parent.as_posix(), nb.stem
+    if refs:
+        return Plan(root / "tests" / "notebooks" / paper / nb.name, None, None)
+    executed = root / "runs" / scale / paper / stem / nb.name
+    if update:
+        return Plan(executed, nb, None)
+    user_out = os.environ.get("LAYERSIM_OUT")
+    out_root = writers.resolved(user_out) if user_out else root / "runs" / scale
+    if writers.protected_root(out_root / paper, root) is not None:
+        raise writers.ProtectedPath(f"LAYERSIM_OUT={user_out!r} points into the committed results ("
+                                    f"{writers.protected_root(out_root / paper, root)}), which only "
+                                    "--update-committed (make reproduce) writes")
+    if isinstance(params.get("out"), str) and writers.protected_root(params["out"], root) is not None:
+        raise writers.ProtectedPath(f"-p out {params['out']} points into the committed results, which only "
+                                    "--update-committed (make reproduce) writes")
+    return Plan(executed, None, out_root)
+
+
+@contextlib.contextmanager
+def temporary_environ(**values: str | None) -> Iterator[None]:
+    """Set (or unset, for ``None``) environment variables for the block; restore them after."""
+    old = {k: os.environ.get(k) for k in values}
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def notebook_parameters(nb: Path) -> list[str]:
+    """The names in ``nb``'s ``parameters`` cell (papermill's inspection; nothing is executed).
+
+    A file that is not a readable notebook raises ``ValueError`` naming it and what is wrong.
+    """
+    import papermill as pm
+
+    try:
+        return list(pm.inspect_notebook(str(nb)))
+    except Exception as exc:  # noqa: BLE001 - NotJSONError, ValidationError, OSError, ...: one line naming the file
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise ValueError(f"{nb} is not a readable notebook ({type(exc).__name__}: {first})") from exc
+
+
+def unknown_parameters(notebooks: list[Path], params: dict, root: Path | None = None,
+                       known: dict[Path, list[str]] | None = None) -> list[str]:
+    """One line per selected notebook that lacks a parameter of ``params``, listing those it has
+    (``known``: the notebooks' parameter names already read, by :func:`notebook_parameters`)."""
+    root = root or repo_root()
+    lines = []
+    for nb in notebooks:
+        names = known[nb] if known and nb in known else notebook_parameters(nb)
+        missing = [p for p in params if p not in names]
+        if missing:
+            rel = nb.relative_to(root / "notebooks").with_suffix("").as_posix()
+            lines.append(f"{rel} has no parameter {', '.join(map(repr, missing))}; its parameters are "
+                         f"{', '.join(n for n in names if n != 'scale')}")
+    return lines
+
+
+def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
+                 update: bool = False) -> Outcome:
+    """Execute one notebook with papermill at ``scale`` where :func:`plan` says; never raises
+    for notebook errors (``ValueError`` for a combination :func:`plan` refuses)."""
+    import papermill as pm
+
+    root = root or repo_root()
+    target = plan(nb, scale, refs, params, root, update)
+    t0 = time.perf_counter()
+    try:
+        writers.check_writable(target.executed.parent)
+    except ValueError as exc:
+        return Outcome(nb, False, 0.0, str(exc))
+    with tempfile.TemporaryDirectory(prefix="layersim-refs-") as fresh:
+        # a reference run writes into an empty folder, so that its figure list holds this run's alone
+        env = {**target.environment, "LAYERSIM_OUT": fresh} if refs else target.environment
+        try:
+            with temporary_environ(**env):
+                pm.execute_notebook(
+                    str(nb), str(target.executed), parameters={"scale": scale, **(params or {})},
+                    kernel_name=KERNEL, progress_bar=False, cwd=str(nb.parent),
+                )
+        except Exception as exc:  # papermill raises on the first failing cell
+            error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
+            return Outcome(nb, False, time.perf_counter() - t0, error)
+        if refs:
+            strip_reference(target.executed)
+            try:
+                write_reference_metrics(Path(fresh) / nb.parent.name / nb.stem, target.executed)
+            except ValueError as exc:
+                return Outcome(nb, False, time.perf_counter() - t0,
+                               f"{exc}: a smoke reference needs the run's results.write_metrics")
+    if target.publish is not None:
+        with writers.atomic_path(target.publish) as tmp:
+            shutil.copyfile(target.executed, tmp)
+    return Outcome(nb, True, time.perf_counter() - t0)
+
+
+def write_reference_metrics(run: Path, reference: Path) -> Path:
+    """Save the smoke run's ``metrics.json`` and figure names (run facts such as timings left out) as
+    ``<stem>.metrics.json`` beside the reference notebook: what ``layersim.tools.smoke_check`` compares with."""
+    data = compare.without_run_facts(compare.record(run))
+    return writers.write_text(reference.with_suffix(".metrics.json"), json.dumps(data, indent=1) + "\n")
+
+
+def strip_reference(path: Path) -> None:
+    """Keep only what nbval compares in a smoke reference: the outputs of the cells tagged
+    ``nbval-check-output``. Other outputs, execution timings and papermill's run metadata are
+    dropped so that the reference stays small and its diffs show real changes."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code" and "nbval-check-output" not in cell.metadata.get("tags", []):
+            cell.outputs = []
+            cell.execution_count = None
+    nb.metadata.pop("papermill", None)
+    nbformat.write(nb, str(path))
+
+
+def parse_value(text: str):
+    """Parse a ``-p name value`` value like papermill does: a Python literal, else a string."""
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.runner", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", choices=SCALES, default=None, help="smoke, default or paper (default: default)")
+    ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> to run, several "
+                    "separated by commas (default: all)")
+    ap.add_argument("--refs", action="store_true", help="write smoke-scale nbval references under tests/notebooks/")
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="a notebook parameter (not scale); a run with -p never replaces committed results")
+    ap.add_argument("--update-committed", action="store_true",
+                    help="replace the committed results (notebooks/ and figures/) with this default-scale run; "
+                    "make reproduce passes it")
+    ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
+    args = ap.parse_args(argv)
+    if args.refs and args.scale not in (None, "smoke"):
+        ap.error(f"--refs writes smoke-scale references: --scale {args.scale} is not allowed with it")
+    scale = args.scale or ("smoke" if args.refs else "default")
+    names = [name for name, _ in args.p]
+    if "scale" in names:
+        ap.error("set the scale with --scale, not -p scale")
+    if args.refs and names:
+        ap.error("--refs runs the smoke presets: -p is not allowed with it")
+    if args.update_committed and (scale != "default" or names or args.refs):
+        ap.error("--update-committed replaces the committed default-scale results: only with --scale default, "
+                 "without -p and without --refs")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        ap.error(f"-p {', '.join(repeated)} given more than once")
+    notebooks = discover(args.nb)
+    if not notebooks:
+        print(f"no notebook matches {args.nb!r} under notebooks/", file=sys.stderr)
+        return 2
+    if args.list:
+        print("\n".join(str(p.relative_to(repo_root())) for p in notebooks))
+        return 0
+    params = {name: parse_value(value) for name, value in args.p}
+    outcomes, known = [], {}
+    for nb in notebooks:  # a notebook that cannot be read is named and counted as failed; the rest run
+        try:
+            known[nb] = notebook_parameters(nb)
+        except ValueError as exc:
+            print(f"skipped: {exc}", file=sys.stderr, flush=True)
+            outcomes.append(Outcome(nb, False, 0.0, str(exc)))
+    readable = list(known)
+    problems = unknown_parameters(readable, params, known=known)
+    if problems:
+        ap.error("unknown parameter(s), nothing was run:\n  " + "\n  ".join(problems))
+    try:  # refuse a run that would write into committed results before anything runs
+        for nb in readable:
+            plan(nb, scale, args.refs, params, update=args.update_committed)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if scale == "default" and not args.update_committed and not args.refs:
+        where = os.environ.get("LAYERSIM_OUT") or "runs/default/"
+        print(f"this run writes {where} and leaves notebooks/ and figures/ as they are "
+              "(--update-committed, as make reproduce passes, replaces the committed results)", flush=True)
+    for i, nb in enumerate(readable, 1):
+        name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
+        print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
+        out = run_notebook(nb, scale, refs=args.refs, params=params, update=args.update_committed)
+        status = "ok" if out.ok else f"FAILED at {out.error}"
+        print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
+        outcomes.append(out)
+    failed = [o for o in outcomes if not o.ok]
+    total = sum(o.seconds for o in outcomes)
+    print(f"{len(outcomes) - len(failed)} notebooks ok, {len(failed)} failed, {total:.0f} s in all")
+    for o in failed:
+        print(f"  failed: {o.notebook.relative_to(repo_root())}: {o.error}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

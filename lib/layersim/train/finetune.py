@@ -1,0 +1,330 @@
+"""Fine-tuning pretrained Hugging Face encoders for text classification (one loop, cached).
+
+The clusters paper (``../shared/papers/003_*``, §2 "Optimization") fine-tunes every model with
+Adam, batch size 4, learning rate 1e-5, 1,000 warm-up steps, for up to 10,000 steps, a
+classification head on the CLS token (jiant's defaults: linear warm-up, then linear decay to 0).
+:class:`FinetuneConfig` holds those numbers (its defaults are the paper's); the default scale
+chooses a CPU budget in its notebooks' presets.
+
+- :func:`lr_at`: the learning rate at a step (linear warm-up, then linear decay);
+- :func:`finetune`: the loop (AdamW, seeded batch order, dropout on, tqdm progress);
+- :func:`predict` / :func:`evaluate`: logits and the task's score on a :class:`~layersim.inputs.text_tasks.TextTask`;
+- :func:`load_classifier`: a registered encoder with a fresh ``num_labels`` head, seeded;
+- :func:`cached_finetune`: the fine-tuned model, trained once per configuration and restart and
+  then loaded from ``<cache>/checkpoints/ft-<model>-<key>/`` (``layersim.train.training.cached_model``:
+  atomic writes, sha256-checked, a broken entry is moved aside and retrained);
+- a fine-tuned encoder layer by layer, for the notebooks of both papers that fine-tune one (the
+  clusters paper's c01-c03, the tracing paper's aligned BERT): :func:`task_data` (the splits),
+  :func:`fine_tuned` (the cached model of a settings dict, :func:`config_from`), :func:`cls_features`
+  (every layer at the token the head reads), :func:`layer_scores` (the task score of the head on each
+  layer) and :func:`check_names` (the settings' models and tasks exist).
+
+A *restart* (the paper's "random restarts", FT[1] and FT[2]) changes the seed of the head's
+initialisation, of dropout and of the batch order; the pretrained weights and the data are the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from layersim.inputs import assets, text_tasks
+from layersim.nets import adapters, models, readout
+from layersim.nets.models import evaluating, resolve_device
+from layersim.train import objectives, training
+from layersim.train.training import StepConfig
+
+__all__ = ["FinetuneConfig", "OBJECTIVES", "aligned_loss", "cached_finetune", "check_names", "cls_features",
+           "config_from", "evaluate", "fine_tuned", "finetune", "layer_scores", "load_classifier", "lr_at",
+           "predict", "steps_for", "task_data"]
+
+
+#: ``"ce"``: the task loss on the last layer (standard fine-tuning); ``"aligned"``: the tracing
+#: paper's eq. (5) over the encoder's layers with the one shared head (AlignedBERT, §4)
+OBJECTIVES = ("ce", "aligned")
+
+
+@dataclass(frozen=True)
+class FinetuneConfig(StepConfig):
+    """Optimisation of one fine-tuning run (defaults: the clusters paper's, §2; ``objective``: one
+    of :data:`OBJECTIVES`; the shared fields and their checks: ``layersim.train.training.StepConfig``)."""
+
+    lr: float = 1e-5
+    batch_size: int = 4
+    warmup_steps: int = 1000
+    steps: int = 10_000
+    max_length: int = 128
+    weight_decay: float = 0.0
+    seed: int = 0
+    objective: str = "ce"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.max_length < 4:
+            raise ValueError(f"max_length must be >= 4, got {self.max_length}")
+
+
+def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:
+    """Optimiser steps of ``epochs`` passes over ``n_examples`` in batches of ``batch_size`` (the
+    last batch of an epoch may be short): ``ceil(epochs * n_examples / batch_size)``."""
+    if n_examples < 1 or batch_size < 1 or not (math.isfinite(epochs) and epochs > 0):
+        raise ValueError(f"need n_examples, batch_size >= 1 and epochs > 0, got {n_examples}, {batch_size}, {epochs}")
+    return int(math.ceil(epochs * n_examples / batch_size))
+
+
+def lr_at(step: int, cfg: FinetuneConfig) -> float:
+    """Learning rate at optimiser step ``step`` (0-based): ``lr * (step + 1) / warmup`` during the
+    warm-up, then linear decay to 0 at ``cfg.steps``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    return cfg.lr * max(0.0, (cfg.steps - step) / max(1, cfg.steps - cfg.warmup_steps))
+
+
+def _to(batch: dict, dev: torch.device) -> dict:
+    return {k: v.to(dev) for k, v in batch.items()}
+
+
+def aligned_loss(model: nn.Module, batch: dict) -> torch.Tensor:
+    """The tracing paper's aligned loss, eq. (5), for a fine-tuned encoder (AlignedBERT, §4 and
+    App. C.2): ``sum_l lambda_l CE(W h^(l), y)`` over blocks ``l = 1..L`` with the model's own
+    classifier ``W`` (for BERT: pooler + classifier, ``layersim.nets.adapters``) on each block's CLS
+    token and the linearly increasing weights ``lambda_l = 2l / (L(L+1))``
+    (``layersim.train.objectives``). The last term is the standard loss. Single-label classification
+    with BERT-like encoders (no final norm: HF's ``hidden_states[l]`` is block ``l``'s output)."""
+    adapter = adapters.get(model)
+    if adapter.name not in ("bert", "albert", "distilbert") or type(model).__name__.endswith("ForMultipleChoice"):
+        raise ValueError(f"the aligned loss is implemented for BERT-like sequence classifiers, not {type(model).__name__}")
+    labels = batch["labels"]
+    if labels.dtype.is_floating_point:
+        raise ValueError("the aligned loss needs class labels (a regression task has none)")
+    out = model.base_model(**{k: v for k, v in batch.items() if k != "labels"}, output_hidden_states=True)
+    head, norm = adapter.head(model), adapter.final_norm(model)
+    logits = torch.stack([head(norm(h[:, 0])) for h in out.hidden_states[1:]])
+    return objectives.weighted_ce(logits, labels, objectives.layer_weights(len(logits)))
+
+
+def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, tokenizer: Any = None,
+             device: Any = "auto", progress: bool = True, precision: str = "auto") -> list[dict]:
+    """Fine-tune ``model`` (a HF ``*ForSequenceClassification``) in place on ``task`` for
+    ``cfg.steps`` AdamW steps of ``cfg.batch_size`` examples (epochs of a ``cfg.seed``-ed
+    permutation, as many as the steps need). ``tokenizer`` defaults to ``model.layersim_tokenizer``
+    (set by :func:`load_classifier`). Returns the history: one entry per 10 % of the steps
+    (``step``, mean training ``loss`` since the last entry, ``seconds``). Raises FloatingPointError
+    when the loss is not finite. ``precision``: ``layersim.train.training.resolve_precision`` (bf16 autocast
+    on CUDA under "auto", fp32 on the CPU)."""
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "layersim_tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("finetune needs the model's tokenizer (pass tokenizer=)")
+    mc = type(model).__name__.endswith("ForMultipleChoice")
+    if mc != task.multiple_choice:
+        raise ValueError(f"task {task.name!r} is {'' if task.multiple_choice else 'not '}multiple choice but the model is "
+                         f"a {type(model).__name__}: load it with load_classifier(..., multiple_choice={task.multiple_choice})")
+    if not mc and task.num_labels != getattr(model.config, "num_labels", task.num_labels):
+        raise ValueError(f"the model has {model.config.num_labels} outputs, task {task.name!r} has "
+                         f"{task.num_labels} labels")
+    dev = resolve_device(device)
+    prec = training.resolve_precision(precision, dev)
+    torch.manual_seed(cfg.seed)
+    model.to(dev).train()
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and not n.endswith("bias") and "LayerNorm" not in n]
+    rest = [p for n, p in model.named_parameters() if p.requires_grad and (n.endswith("bias") or "LayerNorm" in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                            lr=cfg.lr)
+    rng = np.random.default_rng(cfg.seed)
+    order = np.empty(0, dtype=np.int64)
+
+    def loss_at(step: int) -> torch.Tensor:
+        nonlocal order
+        if len(order) < cfg.batch_size:
+            order = np.concatenate([order, rng.permutation(len(task))])
+        take, order = order[:cfg.batch_size], order[cfg.batch_size:]
+        batch = _to(text_tasks.encode(task, tokenizer, cfg.batch_size, cfg.max_length, order=take)[0], dev)
+        return model(**batch).loss if cfg.objective == "ce" else aligned_loss(model, batch)
+
+    history = training.run_steps(opt, cfg.steps, loss_at, lambda step: lr_at(step, cfg), f"fine-tune {task.name}",
+                                 progress, what="fine-tuning", precision=prec)
+    model.eval()
+    return history
+
+
+def predict(model: nn.Module, batches: list[dict], device: Any = "auto") -> np.ndarray:
+    """Logits ``[N, num_labels]`` (float64) of ``model`` on tokenised ``batches`` (labels ignored;
+    a multiple-choice model: ``[N, C]``, one per ending)."""
+    dev = resolve_device(device)
+    out = []
+    with evaluating(model.to(dev)):
+        for b in batches:
+            out.append(model(**_to({k: v for k, v in b.items() if k != "labels"}, dev)).logits.double().cpu())
+    return torch.cat(out).numpy()
+
+
+def evaluate(model: nn.Module, task: text_tasks.TextTask, tokenizer: Any = None, batch_size: int = 64,
+             max_length: int = 128, device: Any = "auto") -> float:
+    """``model``'s score on ``task`` (its metric: accuracy, Matthews or Pearson correlation)."""
+    tokenizer = tokenizer if tokenizer is not None else model.layersim_tokenizer
+    logits = predict(model, text_tasks.encode(task, tokenizer, batch_size, max_length), device)
+    return text_tasks.score(task, text_tasks.predictions(task, logits))
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' "newly initialized weights" notice (the head is new by design)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def load_classifier(name: str, num_labels: int, seed: int = 0, random_init: bool = False,
+                    config: dict | None = None, multiple_choice: bool = False) -> nn.Module:
+    """The registered encoder ``name`` (``layersim.inputs.assets``) as ``AutoModelForSequenceClassification``
+    with a new ``num_labels`` head initialised under ``seed`` (``multiple_choice``:
+    ``AutoModelForMultipleChoice``, one logit per (context, ending) pair); its tokenizer is attached
+    as ``model.layersim_tokenizer``. ``random_init``: the architecture with random weights (tests;
+    ``config`` overrides its fields, e.g. ``num_hidden_layers=2``)."""
+    torch.manual_seed(seed)
+    auto = "AutoModelForMultipleChoice" if multiple_choice else "AutoModelForSequenceClassification"
+    kwargs = {} if multiple_choice else {"num_labels": num_labels}
+    with _quiet_transformers():
+        model, tok = assets.load_model(name, random_init=random_init, auto_class=auto, eval_mode=False,
+                                       config=config, **kwargs)
+    if tok is not None and tok.pad_token is None:  # decoders (LLaMA, GPT-2): pad with EOS, right side
+        tok.pad_token = tok.eos_token
+    if tok is not None:
+        tok.padding_side = "right"
+        if getattr(model.config, "pad_token_id", None) is None:
+            model.config.pad_token_id = tok.pad_token_id
+    model.layersim_tokenizer = tok
+    return model
+
+
+def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, restart: int = 1,
+                    device: Any = "auto", progress: bool = True, retrain: bool = False,
+                    tokenizer: Any = None, random_init: bool = False,
+                    config: dict | None = None) -> tuple[nn.Module, dict]:
+    """Model ``name`` fine-tuned on ``task`` under ``cfg`` with random restart ``restart`` (1, 2, ...:
+    seed ``cfg.seed + restart - 1`` for the head, dropout and batch order), or loaded from the
+    checkpoint cache. Returns ``(model in eval mode, meta)`` (``meta``: key, configs, history,
+    ``train_seconds``, ``weights_sha256``, ``from_cache``); ``model.layersim_tokenizer`` is set.
+    ``random_init`` / ``config``: fine-tune the architecture from random weights (tests of the
+    paper-scale path; pass the ``tokenizer`` then)."""
+    if isinstance(restart, bool) or int(restart) < 1:
+        raise ValueError(f"restart must be 1, 2, ..., got {restart!r}")
+    run_cfg = dataclasses.replace(cfg, seed=cfg.seed + int(restart) - 1)
+    holder: dict[str, Any] = {}
+
+    def build() -> nn.Module:
+        model = load_classifier(name, task.num_labels, seed=run_cfg.seed, random_init=random_init, config=config,
+                                multiple_choice=task.multiple_choice)
+        holder["tokenizer"] = tokenizer if tokenizer is not None else model.layersim_tokenizer
+        model.layersim_tokenizer = holder["tokenizer"]
+        return model
+
+    def fit(model, train_set, train_cfg, device, progress, precision):
+        return finetune(model, train_set, run_cfg, holder["tokenizer"], device=device, progress=progress,
+                        precision=precision)
+
+    key_cfg = dataclasses.asdict(run_cfg)
+    if run_cfg.objective == "ce":  # checkpoints made before objectives existed keep their keys
+        del key_cfg["objective"]
+    model_desc = {"asset": name, "num_labels": task.num_labels,
+                  "auto_class": "AutoModelForMultipleChoice" if task.multiple_choice else "AutoModelForSequenceClassification",
+                  **({"random_init": True, "config": config} if random_init else {})}
+    data_desc = {**task.describe(), "labels_sha": _labels_digest(task)}
+    model, meta = training.cached_model(f"ft-{name}", build, model_desc, key_cfg, task, data_desc,
+                                        device=device, progress=progress, retrain=retrain, fit=fit)
+    model.layersim_tokenizer = holder["tokenizer"]
+    meta["restart"] = int(restart)
+    return model, meta
+
+
+def _labels_digest(task: text_tasks.TextTask) -> str:
+    """A short digest of the task's texts and labels, so another draw of the data trains another model."""
+    import hashlib
+
+    h = hashlib.sha256()
+    seconds = task.text_b or (["\x02".join(c) for c in task.choices] if task.multiple_choice else [""] * len(task))
+    for a, b in zip(task.text_a, seconds):
+        h.update(a.encode())
+        h.update(b"\x00")
+        h.update(b.encode())
+        h.update(b"\x01")
+    h.update(np.asarray(task.labels).tobytes())
+    return h.hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- a fine-tuned encoder, layer by layer
+
+
+def check_names(settings: Mapping[str, Any]) -> None:
+    """A notebook check: every model is a registered model asset and every task a known task
+    (ValueError naming the parameter and the choices)."""
+    for name in settings.get("models", ()):
+        try:
+            kind = assets.get_asset(name).kind
+        except ValueError as err:
+            raise ValueError(f"parameter 'models': {err}") from None
+        if kind != "model":
+            raise ValueError(f"parameter 'models': {name!r} is a data set, not a model")
+    known = set(text_tasks.OFFLINE_TASKS) | set(text_tasks.PAPER_TASKS)
+    bad = [t for t in settings.get("tasks", ()) if t.lower().replace("_", "-") not in known]
+    if bad:
+        raise ValueError(f"parameter 'tasks': unknown task(s) {bad}; choose from {sorted(known)}")
+
+
+def config_from(settings: Mapping[str, Any], seed: int = 0) -> FinetuneConfig:
+    """The :class:`~layersim.train.finetune.FinetuneConfig` of a settings dict (``presets.CLUSTERS_FINETUNE``
+    keys ``lr``, ``batch_size``, ``warmup_steps``, ``steps``, ``max_length``, ``weight_decay`` and,
+    optionally, ``objective``)."""
+    keys = ("lr", "batch_size", "warmup_steps", "steps", "max_length", "weight_decay", "objective")
+    return FinetuneConfig(**{k: settings[k] for k in keys if k in settings}, seed=seed)
+
+
+def task_data(task: str, settings: Mapping[str, Any], seed: int = 0) -> tuple[text_tasks.TextTask, text_tasks.TextTask]:
+    """``(train, validation)`` splits of ``task`` with ``settings["n_train"]`` / ``["n_val"]`` examples
+    (None: all), drawn with ``seed``."""
+    return (text_tasks.load_task(task, "train", settings.get("n_train"), seed=seed),
+            text_tasks.load_task(task, "validation", settings.get("n_val"), seed=seed))
+
+
+def fine_tuned(model: str, train: text_tasks.TextTask, settings: Mapping[str, Any], restart: int = 1, seed: int = 0,
+               device: Any = "auto", progress: bool = True) -> tuple[nn.Module, dict]:
+    """``model`` fine-tuned on ``train`` under ``settings`` (restart 1, 2, ...), from the cache when
+    this configuration was trained before."""
+    return cached_finetune(model, train, config_from(settings, seed), restart=restart, device=device,
+                                    progress=progress)
+
+
+def cls_features(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str, Any], device: Any = "auto") -> np.ndarray:
+    """``[L+1, N, d]`` float32 features of every layer of ``model`` on ``task`` at the token its
+    classifier reads (``layersim.nets.models.collect`` with the adapter's default token): the CLS token
+    of an encoder (the paper's "representations of the CLS token", §3), the last token of a decoder.
+    A multiple-choice task gives ``C`` rows per example (one per (context, ending) pair, in order):
+    ``[L+1, N * C, d]``."""
+    batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),
+                                settings["max_length"])
+    return models.collect(model, text_tasks.flat_choices(batches), token=None, device=device, progress=False).hidden
+
+
+def layer_scores(model: nn.Module, features: np.ndarray, task: text_tasks.TextTask) -> np.ndarray:
+    """The task score when the fine-tuned head reads layer ``l``'s features directly, for every entry of
+    ``features`` ``[L+1, N, d]`` (:func:`cls_features`): the model truncated after block ``l`` (the
+    blocks above cannot change a lower layer's output, so this equals running
+    ``layersim.nets.surgery.truncate(model, l)``). The clusters paper's UNTUNED curve (§4 (a)); the tracing
+    paper's layer-wise accuracy of a fine-tuned encoder."""
+    logits = readout.layer_logits(model, features)
+    return np.array([text_tasks.score(task, text_tasks.predictions(task, z)) for z in logits])

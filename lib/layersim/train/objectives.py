@@ -1,0 +1,289 @@
+"""Training objectives of the tracing paper for timm ViTs: ``f(model, x, y, cfg) -> loss``.
+
+Every objective here reads all layers of the model in the *same* forward pass, with
+gradients, by running the blocks itself (:func:`block_outputs`: the steps of timm's
+``forward_features``). Layer ``l`` means the output of block ``l`` (1..L, as in
+``layersim.nets.models``); the embedding output has no loss.
+
+- ``aligned`` — the aligned loss, eq. (5): ``sum_l lambda_l CE(W norm(h^(l)), y)`` with the
+  linearly increasing weights ``lambda_l = 2l / (L(L+1))`` (section 3.1; ``cfg.extra["weights"]
+  = "uniform"`` switches to ``1/L``); ``aligned_uniform``: the same with ``lambda_l = 1/L``
+  (footnote 4, the ablation of appendix B.3).
+- ``alternating`` — appendix B.3, "Setup for Aligned Training in ViT" (after BERxiT): odd
+  iterations the last layer's CE, even iterations the aligned loss (iterations counted from 1).
+- ``ce_reg`` — appendix B.3, "Alternative approach": ``CE(W h^(L), y) + beta L_sim`` with
+  ``L_sim = sum_l lambda_l (1 - cos(h^(l), h^(L)))`` (``beta = cfg.extra["beta"]``, required).
+- ``multi_exit`` — the "multi-exit/classifiers" baseline (BERxiT, Xin et al. 2021): one
+  classifier per layer (:func:`add_exit_heads`), loss ``sum_l lambda_l CE(W_l h^(l), y)``;
+  ``multi_exit_alternating``: BERxiT's alternating schedule with those heads.
+
+"The classifier ``W``" is the model's own head path: ``model.forward_head(model.norm(.))``
+(final norm, pooling, ``fc_norm``, head dropout, head), so the last layer's logits equal
+``model(x)``. ``h^(l)`` (for ``ce_reg`` and the exit heads) is the pooled feature the
+classifier reads (``model.pool``: the class token for DeiT-style models) *before* the final norm.
+
+The iteration counter of the alternating objectives lives on the model object
+(:func:`objective_step`; a plain attribute, neither parameter nor buffer, so it is not saved
+in checkpoints). It advances once per call in training mode with gradients enabled; calls in
+eval mode or under ``torch.no_grad`` (e.g. a validation loss) return the loss of the
+*next* training iteration without advancing. A fresh model starts at iteration 1.
+
+The ``OBJECTIVES`` dict at the bottom is merged into ``layersim.train.training.OBJECTIVES``
+(training imports this module; this module does not import training).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from layersim.nets.models import block_modules, evaluating, family
+
+__all__ = [
+    "OBJECTIVES",
+    "add_exit_heads",
+    "aligned",
+    "aligned_uniform",
+    "alternating",
+    "block_outputs",
+    "ce_reg",
+    "exit_head_logits",
+    "layer_weights",
+    "multi_exit",
+    "multi_exit_alternating",
+    "multi_exit_logits",
+    "objective_step",
+    "shared_head_logits",
+    "weighted_ce",
+]
+
+_STEP_ATTR = "_layersim_objective_step"
+
+
+# ----------------------------------------------------------------------------- all layers, one pass
+
+
+def block_outputs(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """Full token sequences ``[N, T, d]`` after each block ``1..L`` of a timm ViT, with gradients.
+
+    The steps of timm's ``forward_features`` (``patch_embed``, ``_pos_embed``, ``patch_drop``,
+    ``norm_pre``, the blocks) without the final norm, keeping every block's output.
+    """
+    if family(model) != "timm_vit":
+        raise NotImplementedError("the training objectives support timm VisionTransformer models only")
+    h = model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))
+    outs = []
+    for blk in block_modules(model):
+        h = blk(h)
+        outs.append(h)
+    return outs
+
+
+def _shared_head(model: nn.Module, seq: torch.Tensor) -> torch.Tensor:
+    """The model's classifier ``W`` (with its final norm) on one layer's token sequence."""
+    return model.forward_head(model.norm(seq))
+
+
+def shared_head_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Logits ``[L, N, K]`` of the last-layer classifier on blocks ``1..L`` (eq. 5's ``W h^(l)``);
+    the last entry equals ``model(x)``."""
+    return torch.stack([_shared_head(model, seq) for seq in block_outputs(model, x)])
+
+
+def layer_weights(L: int, kind: str = "linear") -> torch.Tensor:
+    """The layer weights of eq. (5): ``"linear"`` ``lambda_l = 2l/(L(L+1))`` (the paper's
+    choice) or ``"uniform"`` ``lambda_l = 1/L`` (footnote 4); both sum to 1."""
+    if L < 1:
+        raise ValueError(f"L must be positive, got {L}")
+    if kind == "linear":
+        return torch.arange(1, L + 1, dtype=torch.float64) * 2 / (L * (L + 1))
+    if kind == "uniform":
+        return torch.full((L,), 1.0 / L, dtype=torch.float64)
+    raise ValueError(f"unknown layer weights {kind!r}: use 'linear' or 'uniform'")
+
+
+def weighted_ce(logits: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
+                label_smoothing: float = 0.0) -> torch.Tensor:
+    """``sum_l weights[l] CE(logits[l], y)`` for layer-wise logits ``[L, N, K]`` (eq. 5)."""
+    if logits.shape[0] != len(weights):
+        raise ValueError(f"{logits.shape[0]} layers of logits but {len(weights)} weights")
+    losses = torch.stack([F.cross_entropy(z, y, label_smoothing=label_smoothing) for z in logits])
+    return (weights.to(losses) * losses).sum()
+
+
+def _weights_kind(cfg) -> str:
+    return (getattr(cfg, "extra", None) or {}).get("weights", "linear")
+
+
+# ----------------------------------------------------------------------------- shared classifier
+
+
+def _aligned(model, x, y, cfg, kind: str) -> torch.Tensor:
+    logits = shared_head_logits(model, x)
+    return weighted_ce(logits, y, layer_weights(logits.shape[0], kind), cfg.label_smoothing)
+
+
+def aligned(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
+    """The aligned loss, eq. (5): ``sum_l lambda_l CE(W h^(l), y)`` with one shared classifier
+    and ``lambda_l = 2l/(L(L+1))`` (``cfg.extra["weights"] = "uniform"`` for ``1/L``)."""
+    return _aligned(model, x, y, cfg, _weights_kind(cfg))
+
+
+def aligned_uniform(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
+    """Eq. (5) with uniform weights ``lambda_l = 1/L`` (footnote 4; appendix B.3 ablation)."""
+    return _aligned(model, x, y, cfg, "uniform")
+
+
+def objective_step(model: nn.Module, advance: bool = False) -> int:
+    """The 1-based training iteration the alternating objectives are at for ``model``.
+
+    With ``advance``, returns the current iteration and moves the counter on by one.
+    """
+    step = model.__dict__.get(_STEP_ATTR, 1)
+    if advance:
+        model.__dict__[_STEP_ATTR] = step + 1
+    return step
+
+
+def _this_step(model: nn.Module) -> int:
+    """The iteration of this call: advances only in training mode with gradients enabled."""
+    return objective_step(model, advance=model.training and torch.is_grad_enabled())
+
+
+def _last_layer_ce(model, x, y, cfg) -> torch.Tensor:
+    return F.cross_entropy(model(x), y, label_smoothing=cfg.label_smoothing)
+
+
+def alternating(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
+    """Appendix B.3 (after BERxiT): odd iterations ``CE(W h^(L), y)``, even iterations the
+    aligned loss, eq. (5). The iteration count is kept on the model (module docstring)."""
+    if _this_step(model) % 2:
+        return _last_layer_ce(model, x, y, cfg)
+    return aligned(model, x, y, cfg)
+
+
+def ce_reg(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
+    """Appendix B.3: ``L_CE-reg = CE(W h^(L), y) + beta L_sim`` with
+    ``L_sim = sum_{l=1}^{L} lambda_l (1 - cos(h^(l), h^(L)))`` (batch mean; the ``l = L`` term
+    is 0), ``lambda_l`` the weights of eq. (5), ``beta = cfg.extra["beta"]``.
+
+    ``h^(l)`` is the pooled feature the classifier reads (the class token) before the final
+    norm; gradients flow into both ``h^(l)`` and ``h^(L)``, as the paper writes it.
+    """
+    extra = getattr(cfg, "extra", None) or {}
+    if "beta" not in extra:
+        raise KeyError("ce_reg needs cfg.extra['beta'] (the paper's beta > 0; it states no value)")
+    seqs = block_outputs(model, x)
+    feats = [model.pool(s) for s in seqs]
+    ce = F.cross_entropy(_shared_head(model, seqs[-1]), y, label_smoothing=cfg.label_smoothing)
+    dissim = torch.stack([(1 - F.cosine_similarity(h, feats[-1], dim=-1)).mean() for h in feats])
+    lam = layer_weights(len(feats), _weights_kind(cfg)).to(dissim)
+    return ce + float(extra["beta"]) * (lam * dissim).sum()
+
+
+# ----------------------------------------------------------------------------- one classifier per layer
+
+
+def add_exit_heads(model: nn.Module, seed: int | None = 0) -> nn.ModuleList:
+    """Attach ``model.exit_heads``: one classifier for each of blocks ``1..L-1`` (BERxiT-style
+    multi-exit model); block ``L`` keeps the model's own norm and head.
+
+    Each head is its own ``LayerNorm(d)`` + ``Linear(d, K)`` (the final norm's affine
+    parameters belong to the last layer's classifier, so the norm is not shared), initialised
+    like timm's head (weights truncated normal, std 0.02; zero bias) from ``seed``. Call it
+    before the optimiser is built (before ``training.train_classifier``). Returns the heads.
+    """
+    if family(model) != "timm_vit":
+        raise NotImplementedError("exit heads are implemented for timm VisionTransformer models")
+    L, d, K = len(block_modules(model)), model.embed_dim, model.num_classes
+    ref = next(model.parameters())
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(seed)
+        heads = nn.ModuleList(nn.Sequential(nn.LayerNorm(d, eps=1e-6), nn.Linear(d, K)) for _ in range(L - 1))
+        for head in heads:
+            nn.init.trunc_normal_(head[1].weight, std=0.02)
+            nn.init.zeros_(head[1].bias)
+    model.exit_heads = heads.to(device=ref.device, dtype=ref.dtype)
+    return model.exit_heads
+
+
+def _exit_heads(model: nn.Module) -> nn.ModuleList:
+    heads = getattr(model, "exit_heads", None)
+    if heads is None:
+        raise AttributeError("the model has no exit heads: call objectives.add_exit_heads(model) before training")
+    if len(heads) != len(block_modules(model)) - 1:
+        raise ValueError(f"{len(heads)} exit heads for {len(block_modules(model))} blocks (expected L-1)")
+    return heads
+
+
+def exit_head_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Logits ``[L, N, K]`` of the multi-exit model on blocks ``1..L``, with gradients: exit
+    head ``l`` on block ``l < L`` (pooled feature before the final norm), the model's own
+    classifier on block ``L`` (so the last entry equals ``model(x)``)."""
+    heads = _exit_heads(model)
+    seqs = block_outputs(model, x)
+    logits = [head(model.pool(seq)) for head, seq in zip(heads, seqs[:-1])]
+    return torch.stack(logits + [_shared_head(model, seqs[-1])])
+
+
+def multi_exit(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
+    """Multi-exit/classifiers baseline (BERxiT's weighted average): ``sum_l lambda_l
+    CE(W_l h^(l), y)`` with one head per layer (:func:`add_exit_heads`), ``lambda_l`` as in
+    eq. (5) (``cfg.extra["weights"]``, default linear)."""
+    logits = exit_head_logits(model, x)
+    return weighted_ce(logits, y, layer_weights(logits.shape[0], _weights_kind(cfg)), cfg.label_smoothing)
+
+
+def multi_exit_alternating(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
+    """BERxiT's alternating schedule with one head per layer: odd iterations the last layer's
+    CE, even iterations :func:`multi_exit` (the counter of :func:`objective_step`)."""
+    if _this_step(model) % 2:
+        return _last_layer_ce(model, x, y, cfg)
+    return multi_exit(model, x, y, cfg)
+
+
+def multi_exit_logits(model: nn.Module, hidden: np.ndarray | torch.Tensor, chunk: int = 1024) -> np.ndarray:
+    """Readout of a multi-exit model: float32 logits ``[L, N, K]`` for blocks ``1..L``.
+
+    ``hidden``: the pooled token (``token="cls"`` for DeiT-style models) of every layer,
+    ``[L+1, N, d]`` from ``layersim.nets.models.hidden_states`` (the embedding entry is dropped)
+    or ``[L, N, d]`` (blocks only), before the final norm. Exit head ``l`` reads block ``l``;
+    block ``L`` gets the model's final norm and head. Eval mode, no gradients.
+    """
+    heads = _exit_heads(model)
+    L = len(block_modules(model))
+    if hidden.shape[0] == L + 1:
+        hidden = hidden[1:]
+    if hidden.shape[0] != L:
+        raise ValueError(f"hidden has {hidden.shape[0]} entries; expected L+1={L + 1} or L={L}")
+    ref = next(model.parameters())
+    mods = list(heads) + [nn.Sequential(model.norm, model.fc_norm, model.head)]
+    out = np.empty((L, hidden.shape[1], model.num_classes), np.float32)
+    with evaluating(model):
+        for layer, mod in enumerate(mods):
+            for s in range(0, hidden.shape[1], chunk):
+                h = hidden[layer, s:s + chunk]
+                h = h if isinstance(h, torch.Tensor) else torch.from_numpy(np.asarray(h))
+                out[layer, s:s + chunk] = mod(h.to(ref)).float().cpu().numpy()
+    return out
+
+
+#: objectives this module adds to ``layersim.train.training.OBJECTIVES``
+OBJECTIVES = {
+    "aligned": aligned,
+    "aligned_uniform": aligned_uniform,
+    "alternating": alternating,
+    "ce_reg": ce_reg,
+    "multi_exit": multi_exit,
+    "multi_exit_alternating": multi_exit_alternating,
+}
+
+#: objectives whose model needs more than the plain ViT: name -> setup(model, seed), called on
+#: the freshly built model before training and before a cached checkpoint is loaded into it
+MODEL_SETUP = {
+    "multi_exit": add_exit_heads,
+    "multi_exit_alternating": add_exit_heads,
+}
