@@ -210,3 +210,45 @@ def test_notebooks_call_helpers_from_their_home_module(nb):
             if home and home.startswith("layersim") and home != module.__name__:
                 wrong.add(f"{names[alias]}.{attr} (defined in {home})")
     assert not wrong, f"call these from their home module: {sorted(wrong)}"
+
+
+#: the line budget of a notebook: code that a student reads before the idea is plumbing, which lives in the library
+LINE_BUDGET = 80
+#: notebooks still over the budget, with their count when this list was last cut (2026-11-25): the list may only
+#: shrink (a notebook that grows fails, and one that comes within the budget must leave the list)
+OVER_BUDGET = {
+    "a01_expressivity": 143, "a02_emergence": 132, "a03_circle": 151, "a04_architectures": 101, "a05_layers": 137,
+    "a06_convergence": 180, "a07_peaks_transfer": 175, "a08_pretrained_cnn": 133, "a09_source_similarity": 137,
+    "a10_negative_transfer": 169, "a11_pretrained_text": 155, "c01_cka_structure": 116, "c02_truncation": 91,
+    "r01_block_similarity": 85, "r02_block_redundancy": 94, "r03_rba_classification": 93, "r04_skip_vs_approx": 94,
+    "r05_llm_redundancy": 122, "t01_cos_vs_cka": 97, "t02_saturation_events": 82, "t03_aligned_training": 200,
+    "t04_early_exit": 86, "t05_residual_mlp": 91, "t06_transfer": 132, "t07_param_table": 146,
+    "t08_llm_saturation": 98, "t09_aligned_bert": 96, "t10_aligned_gpt": 148, "t11_clip": 110,
+}
+
+
+def code_lines(path) -> int:
+    """Non-blank, non-comment lines of a notebook's code cells (the injected parameters cell left out)."""
+    return sum(1 for src in code_sources(path) for line in src.split("\n")
+               if line.strip() and not line.strip().startswith("#"))
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
+def test_notebooks_stay_within_their_line_budget(nb):
+    n, allowed = code_lines(nb), OVER_BUDGET.get(nb.stem)
+    if allowed is None:
+        assert n <= LINE_BUDGET, f"{nb.stem}: {n} code lines, over the budget of {LINE_BUDGET}: move plumbing to layersim"
+    else:
+        assert n > LINE_BUDGET, f"{nb.stem}: {n} code lines, within the budget now: remove it from OVER_BUDGET"
+        assert n <= allowed, f"{nb.stem}: {n} code lines, more than the {allowed} it had: it may only shrink"
+
+
+def test_the_line_counter_skips_blanks_comments_and_injected_parameters(tmp_path):
+    nb = {"cells": [
+        {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["# doc\n", "scale = 'default'\n", "\n"]},
+        {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": ["scale = 'smoke'\n"]},
+        {"cell_type": "markdown", "metadata": {}, "source": ["x = 1\n"]},
+        {"cell_type": "code", "metadata": {}, "source": ["a = 1  # counted\n", "    # not\n", "b = 2"]}]}
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(nb))
+    assert code_lines(path) == 3

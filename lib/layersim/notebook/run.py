@@ -1,0 +1,110 @@
+"""One notebook run: its settings, its output folder, its figures and its claims, in three calls.
+
+Every notebook of the project follows the same shape, and this module holds it once::
+
+    run = start("alignment/a06_convergence", PRESETS, globals(), rules=RULES)   # settings + output folder
+    P = run.P
+    ...
+    run.finish(fig, "fig9a_alignment")                                          # save + show a figure
+    ...
+    run.record(claims, sigma_top=sigma[:60])                                     # metrics.json + claims table
+
+:func:`start` reads ``scale``, ``seed``, ``device`` and every setting of the scale's preset from the
+notebook's own variables (``globals()``: the parameters cell, with papermill's ``-p`` values injected),
+validates them (:func:`layersim.notebook.settings.pick`: one ``ValueError`` naming the parameter), picks the
+output folder (:func:`layersim.notebook.results.output_dir`: ``figures/`` only when publishing, else
+``runs/<scale>/``), seeds numpy, torch and Python's ``random`` (:func:`layersim.train.training.seed_everything`)
+and applies the project's plot style (``layersim.mplstyle``: no legend frames, light grids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from layersim.notebook import results, settings
+from layersim.train.training import seed_everything
+
+#: the project's matplotlib style, applied by :func:`start` (and usable alone: ``plt.style.use(STYLE)``)
+STYLE = Path(__file__).with_name("layersim.mplstyle")
+
+
+@dataclass
+class Run:
+    """A notebook's run: ``notebook`` (``"<paper>/<stem>"``), ``scale``, validated settings ``P`` (the
+    preset's keys; ``seed`` and ``device`` are :attr:`seed` and :attr:`device`), output folder ``out``."""
+
+    notebook: str
+    scale: str
+    P: dict
+    seed: int
+    device: str
+    out: Path
+    figures: list[str] = field(default_factory=list)
+
+    def finish(self, fig, name: str, show: bool = True) -> Path:
+        """Save ``fig`` as ``<out>/<name>.png`` (:func:`layersim.notebook.results.save_figure`), then show it
+        in the notebook and close it."""
+        import matplotlib.pyplot as plt
+
+        path = results.save_figure(fig, self.out, name)
+        self.figures.append(name)
+        if show:
+            plt.show()
+        plt.close(fig)
+        return path
+
+    def record(self, claims: Mapping[str, dict], extra_settings: Mapping[str, Any] | None = None,
+               show: bool = True, **measured: Any) -> dict:
+        """Write ``<out>/metrics.json`` (:func:`layersim.notebook.results.write_metrics`: the settings with
+        ``seed`` and ``extra_settings``, the ``claims``, every ``measured`` number) and show the claims
+        table. Returns ``claims``."""
+        params = {**self.P, "seed": self.seed, **(extra_settings or {})}
+        results.write_metrics(self.out, self.notebook, self.scale, params, dict(claims), **measured)
+        if show:
+            from IPython.display import Markdown, display
+
+            display(Markdown(results.claims_table(dict(claims))))
+        return dict(claims)
+
+
+def split_name(notebook: str) -> tuple[str, str]:
+    """``"<paper>/<stem>"`` -> ``(paper, stem)``; a ``ValueError`` for anything else."""
+    paper, sep, stem = notebook.partition("/")
+    if not sep or not paper or not stem or "/" in stem:
+        raise ValueError(f"a notebook is named '<paper>/<stem>', got {notebook!r}")
+    return paper, stem
+
+
+def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any], *,
+          rules: Mapping[str, settings.Rule] | None = None, derived: Mapping[str, Callable[[dict], Any]] | None = None,
+          checks: Iterable[Callable[[dict], None]] = (), style: bool = True, announce: bool = True,
+          **overrides: Any) -> Run:
+    """Begin the run of ``notebook`` (``"<paper>/<stem>"``) at ``params["scale"]``.
+
+    ``params``: the notebook's variables (pass ``globals()``): ``scale``, ``seed`` (default 0), ``device``
+    (default ``"auto"``) and, for every key of the scale's preset, the value the user set (``None`` = the
+    preset's). ``overrides`` set a preset key explicitly (they win over ``params``). ``rules``, ``derived``
+    and ``checks`` go to :func:`layersim.notebook.settings.pick`. Prints the scale and the output folder
+    when ``announce``.
+    """
+    paper, stem = split_name(notebook)
+    if "scale" not in params:
+        raise ValueError("start needs the notebook's 'scale' (pass globals() after the parameters cell)")
+    scale = params["scale"]
+    given = {k: params[k] for k in presets.get(scale, {}) if k in params}
+    given.update(overrides)
+    seed, device = params.get("seed", 0), params.get("device", "auto")
+    P = settings.pick(presets, scale, seed=seed, device=device, rules=rules, derived=derived, checks=checks, **given)
+    out = results.output_dir(paper, stem, scale)
+    seed_everything(int(seed))
+    if style:
+        import matplotlib.pyplot as plt
+
+        plt.style.use(STYLE)
+    if announce:
+        print(f"scale={scale}, writing to {out}")
+    return Run(notebook=notebook, scale=scale, P=P, seed=int(seed), device=settings.check_value("device", device),
+               out=out)
