@@ -12,7 +12,7 @@ NB      ?=
 STAMP   := $(VENV)/.layersim-installed
 ASSETS  := data/system/.provisioned
 
-.PHONY: all setup venv assets reproduce test unit notebooks-smoke smoke-refs test-portable compare report lock clean-runs help
+.PHONY: all setup venv assets reproduce test test-gpu unit notebooks-smoke smoke-refs test-portable compare report lock clean-runs help
 
 help:
 	@echo "make reproduce  run every notebook at SCALE=$(SCALE) (NB=pattern for a subset), writing figures/"
@@ -59,6 +59,10 @@ TEST_WORKERS ?= 2
 test: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile \
 	  --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+# CUDA against the CPU (tests/test_gpu.py, skipped without a GPU): on a machine with one.
+test-gpu: setup
+	$(PYTHON) -m pytest tests -m gpu -p no:cacheprovider
 
 unit: setup
 	$(PYTHON) -m pytest tests --ignore=tests/notebooks -p no:cacheprovider

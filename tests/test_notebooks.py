@@ -113,6 +113,10 @@ def test_every_parameter_is_annotated_for_papermill(nb):
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
 def test_every_parameter_goes_through_settings_pick(nb):
     src = setup_source(nb)
+    name = nb.relative_to(ROOT / "notebooks").with_suffix("").as_posix()
+    if "start(" in src:  # layersim.notebook.run.start reads every preset's setting from the notebook's globals()
+        assert f'start("{name}", PRESETS, globals()' in src, f'start the run as start("{name}", PRESETS, globals(), ...)'
+        return  # that every parameter is a preset's setting: test_presets_of_every_scale_pass_their_rules
     # settings.pick in the notebook, or a library function that calls it with the notebook's presets
     # (the layer report's report.settings_for, which its command line calls before executing)
     assert re.search(r"settings\.pick\(PRESETS, scale,|\w+\.settings_for\(scale,", src), \
@@ -132,6 +136,9 @@ def run_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     threads = torch.get_num_threads()
+    import matplotlib
+
+    style = dict(matplotlib.rcParams)
 
     def run(nb, **params):
         ns = {}
@@ -146,6 +153,7 @@ def run_setup(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
     plt.close("all")
+    matplotlib.rcParams.update(style)  # start() applies the project's plot style
 
 
 @pytest.mark.parametrize("scale", ["smoke", "default", "paper"])
@@ -155,6 +163,9 @@ def test_presets_of_every_scale_pass_their_rules(nb, scale, run_setup, tmp_path)
     and the setup cell loads nothing: the cache stays empty."""
     ns = run_setup(nb, scale=scale)
     assert isinstance(ns["P"], dict) and ns["P"]
+    if "run" in ns:  # start(...) reads the parameters by the names of the preset's settings: each must be one
+        missing = [n for n in parameter_names(nb) if n not in ("scale", "seed", "device") and n not in ns["P"]]
+        assert not missing, f"parameters {missing} are not settings of the {scale} preset, so they would be ignored"
     cache = tmp_path / "cache"
     assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*"))
 
