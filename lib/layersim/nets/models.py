@@ -175,7 +175,7 @@ def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: 
     raise ValueError(f"token must be 'cls', 'last', 'mean', 'all', 'tokens' or an int, got {token!r}")
 
 
-def _layer_ids(layers: Sequence[int] | None, L: int) -> list[int]:
+def layer_ids(layers: Sequence[int] | None, L: int) -> list[int]:
     """Layer indices in 0..L (negatives count from the end) for ``layers=None`` → all.
 
     The one check of ``layers`` for :func:`collect`, :func:`collect_tokens`, :func:`stream`,
@@ -415,7 +415,7 @@ def collect(
     if hasattr(model, "surgery_base"):  # a layersim.nets.surgery model: read it with its plan applied
         with model as inner:
             return collect(inner, batches, token, layers, device, progress, out)
-    ids = _layer_ids(layers, n_layers(model))
+    ids = layer_ids(layers, n_layers(model))
     store: _Store | None = None
     labels: list[np.ndarray] = []
     with_labels: bool | None = None
@@ -551,7 +551,7 @@ def stream(
         return
     adapter = adapters.get(model)
     token = adapter.token if token is None else token
-    ids = _layer_ids(layers, adapter.n_layers(model))
+    ids = layer_ids(layers, adapter.n_layers(model))
     dev = resolve_device(device)
     model.to(dev)
     with evaluating(model):

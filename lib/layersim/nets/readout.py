@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from layersim.measures import probe
-from layersim.nets.models import (_layer_ids, classifier_head, collect, evaluating, final_norm, n_layers,
-                                  resolve_device, stream)
+from layersim.nets.models import (classifier_head, collect, evaluating, final_norm, layer_ids,
+                                  n_layers, resolve_device, stream)
 
 __all__ = [
     "GreedyLens",
@@ -71,7 +71,7 @@ def layer_logits(
     ``layersim.measures.probe``); ``torch.nn.Identity()`` returns the normed features themselves.
     """
     L = n_layers(model)
-    ids = _layer_ids(layers, L) if layers is not None else list(range(hidden.shape[0]))
+    ids = layer_ids(layers, L) if layers is not None else list(range(hidden.shape[0]))
     if len(ids) != hidden.shape[0]:
         raise ValueError(f"hidden has {hidden.shape[0]} entries, expected {len(ids)}: pass layers=")
     if layers is None and hidden.shape[0] != L + 1:

@@ -575,7 +575,7 @@ def device_layers(n: int, d: int, L: int, device, seed: int = 0):
 
 def device_cka(n: int, d: int, L: int, device: str = "auto", check_n: int = 2000, log=print) -> dict:
     """``layer_matrix`` (linear CKA) of ``L`` layers of ``n x d`` float32 hidden states that live on
-    ``device`` (CUDA: the device path, :func:`layersim.measures.similarity._torch_layer_matrix`), timed against
+    ``device`` (CUDA: :func:`layersim.measures.similarity.layer_matrix` on torch tensors, on their device), timed against
     the floor of the form it picks: ONE stacked float64 product on the same device (the Gram form:
     ``Z Z^T`` of the centred ``Z = [n, L d]``, as many multiply-adds as building every layer's Gram
     matrix; the feature form: ``Z^T Z``). The first ``check_n`` samples are also computed on the CPU

@@ -177,7 +177,7 @@ def evaluate(model: nn.Module, task: text_tasks.TextTask, tokenizer: Any = None,
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Silence transformers' "newly initialized weights" notice (the head is new by design)."""
     from transformers.utils import logging as hf_logging
 
@@ -199,7 +199,7 @@ def load_classifier(name: str, num_labels: int, seed: int = 0, random_init: bool
     torch.manual_seed(seed)
     auto = "AutoModelForMultipleChoice" if multiple_choice else "AutoModelForSequenceClassification"
     kwargs = {} if multiple_choice else {"num_labels": num_labels}
-    with _quiet_transformers():
+    with quiet_transformers():
         model, tok = assets.load_model(name, random_init=random_init, auto_class=auto, eval_mode=False,
                                        config=config, **kwargs)
     if tok is not None and tok.pad_token is None:  # decoders (LLaMA, GPT-2): pad with EOS, right side

@@ -35,7 +35,7 @@ from torch import nn
 
 from layersim.inputs import assets, text_tasks
 from layersim.nets import models
-from layersim.train.finetune import _quiet_transformers
+from layersim.train.finetune import quiet_transformers
 
 __all__ = ["HANDCRAFTED", "INPUT", "NOVEL_TASK", "bag_of_words", "char_ngrams", "encoder_features", "encoders",
            "lsa", "pair_examples", "relative_spread", "sentence_pool", "text_representations"]
@@ -145,7 +145,7 @@ def encoders(name: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
     if asset.kind != "model" or not asset.has_tokenizer:
         text_models = [a.name for a in assets.list_assets("model") if a.has_tokenizer]
         raise ValueError(f"{name!r} is not a text model with a tokenizer; use one of {text_models}")
-    with _quiet_transformers():
+    with quiet_transformers():
         pretrained, tok = assets.load_model(name)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
