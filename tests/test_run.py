@@ -63,8 +63,8 @@ def test_finish_saves_and_closes_and_record_writes_the_metrics(out, capsys):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0], label="line")
     ax.legend()
-    path = run.finish(fig, "fig1_line", show=False)
-    assert path == run.out / "fig1_line.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert run.finish(fig, "fig1_line", show=False) is None
+    assert (run.out / "fig1_line.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not plt.fignum_exists(fig.number) and run.figures == ["fig1_line"]
     claims = {"rises": results.claim(0.7, 0.5, ">=")}
     got = run.record(claims, extra_settings={"classes": [1, 2]}, show=False, curve=np.array([0.5, 0.7]))

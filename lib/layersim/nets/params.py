@@ -14,18 +14,21 @@ checked in the tests against ``sum(p.numel())`` of instantiated models:
   no biases, untied LM head by default as in LLaMA-2).
 
 :data:`ARCHITECTURES` holds the published sizes; :func:`architecture_params` counts one of
-them (analytically; no weights are ever allocated).
+them (analytically; no weights are ever allocated) and :func:`build_on_meta` instantiates it on
+PyTorch's meta device (shapes only), for ``sum(p.numel())`` beside the closed form.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 __all__ = [
     "ARCHITECTURES",
     "architecture_params",
+    "build_on_meta",
     "count_module",
     "exit_head_params",
     "gpt2_params",
@@ -163,8 +166,32 @@ def architecture_params(name: str, head_bias: bool | None = None, head_norm: boo
     An exit head is a copy of the model's classifier (with its bias unless ``head_bias`` says
     otherwise; with a LayerNorm of its own when ``head_norm``).
     """
-    arch = ARCHITECTURES[name]
+    arch = _architecture(name)
     single = _COUNTERS[arch["kind"]](arch["config"])
     bias = arch["head_bias"] if head_bias is None else head_bias
     multi = multi_exit_params(single, arch["layers"], arch["dim"], arch["classes"], bias, head_norm)
     return {"single": single, "multi": multi}
+
+
+def _architecture(name: str) -> dict[str, Any]:
+    """The entry ``name`` of :data:`ARCHITECTURES`; a ``ValueError`` naming the known ones otherwise."""
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {name!r}: one of {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name]
+
+
+def build_on_meta(name: str) -> nn.Module:
+    """One of :data:`ARCHITECTURES` instantiated on PyTorch's meta device: the real module (timm
+    ``VisionTransformer``, HF ``GPT2LMHeadModel`` or ``LlamaForCausalLM``) with shapes and no memory,
+    no weights, no download, so that :func:`count_module` counts the released architecture."""
+    arch = _architecture(name)
+    with torch.device("meta"):
+        if arch["kind"] == "vit":
+            import timm
+
+            return timm.create_model(arch["timm"], pretrained=False)
+        import transformers as tr
+
+        if arch["kind"] == "gpt2":
+            return tr.GPT2LMHeadModel(tr.GPT2Config(**arch["config"]))
+        return tr.LlamaForCausalLM(tr.LlamaConfig(**arch["config"]))

@@ -44,17 +44,16 @@ class Run:
     out: Path
     figures: list[str] = field(default_factory=list)
 
-    def finish(self, fig, name: str, show: bool = True) -> Path:
+    def finish(self, fig, name: str, show: bool = True) -> None:
         """Save ``fig`` as ``<out>/<name>.png`` (:func:`layersim.notebook.results.save_figure`), then show it
-        in the notebook and close it."""
+        in the notebook and close it. Returns None, so that a cell ending in it shows the figure only."""
         import matplotlib.pyplot as plt
 
-        path = results.save_figure(fig, self.out, name)
+        results.save_figure(fig, self.out, name)
         self.figures.append(name)
         if show:
             plt.show()
         plt.close(fig)
-        return path
 
     def record(self, claims: Mapping[str, dict], extra_settings: Mapping[str, Any] | None = None,
                show: bool = True, **measured: Any) -> dict:

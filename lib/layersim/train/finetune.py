@@ -17,7 +17,8 @@ chooses a CPU budget in its notebooks' presets.
   clusters paper's c01-c03, the tracing paper's aligned BERT): :func:`task_data` (the splits),
   :func:`fine_tuned` (the cached model of a settings dict, :func:`config_from`), :func:`cls_features`
   (every layer at the token the head reads), :func:`layer_scores` (the task score of the head on each
-  layer) and :func:`check_names` (the settings' models and tasks exist).
+  layer) and :func:`check_names` (the settings' models and tasks exist); a budget given as ``steps`` or as
+  ``epochs`` (:func:`check_steps_or_epochs`, :func:`steps_of`).
 
 A *restart* (the paper's "random restarts", FT[1] and FT[2]) changes the seed of the head's
 initialisation, of dropout and of the batch order; the pretrained weights and the data are the same.
@@ -42,9 +43,9 @@ from layersim.nets.models import evaluating, resolve_device
 from layersim.train import objectives, training
 from layersim.train.training import StepConfig
 
-__all__ = ["FinetuneConfig", "OBJECTIVES", "aligned_loss", "cached_finetune", "check_names", "cls_features",
-           "config_from", "evaluate", "fine_tuned", "finetune", "layer_scores", "load_classifier", "lr_at",
-           "predict", "steps_for", "task_data"]
+__all__ = ["FinetuneConfig", "OBJECTIVES", "aligned_loss", "cached_finetune", "check_names", "check_steps_or_epochs",
+           "cls_features", "config_from", "evaluate", "fine_tuned", "finetune", "layer_scores", "load_classifier",
+           "lr_at", "predict", "steps_for", "steps_of", "task_data"]
 
 
 #: ``"ce"``: the task loss on the last layer (standard fine-tuning); ``"aligned"``: the tracing
@@ -284,6 +285,21 @@ def check_names(settings: Mapping[str, Any]) -> None:
     bad = [t for t in settings.get("tasks", ()) if t.lower().replace("_", "-") not in known]
     if bad:
         raise ValueError(f"parameter 'tasks': unknown task(s) {bad}; choose from {sorted(known)}")
+
+
+def check_steps_or_epochs(settings: Mapping[str, Any]) -> None:
+    """A notebook check: the fine-tuning budget is given, as ``steps`` or (when ``steps`` is None) as
+    ``epochs`` (ValueError naming both parameters when both are None)."""
+    if settings.get("steps") is None and settings.get("epochs") is None:
+        raise ValueError("parameters 'steps' and 'epochs' are both None: give one of them")
+
+
+def steps_of(settings: Mapping[str, Any], n_examples: int) -> int:
+    """The fine-tuning steps of a settings dict: ``settings["steps"]`` when given, else
+    ``settings["epochs"]`` passes over ``n_examples`` in batches of ``settings["batch_size"]``
+    (:func:`steps_for`)."""
+    check_steps_or_epochs(settings)
+    return settings["steps"] or steps_for(n_examples, settings["batch_size"], settings["epochs"])
 
 
 def config_from(settings: Mapping[str, Any], seed: int = 0) -> FinetuneConfig:

@@ -11,7 +11,11 @@ Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/pa
   :func:`layersim.notebook.plotting.label_projection_bars` draws one panel.
 * **Figure 7** (Section 5) compares the alignment curves (eq. 2) of the input and of every hidden
   layer, before and after training: :func:`layer_alignment` (input first, then each hidden layer);
-  :func:`layersim.notebook.plotting.layer_alignment_curves` draws them.
+  :func:`layer_runs` trains the paper's network on one task for several seeds and measures it before and
+  after (:func:`figure7_task`: the task's data), :func:`area_steps` turns the per-layer areas into the
+  paper's three orderings, :func:`layer_metrics` gathers what a run records;
+  :func:`layersim.notebook.plotting.layer_alignment_curves` draws the curves
+  (:func:`layersim.papers.alignment.figures.layer_alignment_figure`).
 * The tasks: balanced binary image tasks (:func:`binary_task`; Fashion-MNIST and scikit-learn's
   digits offline, MNIST / CIFAR through torchvision at the paper's scale), a regression task with
   its label moved to ``[-1, 1]`` as the paper does for CT Position (:func:`regression_task`), and
@@ -23,12 +27,13 @@ column, then unit-length rows) before any SVD here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from layersim.inputs import data
-from layersim.measures import alignment as al
+from layersim.measures import alignment as al, trends
 from layersim.train import small_nets
 
 #: image data sets read through torchvision (the paper's scale; not offline)
@@ -145,3 +150,122 @@ def layer_alignment(model, X, y, thresholds) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
     reps = [X, *small_nets.hidden_representations(model, X)]
     return np.stack([al.curve_and_area(R, y, thresholds)[0] for R in reps])
+
+
+# ----------------------------------------------------------------------------- Figure 7, several runs
+
+
+def layer_names(depth: int) -> list[str]:
+    """Figure 7's representations: ``["input", "hidden 1", ..., "hidden <depth>"]``."""
+    if int(depth) < 1:
+        raise ValueError(f"depth must be at least 1, got {depth}")
+    return ["input"] + [f"hidden {i + 1}" for i in range(int(depth))]
+
+
+def figure7_task(kind: str, dataset: str, seed: int = 0, classes: Sequence[int] = (0, 1),
+                 n_points: int = 10000) -> tuple[np.ndarray, np.ndarray, str]:
+    """One run's training data for Figure 7 and its loss: ``(X, y, loss)``.
+
+    ``kind="classification"``: :func:`binary_task` with ``n_points // 2`` points of each of ``classes`` (a new
+    draw for every ``seed``), labels ``y = 2t - 1`` and ``"bce"``; ``kind="regression"``: all points of
+    :func:`regression_task` (label in ``[-1, 1]``, shuffled with ``seed``) and ``"mse"``.
+    """
+    if kind == "classification":
+        X, t = binary_task(dataset, classes, n_points // 2, seed=seed)
+        return X, al.binary_targets(t), "bce"
+    if kind == "regression":
+        X, y = regression_task(dataset, seed=seed)
+        return X, y, "mse"
+    raise ValueError(f"kind must be 'classification' or 'regression', got {kind!r}")
+
+
+def layer_runs(kind: str, dataset: str, epochs: int, n_seeds: int, width: int = 128, depth: int = 3,
+               seed: int = 0, classes: Sequence[int] = (0, 1), n_points: int = 10000, batch_size: int = 64,
+               lr: float = 1e-3) -> dict:
+    """Figure 7 on one task: for ``s = 0 .. n_seeds - 1``, the data of :func:`figure7_task` with seed
+    ``seed + s``, the authors' demo MLP (``depth`` hidden layers of ``width``, ReLU, hidden layers without bias;
+    ``small_nets.make_mlp`` with seed ``seed + s``), the alignment curve of the input and of every hidden layer
+    (:func:`layer_alignment`, on :func:`layersim.measures.alignment.thresholds_for` ``n``) before and after
+    ``epochs`` of Adam (``small_nets.train_mlp``, batch ``batch_size``, step ``lr``).
+
+    Returns ``init`` and ``trained`` (one ``[1 + depth, T]`` array per run), ``loss`` (each run's training loss
+    per epoch), ``seconds`` (each run's training time), ``tau`` (the last run's thresholds), ``n`` (its number
+    of points) and ``area_init`` / ``area_trained`` ``[runs, 1 + depth]``
+    (:func:`layersim.measures.alignment.alignment_area`).
+    """
+    if int(n_seeds) < 1:
+        raise ValueError(f"n_seeds must be at least 1, got {n_seeds}")
+    out = {"init": [], "trained": [], "loss": [], "seconds": []}
+    for s in range(int(n_seeds)):
+        X, y, loss = figure7_task(kind, dataset, seed=seed + s, classes=classes, n_points=n_points)
+        tau = al.thresholds_for(len(X))
+        net = small_nets.make_mlp(X.shape[1], [width] * depth, hidden_bias=False, seed=seed + s)
+        out["init"].append(layer_alignment(net, X, y, tau))
+        t0 = time.perf_counter()
+        history = small_nets.train_mlp(net, X, y, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
+                                       seed=seed + s)
+        out["seconds"].append(time.perf_counter() - t0)
+        out["trained"].append(layer_alignment(net, X, y, tau))
+        out["loss"].append(history)
+    out["tau"], out["n"] = tau, len(X)
+    for when in ("init", "trained"):
+        out[f"area_{when}"] = np.array([al.alignment_area(c, tau) for c in out[when]])
+    return out
+
+
+def describe_layer_runs(runs: dict, title: str, layers: Sequence[str]) -> str:
+    """Three lines on :func:`layer_runs`' ``runs``: the points, the mean training loss at the first and last
+    epoch (and ten percent of the epochs earlier), the mean training time; each layer's area before and after
+    training (mean ± standard error over the runs)."""
+    losses = np.array(runs["loss"])
+    epochs = losses.shape[1]
+    lines = [f"{title}: {runs['n']} points; loss {losses[:, 0].mean():.4f} -> {losses[:, -1].mean():.5f} "
+             f"(epoch {epochs}; {losses[:, -max(2, epochs // 10)].mean():.5f} ten percent earlier), "
+             f"{np.mean(runs['seconds']):.0f} s per run"]
+    for when in ("init", "trained"):
+        m, se = trends.mean_se(runs[f"area_{when}"])
+        lines.append(f"   area {when:8s}" + "  ".join(f"{l} {a:.3f}±{e:.3f}" for l, a, e in zip(layers, m, se)))
+    return "\n".join(lines)
+
+
+def area_steps(runs: Mapping[str, dict]) -> dict:
+    """Figure 7's orderings, from the mean areas of every task's :func:`layer_runs` (a step: from one layer to
+    the next, input -> hidden 1 -> ...).
+
+    ``increase_after``: the fraction of steps at which the mean area after training grows; ``decrease_at_init``:
+    the fraction at which the mean area at initialisation falls; ``gain_grows``: the fraction of hidden ->
+    next hidden steps at which the gain through training (trained minus init) grows. Each as
+    ``{"pooled": over the steps of all tasks, "per_task": {task: fraction}}``. ``per_run_increase_after``: the
+    mean over all runs of the fraction of increasing steps of that run's trained areas.
+    """
+    if not runs:
+        raise ValueError("area_steps needs at least one task's runs")
+    mean = {name: {when: trends.mean_se(r[f"area_{when}"])[0] for when in ("init", "trained")}
+            for name, r in runs.items()}
+
+    def pooled(steps):
+        return {"pooled": float(np.mean(np.concatenate(list(steps.values())))),
+                "per_task": {name: float(np.mean(s)) for name, s in steps.items()}}
+
+    return {"increase_after": pooled({nm: np.diff(m["trained"]) > 0 for nm, m in mean.items()}),
+            "decrease_at_init": pooled({nm: np.diff(m["init"]) < 0 for nm, m in mean.items()}),
+            "gain_grows": pooled({nm: np.diff((m["trained"] - m["init"])[1:]) > 0 for nm, m in mean.items()}),
+            "per_run_increase_after": float(np.mean([trends.fraction_increasing(a) for r in runs.values()
+                                                     for a in r["area_trained"]]))}
+
+
+def layer_metrics(runs: Mapping[str, dict]) -> dict:
+    """What a Figure 7 run records, per task of :func:`layer_runs`' ``runs``: ``areas`` (before and after
+    training: mean, standard error and every run's areas), ``thresholds``, ``curves`` (the mean curve of every
+    layer), ``final_loss`` (each run's last-epoch training loss) and ``train_seconds``."""
+    areas = {}
+    for nm, r in runs.items():
+        areas[nm] = {}
+        for when in ("init", "trained"):
+            m, se = trends.mean_se(r[f"area_{when}"])
+            areas[nm][when] = {"mean": m, "se": se, "per_run": r[f"area_{when}"]}
+    return {"areas": areas, "thresholds": {nm: r["tau"] for nm, r in runs.items()},
+            "curves": {nm: {when: trends.mean_se(np.array(r[when]))[0] for when in ("init", "trained")}
+                       for nm, r in runs.items()},
+            "final_loss": {nm: [h[-1] for h in r["loss"]] for nm, r in runs.items()},
+            "train_seconds": {nm: r["seconds"] for nm, r in runs.items()}}

@@ -16,21 +16,38 @@ Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/pa
   (``layer_curves`` of :func:`peaks_transfer_run`).
 
 Runs are summarised across seeds by their mean and standard error (:func:`layersim.measures.trends.mean_se`).
+
+The notebook a07 calls the steps above through :func:`transfer_runs` (every run of Figures 10-12), then
+summarises them (:func:`area_table`, :func:`linear_test_errors`, :func:`layer_areas`), states the paper's claims
+(:func:`transfer_claims`), collects what ``metrics.json`` records (:func:`transfer_numbers`) and draws the three
+figures (:func:`alignment_figure`, :func:`linear_transfer_figure`, :func:`layers_figure`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 
-from layersim.measures import alignment as al
+from layersim.measures import alignment as al, trends
+from layersim.notebook import results
+from layersim.papers.alignment import transfer
 from layersim.train import small_nets
 
 #: The three label vectors of one run: the source task S, the related T1, the unrelated T2.
 TASK_KINDS = ("source", "related", "unrelated")
 #: The representations Figure 10 compares: inputs, last hidden layer at init and after training on S.
 REPRESENTATIONS = ("original", "init", "transfer")
+#: The target tasks of Figure 11's linear models.
+TARGET_KINDS = ("related", "unrelated")
+#: Figure 11 (c, d): the reductions of the training loss at which the weight norm is read.
+REDUCTION_LEVELS = np.linspace(0.05, 0.95, 19)
+#: The colours, line styles and legend labels of the three representations in Figures 10 and 11.
+REP_STYLE = {"original": dict(color="tab:orange", label="original (inputs)"),
+             "init": dict(color="tab:blue", ls="--", label="init (hidden, before training)"),
+             "transfer": dict(color="tab:green", label="transfer (hidden, trained on S)")}
 
 
 def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int = 10000, n_test: int = 1000,
@@ -122,3 +139,232 @@ def weight_norm_at_reduction(train_rel, weight_norm, levels) -> np.ndarray:
         if len(hit):
             out[j] = wn[hit[0]]
     return out
+
+
+# ----------------------------------------------------------------------------- the runs of a07
+
+
+def transfer_runs(n_runs: int, seed: int = 0, width: int = 60, n_source: int = 10000, n_test: int = 1000,
+                  epochs: int = 50, n_target: int = 100, lrs: Sequence[float] = (0.1, 1.0, 10.0), steps: int = 10000,
+                  log: Callable[[str], None] | None = None) -> tuple[list, list, list, list]:
+    """Every run of Figures 10-12. Run ``r`` (seed ``seed + r``) is :func:`peaks_transfer_run` with one hidden
+    layer of ``width`` units (Figures 10, 11), the same with three (Figure 12), and Figure 11's linear models
+    (:func:`linear_transfer`, seed ``seed + r``) for the related and the unrelated task on the one-hidden-layer
+    network's representations, recorded at step 0 and 60 log-spaced steps up to ``steps``
+    (:func:`layersim.papers.alignment.transfer.recorded_steps`). The representations themselves are dropped.
+
+    Returns ``(runs, deep, linear, seconds)``: the one- and three-hidden-layer runs, ``linear[r]``
+    ``{target kind: {representation: curves}}`` and each run's wall time. ``log`` gets one line per run.
+    """
+    if n_runs < 1:
+        raise ValueError(f"n_runs must be at least 1, got {n_runs}")
+    record = transfer.recorded_steps(steps, 60)
+    runs, deep, linear, seconds = [], [], [], []
+    for r in range(n_runs):
+        t0 = time.perf_counter()
+        kw = dict(n_source=n_source, n_test=n_test, epochs=epochs)
+        one = peaks_transfer_run(seed + r, hidden=[width], **kw)
+        deep.append(peaks_transfer_run(seed + r, hidden=[width] * 3, **kw))
+        linear.append({k: linear_transfer(one["reps"], one["reps_test"], one["y"][k], one["y_test"][k],
+                                          n_target=n_target, lrs=lrs, steps=steps, record=record, seed=seed + r)
+                       for k in TARGET_KINDS})
+        for big in ("reps", "reps_test"):  # keep only what the figures need
+            one.pop(big)
+            deep[-1].pop(big)
+        runs.append(one)
+        seconds.append(time.perf_counter() - t0)
+        if log is not None:
+            log(f"run {r}: {one['setup']['names']}, source MSE {one['history'][0]:.4f} -> {one['history'][-1]:.5f} "
+                f"(3 layers: {deep[-1]['history'][-1]:.5f}), {seconds[-1]:.1f} s")
+    return runs, deep, linear, seconds
+
+
+def area_table(runs: Sequence[dict]) -> dict:
+    """Figure 10 as numbers: ``{task kind: {representation: [runs]}}``, the normalised alignment area of every
+    run (:func:`peaks_transfer_run`'s ``areas``)."""
+    if not runs:
+        raise ValueError("no runs")
+    return {k: {n: np.array([run["areas"][k][n] for run in runs]) for n in REPRESENTATIONS} for k in TASK_KINDS}
+
+
+def area_summary(areas: Mapping) -> str:
+    """One line per task kind: every representation's mean area ± its standard error over the runs."""
+    return "\n".join(f"{kind:10s} alignment area  " + "  ".join(
+        f"{n} {areas[kind][n].mean():.3f} ± {trends.mean_se(areas[kind][n])[1]:.3f}" for n in REPRESENTATIONS)
+        for kind in TASK_KINDS)
+
+
+def linear_test_errors(linear: Sequence[dict]) -> dict:
+    """Figure 11's numbers from :func:`transfer_runs`' linear models: for every ``(target kind, representation)``
+    the relative test error per run averaged along the recorded steps ``>= 1`` (``"mean"``, the whole learning
+    curve) and at the last step (``"final"``); ``"step_sizes"``: ``{"<kind>/<representation>": [step size
+    kept, per run]}``."""
+    if not linear:
+        raise ValueError("no runs")
+    curves = {(k, n): np.array([x[k][n]["test_rel"] for x in linear]) for k in TARGET_KINDS for n in REPRESENTATIONS}
+    return {"mean": {key: v[:, 1:].mean(axis=1) for key, v in curves.items()},
+            "final": {key: v[:, -1] for key, v in curves.items()},
+            "step_sizes": {f"{k}/{n}": [x[k][n]["lr"] for x in linear] for k in TARGET_KINDS for n in REPRESENTATIONS}}
+
+
+def error_summary(errors: Mapping, steps: int) -> str:
+    """One line per target kind: every representation's test error along the steps / at step ``steps`` (mean
+    over the runs, :func:`linear_test_errors`), then the step sizes kept."""
+    lines = [f"{kind:10s} test error, mean along the steps / at step {steps}:  " + "  ".join(
+        f"{n} {errors['mean'][(kind, n)].mean():.3f} / {errors['final'][(kind, n)].mean():.3f}"
+        for n in REPRESENTATIONS) for kind in TARGET_KINDS]
+    return "\n".join(lines + [f"step sizes kept: {errors['step_sizes']}"])
+
+
+def layer_areas(deep: Sequence[dict], thresholds) -> dict:
+    """Figure 12 as numbers: ``{"source"|"related": {"init"|"transfer": [runs, layers]}}``, the normalised area
+    (:func:`layersim.measures.alignment.alignment_area`) of every hidden layer's curve of the three-layer runs."""
+    if not deep:
+        raise ValueError("no runs")
+    return {k: {s: np.array([[al.alignment_area(c, thresholds) for c in d["layer_curves"][k][s]] for d in deep])
+                for s in ("init", "transfer")} for k in ("source", "related")}
+
+
+def gap_claim(d, note: str) -> dict:
+    """A claim on per-run differences ``d`` (positive = the paper's direction): the value is the mean minus two
+    standard errors (:func:`layersim.measures.trends.lower_bound`), required to be ``> 0``; the mean, standard
+    error, fraction of runs with ``d > 0`` and every ``d`` are recorded."""
+    d = np.asarray(d)
+    m, se = trends.mean_se(d)
+    return results.claim(trends.lower_bound(d), 0.0, ">", note=f"{note}; mean {float(m):.3f} ± {float(se):.3f}",
+                         mean=m, standard_error=se, fraction_of_runs=float(np.mean(d > 0)), per_run=d)
+
+
+def transfer_claims(areas: Mapping, test_mean: Mapping) -> dict:
+    """The paper's five statements of Section 7.1 on ``areas`` (:func:`area_table`) and the mean relative test
+    errors ``test_mean`` (:func:`linear_test_errors`' ``"mean"``), each a :func:`gap_claim`:
+
+    * ``source_alignment_increases`` / ``related_alignment_increases`` (Figures 10a, b): area of transfer minus the
+      larger area of init and original;
+    * ``unrelated_alignment_decreases`` (Figure 10c): the smaller area of init and original minus transfer's;
+    * ``related_transfer_generalizes_better`` (Figure 11a): the smaller test error of init and original minus
+      transfer's, related task;
+    * ``unrelated_negative_transfer`` (Figure 11b): transfer's test error minus the larger of init and original,
+      unrelated task.
+    """
+    def gain(kind, better):
+        a = areas[kind]
+        if better:
+            return a["transfer"] - np.maximum(a["init"], a["original"])
+        return np.minimum(a["init"], a["original"]) - a["transfer"]
+
+    def test_gap(kind, better):
+        t = {n: test_mean[(kind, n)] for n in REPRESENTATIONS}
+        if better:
+            return np.minimum(t["init"], t["original"]) - t["transfer"]
+        return t["transfer"] - np.maximum(t["init"], t["original"])
+
+    return {
+        "source_alignment_increases": gap_claim(gain("source", True), "area gap, transfer over best other"),
+        "related_alignment_increases": gap_claim(gain("related", True), "area gap, transfer over best other"),
+        "unrelated_alignment_decreases": gap_claim(gain("unrelated", False), "area gap, worst other over transfer"),
+        "related_transfer_generalizes_better": gap_claim(test_gap("related", True),
+                                                         "test-error gap, best other minus transfer"),
+        "unrelated_negative_transfer": gap_claim(test_gap("unrelated", False),
+                                                 "test-error gap, transfer minus worst other"),
+    }
+
+
+def transfer_numbers(runs: Sequence[dict], deep: Sequence[dict], errors: Mapping, deep_areas: Mapping,
+                     seconds: Sequence[float]) -> dict:
+    """What a07's ``metrics.json`` records beside the claims: the wall time and setup of every run, the
+    thresholds, the areas and mean curves of Figure 10, the source networks' final training MSE, the linear
+    models' test errors and step sizes (Figure 11) and the three-layer networks' mean area per layer (Figure 12)."""
+    return dict(
+        seconds_per_run=list(seconds), setups=[run["setup"]["names"] for run in runs], thresholds=runs[0]["thresholds"],
+        alignment_areas=area_table(runs),
+        alignment_curves_mean={k: {n: trends.mean_se([run["curves"][k][n] for run in runs])[0]
+                                   for n in REPRESENTATIONS} for k in TASK_KINDS},
+        source_final_mse={"one_layer": [run["history"][-1] for run in runs],
+                          "three_layers": [d["history"][-1] for d in deep]},
+        linear_test_error_mean={f"{k}/{n}": v for (k, n), v in errors["mean"].items()},
+        linear_test_error_final={f"{k}/{n}": v for (k, n), v in errors["final"].items()},
+        step_sizes_kept=errors["step_sizes"],
+        three_layer_areas={k: {s: v.mean(axis=0) for s, v in d.items()} for k, d in deep_areas.items()},
+    )
+
+
+# ----------------------------------------------------------------------------- the figures of a07
+
+
+def alignment_figure(runs: Sequence[dict]):
+    """Figure 10: for the source, related and unrelated task, the normalised alignment curve of the original
+    inputs, the hidden layer at initialisation and after training on S, mean over the runs with a band of one
+    standard error. Returns the figure."""
+    tau = runs[0]["thresholds"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
+    for ax, kind, tag in zip(axes, TASK_KINDS, "abc"):
+        for name in REPRESENTATIONS:
+            m, se = trends.mean_se([run["curves"][kind][name] for run in runs])
+            style = dict(REP_STYLE[name])
+            ax.plot(tau, m, lw=2, **style)
+            ax.fill_between(tau, m - se, m + se, color=style["color"], alpha=0.25)
+        ax.set_title(f"({tag}) {kind} task")
+        ax.set_xlabel(r"threshold $\tau$")
+        ax.grid(True)
+    axes[0].set_ylabel(r"alignment / $\|y\|^2$")
+    axes[0].legend()
+    fig.suptitle(f"Figure 10: mean of {len(runs)} runs, shading = standard error", y=1.02)
+    return fig
+
+
+def linear_transfer_figure(linear: Sequence[dict], levels=REDUCTION_LEVELS):
+    """Figure 11: (a, b) the relative training (dashed) and test (solid) error of the linear models along the
+    gradient-descent steps, mean over the runs with a band of one standard error, each representation at its
+    best step size; (c, d) the weight norm at the first step where the training loss is reduced by each fraction
+    in ``levels`` (:func:`weight_norm_at_reduction`, mean over the runs that reach it). Returns the figure."""
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for col, kind in enumerate(TARGET_KINDS):
+        ax, axw = axes[0, col], axes[1, col]
+        for name in REPRESENTATIONS:
+            st = REP_STYLE[name]
+            res = [x[kind][name] for x in linear]
+            steps = np.maximum(res[0]["steps"], 0.5)
+            for key, ls in (("train_rel", "--"), ("test_rel", "-")):
+                m, se = trends.mean_se([x[key] for x in res])
+                ax.plot(steps, m, ls=ls, color=st["color"], label=f"{name} {key[:-4]}")
+                ax.fill_between(steps, m - se, m + se, color=st["color"], alpha=0.2)
+            wn = np.array([weight_norm_at_reduction(x["train_rel"], x["weight_norm"], levels) for x in res])
+            m, se = trends.mean_se(wn)
+            axw.errorbar(levels, m, yerr=se, color=st["color"], marker="o", ms=3, label=st["label"])
+        ax.set(xscale="log", xlabel="gradient-descent step (step 0 drawn at 0.5)", ylabel="MSE / mean squared label",
+               title=f"({'ab'[col]}) {kind} task: train (dashed), test (solid)")
+        ax.grid(True)
+        ax.legend(fontsize=8)
+        axw.set(xlabel="reduction of the training loss (fraction)", ylabel=r"weight norm $\|w\|$", yscale="log",
+                title=f"({'cd'[col]}) {kind} task: weights needed")
+        axw.grid(True)
+    axes[1, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def layers_figure(deep: Sequence[dict]):
+    """Figure 12: with three hidden layers, the normalised alignment curve of every layer at initialisation
+    (dashed) and after training on S (solid; darker = closer to the output) for the source and the related task,
+    the original inputs for reference; mean over the runs with a band of one standard error. Returns the figure."""
+    tau = deep[0]["thresholds"]
+    n_layers = len(deep[0]["layer_curves"]["source"]["transfer"])
+    shades = plt.cm.Greens(np.linspace(0.45, 1.0, n_layers))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    for ax, kind in zip(axes, ("source", "related")):
+        m, _ = trends.mean_se([d["curves"][kind]["original"] for d in deep])
+        ax.plot(tau, m, color="tab:orange", lw=2, label="original (inputs)")
+        for layer in range(n_layers):
+            for state, ls in (("init", "--"), ("transfer", "-")):
+                m, se = trends.mean_se([d["layer_curves"][kind][state][layer] for d in deep])
+                ax.plot(tau, m, ls=ls, color=shades[layer], lw=2 if state == "transfer" else 1,
+                        label=f"layer {layer + 1} {'trained' if state == 'transfer' else 'init'}")
+                ax.fill_between(tau, m - se, m + se, color=shades[layer], alpha=0.2)
+        ax.set_title(f"{kind} task")
+        ax.set_xlabel(r"threshold $\tau$")
+        ax.grid(True)
+    axes[0].set_ylabel(r"alignment / $\|y\|^2$")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Figure 12: three hidden layers, mean of {len(deep)} runs (darker = closer to the output)", y=1.02)
+    return fig

@@ -28,6 +28,10 @@ three notebooks ``a08_pretrained_cnn``, ``a09_source_similarity`` and ``a10_nega
   a wide representation from its n x n Gram matrix; linear models trained by gradient descent), and
   :func:`transfer_claims` tests Section 7.2's statements on the tasks' runs (a08 here on images; a11,
   :mod:`layersim.papers.alignment.text`, on text with a pretrained Transformer).
+
+The notebooks' steps built on these, one call each (the tasks of a08, the source comparison of a09, the
+random-label sources of a10, their claims), are in :mod:`layersim.papers.alignment.transfer`, their figures in
+:mod:`layersim.papers.alignment.transfer_figures`.
 """
 
 from __future__ import annotations

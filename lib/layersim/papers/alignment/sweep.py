@@ -13,16 +13,21 @@ layer at initialisation, on training and test data, averaged over 5 runs.
   (targets moved to [-1, 1], Figure 6's caption);
 * :func:`alignment_before_after` -- train one network and measure the three alignment curves on both
   splits (:func:`input_alignment`: the input features' curves, shared by every network on a task);
-  :func:`layersim.notebook.plotting.alignment_family` draws one panel.
+  :func:`layersim.notebook.plotting.alignment_family` draws one panel;
+* :func:`run_sweep` -- every distinct network on every task for several runs; :func:`stacked_curves` one
+  network's curves over the runs (:func:`layersim.papers.alignment.figures.sweep_figure` draws the families);
+  :func:`area_cells` the paper's comparison per network, task and split, :func:`describe_cells` its summary
+  per task, :func:`final_losses` the training loss each network ends with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from layersim.measures import alignment as al
+from layersim.measures import alignment as al, trends
 from layersim.papers.alignment.layers import raw_images, unit_interval
 from layersim.train import mlp, small_nets
 
@@ -177,3 +182,79 @@ def input_alignment(task: dict, thresholds=None) -> dict:
         y = task[f"y_{split}"]
         out[split] = al.curve_and_area(task[f"X_{split}"], y, _thresholds(len(y), thresholds), relative=True)
     return out
+
+
+# ----------------------------------------------------------------------------- the whole sweep
+
+
+def run_sweep(tasks: Mapping[str, Sequence[int]], configs: Mapping[str, dict], n_seeds: int, epochs: int,
+              seed: int = 0, progress: bool = True) -> tuple[dict, dict]:
+    """Figures 6, 17, 18: every network of ``configs`` (:func:`unique_configs`) on every task of ``tasks``
+    (``{name: [n_train, n_test]}``, :func:`alignment_task`), ``n_seeds`` runs each; run ``r`` draws the task's
+    data and initialises every network with seed ``seed + r``, and the input features' curves
+    (:func:`input_alignment`) are computed once per draw.
+
+    Returns ``(results, seconds)``: ``results[(task, config name)]`` the list of :func:`alignment_before_after`
+    outputs, one per run; ``seconds[task]`` the time spent on that task (printed when ``progress``).
+    """
+    if int(n_seeds) < 1:
+        raise ValueError(f"n_seeds must be at least 1, got {n_seeds}")
+    res, seconds = {}, {}
+    for task_name, (n_tr, n_te) in tasks.items():
+        t0 = time.perf_counter()
+        for r in range(int(n_seeds)):
+            task = alignment_task(task_name, n_tr, n_te, seed=seed + r)
+            inputs = input_alignment(task)  # the same for every network
+            for name, cfg in configs.items():
+                res.setdefault((task_name, name), []).append(
+                    alignment_before_after(task, cfg, epochs=epochs, seed=seed + r, input_curves=inputs))
+        seconds[task_name] = time.perf_counter() - t0
+        if progress:
+            print(f"{task_name}: {seconds[task_name]:.0f} s")
+    return res, seconds
+
+
+def stacked_curves(results: Mapping, task: str, config: dict, split: str, rep: str) -> np.ndarray:
+    """One network's alignment curves over the runs of :func:`run_sweep`: ``[runs, T]`` of ``rep`` (``input``,
+    ``init`` or ``trained``) on ``split`` (``train`` or ``test``)."""
+    key = (task, config_name(config))
+    if key not in results:
+        raise ValueError(f"no runs of {key[1]} on {task!r}")
+    return np.array([o[split]["curves"][rep] for o in results[key]])
+
+
+def area_cells(results: Mapping) -> list[dict]:
+    """The paper's comparison (Section 5: trained above both the input features and the initialisation) for
+    every (task, network, split) of :func:`run_sweep`'s ``results``: the mean normalised areas of the input, the
+    initial and the trained final hidden layer over the runs (``area_input``, ``area_init``, ``area_trained``),
+    the standard error of the trained one, and ``above``: whether the trained mean exceeds both others."""
+    cells = []
+    for (task_name, name), outs in results.items():
+        for split in ("train", "test"):
+            a = {rep: np.array([o[split]["areas"][rep] for o in outs]) for rep in ("input", "init", "trained")}
+            m = {rep: v.mean() for rep, v in a.items()}
+            cells.append(dict(task=task_name, network=name, split=split, **{f"area_{k}": v for k, v in m.items()},
+                              area_trained_se=float(trends.mean_se(a["trained"])[1]),
+                              above=bool(m["trained"] > m["input"] and m["trained"] > m["init"])))
+    return cells
+
+
+def describe_cells(cells: Sequence[dict], tasks: Sequence[str]) -> str:
+    """One line per split and task of :func:`area_cells`: the share of networks above both, and the mean areas
+    of the input, the initial and the trained final hidden layer over the networks."""
+    lines = []
+    for split in ("train", "test"):
+        for task_name in tasks:
+            sub = [c for c in cells if c["split"] == split and c["task"] == task_name]
+            if not sub:
+                raise ValueError(f"no cells of task {task_name!r} on {split}")
+            lines.append(f"{split:5s} {task_name:14s} above both in {np.mean([c['above'] for c in sub]):.0%}; mean area "
+                         f"input {np.mean([c['area_input'] for c in sub]):.3f}, "
+                         f"init {np.mean([c['area_init'] for c in sub]):.3f}, "
+                         f"trained {np.mean([c['area_trained'] for c in sub]):.3f}")
+    return "\n".join(lines)
+
+
+def final_losses(results: Mapping) -> dict[str, float]:
+    """``{"<task>/<config name>": the last-epoch training loss, mean over the runs}`` of :func:`run_sweep`."""
+    return {f"{t}/{n}": float(np.mean([o["history"][-1] for o in outs])) for (t, n), outs in results.items()}

@@ -33,8 +33,8 @@ from layersim.nets import models
 from layersim.notebook import presets
 from layersim.train import training
 
-__all__ = ["LLM", "MODELS", "Spec", "check_spans", "block_tokens", "data_sets", "inputs", "load", "pattern_correlations",
-           "tracing_vits"]
+__all__ = ["LLM", "MODELS", "Spec", "by_pair", "check_spans", "block_tokens", "data_sets", "inputs", "load",
+           "pattern_correlations", "tracing_vits"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,11 @@ def block_tokens(model: Any, batches: list[Any], device: Any = "auto") -> np.nda
     """``[L+1, N, d]`` float32 [CLS] features: index 0 the embedding output, ``i`` block ``i``'s
     output (the paper's "[CLS] token from each block", §4.1; no final norm)."""
     return models.collect(model, batches, token="cls", device=device, progress=False).hidden
+
+
+def by_pair(values: Mapping[tuple[str, str], Any]) -> dict[str, Any]:
+    """``{(model, data set): v}`` keyed as the notebooks' ``metrics.json`` keys it: ``{"<model> | <data set>": v}``."""
+    return {f"{m} | {d}": v for (m, d), v in values.items()}
 
 
 def _upper(M: np.ndarray) -> np.ndarray:

@@ -10,7 +10,8 @@ final norm) on training and test inputs and trains one linear head per seed
 (``heads.train_linear_head``: Adam, 5 epochs, batch 256, as the paper). :func:`parameter_table`
 counts the parameters of the paper's encoders with each span approximated, from their
 configurations (random-init weights, no download) beside the counts the paper prints
-(:data:`PAPER_PARAMS_M`).
+(:data:`PAPER_PARAMS_M`). :func:`span_accuracies` runs the whole protocol for one model and data set
+(every span of Table 1 the model has), :func:`single_block_drop` reduces the table to the paper's statement.
 """
 
 from __future__ import annotations
@@ -19,14 +20,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from layersim.inputs import assets
 from layersim.measures import probe, redundancy
-from layersim.nets import linear_maps, params, surgery
+from layersim.nets import linear_maps, models as net_models, params, surgery
+from layersim.papers.redundancy import models as redundancy_models
 from layersim.train import heads
 
-__all__ = ["PAPER_PARAMS_M", "PARAM_MODELS", "SINGLE_BLOCK_SPANS", "TABLE1_SPANS", "TABLE2_SPANS", "blocks_kept",
-           "parameter_table", "probe_accuracies", "span_label", "span_model", "spans_for"]
+__all__ = ["PAPER_PARAMS_M", "PARAM_MODELS", "SINGLE_BLOCK_SPANS", "TABLE1_SPANS", "TABLE2_SPANS", "accuracy_line",
+           "accuracy_record", "blocks_kept", "parameter_comparison", "parameter_table", "probe_accuracies",
+           "protocol_inputs", "single_block_drop", "span_accuracies", "span_label", "span_model", "spans_for",
+           "unmodified_accuracy"]
 
 #: Table 1's (and Tables 5, 6's) spans, as printed (``None`` = the unmodified model)
 TABLE1_SPANS: list[tuple[int, int] | None] = [(1, 5), (2, 5), (7, 10), (1, 3), (3, 5), (2, 4), (8, 10), (9, 11),
@@ -123,3 +128,92 @@ def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
         out[key] = row
         del model
     return out
+
+
+def protocol_inputs(spec: redundancy_models.Spec, dataset: str, settings: dict[str, Any], scale: str,
+                    seed: int = 0) -> tuple:
+    """The three input sets of the classification protocol (§4.3), in this order: ``settings["n_fit"]``
+    training inputs that RBA is fitted on, ``settings["n_train"]`` training inputs and labels for the linear
+    heads and ``settings["n_test"]`` test inputs and labels (0: the whole split), each
+    ``layersim.papers.redundancy.models.inputs`` of ``spec`` in batches of ``settings["batch_size"]``, drawn
+    with ``seed``. Returns ``(fit, train, y_train, test, y_test)``."""
+    kw = dict(scale=scale, seed=seed, batch_size=settings["batch_size"])
+    fit, _ = redundancy_models.inputs(spec, dataset, settings["n_fit"], split="train", **kw)
+    train, y_train = redundancy_models.inputs(spec, dataset, settings["n_train"] or None, split="train", **kw)
+    test, y_test = redundancy_models.inputs(spec, dataset, settings["n_test"] or None, split="test", **kw)
+    return fit, train, y_train, test, y_test
+
+
+def span_accuracies(model: Any, name: str, spec: redundancy_models.Spec, dataset: str, settings: dict[str, Any],
+                    scale: str, seeds: Sequence[int], seed: int = 0, device: Any = "auto") -> list[dict[str, Any]]:
+    """Tables 1, 5, 6 for one model and data set: for every span of Table 1 that ``model`` has
+    (:func:`spans_for`, the unmodified model last), the model with the span approximated (:func:`span_model`,
+    RBA fitted on ``settings["n_fit"]`` training inputs) and the test accuracy of one linear head per seed
+    of ``seeds`` (:func:`probe_accuracies`, Adam at ``settings["probe_lr"]``) trained on
+    ``settings["n_train"]`` training inputs (0: the whole split), tested on ``settings["n_test"]``.
+
+    The inputs are ``layersim.papers.redundancy.models.inputs`` of ``spec`` (batches of
+    ``settings["batch_size"]``, drawn with ``seed``). One row per span: ``model`` (= ``name``), ``data``,
+    ``span`` (:func:`span_label`), ``blocks`` (:func:`blocks_kept`), ``accuracy`` and ``std`` (mean and
+    standard deviation over the seeds) and ``per_seed``."""
+    L = net_models.n_layers(model)
+    fit, train, y_train, test, y_test = protocol_inputs(spec, dataset, settings, scale, seed=seed)
+    rows = []
+    for span in spans_for(L):
+        approx = span_model(model, span, "approx", fit, device=device)
+        acc = probe_accuracies(approx, train, y_train, test, y_test, seeds=seeds, lr=settings["probe_lr"],
+                               device=device)
+        rows.append({"model": name, "data": dataset, "span": span_label(span), "blocks": blocks_kept(span, L),
+                     "accuracy": np.mean(acc), "std": np.std(acc), "per_seed": acc})
+    return rows
+
+
+def accuracy_line(rows: Sequence[dict[str, Any]]) -> str:
+    """One progress line for the rows of one model and data set (:func:`span_accuracies`, the unmodified
+    model last): the unmodified model's accuracy, then every span's."""
+    if not rows or rows[-1]["span"] != "none":
+        raise ValueError("accuracy_line needs one model and data set's rows, the unmodified model ('none') last")
+    r = rows[-1]
+    return (f"{r['model']:15s} {r['data']:14s} none {r['accuracy']:.3f}; spans "
+            + " ".join(f"{s['span']}:{s['accuracy']:.3f}" for s in rows[:-1]))
+
+
+def accuracy_record(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The rows of :func:`span_accuracies` as ``metrics.json`` holds them: ``{"<model> | <data> | <span>":
+    {"mean", "std", "per_seed", "blocks"}}``."""
+    return {f"{r['model']} | {r['data']} | {r['span']}": {"mean": r["accuracy"], "std": r["std"],
+                                                          "per_seed": r["per_seed"], "blocks": r["blocks"]}
+            for r in rows}
+
+
+def unmodified_accuracy(table: pd.DataFrame) -> pd.Series:
+    """The unmodified model's accuracy (span ``"none"``) per (model, data set) of a table of
+    :func:`span_accuracies` rows."""
+    return table[table.span == "none"].set_index(["model", "data"]).accuracy
+
+
+def single_block_drop(table: pd.DataFrame,
+                      spans: Sequence[tuple[int, int]] = tuple(SINGLE_BLOCK_SPANS)) -> tuple[float, dict[str, float]]:
+    """The statement ``rba_keeps_accuracy`` (§4.3): the accuracy lost, in points, when one block is approximated.
+
+    Over the rows of ``table`` (:func:`span_accuracies`) whose span is one of ``spans`` (Table 1's single
+    blocks): the unmodified model's accuracy minus the approximated one's, times 100. Returns the mean over
+    every such row (models, data sets and spans) and its mean per ``"<model> | <data>"`` pair."""
+    base = unmodified_accuracy(table)
+    single = table[table.span.isin([span_label(s) for s in spans])]
+    if single.empty:
+        raise ValueError(f"the table has no row of the spans {[span_label(s) for s in spans]}")
+    single = single.set_index(["model", "data"])
+    drops = 100 * (single.accuracy - base.reindex(single.index).values)
+    per_pair = {f"{m} | {d}": -float(v) for (m, d), v in drops.groupby(level=[0, 1]).mean().items()}
+    return -float(drops.mean()), per_pair
+
+
+def parameter_comparison(params_M: dict[str, dict[str, float]],
+                         paper: dict[str, dict[str, float]] = PAPER_PARAMS_M) -> pd.DataFrame:
+    """:func:`parameter_table`'s counts (millions, two decimals; one column per encoder, one row per span)
+    beside the counts the paper prints (a column ``"<encoder> (paper)"`` each)."""
+    compare = pd.DataFrame({m: params_M[m] for m in params_M}).round(2)
+    for m, counts in paper.items():
+        compare[f"{m} (paper)"] = pd.Series(counts)
+    return compare

@@ -11,9 +11,14 @@ transformer, width 64) with the CLIP loss on Fashion-MNIST images paired with te
 class embeddings, not language.
 
 - :class:`ClipConfig`, :func:`small_clip`, :func:`captions`, :func:`train_clip`, :func:`cached_clip`;
+  :func:`clip_for`: the notebook's model in one call (the small CLIP trained here or cached, or a pretrained
+  CLIP loaded), :func:`describe` says which;
 - :func:`projected_layers`: ``[L+1, N, e]`` features of every layer of one tower in the shared
   space (``layersim.nets.readout.layer_logits`` through the tower's adapter: CLIP's own ``W LN(h)``, so
-  the last entry is CLIP's embedding; the paper's eq. 23 writes ``LN(W h)``).
+  the last entry is CLIP's embedding; the paper's eq. 23 writes ``LN(W h)``); :func:`image_layers` and
+  :func:`text_layers` read images and captions in batches;
+- :func:`zero_shot_accuracy` (images against the class prompts' embeddings), :func:`rising_steps` and
+  :func:`late_minus_early` (the statements of App. D), :func:`layer_cosine_figure` (Figs. 22 and 23).
 """
 
 from __future__ import annotations
@@ -27,14 +32,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import data
+from layersim.inputs import assets, data
 from layersim.nets import adapters, models, readout
+from layersim.notebook import plotting
 from layersim.nets.models import resolve_device
 from layersim.train import training
 from layersim.train.training import StepConfig
 
-__all__ = ["ClipConfig", "TEMPLATES", "WordTokenizer", "cached_clip", "captions", "pixels_for", "projected_layers", "small_clip",
-           "train_clip"]
+__all__ = ["ClipConfig", "TEMPLATES", "WordTokenizer", "cached_clip", "captions", "class_names", "clip_for", "describe",
+           "image_layers", "late_minus_early", "layer_cosine_figure", "pixels_for", "projected_layers", "rising_steps",
+           "small_clip", "text_layers", "train_clip", "zero_shot_accuracy"]
 
 #: caption templates of the small CLIP's training (one drawn per image); the first is used to read it
 TEMPLATES = ("a photo of a {}", "a picture of a {}", "an image of the {}", "a black and white photo of a {}",
@@ -192,3 +199,121 @@ def pixels_for(clip: nn.Module, images: torch.Tensor, trained_on: str = "fashion
         x = resize(x, [vc.image_size, vc.image_size], antialias=True).clamp_(0.0, 1.0)
     mean, std = (torch.tensor(v, dtype=x.dtype).view(1, -1, 1, 1) for v in (OPENAI_CLIP_MEAN, OPENAI_CLIP_STD))
     return (x - mean) / std
+
+
+def class_names(dataset: str) -> list[str]:
+    """The class names a caption is made of: Fashion-MNIST's and CIFAR-10's names, the digits ``"0"``..``"9"``
+    for MNIST."""
+    if dataset == "fashion-mnist":
+        return list(data.FASHION_MNIST_CLASSES)
+    if dataset == "cifar10":
+        return list(data.CIFAR10_CLASSES)
+    if dataset == "mnist":
+        return [str(i) for i in range(10)]
+    raise ValueError(f"no class names for data set {dataset!r}: 'fashion-mnist', 'cifar10' or 'mnist'")
+
+
+def clip_for(settings: dict, names: Sequence[str], seed: int = 0, device: Any = "auto") -> tuple[nn.Module, Any, dict]:
+    """``(clip, tokenizer, meta)`` for the tracing paper's App. D: with ``settings["pretrained"] == "scratch"`` the
+    small CLIP of ``settings`` (``width``, ``layers``, ``steps``, ``batch_size``, ``lr``; warm-up over a twelfth of
+    the steps) trained on ``n_train`` images of ``dataset``, each with a caption drawn from :data:`TEMPLATES`
+    (and ``template``'s words in the vocabulary), or loaded from the cache (:func:`cached_clip`); otherwise the
+    pretrained CLIP ``settings["pretrained"]`` (:func:`layersim.inputs.assets.load_model`, ``meta`` without a
+    checkpoint)."""
+    if settings["pretrained"] != "scratch":
+        clip, tok = assets.load_model(settings["pretrained"], device=device)
+        return clip, tok, {"key": None, "train_seconds": 0.0}
+    images, labels = data.image_dataset(settings["dataset"], "train", limit=settings["n_train"], seed=seed,
+                                        normalize=False).tensors()
+    tok = WordTokenizer([t.format(n) for t in TEMPLATES + (settings["template"],) for n in names])
+    steps = settings["steps"]
+    cfg = ClipConfig(width=settings["width"], layers=settings["layers"], projection=settings["width"], steps=steps,
+                     batch_size=settings["batch_size"], lr=settings["lr"], warmup_steps=max(1, steps // 12), seed=seed)
+    texts = captions(labels.numpy(), names, np.random.default_rng(seed))
+    clip, meta = cached_clip(cfg, data.as_model_input(images, settings["dataset"]), texts, tok,
+                             {"dataset": settings["dataset"], "n_train": len(texts), "seed": seed}, device=device)
+    return clip, tok, meta
+
+
+def describe(meta: dict) -> str:
+    """One line on a CLIP of :func:`clip_for`: the small CLIP's size, training and contrastive loss, or that it
+    was loaded pretrained."""
+    if meta.get("key") is None:
+        return "pretrained CLIP"
+    cfg = meta["train"]
+    how = "from the cache" if meta.get("from_cache") else f"trained in {meta['train_seconds']:.0f} s"
+    return (f"small CLIP, {cfg['layers']} blocks per tower, width {cfg['width']}: {cfg['steps']} steps of "
+            f"{cfg['batch_size']} pairs ({how}); contrastive loss {meta['history'][0]['loss']:.2f} -> "
+            f"{meta['history'][-1]['loss']:.2f}")
+
+
+def image_layers(clip: nn.Module, images: torch.Tensor, dataset: str, device: Any = "auto",
+                 batch_size: int = 256) -> np.ndarray:
+    """:func:`projected_layers` of the vision tower ([CLS] token) on ``images`` in [0, 1] (:func:`pixels_for`
+    ``dataset``), read ``batch_size`` at a time: ``[L+1, N, e]``."""
+    x = pixels_for(clip, images, dataset)
+    return projected_layers(clip, "vision", [x[i:i + batch_size] for i in range(0, len(x), batch_size)], device=device)
+
+
+def text_layers(clip: nn.Module, tokenizer: Any, texts: Sequence[str], device: Any = "auto",
+                batch_size: int = 256) -> np.ndarray:
+    """:func:`projected_layers` of the text tower (end token) on ``texts``, tokenised ``batch_size`` at a time
+    (padded within each batch): ``[L+1, N, e]``."""
+    texts = list(texts)
+    return projected_layers(clip, "text", [dict(tokenizer(texts[i:i + batch_size], padding=True, return_tensors="pt"))
+                                           for i in range(0, len(texts), batch_size)], device=device)
+
+
+def zero_shot_accuracy(image_embeddings: np.ndarray, class_embeddings: np.ndarray, labels: Any) -> float:
+    """CLIP's zero-shot accuracy: the fraction of images whose embedding has the largest cosine with the
+    embedding of their own class's caption (``[N, e]`` images, ``[K, e]`` classes, ``[N]`` labels)."""
+    images, classes, labels = np.asarray(image_embeddings), np.asarray(class_embeddings), np.asarray(labels)
+    if images.ndim != 2 or classes.ndim != 2 or images.shape[1] != classes.shape[1] or labels.shape != images.shape[:1]:
+        raise ValueError(f"zero_shot_accuracy needs images [N, e], classes [K, e] and labels [N]; got {images.shape}, "
+                         f"{classes.shape} and {labels.shape}")
+
+    def unit(a):
+        return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+    return float(((unit(images) @ unit(classes).T).argmax(1) == labels).mean())
+
+
+def rising_steps(*to_last: np.ndarray) -> np.ndarray:
+    """App. D's within-tower statement: for each curve of COS with the last block (``[L]``, the last entry 1),
+    whether each step ``l -> l+1`` for ``l = 1..L-2`` rises; the curves' steps pooled into one boolean array."""
+    return np.concatenate([np.diff(np.asarray(c)[:-1]) > 0 for c in to_last])
+
+
+def late_minus_early(curve: np.ndarray) -> float:
+    """App. D's cross-modal statement: the mean of a per-block curve over its last third of blocks minus its mean
+    over the first third (thirds of ``ceil(L / 3)`` blocks)."""
+    curve = np.asarray(curve)
+    third = int(np.ceil(len(curve) / 3))
+    return float(curve[-third:].mean() - curve[:third].mean())
+
+
+def layer_cosine_figure(within_vision: np.ndarray, within_text: np.ndarray, cross: np.ndarray):
+    """The tracing paper's Figures 22 and 23: COS of every block with the last one, within each tower and across
+    them (left), and the all-pairs maps within the vision tower, within the text tower and across (vision rows,
+    text columns). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    L = len(within_vision)
+    blocks = np.arange(1, L + 1)
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.4))
+    axes[0].plot(blocks, within_vision[:, -1], "o-", label="vision: COS(v^l, v^L)")
+    axes[0].plot(blocks, within_text[:, -1], "s-", label="text: COS(t^l, t^L)")
+    axes[0].plot(blocks, cross[:, -1], "^--", label="cross: COS(v^l, t^L)")
+    axes[0].plot(blocks, cross[-1, :], "v--", label="cross: COS(t^l, v^L)")
+    axes[0].set(xlabel="block l", ylabel="COS with the last block", title="Fig. 22: similarity with the last layer",
+                xticks=blocks)
+    axes[0].grid()
+    axes[0].legend(fontsize=8)
+    for ax, (M, title, xl, yl) in zip(axes[1:], [(within_vision, "(a) within the vision tower", "block", "block"),
+                                                 (within_text, "(b) within the text tower", "block", "block"),
+                                                 (cross, "(c) vision (rows) vs text (columns)", "text block",
+                                                  "vision block")]):
+        plotting.layer_heatmap(M, layers=blocks, ax=ax, vmin=min(0.0, float(np.min(M))), title=title, xlabel=xl,
+                               ylabel=yl)
+    fig.tight_layout()
+    return fig

@@ -8,6 +8,10 @@ maximum softmax probability, is at least the threshold, and at block ``L`` if th
 its prediction is that block's top-1 class. The paper's speed-up ratio counts blocks run:
 ``sum_i L m_i / sum_i i m_i`` with ``m_i`` the number of samples exiting at block ``i`` (the
 cost of evaluating the classifier at each exit is not counted, as in the paper).
+
+The notebook's protocol (t04): :func:`model_exits` reads one model's layer-wise logits on held-out images and
+exits them at one threshold and over :data:`FIG7_THRESHOLDS`; :func:`exits_figure` draws Figure 7 beside the
+accuracy / speed-up trade-off.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["EarlyExit", "confidence", "early_exit", "speedup", "threshold_sweep"]
+from layersim.nets import readout
+from layersim.train import objectives
+
+__all__ = ["FIG7_THRESHOLDS", "EarlyExit", "best_speedup", "confidence", "describe", "early_exit", "exit_record",
+           "exits_figure", "model_exits", "speedup", "threshold_sweep"]
+
+#: the confidence thresholds of the accuracy / speed-up sweep next to Figure 7: 0.30..0.90 by 0.05, 0.90..0.99
+#: by 0.01 (0.9 twice: the first range's last step rounds to it), then 0.995, 0.999 and 1
+FIG7_THRESHOLDS = np.round(np.concatenate([np.arange(0.3, 0.9, 0.05), np.arange(0.9, 0.995, 0.01),
+                                           [0.995, 0.999, 1.0]]), 4)
 
 
 class EarlyExit(NamedTuple):
@@ -104,3 +117,65 @@ def best_speedup(sweep: dict[str, np.ndarray], min_accuracy: float) -> tuple[flo
         return 1.0, None
     i = int(np.flatnonzero(ok)[np.argmax(np.asarray(sweep["speedup"])[ok])])
     return float(sweep["speedup"][i]), {"threshold": sweep["threshold"][i], "accuracy": sweep["accuracy"][i]}
+
+
+def model_exits(model, images, threshold: float, thresholds: Sequence[float] | np.ndarray = FIG7_THRESHOLDS, *,
+                multi_exit: bool = False, device: str = "cpu") -> tuple[EarlyExit, dict[str, np.ndarray], float]:
+    """Early exit of one model on held-out ``images`` (tracing paper, Figure 7).
+
+    The layer-wise logits of blocks ``1..L`` are the shared last-layer classifier on every block
+    (:func:`layersim.nets.readout.evaluate`, final norm included) or, with ``multi_exit``, each block's own head
+    (:func:`layersim.train.objectives.multi_exit_logits`). Returns the :func:`early_exit` at ``threshold``, the
+    :func:`threshold_sweep` over ``thresholds`` and the full-depth accuracy (the last block's, eq. 2)."""
+    if not 0 <= threshold <= 1:
+        raise ValueError(f"threshold must be a probability in [0, 1], got {threshold}")
+    ev = readout.evaluate(model, images, device=device, logits_fn=objectives.multi_exit_logits if multi_exit else None)
+    return (early_exit(ev.logits, threshold, ev.labels), threshold_sweep(ev.logits, ev.labels, thresholds),
+            float(readout.layer_accuracy(ev.logits, ev.labels)[-1]))
+
+
+def describe(name: str, result: EarlyExit, full_accuracy: float, threshold: float) -> str:
+    """One line: the model's full-depth accuracy, and its accuracy and speed-up when exiting at ``threshold``."""
+    return (f"{name:10s} full depth accuracy {full_accuracy:.4f}; threshold {threshold}: accuracy "
+            f"{result.accuracy:.4f}, speed-up {result.speedup:.2f}x")
+
+
+def exit_record(result: EarlyExit) -> dict:
+    """What ``metrics.json`` keeps of an :class:`EarlyExit`: the exits per block, the accuracy, the speed-up."""
+    return {"counts": result.counts, "accuracy": result.accuracy, "speedup": result.speedup}
+
+
+def exits_figure(exits: dict[str, EarlyExit], sweeps: dict[str, dict], reference: float, threshold: float,
+                 max_loss: float):
+    """The tracing paper's Figure 7 and the trade-off beside it, for models named by the keys of ``exits``.
+
+    Left: bars of the samples exiting at each block at ``threshold``, one group per model. Right: test accuracy
+    against speed-up over each model's :func:`threshold_sweep` (``sweeps``), with the standard model's
+    full-depth accuracy ``reference`` and ``reference - max_loss`` as dashed and dotted lines. Returns the
+    figure."""
+    import matplotlib.pyplot as plt
+
+    if not exits or set(exits) != set(sweeps):
+        raise ValueError(f"exits_figure needs the same models in exits and sweeps, got {list(exits)} and "
+                         f"{list(sweeps)}")
+    L = len(next(iter(exits.values())).counts)
+    ids = np.arange(1, L + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.3))
+    width = 0.27
+    for i, (name, e) in enumerate(exits.items()):
+        axes[0].bar(ids + (i - 1) * width, e.counts, width,
+                    label=f"{name}: accuracy {100 * e.accuracy:.1f} %, speed-up {e.speedup:.2f}x")
+    axes[0].set(xlabel="exit layer", ylabel="number of test images", xticks=ids,
+                title=f"Fig. 7: exits per layer at confidence threshold {threshold}")
+    axes[0].legend(fontsize=8)
+    for name, s in sweeps.items():
+        axes[1].plot(s["speedup"], 100 * s["accuracy"], marker="o", ms=3, label=name)
+    ref = 100 * reference
+    axes[1].axhline(ref, color="grey", lw=0.8, ls="--", label="standard, full depth")
+    axes[1].axhline(ref - 100 * max_loss, color="grey", lw=0.8, ls=":",
+                    label=f"standard - {100 * max_loss:g} points")
+    axes[1].set(xlabel="speed-up (blocks, sum L m_i / sum i m_i)", ylabel="test accuracy (%)",
+                title="accuracy vs speed-up over confidence thresholds")
+    axes[1].grid(True)
+    axes[1].legend(fontsize=8)
+    return fig

@@ -9,6 +9,14 @@ one LLaMA-architecture model is SmolLM2-135M (30 blocks, width 576, from a PyPI 
 :data:`MODELS` per scale, :data:`PROMPT`, :func:`load`; the lens itself is
 ``layersim.nets.readout.greedy_lens`` / ``token_lens``; :func:`easy_vs_hard` is the notebook's
 definition of easy tokens; :func:`words` decodes token ids for the Fig. 20 table.
+
+- :func:`decode`: Fig. 20's reading of one model, the prompt decoded greedily through the lens and the
+  saturation layer of every generated token; :func:`describe_decoding` prints it, :func:`lens_table_figure`
+  draws it;
+- :func:`read_texts`: the lens at every position of a text set, each position's saturation layer and the
+  easy/hard split (Fig. 19); :func:`describe_texts` prints it, :func:`saturation_histogram` draws it;
+- :func:`statistics`: the numbers the paper's statements are tested on; :func:`records`: each model's
+  entry of ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from layersim.inputs import assets
-from layersim.nets import models
+from layersim.inputs import assets, data
+from layersim.nets import models, readout
+from layersim.notebook import plotting
 
-__all__ = ["MODELS", "PROMPT", "easy_vs_hard", "load", "words"]
+__all__ = ["MODELS", "PROMPT", "decode", "describe_decoding", "describe_texts", "easy_vs_hard", "lens_table_figure",
+           "load", "read_texts", "records", "saturation_histogram", "statistics", "words"]
 
 PROMPT = "Simply put, the theory of relativity states"
 
@@ -62,3 +72,105 @@ def words(tokenizer: Any, ids: np.ndarray) -> np.ndarray:
     ids = np.asarray(ids)
     flat = [tokenizer.decode([int(i)]).replace("\n", "⏎").replace(" ", "·") for i in ids.ravel()]
     return np.array(flat, dtype=object).reshape(ids.shape)
+
+
+def decode(model: Any, tokenizer: Any, prompt: str, steps: int, device: Any = "auto") -> dict:
+    """The tracing paper's Fig. 20 on one causal LM: ``prompt`` decoded greedily for ``steps`` tokens, every
+    layer read through the logit lens (:func:`layersim.nets.readout.greedy_lens`), and the saturation layer
+    (§2.2, :func:`layersim.nets.readout.saturation_layer`) of every generated token. Returns ``model``,
+    ``tokenizer``, ``L`` (blocks; layers ``0..L``), ``greedy`` (the :class:`~layersim.nets.readout.GreedyLens`)
+    and ``saturation`` (``[steps]``)."""
+    g = readout.greedy_lens(model, tokenizer, prompt, steps, device=device)
+    return {"model": model, "tokenizer": tokenizer, "L": g.top.shape[0] - 1, "greedy": g,
+            "saturation": readout.saturation_layer(g.top)}
+
+
+def describe_decoding(name: str, prompt: str, run: dict) -> str:
+    """Two lines on a :func:`decode` run: the blocks, the prompt and its continuation; the saturation layer of
+    each generated token and the lens's largest relative difference from the model's own logits."""
+    g = run["greedy"]
+    return (f"{name}: {run['L']} blocks; {prompt!r} -> {run['tokenizer'].decode(g.tokens.tolist())!r}\n"
+            f"  saturation layer of each generated token: {run['saturation'].tolist()}; lens vs model logits, "
+            f"max relative difference {g.max_error:.1e}")
+
+
+def lens_table_figure(name: str, run: dict):
+    """The tracing paper's Fig. 20 of a :func:`decode` run: every layer's top-1 token at each decoding step,
+    coloured by its probability (:func:`layersim.notebook.plotting.token_table`), the generated tokens as
+    columns and a black dash under each step's saturation layer. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    g, tok, L, sat = run["greedy"], run["tokenizer"], run["L"], run["saturation"]
+    cols = words(tok, g.tokens)
+    fig, ax = plt.subplots(figsize=(max(8, 0.7 * len(cols)), max(5, 0.2 * (L + 1))))
+    plotting.token_table(words(tok, g.top), g.top_prob, ax=ax, columns=cols,
+                         title=f"{name}: top-1 token of every layer's logit lens, greedy decoding")
+    ax.plot(np.arange(len(sat)), sat - 0.5, "k_", ms=12, mew=1.5)
+    fig.tight_layout()
+    return fig
+
+
+def read_texts(model: Any, tokenizer: Any, texts, batch_size: int, max_length: int, device: Any = "auto") -> dict:
+    """The tracing paper's Fig. 19 over a text set: the logit lens at every non-padding token position of
+    ``texts`` (batches of ``batch_size``, at most ``max_length`` tokens each;
+    :func:`layersim.nets.readout.token_lens`), each position's saturation layer and the mean saturation layer
+    of the easy and the hard positions (:func:`easy_vs_hard`). Returns ``text`` (the
+    :class:`~layersim.nets.readout.TokenLens`), ``text_saturation`` (``[N]``) and ``easy_hard``."""
+    lens = readout.token_lens(model, data.text_batches(texts, tokenizer, batch_size, max_length), device=device)
+    sat = readout.saturation_layer(lens.top)
+    return {"text": lens, "text_saturation": sat, "easy_hard": easy_vs_hard(sat, lens.confidence)}
+
+
+def describe_texts(name: str, run: dict, n_texts: int) -> str:
+    """One line on a run with :func:`read_texts`'s entries: positions read, the mean saturation layer of all,
+    the easy and the hard positions, and the lens's largest relative difference from the model's logits."""
+    lens, eh = run["text"], run["easy_hard"]
+    return (f"{name}: {lens.top.shape[1]} token positions of {n_texts} sentences; mean saturation layer "
+            f"{run['text_saturation'].mean():.2f} of {run['L']}; easy tokens {eh['easy']:.2f}, "
+            f"hard {eh['hard']:.2f}; lens vs model logits {lens.max_error:.1e}")
+
+
+def saturation_histogram(runs: dict[str, dict]):
+    """The tracing paper's Fig. 19: for each model (``runs``: name -> a :func:`decode` run with
+    :func:`read_texts`'s entries) one panel, the fraction of tokens saturating at each layer ``0..L``, filled for
+    the text positions and outlined for the generated tokens. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if not runs:
+        raise ValueError("saturation_histogram needs at least one model's run")
+    fig, axes = plt.subplots(1, len(runs), figsize=(7 * len(runs), 3.8), squeeze=False)
+    for ax, (name, r) in zip(axes[0], runs.items()):
+        bins = np.arange(r["L"] + 2) - 0.5
+        ax.hist(r["text_saturation"], bins=bins, density=True, alpha=0.6,
+                label=f"Austen text ({len(r['text_saturation'])} tokens)")
+        ax.hist(r["saturation"], bins=bins, density=True, histtype="step", lw=2,
+                label=f"generated ({len(r['saturation'])} tokens)")
+        ax.set(xlabel="saturation layer", ylabel="fraction of tokens", title=f"{name}: saturation events per layer")
+        ax.legend()
+        ax.grid()
+    fig.tight_layout()
+    return fig
+
+
+def statistics(runs: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """Per model, the numbers the tracing paper's statements are tested on: ``error`` (the lens's largest
+    relative difference from the model's logits, decoding and texts), ``early`` (the fraction of generated
+    tokens saturating below the last block, App. C.1), ``text_fraction`` (the same over the text positions) and
+    ``gap`` (mean saturation layer of the hard minus the easy text positions, §2.2)."""
+    return {
+        "error": {n: max(r["greedy"].max_error, r["text"].max_error) for n, r in runs.items()},
+        "early": {n: float(np.mean(r["saturation"] < r["L"])) for n, r in runs.items()},
+        "text_fraction": {n: float(np.mean(r["text_saturation"] < r["L"])) for n, r in runs.items()},
+        "gap": {n: r["easy_hard"]["difference"] for n, r in runs.items()},
+    }
+
+
+def records(runs: dict[str, dict]) -> dict[str, dict]:
+    """Each model's entry of ``metrics.json``: blocks, the generated text and ids, the generated tokens'
+    saturation layers and probabilities, the text positions read, their saturation layers counted per layer
+    ``0..L`` and the easy/hard split."""
+    return {n: {"blocks": r["L"], "generated": r["tokenizer"].decode(r["greedy"].tokens.tolist()),
+                "generated_ids": r["greedy"].tokens, "saturation": r["saturation"], "top_prob": r["greedy"].top_prob,
+                "chosen_prob": r["greedy"].chosen_prob, "text_tokens": int(len(r["text_saturation"])),
+                "text_saturation_counts": np.bincount(r["text_saturation"], minlength=r["L"] + 1),
+                "easy_hard": r["easy_hard"]} for n, r in runs.items()}

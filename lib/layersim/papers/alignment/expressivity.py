@@ -1,0 +1,214 @@
+"""Beyond expressivity: the alignment paper's opening experiment (Sections 3 and 4.2, Figures 1 and 5).
+
+Imani, Hu & White (``../shared/papers/001_*``) compare three expressive nonlinear representations of one
+data set, the hidden layer of a one-hidden-layer ReLU network, sparse codes from dictionary learning and the
+hidden layer of a two-layer RBF network: closed-form least squares fits the training labels on each, yet a
+zero-initialised linear model trained by gradient descent learns at very different speeds on them (Figure 1),
+in the order of their alignment with the labels (eq. 2, Figure 5). The steps of notebook ``a01_expressivity``:
+:func:`binary_task` (the data), :func:`learned_representations` (the three representations and the network at
+initialisation), :func:`compare_representations` (expressivity, alignment, learning curves),
+:func:`alignment_figure` / :func:`learning_curves_figure` (Figures 5 and 1), :func:`claims` (the paper's three
+statements) and :func:`representation_records` (what ``metrics.json`` keeps).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from layersim.measures import alignment as al
+from layersim.notebook import plotting, results
+from layersim.papers.alignment.transfer import recorded_steps
+from layersim.train import small_nets
+
+#: the three representations the paper compares, and the network at initialisation (for reference)
+NETWORK, RBF, SPARSE, AT_INIT = "ReLU network", "RBF network", "sparse coding", "ReLU network, at init"
+MAIN = (NETWORK, RBF, SPARSE)
+COLORS = {NETWORK: "tab:red", RBF: "tab:purple", SPARSE: "tab:blue", AT_INIT: "grey"}
+
+
+def _say(log: Callable[[str], None] | None, text: str) -> None:
+    if log is not None:
+        log(text)
+
+
+def binary_task(images: np.ndarray, labels: np.ndarray, classes: Sequence[int], n_train: int, n_test: int,
+                n_centres: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The binary task of Figures 1 and 5 (offline: two classes of an image data set): the images of ``classes``
+    shuffled with ``numpy.random.default_rng(seed)`` and cut into ``n_train`` training points, ``n_test`` test
+    points and ``n_centres`` starting centres of the RBF network, flattened to float64 pixels in [0, 1]; labels
+    ``y = 2t - 1`` with ``t = 1`` for ``classes[1]``. Returns ``(X_train, X_test, centres, y_train, y_test)``."""
+    if len(classes) != 2:
+        raise ValueError(f"a binary task needs two classes, got {list(classes)}")
+    rng = np.random.default_rng(seed)
+    pool = rng.permutation(np.flatnonzero(np.isin(labels, classes)))
+    if n_train + n_test + n_centres > len(pool):
+        raise ValueError(f"{n_train} + {n_test} + {n_centres} points asked of the {len(pool)} images of classes "
+                         f"{list(classes)}")
+    i_tr, i_te = pool[:n_train], pool[n_train:n_train + n_test]
+    i_c = pool[n_train + n_test:n_train + n_test + n_centres]
+    X_tr, X_te, X_c = (images[i].reshape(len(i), -1).astype(np.float64) / 255.0 for i in (i_tr, i_te, i_c))
+    y_tr = al.binary_targets((labels[i_tr] == classes[1]).astype(int))
+    y_te = al.binary_targets((labels[i_te] == classes[1]).astype(int))
+    return X_tr, X_te, X_c, y_tr, y_te
+
+
+def learned_representations(X_train: np.ndarray, X_test: np.ndarray, centres: np.ndarray, y_train: np.ndarray,
+                            width: int, nn_epochs: int, rbf_epochs: int, rbf_width: float, dl_alpha: float,
+                            dl_iter: int, seed: int = 0, log: Callable[[str], None] | None = print):
+    """The representations of Figures 1 and 5, each ``width``-dimensional, of the training and test points:
+
+    * ``"ReLU network"``: the hidden layer of a one-hidden-layer ReLU network (:func:`small_nets.make_mlp`)
+      trained on the squared loss (Adam, step 1e-3, batch 64, ``nn_epochs``), and the same layer before
+      training (``"ReLU network, at init"``);
+    * ``"RBF network"``: the hidden layer of a two-layer RBF network (:class:`small_nets.RBFNet`, centres
+      starting at ``centres``, widths at ``rbf_width``; its output layer drawn from torch's global generator)
+      trained the same way (step 1e-2, ``rbf_epochs``);
+    * ``"sparse coding"``: codes from dictionary learning (:func:`alignment.sparse_coding_features`,
+      ``l1`` penalty ``dl_alpha``, ``dl_iter`` passes).
+
+    Returns ``(reps {name: [train, test]}, seconds per representation, network's and RBF network's training
+    loss per epoch)``; ``log`` gets three lines on them.
+    """
+    reps, seconds = {}, {}
+    t0 = time.perf_counter()
+    net = small_nets.make_mlp(X_train.shape[1], [width], seed=seed)
+    reps[AT_INIT] = [small_nets.hidden_representations(net, X)[0] for X in (X_train, X_test)]
+    nn_hist = small_nets.train_mlp(net, X_train, y_train, loss="mse", epochs=nn_epochs, batch_size=64, lr=1e-3,
+                                   seed=seed)
+    reps[NETWORK] = [small_nets.hidden_representations(net, X)[0] for X in (X_train, X_test)]
+    seconds[NETWORK] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    rbf = small_nets.RBFNet(centres, width=rbf_width)
+    rbf_hist = small_nets.train_mlp(rbf, X_train, y_train, loss="mse", epochs=rbf_epochs, batch_size=64, lr=1e-2,
+                                    seed=seed)
+    reps[RBF] = [small_nets.hidden_representations(rbf, X)[0] for X in (X_train, X_test)]
+    seconds[RBF] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    reps[SPARSE] = al.sparse_coding_features(X_train, width, alpha=dl_alpha, seed=seed, others=[X_test],
+                                             max_iter=dl_iter)
+    seconds[SPARSE] = time.perf_counter() - t0
+
+    _say(log, f"ReLU network: training MSE {nn_hist[0]:.3f} -> {nn_hist[-1]:.4f}; "
+              f"RBF network: {rbf_hist[0]:.3f} -> {rbf_hist[-1]:.4f}")
+    _say(log, f"fraction of zero entries in the sparse codes: {np.mean(reps[SPARSE][0] == 0):.3f}")
+    _say(log, f"seconds: { {k: round(v, 1) for k, v in seconds.items()} }")
+    return reps, seconds, nn_hist, rbf_hist
+
+
+def numerical_rank(sigma: np.ndarray, rtol: float = 1e-10) -> int:
+    """The number of singular values above ``rtol`` times the largest (``sigma`` sorted in decreasing order)."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if sigma.size == 0:
+        return 0
+    return int(np.sum(sigma > sigma[0] * rtol))
+
+
+def compare_representations(reps: Mapping[str, Sequence[np.ndarray]], y_train: np.ndarray, y_test: np.ndarray,
+                            thresholds, lrs: Sequence[float], steps: int, n_record: int = 60,
+                            log: Callable[[str], None] | None = print) -> dict[str, dict]:
+    """Section 3's three views of every representation (``{name: (train, test)}``), each in the paper's form
+    (:func:`alignment.prepare`: bias column, unit rows):
+
+    * expressivity: the numerical rank, the largest singular value and closed-form least squares
+      (:func:`alignment.least_squares_fit`: training and test MSE);
+    * alignment (eq. 2, Figure 5): the curve over ``thresholds`` and its normalised area
+      (:func:`alignment.curve_and_area`);
+    * learning (Figure 1): a zero-initialised linear model trained by full-batch gradient descent on the mean
+      squared error, the best of ``lrs`` by final training loss (:func:`alignment.best_linear_curves`),
+      recorded at step 0 and ``n_record`` log-spaced steps up to ``steps``.
+
+    Returns ``{name: {"rank", "sigma_1", "ls_train", "ls_test", "curve", "area", "gd"}}``; ``log`` gets a line per
+    representation.
+    """
+    record = recorded_steps(steps, n_record)
+    rows = {}
+    for name, (A_tr, A_te) in reps.items():
+        Phi_tr, Phi_te = al.prepare(A_tr), al.prepare(A_te)
+        dec = al.svd(Phi_tr)
+        ls = al.least_squares_fit(Phi_tr, y_train, Phi_te, y_test)
+        curve, area = al.curve_and_area(dec, y_train, thresholds)
+        gd = al.best_linear_curves(Phi_tr, y_train, lrs, steps=steps, Phi_test=Phi_te, y_test=y_test, record=record)
+        rows[name] = dict(rank=numerical_rank(dec.sigma), sigma_1=dec.sigma[0], ls_train=ls["train_mse"],
+                          ls_test=ls["test_mse"], curve=curve, area=area, gd=gd)
+        _say(log, f"{name:24s} rank {rows[name]['rank']:5d}  least squares: train MSE {ls['train_mse']:.1e}, test MSE "
+                  f"{ls['test_mse']:.3f}  | alignment area {area:.3f}  | GD best step {gd['lr']:g}: "
+                  f"train {gd['train'][-1]:.4f}, test {gd['test'][-1]:.4f}")
+    return rows
+
+
+def alignment_figure(rows: Mapping[str, dict], thresholds, width: int, n: int):
+    """Figure 5: the alignment curves of the three representations and of the network at initialisation
+    (dotted), for ``n`` points of ``width``-dimensional representations."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    shown = [*MAIN, AT_INIT]
+    plotting.alignment_curves({k: rows[k]["curve"] for k in shown}, thresholds, ax=ax,
+                              title=f"Figure 5: alignment of {width}-d representations ({n} points)",
+                              styles={k: dict(color=COLORS[k], ls=":" if k == AT_INIT else "-", lw=2) for k in shown})
+    return fig
+
+
+def learning_curves_figure(rows: Mapping[str, dict], names: Sequence[str] = MAIN):
+    """Figure 1: training (dashed) and test (solid) MSE of the linear model on each representation, at its best
+    step size, against the gradient-descent step (log scales; step 0 drawn at 0.5)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for k in names:
+        g = rows[k]["gd"]
+        ax.plot(np.maximum(g["steps"], 0.5), g["train"], "--", color=COLORS[k], label=f"{k} train (step {g['lr']:g})")
+        ax.plot(np.maximum(g["steps"], 0.5), g["test"], "-", color=COLORS[k], label=f"{k} test")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("gradient-descent step (step 0 drawn at 0.5)")
+    ax.set_ylabel("mean squared error")
+    ax.set_title("Figure 1: zero-initialised linear model on each representation")
+    ax.grid(True)
+    ax.legend(fontsize=8, ncol=1, loc="lower left")
+    return fig
+
+
+def claims(rows: Mapping[str, dict], network: str = NETWORK, others: Sequence[str] = (RBF, SPARSE)) -> dict:
+    """The paper's three statements (``results.claim`` dicts) on :func:`compare_representations` rows:
+
+    * ``all_expressive``: the largest closed-form training MSE of the three is at most 1e-6;
+    * ``nn_aligns_better`` (Figure 5): the network's alignment area minus the larger of the others'; with the
+      fraction of thresholds at which its curve is at least both others (to 1e-9);
+    * ``nn_converges_faster`` (Figure 1): the smallest, over the others, of the mean gap in log10 training MSE
+      (other minus network) over the recorded steps from step 1; with the fraction of those steps at which the
+      network's training MSE is the lowest.
+    """
+    main = [network, *others]
+    ls_max = max(rows[k]["ls_train"] for k in main)
+    nn_curve = rows[network]["curve"]
+    above = float(np.mean(np.all([nn_curve >= rows[k]["curve"] - 1e-9 for k in others], axis=0)))
+    area_gap = rows[network]["area"] - max(rows[k]["area"] for k in others)
+    logtr = {k: np.log10(rows[k]["gd"]["train"][1:]) for k in main}  # steps >= 1
+    speed_gap = min(float(np.mean(logtr[k] - logtr[network])) for k in others)
+    nn_lowest = float(np.mean(np.all([logtr[network] <= logtr[k] for k in others], axis=0)))
+    return {
+        "all_expressive": results.claim(ls_max, 1e-6, "<=", note=f"largest closed-form training MSE {ls_max:.1e}",
+                                        **{f"ls_train_{k}": rows[k]["ls_train"] for k in main}),
+        "nn_aligns_better": results.claim(area_gap, 0.0, ">", note="alignment area, network minus best other",
+                                          fraction_of_thresholds_nn_highest=above,
+                                          **{f"area_{k}": rows[k]["area"] for k in main}),
+        "nn_converges_faster": results.claim(speed_gap, 0.0, ">", note="mean log10 training-MSE gap to the network, "
+                                                                            "worst case of the two others",
+                                             fraction_of_steps_nn_lowest=nn_lowest,
+                                             **{f"final_train_{k}": rows[k]["gd"]["train"][-1] for k in main}),
+    }
+
+
+def representation_records(rows: Mapping[str, dict]) -> dict[str, dict]:
+    """What ``metrics.json`` keeps of every representation: rank, largest singular value, least-squares MSEs,
+    alignment area and curve, and the gradient-descent run (step size, final losses of every step size, the
+    recorded steps and the training and test curves)."""
+    return {k: {kk: v[kk] for kk in ("rank", "sigma_1", "ls_train", "ls_test", "area", "curve")}
+            | {"gd_lr": v["gd"]["lr"], "gd_final_losses": v["gd"]["all"], "gd_steps": v["gd"]["steps"],
+               "gd_train": v["gd"]["train"], "gd_test": v["gd"]["test"]} for k, v in rows.items()}

@@ -1,0 +1,102 @@
+"""Block Redundancy beside the output change of approximating each block (the redundancy paper's §3, §4.2:
+eq. 1, Figs. 3-5 and 7-10; notebook r02).
+
+:func:`measure` reads one model on one data set: Block Redundancy of every block on the [CLS] token of held-out
+inputs (``layersim.measures.redundancy.block_redundancy``, eq. 1) and, for every block alone, the MSE between the
+final representation of the model with that block replaced by its RBA map and the original's
+(``layersim.nets.linear_maps.block_approximation_errors``; Figs. 3 and 7). :func:`pca_representations` gives the
+final representations that Figs. 4, 5 and 8-10 project (original, most and least redundant block approximated);
+:func:`rank_agreement` the numbers of the paper's two statements; :func:`redundancy_line` and
+:func:`most_redundant` the notebook's printed and summarised numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from layersim.measures import redundancy, trends
+from layersim.nets import linear_maps, surgery
+from layersim.papers.redundancy import models as redundancy_models
+
+__all__ = ["Measured", "measure", "most_redundant", "pca_representations", "rank_agreement", "redundancy_line"]
+
+
+class Measured(NamedTuple):
+    """One model on one data set: ``br`` (``[L]``, entry ``k-1``: block ``k`` against its input), ``mse``
+    (``[L]``, entry ``k-1``: the output MSE with block ``k`` approximated), and what they were measured with:
+    the ``model``, the ``fit`` batches (RBA maps), the ``held`` batches (BR and MSE) and their ``labels`` (None
+    for texts)."""
+
+    br: np.ndarray
+    mse: np.ndarray
+    model: Any
+    fit: list
+    held: list
+    labels: np.ndarray | None
+
+
+def measure(model: Any, tokenizer: Any, spec: redundancy_models.Spec, dataset: str, settings: Mapping[str, Any],
+            scale: str, seed: int = 0, device: Any = "auto") -> Measured:
+    """Eq. 1 and Figs. 3, 7 for one model and data set. The RBA maps (one map shared by every token, no
+    intercept) are fitted on ``settings["n_fit"]`` training inputs, BR and the output MSE measured on
+    ``settings["n_eval"]`` held-out inputs (``redundancy_models.inputs`` of ``spec``: batches of
+    ``settings["batch_size"]``, texts cut at ``settings["max_length"]`` tokens, drawn with ``seed``); BR on the
+    [CLS] token of every block's output, the MSE on the final representation (the [CLS] token after the final
+    norm, ``linear_maps.final_representation``)."""
+    kw = dict(tokenizer=tokenizer, scale=scale, seed=seed, batch_size=settings["batch_size"],
+              max_length=settings["max_length"])
+    fit, _ = redundancy_models.inputs(spec, dataset, settings["n_fit"], split="train", **kw)
+    held, labels = redundancy_models.inputs(spec, dataset, settings["n_eval"], split="test", **kw)
+    H = redundancy_models.block_tokens(model, held, device=device)  # [L+1, N, d], index 0 = embedding output
+    br = redundancy.block_redundancy(H)
+    mse = np.array(list(linear_maps.block_approximation_errors(model, fit, held, device=device).values()))
+    return Measured(br, mse, model, fit, held, labels)
+
+
+def redundancy_line(name: str, dataset: str, br: np.ndarray, mse: np.ndarray) -> str:
+    """One progress line: the most and the least redundant block (1-based) and the Spearman correlation over
+    blocks between BR and minus the output MSE."""
+    br, mse = np.asarray(br), np.asarray(mse)
+    if br.shape != mse.shape or br.ndim != 1:
+        raise ValueError(f"br and mse must be per-block vectors of one length, got shapes {br.shape} and {mse.shape}")
+    rho = trends.spearman(br, -mse)
+    return (f"{name:15s} {dataset:14s} most redundant block {np.argmax(br) + 1:2d}, "
+            f"least {np.argmin(br) + 1:2d}; Spearman(BR, -MSE) = {rho:.3f}")
+
+
+def pca_representations(measured: Measured, device: Any = "auto") -> tuple[int, int, np.ndarray, dict[str, np.ndarray]]:
+    """Figs. 4, 5, 8-10: ``(most, least, original, approximated)``: the most and the least redundant block of
+    ``measured`` (1-based, highest and lowest BR), the original model's final representation of the held-out
+    inputs, and ``{"block k approximated (most|least redundant)": final representation}`` with that block alone
+    replaced by its RBA map (fitted on ``measured.fit``), the most redundant first."""
+    most, least = int(np.argmax(measured.br)) + 1, int(np.argmin(measured.br)) + 1
+    original = linear_maps.final_representation(measured.model, measured.held, device=device)
+    approx = {}
+    for k in (most, least):
+        rba = linear_maps.fit_rba(measured.model, measured.fit, k, k, device=device)
+        approx[f"block {k} approximated ({'most' if k == most else 'least'} redundant)"] = \
+            linear_maps.final_representation(surgery.replace(measured.model, k, k, rba), measured.held, device=device)
+    return most, least, original, approx
+
+
+def rank_agreement(br: Mapping[tuple[str, str], np.ndarray],
+                   mse: Mapping[tuple[str, str], np.ndarray]) -> tuple[dict[str, float], dict[str, bool]]:
+    """The numbers of the paper's two statements, per ``"<model> | <data>"`` pair of ``br`` (``{(model, data):
+    [L]}``, and ``mse`` alike): ``rhos`` = the Spearman correlation over blocks of BR and minus the output MSE
+    (``br_tracks_final_mse``); ``wins`` = whether the most redundant block's approximation has a lower output MSE
+    than the least redundant one's (``approximating_redundant_block_preserves_output``)."""
+    missing = [k for k in br if k not in mse]
+    if missing:
+        raise ValueError(f"no output MSE for {missing}")
+    rhos = {f"{m} | {d}": trends.spearman(br[(m, d)], -mse[(m, d)]) for (m, d) in br}
+    wins = {f"{m} | {d}": bool(mse[(m, d)][np.argmax(br[(m, d)])] < mse[(m, d)][np.argmin(br[(m, d)])])
+            for (m, d) in br}
+    return rhos, wins
+
+
+def most_redundant(br: Mapping[tuple[str, str], np.ndarray]) -> dict[str, int]:
+    """The most redundant block (1-based, highest BR) per ``"<model> | <data>"`` pair of ``br``."""
+    return {f"{m} | {d}": int(np.argmax(v)) + 1 for (m, d), v in br.items()}

@@ -1,0 +1,295 @@
+"""Aligned training against standard training, a multi-exit model and two ablations (tracing paper, §3 and
+App. B.3, Figures 4, 5, 14, 15 and 16; notebook t03).
+
+Aligned training applies the last-layer classifier (with the final norm) to every block and minimises
+``sum_l lambda_l CE(W h^(l), y)`` with ``lambda_l = 2l / (L(L+1))`` (eq. 5; the objective itself is
+:mod:`layersim.train.objectives`'). The notebook trains DeiT-style ViTs at two budgets: the *full* one
+(``layersim.notebook.presets.TRACING_VIT``: the standard and the aligned model) and the smaller *ablation* one
+(``presets.TRACING_ABLATION_BUDGET``: standard, aligned, multi-exit, CE-reg, uniform-weight aligned and standard
+models of ``L/2`` and ``3L/4`` blocks), each ablation compared only with models of its own budget.
+
+- :func:`models`: every model's settings by name; :func:`train_accuracy_models`: those read on training images;
+- :func:`held_out_readings`, :func:`train_accuracy`: what is read at every block (layer-wise accuracy, eq. 2; COS
+  to the last block and all pairs; NC1, footnote 5); :func:`by_model`, :func:`cos_maps` for ``metrics.json``;
+- :func:`effective_depths`: the eps-effective depth of Definition 1 at both budgets (Figure 5);
+- :func:`statistics`: the value and note of each of the paper's statements;
+- :func:`fig4_curves`, :func:`fig4_heatmaps`, :func:`fig5`, :func:`fig14_15`, :func:`fig16`: the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Subset
+
+from layersim.inputs import data
+from layersim.measures import collapse, trends
+from layersim.measures import similarity as sim
+from layersim.nets import readout
+from layersim.notebook import plotting, presets
+from layersim.train import objectives
+
+#: the suffix of the models trained at the ablation budget
+ABL = " (ablation budget)"
+
+#: the models of Figure 4 (a, b) and of the COS maps of Figure 4 (c, d), with their line styles
+FIG4 = [("standard", "-"), ("aligned", "-"), ("standard" + ABL, "--"), ("aligned" + ABL, "--"),
+        ("multi-exit" + ABL, "--")]
+
+
+def shallow_depths(L: int) -> list[int]:
+    """The depths of the shallower standard models of Figure 5: ``L/2`` and ``3L/4`` (6 and 9 for ``L = 12``)."""
+    if L < 2:
+        raise ValueError(f"the models need at least 2 blocks, got L={L}")
+    return [L // 2, (3 * L) // 4]
+
+
+def models(scale: str) -> dict[str, dict]:
+    """Every model of the notebook, name -> its settings (``presets.tracing_vit``): the full budget's standard and
+    aligned model, the ablation budget's standard, aligned, multi-exit, CE-reg and uniform-weight aligned models
+    and its standard models of :func:`shallow_depths` blocks."""
+    L = presets.TRACING_VIT[scale]["depth"]
+    return {
+        "standard": presets.tracing_vit(scale, "standard"),
+        "aligned": presets.tracing_vit(scale, "aligned"),
+        **{f"{v}{ABL}": presets.tracing_vit(scale, v, reduced=True)
+           for v in ["standard", "aligned", "multi-exit", "CE-reg", "aligned (uniform)"]},
+        **{f"standard {d}-block{ABL}": presets.tracing_vit(scale, "standard", reduced=True, depth=d)
+           for d in shallow_depths(L)},
+    }
+
+
+def train_accuracy_models(L: int) -> list[str]:
+    """The models whose layer-wise accuracy is read on training images (Figure 5): standard and aligned at both
+    budgets and the shallower standard models."""
+    return ["standard", "aligned", "standard" + ABL, "aligned" + ABL,
+            *[f"standard {d}-block{ABL}" for d in shallow_depths(L)]]
+
+
+def _layerwise(model, images, own_heads: bool, device: Any):
+    ev = readout.evaluate(model, images, device=device, logits_fn=objectives.multi_exit_logits if own_heads else None)
+    return ev.hidden[1:], ev.labels, ev.accuracy
+
+
+def held_out_readings(model, images, own_heads: bool = False, device: Any = "auto") -> dict[str, np.ndarray]:
+    """What Figures 4, 14, 15 and 16 read of a model on held-out ``images``, at every block ``1..L``: ``acc``, the
+    layer-wise accuracy (eq. 2: the shared classifier with the final norm, or with ``own_heads`` a multi-exit
+    model's head per block); ``cos_last``, the mean COS of each block's class token with the last block's
+    (centred); ``cos_mat``, the COS of all pairs of blocks; ``nc1``, the within-class variability NC1 of the class
+    token before the final norm (footnote 5)."""
+    blocks, labels, acc = _layerwise(model, images, own_heads, device)
+    return {"acc": acc, "cos_last": sim.to_last(blocks, "cos"), "cos_mat": sim.layer_matrix(blocks, "cos"),
+            "nc1": collapse.nc1_per_layer(blocks, labels)}
+
+
+def train_subset(dataset: str, spec: Mapping, n: int, seed: int = 0) -> Subset:
+    """The first ``n`` images (at most all) of the model's own seeded training set: ``spec["n_train"]`` images of
+    ``dataset`` (all of them when 0 or None)."""
+    full = data.image_dataset(dataset, "train", limit=spec["n_train"] or None, seed=seed)
+    return Subset(full, range(min(n, len(full))))
+
+
+def train_accuracy(model, dataset: str, spec: Mapping, n: int, seed: int = 0, device: Any = "auto") -> np.ndarray:
+    """Layer-wise accuracy (eq. 2, the shared classifier) of ``model`` on the first ``n`` images of its own
+    training set (:func:`train_subset`): Figure 5's train accuracy."""
+    return _layerwise(model, train_subset(dataset, spec, n, seed), False, device)[2]
+
+
+def describe_accuracy(test: Mapping[str, Mapping], train: Mapping[str, np.ndarray]) -> str:
+    """One line per model with its test accuracy per block, then one per model read on training images."""
+    return "\n".join([f"{name:40s} test accuracy per block {np.round(r['acc'], 3)}" for name, r in test.items()]
+                     + [f"{name:40s} train accuracy per block {np.round(a, 3)}" for name, a in train.items()])
+
+
+def effective_depths(train_acc: Mapping[str, np.ndarray], margin: float) -> dict[tuple[str, str], Any]:
+    """The eps-effective depth (Definition 1: the first block whose train accuracy is at least ``1 - eps``) of the
+    standard and the aligned model at the ``"full"`` and the ``"ablation"`` budget, with ``1 - eps`` the standard
+    model's last-block train accuracy minus ``margin`` at that budget
+    (:func:`layersim.nets.readout.effective_depth_within`). Keys ``(budget, "standard" | "aligned" | "eps")``."""
+    depth: dict[tuple[str, str], Any] = {}
+    for budget, suffix in [("full", ""), ("ablation", ABL)]:
+        ref = train_acc["standard" + suffix][-1]
+        for name in ["standard", "aligned"]:
+            depth[(budget, name)], eps = readout.effective_depth_within(train_acc[name + suffix], ref, margin)
+        depth[(budget, "eps")] = eps
+    return depth
+
+
+def describe_depths(depth: Mapping[tuple[str, str], Any]) -> str:
+    """One line per budget: ``1 - eps`` and the effective depth of the standard and the aligned model."""
+    return "\n".join(f"{b} budget: 1-eps = {1 - depth[(b, 'eps')]:.3f}; effective depth standard "
+                     f"{depth[(b, 'standard')]}, aligned {depth[(b, 'aligned')]}" for b in ("full", "ablation"))
+
+
+def statistics(R: Mapping[str, Mapping], depth: Mapping[tuple[str, str], Any]) -> dict[str, dict]:
+    """The value, the note and the numbers recorded beside it of each of the paper's statements, by claim name
+    (``value``, ``note``, ``extra``), from the test readings ``R`` (:func:`held_out_readings` by model) and the
+    :func:`effective_depths`. Blocks ``1..L/2`` are the shallow half.
+
+    Full budget: mean shallow accuracy and mean COS to the last block (blocks ``1..L-1``), aligned minus standard;
+    ``|`` last-block accuracy, aligned minus standard ``|``; the largest block-to-block drop of the aligned
+    accuracy (``trends.max_drop``); effective depth, standard minus aligned; the fraction of blocks where the
+    aligned model's NC1 is lower. Ablation budget: mean ``|`` aligned minus multi-exit ``|`` accuracy over all
+    blocks; mean shallow accuracy, aligned minus CE-reg; last-block accuracy, linear minus uniform weights."""
+    std, ali = R["standard"], R["aligned"]
+    L = len(std["acc"])
+    half = slice(0, L // 2)
+
+    def stat(value, note, **extra):
+        return {"value": value, "note": note, "extra": extra}
+
+    return {
+        "aligned_raises_shallow_accuracy": stat(
+            ali["acc"][half].mean() - std["acc"][half].mean(),
+            f"mean test accuracy, blocks 1..{L // 2}, aligned - standard (full budget)"),
+        "aligned_raises_similarity": stat(
+            (ali["cos_last"][:-1] - std["cos_last"][:-1]).mean(),
+            f"mean COS to last, blocks 1..{L - 1}, aligned - standard (full budget)"),
+        "aligned_final_accuracy_close": stat(
+            abs(ali["acc"][-1] - std["acc"][-1]), "|last-block test accuracy, aligned - standard| (full budget)",
+            standard=std["acc"][-1], aligned=ali["acc"][-1]),
+        "aligned_monotone_accuracy": stat(
+            trends.max_drop(ali["acc"]), "largest block-to-block drop of aligned test accuracy"),
+        "effective_depth_smaller": stat(
+            depth[("full", "standard")] - depth[("full", "aligned")],
+            "eps-effective depth (train images), standard - aligned (full budget)",
+            standard=depth[("full", "standard")], aligned=depth[("full", "aligned")], eps=depth[("full", "eps")]),
+        "shared_vs_multi_classifier_on_par": stat(
+            np.abs(R["aligned" + ABL]["acc"] - R["multi-exit" + ABL]["acc"]).mean(),
+            "mean |aligned - multi-exit| test accuracy over all blocks (ablation budget)"),
+        "ce_reg_weaker_than_aligned": stat(
+            R["aligned" + ABL]["acc"][half].mean() - R["CE-reg" + ABL]["acc"][half].mean(),
+            f"mean test accuracy, blocks 1..{L // 2}, aligned - CE-reg (ablation budget)"),
+        "aligned_lowers_nc1": stat(
+            np.mean(ali["nc1"] < std["nc1"]), "fraction of blocks with lower NC1, aligned vs standard (full budget)"),
+        "uniform_weights_hurt_last_layer": stat(
+            R["aligned" + ABL]["acc"][-1] - R["aligned (uniform)" + ABL]["acc"][-1],
+            "last-block test accuracy, linear - uniform weights (ablation budget); recorded either way"),
+    }
+
+
+def _label(name: str) -> str:
+    return name.replace(ABL, ", ablation budget")
+
+
+def _layer_axes(axes, ids, ylabel: str | None = None, fontsize: float = 8) -> None:
+    for ax in axes:
+        ax.set_xlabel("layer")
+        if ylabel:
+            ax.set_ylabel(ylabel)
+        ax.set_xticks(ids)
+        ax.grid(True)
+        ax.legend(fontsize=fontsize)
+
+
+def fig4_curves(R: Mapping[str, Mapping]):
+    """The tracing paper's Figure 4 (a, b): COS to the last layer and layer-wise test accuracy of the standard,
+    aligned and multi-exit models (solid: full budget, dashed: ablation budget). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    ids = np.arange(1, len(R["standard"]["acc"]) + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for metric, ax, ylabel in [("cos_last", axes[0], "COS to the last layer"),
+                               ("acc", axes[1], "layer-wise test accuracy")]:
+        for name, style in FIG4:
+            ax.plot(ids, R[name][metric], style, marker="o", ms=3, label=_label(name))
+        _layer_axes([ax], ids, ylabel)
+    axes[0].set_title("(a) cosine similarity with the last layer")
+    axes[1].set_title("(b) layer-wise test accuracy")
+    return fig
+
+
+def fig4_heatmaps(R: Mapping[str, Mapping]):
+    """The tracing paper's Figure 4 (c, d): the COS of all pairs of blocks of the models of :data:`FIG4` (top:
+    full budget, bottom: ablation budget). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    ids = np.arange(1, len(R["standard"]["acc"]) + 1)
+    fig, axes = plt.subplots(2, 3, figsize=(15, 9.5))
+    for ax, name in zip(axes.flat, [name for name, _ in FIG4[:2]] + [None] + [name for name, _ in FIG4[2:]]):
+        if name is None:
+            ax.axis("off")
+            continue
+        plotting.layer_heatmap(R[name]["cos_mat"], layers=ids, ax=ax, title=f"COS, all pairs: {name}", vmin=-0.2)
+    return fig
+
+
+def fig5(train_acc: Mapping[str, np.ndarray], depth: Mapping[tuple[str, str], Any], histories: Mapping[str, Mapping]):
+    """The tracing paper's Figure 5: (a) layer-wise train accuracy of the ablation budget's standard models of
+    every depth and its aligned model; (b) the full budget's standard and aligned train accuracy with their
+    eps-effective depths (dotted) and ``1 - eps`` (dashed); (c) the training loss per epoch (each model's own
+    objective) from ``histories`` (the training records by model, with ``history``). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    L = len(train_acc["standard"])
+    ids = np.arange(1, L + 1)
+    shallow = [f"standard {d}-block{ABL}" for d in shallow_depths(L)]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4))
+    for name in shallow + ["standard" + ABL, "aligned" + ABL]:
+        a = train_acc[name]
+        label = name.replace(ABL, "") + (f" {L}-block" if name in ("standard" + ABL, "aligned" + ABL) else "")
+        axes[0].plot(np.arange(1, len(a) + 1), a, marker="o", ms=3, label=label)
+    axes[0].set_title("(a) ablation budget: layer-wise train accuracy")
+    for name in ["standard", "aligned"]:
+        axes[1].plot(ids, train_acc[name], marker="o", ms=3, label=f"{name} {L}-block")
+        axes[1].axvline(depth[("full", name)], ls=":", color=axes[1].lines[-1].get_color())
+    axes[1].axhline(1 - depth[("full", "eps")], color="grey", lw=0.8, ls="--", label=r"$1-\epsilon$")
+    axes[1].set_title(r"(b) full budget: train accuracy, $\epsilon$-effective depth (dotted)")
+    _layer_axes(axes[:2], ids, "layer-wise train accuracy")
+    for name in shallow + ["standard" + ABL, "aligned" + ABL, "standard", "aligned"]:
+        hist = histories[name]["history"]
+        axes[2].plot([h["epoch"] for h in hist], [h["loss"] for h in hist], "--" if ABL in name else "-", marker="o",
+                     ms=3, label=_label(name))
+    axes[2].set(xlabel="epoch", ylabel="training loss (own objective)", title="(c) convergence")
+    axes[2].xaxis.get_major_locator().set_params(integer=True)
+    axes[2].grid(True)
+    axes[2].legend(fontsize=7)
+    return fig
+
+
+def fig14_15(R: Mapping[str, Mapping], beta: float):
+    """The tracing paper's Figures 14 and 15 at the ablation budget: COS to the last layer and layer-wise test
+    accuracy of the standard, CE-reg (``beta``: the weight of its cosine regulariser) and aligned models; the
+    test accuracy of aligned training with uniform and with linearly increasing weights. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    ids = np.arange(1, len(R["standard"]["acc"]) + 1)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4))
+    for name in ["standard", "CE-reg", "aligned"]:
+        axes[0].plot(ids, R[name + ABL]["cos_last"], marker="o", ms=3, label=name)
+        axes[1].plot(ids, R[name + ABL]["acc"], marker="o", ms=3, label=name)
+    axes[0].set(ylabel="COS to the last layer", title=f"Fig. 14 (a): CE-reg (beta={beta:g}) vs aligned")
+    axes[1].set(ylabel="layer-wise test accuracy", title="Fig. 14 (b): layer-wise test accuracy")
+    for name, label in [("standard", "standard"), ("aligned (uniform)", "aligned, uniform weights 1/L"),
+                        ("aligned", "aligned, linear weights 2l/(L(L+1))")]:
+        axes[2].plot(ids, R[name + ABL]["acc"], marker="o", ms=3, label=label)
+    axes[2].set(ylabel="layer-wise test accuracy", title="Fig. 15: uniform vs linearly increasing weights")
+    _layer_axes(axes, ids)
+    return fig
+
+
+def fig16(R: Mapping[str, Mapping]):
+    """The tracing paper's Figure 16: NC1 per layer (log scale) of the standard and aligned models at both budgets.
+    Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    ids = np.arange(1, len(R["standard"]["acc"]) + 1)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name, style in FIG4[:4]:
+        ax.plot(ids, R[name]["nc1"], style, marker="o", ms=3, label=_label(name))
+    ax.set_yscale("log")
+    _layer_axes([ax], ids, r"NC1 = tr($\Sigma_W \Sigma_B^\dagger$)/K (log)")
+    ax.set_title("Fig. 16: within-class variability per layer")
+    return fig
+
+
+def cos_maps(R: Mapping[str, Mapping]) -> dict[str, np.ndarray]:
+    """The all-pairs COS matrices that ``metrics.json`` keeps: those of the models of :data:`FIG4`."""
+    return {name: R[name]["cos_mat"] for name, _ in FIG4}
+
+
+def by_model(R: Mapping[str, Mapping], key: str) -> dict[str, np.ndarray]:
+    """One reading (``"acc"``, ``"cos_last"``, ``"nc1"``, ...) of every model of ``R``, in order."""
+    return {n: r[key] for n, r in R.items()}

@@ -1,0 +1,154 @@
+"""The tracing paper's Table 1: the parameters one shared classifier saves in a multi-exit model, the paper's
+numbers beside the counts of the real architectures (``layersim.nets.params``), and how the paper's numbers
+were made.
+
+- :data:`PAPER_TABLE1`, :func:`paper_table`: the table as printed (typed in from the paper);
+- :func:`counted_table`: every architecture of :data:`layersim.nets.params.ARCHITECTURES` instantiated on the meta
+  device and counted, beside the closed form;
+- :func:`comparison`: the paper's rows beside ours;
+- :func:`reconstruction`: the paper's multi-classifier and saving columns rebuilt from a nominal model size plus
+  ``(L - 1) d K``;
+- :func:`overhead_figure`: the extra parameters of ``L - 1`` classifiers and the saving, paper and ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from layersim.nets import params
+
+#: Table 1 of the paper, as printed: classifier inputs ``dim``, outputs ``classes``, blocks ``layers``, the
+#: multi- and single-classifier parameter counts and the saving in percent
+PAPER_TABLE1 = {
+    "deit_small": dict(dim=384, classes=1000, layers=12, multi=26.27e6, single=22.05e6, saving=16.07),
+    "deit_base": dict(dim=768, classes=1000, layers=12, multi=95.02e6, single=86.57e6, saving=8.89),
+    "gpt2": dict(dim=768, classes=50257, layers=12, multi=541.57e6, single=117.35e6, saving=78.39),
+    "gpt3": dict(dim=12288, classes=50257, layers=96, multi=233.67e9, single=175.63e9, saving=25.10),
+    "llama2": dict(dim=4096, classes=32000, layers=40, multi=75.11e9, single=70.35e9, saving=6.81),
+}
+
+#: the model sizes the language models' papers name (GPT-2's retracted "117M", "175B", "70B"); the DeiTs'
+#: nominal sizes are their exact counts
+NOMINAL_LM_SIZES = {"gpt2": 117e6, "gpt3": 175e9, "llama2": 70e9}
+
+
+def paper_table() -> pd.DataFrame:
+    """The paper's Table 1 (:data:`PAPER_TABLE1`), one row per model, with ``overhead`` = multi - single."""
+    table = pd.DataFrame(PAPER_TABLE1).T
+    table["overhead"] = table["multi"] - table["single"]
+    return table
+
+
+def counted_table(head_bias: bool | None = None, head_norm: bool = False) -> pd.DataFrame:
+    """Every architecture of :data:`layersim.nets.params.ARCHITECTURES`, one row each: ``dim``, ``classes``,
+    ``layers``, ``single`` (``sum(p.numel())`` of the model built on the meta device), ``multi`` (plus ``L - 1``
+    copies of its classifier, :func:`layersim.nets.params.architecture_params` with ``head_bias`` and
+    ``head_norm``), whether the closed form equals the instantiated count, ``overhead`` and ``saving`` (percent
+    of the multi-classifier model)."""
+    rows = {}
+    for name in params.ARCHITECTURES:
+        model = params.build_on_meta(name)
+        counted = params.count_module(model)
+        closed = params.architecture_params(name, head_bias=head_bias, head_norm=head_norm)
+        arch = params.ARCHITECTURES[name]
+        rows[name] = dict(dim=arch["dim"], classes=arch["classes"], layers=arch["layers"], single=counted,
+                          multi=closed["multi"], closed_form_equals_instantiated=counted == closed["single"])
+        del model
+    table = pd.DataFrame(rows).T
+    table["overhead"] = table["multi"] - table["single"]
+    table["saving"] = 100 * table["overhead"] / table["multi"]
+    table[["single", "multi", "overhead"]] = table[["single", "multi", "overhead"]].astype(np.int64)
+    return table
+
+
+def comparison(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+    """The paper's rows beside ours (same index): single, multi and overhead in millions, the saving in percent,
+    the relative differences ``ours / paper - 1`` and the saving's difference in points."""
+    cmp = pd.DataFrame({
+        "paper single (M)": paper["single"] / 1e6, "ours single (M)": ours["single"] / 1e6,
+        "paper multi (M)": paper["multi"] / 1e6, "ours multi (M)": ours["multi"] / 1e6,
+        "paper overhead (M)": paper["overhead"] / 1e6, "ours overhead (M)": ours["overhead"] / 1e6,
+        "paper saving (%)": paper["saving"], "ours saving (%)": ours["saving"].astype(float),
+    })
+    cmp["single rel. diff"] = cmp["ours single (M)"] / cmp["paper single (M)"] - 1
+    cmp["multi rel. diff"] = cmp["ours multi (M)"] / cmp["paper multi (M)"] - 1
+    cmp["overhead rel. diff"] = cmp["ours overhead (M)"] / cmp["paper overhead (M)"] - 1
+    cmp["saving diff (pt)"] = cmp["ours saving (%)"] - cmp["paper saving (%)"]
+    return cmp
+
+
+def reconstruction(paper: pd.DataFrame, counted: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The paper's multi-classifier column rebuilt as a nominal size plus ``(L - 1) d K`` (weights only, the
+    paper's own ``d``, ``K``, ``L``): the DeiTs' exact counts (``counted``), the LMs' named sizes
+    (:data:`NOMINAL_LM_SIZES`). Returns the table and ``rows_matching`` (rows whose rebuilt count has the printed
+    digits: M or B with two decimals), ``max_rel_diff`` (of the rebuilt multi column),
+    ``max_saving_diff_points`` (of the saving rebuilt from it) and ``printed_single_saving_diff_points`` (of the
+    saving computed from the printed single column instead)."""
+    nominal = {"deit_small": counted.loc["deit_small", "single"], "deit_base": counted.loc["deit_base", "single"],
+               **NOMINAL_LM_SIZES}
+    rec = pd.DataFrame({"nominal single": pd.Series(nominal, dtype=float)})
+    rec["heads (L-1) d K"] = (paper["layers"] - 1) * paper["dim"] * paper["classes"]
+    rec["reconstructed multi"] = rec["nominal single"] + rec["heads (L-1) d K"]
+    rec["paper multi"] = paper["multi"]
+    rec["multi rel. diff"] = rec["reconstructed multi"] / rec["paper multi"] - 1
+    unit = np.where(paper["multi"] < 1e9, 1e6, 1e9)  # the paper prints M or B with two decimals
+    rec["same printed digits"] = np.abs(rec["reconstructed multi"] - rec["paper multi"]) / unit <= 0.005 + 1e-9
+    rec["reconstructed saving (%)"] = 100 * rec["heads (L-1) d K"] / rec["reconstructed multi"]
+    rec["paper saving (%)"] = paper["saving"]
+    rec["saving from printed single (%)"] = 100 * paper["overhead"] / paper["multi"]
+    stats = {
+        "rows_matching": int(rec["same printed digits"].sum()),
+        "max_rel_diff": float(rec["multi rel. diff"].abs().max()),
+        "max_saving_diff_points": float((rec["reconstructed saving (%)"] - rec["paper saving (%)"]).abs().max()),
+        "printed_single_saving_diff_points": float((rec["saving from printed single (%)"]
+                                                    - rec["paper saving (%)"]).abs().max()),
+    }
+    return rec, stats
+
+
+def styled_reconstruction(rec: pd.DataFrame):
+    """:func:`reconstruction`'s table for display: the counts in millions, the percentages to three decimals."""
+    counts = ["nominal single", "heads (L-1) d K", "reconstructed multi", "paper multi"]
+    show = rec.assign(**{c: rec[c] / 1e6 for c in counts}).rename(columns={c: f"{c} (M)" for c in counts})
+    return (show.style.format("{:,.3f}", subset=[f"{c} (M)" for c in counts])
+            .format("{:+.1e}", subset=["multi rel. diff"])
+            .format("{:.3f}", subset=[c for c in show if c.endswith("(%)")]))
+
+
+def overhead_figure(paper: pd.DataFrame, ours: pd.DataFrame, labels: Sequence[str]):
+    """Table 1 as a figure: the parameters of the ``L - 1`` extra classifiers (log scale, left) and the saving of
+    one shared classifier (right), the paper's bars beside ours, and the approximation ``K / (K + 12 d)`` of the
+    saving (per block an exit head costs ``d K``, a transformer block about ``12 d^2``). Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if len(labels) != len(ours) or len(paper) != len(ours):
+        raise ValueError(f"overhead_figure needs one label per model: {len(labels)} labels, {len(paper)} paper rows, "
+                         f"{len(ours)} rows of ours")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    x, w = np.arange(len(ours)), 0.38
+    for ax, col, ylabel in [(axes[0], "overhead", "extra parameters"), (axes[1], "saving", "saving (%)")]:
+        ax.bar(x - w / 2, paper[col].astype(float), w, label="paper (Table 1)", color="0.6")
+        ax.bar(x + w / 2, ours[col].astype(float), w, label="ours (real architectures)", color="C0")
+        ax.set_xticks(x, labels)
+        ax.set_ylabel(ylabel)
+    approx = 100 * ours["classes"] / (ours["classes"] + 12 * ours["dim"])
+    axes[1].plot(x + w / 2, approx.astype(float), "kD", ms=4, label="approximation K / (K + 12d)")
+    axes[0].set_yscale("log")
+    axes[0].set_title("parameters of the L-1 extra classifiers")
+    axes[1].set_title("saving of one shared classifier")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def per_model(table: pd.DataFrame, models: Sequence[str], scale: float = 1e6) -> dict[str, dict[str, float]]:
+    """``{model: {"single": n / scale, "multi": n / scale}}`` for the rows ``models`` of a table (in millions)."""
+    return {m: {"single": table.loc[m, "single"] / scale, "multi": table.loc[m, "multi"] / scale} for m in models}
+
+
+def column(table: pd.DataFrame, name: str, models: Sequence[str] | None = None) -> Mapping[str, float]:
+    """``{model: float(value)}`` of one column, for the rows ``models`` (all rows by default)."""
+    return {m: float(table.loc[m, name]) for m in (table.index if models is None else models)}

@@ -1,0 +1,125 @@
+"""Transfer of aligned models: the layer-wise accuracy under a distribution shift and on a new task read through
+a linear probe (tracing paper, appendix B.4, Figure 17).
+
+- :data:`CORRUPTIONS`: the offline stand-in for a re-collected test set (four mild corruptions, severities fixed
+  before any result was seen);
+- :func:`shift_accuracy`: every model's layer-wise accuracy (eq. 2) on every shifted test set;
+- :func:`task_inputs`, :func:`normed_blocks`, :func:`probe_transfer`: a new task's images prepared for the source
+  model, the class token of every block after the final norm, and the probes read from them (one fitted on the
+  last block and applied to every block, and one per block);
+- :func:`shallow_gap`, :func:`final_shortfall`, :func:`describe`: the statistics the statements are tested on;
+- :func:`transfer_figure`: Figure 17.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from layersim.inputs import data
+from layersim.measures import probe
+from layersim.nets import readout
+
+#: the offline stand-in for a re-collected test set: panel label -> shift spec (``layersim.inputs.shift``), the
+#: severities fixed in advance (Gaussian noise of 0.1 of the pixel range, a 1-pixel blur, contrast halved,
+#: translations of up to 2 pixels)
+CORRUPTIONS = {
+    "Gaussian noise (sigma 0.1)": {"corruption": "gaussian_noise", "severity": 0.1},
+    "blur (sigma 1 px)": {"corruption": "gaussian_blur", "severity": 1.0},
+    "contrast 50 %": {"corruption": "contrast", "severity": 0.5},
+    "translation (up to 2 px)": {"corruption": "translate", "severity": 2},
+}
+
+#: line colours of Figure 17's two models
+COLORS = {"standard": "tab:blue", "aligned": "tab:orange"}
+
+
+def shift_accuracy(models: Mapping[str, torch.nn.Module], sets: Mapping[str, tuple], device="auto"
+                   ) -> dict[str, dict[str, np.ndarray]]:
+    """``{set label: {model name: layer-wise accuracy [L]}}``: each model's own classifier (with its final norm)
+    on blocks ``1..L`` (:func:`layersim.nets.readout.evaluate`, eq. 2) of every ``(x, y)`` test set of ``sets``
+    (``layersim.inputs.shift.shifted_sets``), the sets in order, the models in order within each."""
+    return {label: {name: readout.evaluate(model, (x, y), device=device).accuracy for name, model in models.items()}
+            for label, (x, y) in sets.items()}
+
+
+def task_inputs(dataset: str, split: str, n: int, like: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, y)``: ``n`` images of ``dataset``'s ``split`` (0 for all of them, a ``seed``-ed stratified subset
+    otherwise) prepared as the input of a model trained on ``like`` (resized, channels matched, normalised with
+    its statistics: :func:`layersim.inputs.data.as_model_input`)."""
+    images, labels = data.image_dataset(dataset, split, limit=n or None, seed=seed, normalize=False).tensors()
+    return data.as_model_input(images, like), labels
+
+
+def normed_blocks(model: torch.nn.Module, hidden) -> np.ndarray:
+    """The features a probe on a new task reads: the class token of blocks ``1..L`` after the model's final
+    norm (``readout.layer_logits`` with the identity as head), ``[L, N, d]`` from ``hidden`` ``[L + 1, N, d]``
+    (index 0 the embedding output). A ``logits_fn`` for :func:`layersim.nets.readout.evaluate`."""
+    L = hidden.shape[0] - 1
+    if L < 1:
+        raise ValueError(f"normed_blocks needs the embedding output and at least one block, "
+                         f"got {hidden.shape[0]} layers")
+    return readout.layer_logits(model, hidden[1:], layers=np.arange(1, L + 1), head=torch.nn.Identity())
+
+
+def probe_transfer(model: torch.nn.Module, train: tuple, test: tuple, C: float = 1.0, device="auto"
+                   ) -> dict[str, np.ndarray]:
+    """A new task read from a frozen model (the tracing paper's Fig. 17, right; appendix B.4).
+
+    ``train`` and ``test``: ``(x, y)`` of the new task (:func:`task_inputs`). Returns ``shared_probe``: the test
+    accuracy at every block of one logistic-regression probe (``C``, :func:`layersim.measures.probe.fit_linear_probe`)
+    fitted on the last block's normed class token (the paper's layer-wise accuracy with the new classifier), and
+    ``per_layer_probes``: the test accuracy of one probe fitted per block."""
+    (x_tr, y_tr), (x_te, y_te) = train, test
+    normed_tr, normed_te = (readout.evaluate(model, (x, y), device=device, logits_fn=normed_blocks).logits
+                            for x, y in ((x_tr, y_tr), (x_te, y_te)))
+    head = probe.fit_linear_probe(normed_tr[-1], y_tr.numpy(), C=C)
+    return {
+        "shared_probe": np.array([probe.probe_accuracy(head, f, y_te.numpy()) for f in normed_te]),
+        "per_layer_probes": probe.per_layer_probe_accuracy(normed_tr, y_tr.numpy(), normed_te, y_te.numpy(), C=C),
+    }
+
+
+def shallow_gap(curves: Mapping[str, np.ndarray], shallow: slice) -> float:
+    """The aligned model's mean layer-wise accuracy over the ``shallow`` blocks minus the standard model's."""
+    return float(curves["aligned"][shallow].mean() - curves["standard"][shallow].mean())
+
+
+def final_shortfall(curves: Mapping[str, np.ndarray]) -> float:
+    """How far the aligned model's last-block accuracy lies below the standard model's (negative: above)."""
+    return float(curves["standard"][-1] - curves["aligned"][-1])
+
+
+def describe(curves: Mapping[str, np.ndarray], shallow: slice) -> str:
+    """One line: each model's last-block accuracy and its mean accuracy over the ``shallow`` blocks."""
+    last = ", ".join(f"{n} {a[-1]:.3f}" for n, a in curves.items())
+    low = ", ".join(f"{n} {a[shallow].mean():.3f}" for n, a in curves.items())
+    return f"last block: {last}; mean over blocks {shallow.start + 1}..{shallow.stop}: {low}"
+
+
+def transfer_figure(panels: Sequence[tuple[str, Mapping[str, np.ndarray], bool]], clean: Mapping[str, np.ndarray],
+                    blocks: Sequence[int], colors: Mapping[str, str] | None = None):
+    """The tracing paper's Figure 17: one panel per ``(title, {model: layer-wise accuracy}, with_clean)``, up to
+    three a row; where ``with_clean``, each model's accuracy on the clean test images (``clean``) dotted beside
+    it. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if not panels:
+        raise ValueError("transfer_figure needs at least one panel")
+    colors = COLORS if colors is None else colors
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
+    for ax, (title, curves, with_clean) in zip(axes.flat, panels):
+        for name, acc in curves.items():
+            ax.plot(blocks, acc, marker="o", ms=3, color=colors.get(name), label=name)
+            if with_clean:
+                ax.plot(blocks, clean[name], ls=":", color=colors.get(name), label=f"{name}, clean test set")
+        ax.set(title=title, xlabel="layer", ylabel="layer-wise accuracy", ylim=(0, 1), xticks=blocks)
+        ax.legend(fontsize=7)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig

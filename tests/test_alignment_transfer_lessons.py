@@ -1,0 +1,410 @@
+"""The steps of the alignment paper's transfer notebooks (a08, a09, a10: Figures 13-16, 19-21, Table 1) in
+``layersim.papers.alignment.transfer`` and their figures in ``transfer_figures``: each checked against the
+notebooks' former inline code or values worked out by hand."""
+
+import itertools
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from scipy.stats import spearmanr  # noqa: E402
+
+from layersim.measures import alignment as al  # noqa: E402
+from layersim.papers.alignment import pretrain as pt, transfer, transfer_figures as figures  # noqa: E402
+from layersim.train.training import TrainConfig  # noqa: E402
+
+CNN28 = pt.CNNConfig(in_chans=1, img_size=28, num_classes=3, channels=(2, 3), fc=(5, 4))
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _images(n, seed=0):
+    return torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
+
+
+# ----------------------------------------------------------------------------- shared steps
+
+
+def test_recorded_steps_are_the_log_grid_from_step_zero():
+    for steps, n in [(50, 40), (500, 40), (2000, 60), (1, 5)]:
+        ref = np.unique(np.r_[0, np.geomspace(1, steps, n).astype(int)])
+        got = transfer.recorded_steps(steps, n)
+        assert np.array_equal(got, ref) and got[0] == 0 and got[-1] == steps and np.all(np.diff(got) > 0)
+    with pytest.raises(ValueError, match="positive"):
+        transfer.recorded_steps(0, 10)
+    with pytest.raises(ValueError, match="positive"):
+        transfer.recorded_steps(10, 0)
+
+
+def test_without_indices_and_network_input():
+    meta = {"key": "k", "source_indices": np.arange(3), "history": []}
+    assert transfer.without_indices(meta) == {"key": "k", "history": []} and "source_indices" in meta
+    assert transfer.network_input("small") == (None, "flatten")
+    tf, spatial = transfer.network_input("resnet18")
+    assert spatial == "avg" and tuple(tf(torch.rand(1, 3, 32, 32)).shape) == (1, 3, 224, 224)
+    with pytest.raises(ValueError, match="unknown arch"):
+        transfer.network_input("alexnet")
+
+
+def test_accuracy_table_rows_sources_columns_targets():
+    acc = {("a", "a"): 90.0, ("a", "b"): 80.125, ("b", "a"): 70.5, ("b", "b"): 60.0, ("None", "a"): 1.0,
+           ("None", "b"): 2.0}
+    assert transfer.accuracy_table(acc, ["a", "b"], ["a", "b"]) == (
+        "| source \\ target | a | b |\n|---|---|---|\n| a | 90.00 | 80.12 |\n| b | 70.50 | 60.00 |")
+    assert transfer.accuracy_table(acc, ["None", "a", "b"], ["a", "b"], digits=1, skip_same=True) == (
+        "| source \\ target | a | b |\n|---|---|---|\n| None | 1.0 | 2.0 |\n| a | - | 80.1 |\n| b | 70.5 | - |")
+
+
+# ----------------------------------------------------------------------------- a08
+
+
+def test_random_pairs_match_a_seeded_draw():
+    classes = [5, 7, 8, 9]
+    for n_tasks, seed in [(2, 0), (5, 0), (3, 4), (6, 1), (10, 2)]:
+        rng = np.random.default_rng(seed)  # a08's former inline draw
+        all_pairs = list(itertools.combinations(classes, 2))
+        ref = [all_pairs[i] for i in rng.choice(len(all_pairs), size=min(n_tasks, len(all_pairs)), replace=False)]
+        got = transfer.random_pairs(classes, n_tasks, seed=seed)
+        assert got == ref and len(set(got)) == len(got) == min(n_tasks, 6)
+    with pytest.raises(ValueError, match="positive"):
+        transfer.random_pairs(classes, 0)
+    with pytest.raises(ValueError, match="no pair"):
+        transfer.random_pairs([3], 1)
+
+
+def test_unit_rows_flatten_and_normalise():
+    A = np.arange(1.0, 25.0).reshape(3, 2, 4)
+    U = transfer.unit_rows(A)
+    assert U.dtype == np.float64 and U.shape == (3, 8)
+    np.testing.assert_allclose(np.linalg.norm(U, axis=1), 1.0)
+    np.testing.assert_allclose(U[1], A[1].ravel() / np.sqrt((A[1] ** 2).sum()))
+    with pytest.raises(ValueError, match="zeros"):
+        transfer.unit_rows(np.zeros((2, 3)))
+
+
+def test_source_summary_names_data_cache_losses_and_last_layer():
+    meta = {"data": {"name": "fashion-mnist"}, "from_cache": True, "history": [{"loss": 1.23456}, {"loss": 0.5}]}
+    s = transfer.source_summary(meta, ["conv1", "fc2"])
+    assert s == ("source: {'name': 'fashion-mnist'}; from cache: True; training loss per epoch [1.235, 0.5]; "
+                 "hidden layers ['conv1', 'fc2'], last = 'fc2'")
+    assert "source: ImageNet" in transfer.source_summary({"source": "ImageNet", "from_cache": None}, ["avgpool"])
+
+
+def test_image_representations_match_the_inline_features():
+    pre, init = pt.build_cnn(CNN28, seed=0), pt.build_cnn(CNN28, seed=1)
+    layers = pt.feature_layers(pre)
+    X_tr, X_te = _images(6, 0), _images(4, 1)
+    gamma = 0.7
+    reps = transfer.image_representations(pre, init, layers, X_tr, X_te, "fashion-mnist", gamma)
+    assert list(reps) == ([f"pre-trained {n}" for n in layers] + [f"init {n}" for n in layers]
+                          + [transfer.PRETRAINED, transfer.INIT, transfer.INPUT, "HOG", "RBF"])
+    for tag, net in (("pre-trained", pre), ("init", init)):
+        for X, part in ((X_tr, 0), (X_te, 1)):
+            ref = pt.extract_features(net, pt.model_input(X, "fashion-mnist"))
+            for n in layers:
+                np.testing.assert_array_equal(reps[f"{tag} {n}"][part], ref[n])
+    assert reps[transfer.PRETRAINED] is reps[f"pre-trained {layers[-1]}"]
+    np.testing.assert_array_equal(reps[transfer.INPUT][1], X_te.reshape(4, -1).numpy().astype(np.float64))
+    np.testing.assert_allclose(reps["HOG"][0], al.hog_features(X_tr[:, 0].numpy(), 9, (8, 8), (2, 2)))
+    assert reps["HOG"][0].shape == (6, 144)
+    # RBF: exp(-gamma ||x - c||^2) of unit-length images, the centres all training images
+    u = lambda X: X.reshape(len(X), -1).double().numpy() / np.linalg.norm(X.reshape(len(X), -1).double().numpy(),
+                                                                           axis=1, keepdims=True)
+    d2 = ((u(X_te)[:, None, :] - u(X_tr)[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(reps["RBF"][1], np.exp(-gamma * d2), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.diag(reps["RBF"][0]), 1.0)
+
+
+def test_cnn_transfer_runs_compare_every_task(capsys):
+    pre, init = pt.build_cnn(CNN28, seed=0), pt.build_cnn(CNN28, seed=1)
+    layers = pt.feature_layers(pre)
+    pairs = [(7, 9), (5, 8)]
+    tau = al.thresholds_for(8)
+    record = transfer.recorded_steps(5, 3)
+    runs = transfer.cnn_transfer_runs(pre, init, layers, pairs, "fashion-mnist", 4, tau, [0.1, 1.0], 5, record,
+                                      rbf_bandwidth=1.0, seed=3)
+    out = capsys.readouterr().out.splitlines()
+    assert len(runs) == 2 and [r["pair"] for r in runs] == pairs and len(out) == 3
+    assert out[0].startswith("task 1/2 classes (7, 9): alignment area input ") and out[2].startswith("dimensions: ")
+    for k, (pair, r) in enumerate(zip(pairs, runs)):
+        assert set(r["gd"]) == set(transfer.TRAINED) and r["dims"]["input"] == 784 and r["dims"]["RBF"] == 8
+        X, t, _ = pt.load_images("fashion-mnist", "train", pair, 4, seed=3 + k, normalize=False)  # a08's former code
+        y = al.binary_targets(t.numpy())
+        c, a = al.curve_and_area(X.flatten(1).double().numpy(), y, tau, gram=True)
+        np.testing.assert_allclose(r["curves"]["input"], c, rtol=1e-12, atol=1e-12)
+        assert r["areas"]["input"] == pytest.approx(a, rel=1e-12)
+        hog = r["gd"]["HOG"]["squared"]
+        assert hog["lr"] in (0.1, 1.0) and list(hog["steps"]) == [0, 1, 2, 5]
+    quiet = transfer.cnn_transfer_runs(pre, init, layers, pairs[:1], "fashion-mnist", 4, tau, [1.0], 5, record,
+                                       rbf_bandwidth=1.0, seed=3, log=None)
+    assert capsys.readouterr().out == "" and quiet[0]["areas"] == runs[0]["areas"]
+
+
+def _fake_runs():
+    """Two evaluate_task results on synthetic representations named as a08's."""
+    r = np.random.default_rng(0)
+    runs = []
+    for k in range(2):
+        y_tr, y_te = np.sign(r.standard_normal(20)), np.sign(r.standard_normal(15))
+        reps = {name: (np.c_[y_tr * s, r.standard_normal((20, 4))], np.c_[y_te * s, r.standard_normal((15, 4))])
+                for name, s in [("pre-trained c1", 1.0), ("pre-trained c2", 0.5), ("init c1", 0.2), ("init c2", 0.1),
+                                (transfer.PRETRAINED, 0.5), (transfer.INIT, 0.1), (transfer.INPUT, 0.3),
+                                ("HOG", 0.8), ("RBF", 0.05)]}
+        runs.append(pt.evaluate_task(reps, y_tr, y_te, al.thresholds_for(20), list(transfer.TRAINED), [0.1, 1.0], 6,
+                                     [0, 3, 6]))
+        runs[-1]["pair"] = (k, k + 1)
+    return runs
+
+
+def test_layer_areas_step_sizes_and_test_error_are_means_over_tasks():
+    runs = _fake_runs()
+    areas = transfer.layer_areas(runs, ["c1", "c2"])
+    assert list(areas) == ["init", "pre-trained"]
+    assert areas["pre-trained"][1] == pytest.approx((runs[0]["areas"]["pre-trained c2"]
+                                                     + runs[1]["areas"]["pre-trained c2"]) / 2)
+    steps = transfer.chosen_step_sizes(runs, ["HOG"])
+    assert steps == {"HOG": {loss: [runs[0]["gd"]["HOG"][loss]["lr"], runs[1]["gd"]["HOG"][loss]["lr"]]
+                             for loss in pt.LOSSES}}
+    err = transfer.final_test_error(runs, transfer.TRAINED)
+    assert err["RBF"] == pytest.approx(np.mean([r["gd"]["RBF"]["logistic"]["test_error"][-1] for r in runs]))
+    text = transfer.learning_summary(runs).splitlines()
+    assert len(text) == 3 and text[0].startswith("final losses (mean over tasks): {'CNN (pre-trained) squared train'")
+    assert text[2] == f"chosen step sizes: {transfer.chosen_step_sizes(runs, transfer.TRAINED)}"
+
+
+def test_cnn_transfer_numbers_are_what_a08_recorded():
+    runs = _fake_runs()
+    meta = {"key": "k", "source_indices": [1, 2]}
+    nums = transfer.cnn_transfer_numbers(runs, ["c1", "c2"], meta, [(0, 1), (1, 2)], np.arange(3.0))
+    assert list(nums) == ["source_meta", "pairs", "thresholds", "mean_area", "layer_area", "layers", "areas_per_task",
+                          "mean_curves", "final_losses", "chosen_step_sizes"]
+    assert nums["source_meta"] == {"key": "k"} and nums["mean_area"] == pt.mean_areas(runs)
+    np.testing.assert_array_equal(nums["areas_per_task"]["HOG"], [runs[0]["areas"]["HOG"], runs[1]["areas"]["HOG"]])
+    assert list(nums["mean_curves"]) == ["input", "CNN (init)", "CNN (pre-trained)", "HOG", "RBF"]
+    np.testing.assert_allclose(nums["mean_curves"]["RBF"], (runs[0]["curves"]["RBF"] + runs[1]["curves"]["RBF"]) / 2)
+    final = pt.final_losses(runs)
+    assert nums["final_losses"]["HOG | logistic | test"] == final[("HOG", "logistic", "test")]
+    assert len(nums["final_losses"]) == len(final) == 12
+
+
+# ----------------------------------------------------------------------------- a09
+
+
+def test_source_networks_are_the_cached_source_models(tmp_cache, capsys):
+    s = pt.source_settings("smoke", n_source=64)
+    models, metas = transfer.source_networks(s, ["footwear_bags"], seed=2, device="cpu")
+    again, meta = pt.source_model(s, "footwear_bags", seed=2, device="cpu")
+    assert meta["from_cache"] and meta["key"] == metas["footwear_bags"]["key"]
+    assert all(torch.equal(a, b) for a, b in zip(models["footwear_bags"].state_dict().values(),
+                                                  again.state_dict().values()))
+    out = capsys.readouterr().out
+    assert out.startswith("source 'footwear_bags': classes [5, 7, 8, 9], 64 images, from cache: False")
+
+
+def test_seen_indices_only_for_the_same_data_set():
+    metas = {"a": {"source_indices": np.array([5, 1, 3])}, "b": {"source_indices": np.array([3, 9])}}
+    assert np.array_equal(transfer.seen_indices(metas, "fashion-mnist", "fashion-mnist"), [1, 3, 5, 9])
+    assert transfer.seen_indices(metas, "imagenet", "cifar10") is None
+
+
+def test_similarity_tasks_subtract_the_dissimilar_source():
+    models = {"g": pt.build_cnn(CNN28, seed=0), "h": pt.build_cnn(CNN28, seed=1)}
+    groups, target_groups = ["g", "h"], {"g": (0, 2, 4), "h": (5, 7)}
+    layers = ["conv2", "fc1", "fc2"]
+    tau = al.thresholds_for(6)
+    tasks = transfer.similarity_tasks(models, groups, target_groups, "fashion-mnist", layers, 3, tau, seed=1, log=None)
+    assert [(r["group"], r["pair"]) for r in tasks] == [("g", (0, 2)), ("g", (0, 4)), ("g", (2, 4)), ("h", (5, 7))]
+    # a09's former inline code, for the last task: similar source h, dissimilar g
+    X, t, _ = pt.load_images("fashion-mnist", "test", (5, 7), 3, seed=1)
+    y = al.binary_targets(t.numpy())
+    for name in layers:
+        (c_sim, a_sim), (c_dis, a_dis) = (
+            al.curve_and_area(pt.extract_features(models[src], X, layers=layers)[name], y, tau, gram=True)
+            for src in ("h", "g"))
+        np.testing.assert_allclose(tasks[-1]["diff"][name], (c_sim - c_dis) / 6, rtol=1e-12, atol=1e-12)
+        assert tasks[-1]["area_diff"][name] == pytest.approx(a_sim - a_dis, rel=1e-12, abs=1e-14)
+
+
+def test_difference_summary_means_and_counts():
+    tasks = [{"diff": {"a": np.array([0.0, 1.0]), "b": np.array([0.0, -1.0])}, "area_diff": {"a": 0.2, "b": -0.1}},
+             {"diff": {"a": np.array([0.0, 3.0]), "b": np.array([0.0, 2.0])}, "area_diff": {"a": 0.4, "b": 0.3}}]
+    mean_diff, mean_area, positive = transfer.difference_summary(tasks, ["a", "b"])
+    np.testing.assert_allclose(mean_diff["a"], [0.0, 2.0])
+    np.testing.assert_allclose(mean_diff["b"], [0.0, 0.5])
+    assert mean_area == pytest.approx({"a": 0.3, "b": 0.1}) and positive == {"a": 2, "b": 1}
+
+
+def test_finetune_grid_is_every_source_on_every_target(capsys):
+    small = pt.CNNConfig(in_chans=1, img_size=28, num_classes=2, channels=(2,), fc=(4,))
+    models = {"g": pt.build_cnn(small, seed=0), "h": pt.build_cnn(small, seed=1)}
+    target_groups = {"g": (0, 1), "h": (5, 7, 9)}
+    acc, hist = transfer.finetune_grid(models, ["g", "h"], target_groups, "fashion-mnist", 4, epochs=1, lr=0.01,
+                                       batch_size=8, seed=0, exclude=np.arange(100))
+    assert list(acc) == [("g", "g"), ("h", "g"), ("g", "h"), ("h", "h")]
+    assert list(hist) == ["g -> g", "h -> g", "g -> h", "h -> h"] and len(capsys.readouterr().out.splitlines()) == 4
+    # a09's former inline code for target h from source g
+    train = pt.stack(pt.subset_dataset("fashion-mnist", "train", (5, 7, 9), 4, seed=0, exclude=np.arange(100)))
+    test = pt.stack(pt.subset_dataset("fashion-mnist", "test", (5, 7, 9), None, seed=0))
+    _, h = pt.finetune(models["g"], train, test, 3, epochs=1, lr=0.01, batch_size=8, seed=0, device="cpu",
+                       eval_every=1)
+    assert acc[("g", "h")] == pytest.approx(100 * h["final_accuracy"])
+    assert hist["g -> h"]["train_loss"] == h["train_loss"]
+
+
+def test_similarity_claims_by_hand():
+    mean_diff = {"c": np.array([0.0, 0.1, -0.1]), "f": np.array([0.0, 0.2, 0.3])}
+    acc = {("g", "g"): 80.0, ("h", "g"): 70.0, ("g", "h"): 90.0, ("h", "h"): 92.0}
+    c = transfer.similarity_claims(mean_diff, {"c": 0.01, "f": 0.2}, {"c": 3, "f": 5}, 6, acc, ["g", "h"])
+    more = c["similar_source_more_aligned"]
+    assert more["holds"] and more["value"] == 0.01 and more["grows_toward_output"] and more["n_tasks"] == 6
+    assert more["fraction_of_points_positive"] == 0.75 and more["fraction_of_layers_positive_everywhere"] == 0.5
+    better = c["similar_source_better_finetune"]
+    assert better["per_target"] == {"g": 10.0, "h": 2.0} and better["value"] == 2.0 and better["holds"]
+    acc[("g", "h")] = 95.0
+    assert not transfer.similarity_claims(mean_diff, {"c": -0.1, "f": 0.2}, {}, 6, acc, ["g", "h"])[
+        "similar_source_better_finetune"]["holds"]
+
+
+def test_similarity_numbers_are_what_a09_recorded():
+    tasks = [{"group": "g", "pair": (0, 1), "diff": {}, "area_diff": {"c": 0.1, "f": 0.2}}]
+    nums = transfer.similarity_numbers({"g": {"key": 1, "source_indices": [0]}}, ["c", "f"], [0.0], tasks,
+                                       {"c": np.zeros(1)}, {"c": 0.1}, {("g", "h"): 50.0}, {"g -> h": {}})
+    assert list(nums) == ["sources", "layers", "thresholds", "mean_difference_curves", "mean_area_difference",
+                          "task_area_differences", "finetune_accuracy", "finetune_history"]
+    assert nums["sources"] == {"g": {"key": 1}} and nums["finetune_accuracy"] == {"g -> h": 50.0}
+    assert nums["task_area_differences"] == [{"group": "g", "pair": (0, 1), "c": 0.1, "f": 0.2}]
+
+
+# ----------------------------------------------------------------------------- a10
+
+
+def test_none_network_is_the_source_cnn_with_its_key_and_config(tmp_cache, monkeypatch):
+    s = pt.source_settings("smoke", n_source=64)
+    base, key, cfg, meta = transfer.none_network(s, "footwear_bags", seed=1, device="cpu")
+    ref, ref_meta = pt.source_model(s, "footwear_bags", seed=1, device="cpu")
+    assert key == meta["key"] == ref_meta["key"] and cfg == pt.CNNConfig(channels=(4, 8, 8), fc=(32, 16), num_classes=4)
+    assert all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), ref.state_dict().values()))
+    fake = {"model": {**meta["model"]}, "from_cache": None}
+    monkeypatch.setattr(pt, "pretrained_and_init", lambda *a, **k: (base, None, fake, None))
+    assert transfer.none_network({**s, "arch": "resnet18", "weights": "W"})[1] == "torchvision-resnet18-W"
+
+
+def test_domain_data_is_disjoint_domains_as_before():
+    domains, per = ["clean", "lowres", "inverted"], [2, 1, 3]
+    exclude = np.arange(50)
+    train, test, n_classes = transfer.domain_data("fashion-mnist", domains, per, 1, seed=0, exclude=exclude)
+    seen = exclude  # a10's former inline loop
+    for d, k in zip(domains, per):
+        tr, te, idx = pt.domain_sets("fashion-mnist", d, k, 1, seed=0, exclude=seen)
+        assert not np.isin(idx, seen).any()
+        seen = np.union1d(seen, idx)
+        assert torch.equal(train[d][0], tr[0]) and torch.equal(test[d][1], te[1]) and len(train[d][1]) == 10 * k
+    assert n_classes == 10
+    with pytest.raises(ValueError, match="one entry per domain"):
+        transfer.domain_data("fashion-mnist", domains, [1, 2], 1)
+
+
+def test_random_label_sources_are_the_cached_random_label_models(tmp_cache, capsys):
+    base = pt.build_cnn(CNN28, seed=0)
+    train = {"a": (_images(12, 0), torch.arange(12) % 3), "b": (_images(9, 1), torch.arange(9) % 3)}
+    nets, metas = transfer.random_label_sources(base, "base", CNN28, train, "toy", ["a", "b"], [4, 3], 3, epochs=1,
+                                                lr=1e-3, milestones=[], batch_size=4, seed=5, device="cpu")
+    assert list(nets) == ["None", "a", "b"] and nets["None"] is base and list(metas) == ["a", "b"]
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    cfg = TrainConfig(epochs=1, batch_size=4, lr=1e-3, weight_decay=1e-4, schedule="multistep", milestones=(), seed=5)
+    ref, meta = pt.random_label_model(base, "base", CNN28, train["b"], 3, cfg,
+                                      {"name": "toy", "domain": "b", "train_per_class": 3, "seed": 5}, device="cpu")
+    assert meta["from_cache"] and meta["key"] == metas["b"]["key"]
+    assert all(torch.equal(x, y) for x, y in zip(nets["b"].state_dict().values(), ref.state_dict().values()))
+
+
+def test_finetune_domains_and_accuracy_drops():
+    nets = {"None": pt.build_cnn(CNN28, seed=0), "a": pt.build_cnn(CNN28, seed=1), "b": pt.build_cnn(CNN28, seed=2)}
+    data = {d: (_images(9, k), torch.arange(9) % 3) for k, d in enumerate(["a", "b"])}
+    acc = transfer.finetune_domains(nets, data, data, ["a", "b"], 3, epochs=1, lr=0.01, batch_size=4, seed=0)
+    assert list(acc) == [("None", "a"), ("b", "a"), ("None", "b"), ("a", "b")]
+    _, h = pt.finetune(nets["b"], data["a"], data["a"], 3, epochs=1, lr=0.01, batch_size=4, seed=0, device="cpu",
+                       eval_every=1)
+    assert acc[("b", "a")] == pytest.approx(100 * h["final_accuracy"])
+    pairs, drop = transfer.accuracy_drops({("None", "a"): 50.0, ("b", "a"): 40.0, ("None", "b"): 30.0,
+                                           ("a", "b"): 35.0}, ["a", "b"])
+    assert pairs == [("a", "b"), ("b", "a")] and drop == {("a", "b"): -5.0, ("b", "a"): 10.0}
+    assert transfer.pair_names(drop) == {"a->b": -5.0, "b->a": 10.0}
+
+
+def test_alignment_drops_match_the_inline_class_pairs():
+    nets = {"None": pt.build_cnn(CNN28, seed=0), "a": pt.build_cnn(CNN28, seed=1), "b": pt.build_cnn(CNN28, seed=2)}
+    labels = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 2])
+    test = {"a": (_images(10, 3), labels), "b": (_images(10, 4), labels)}
+    out = transfer.alignment_drops(nets, test, ["a", "b"], "fc2", 3)
+    assert list(out["diff"]) == [("b", "a"), ("a", "b")] and out["n_tasks"] == {"a": 3, "b": 3}
+    assert out["n_pair"] == 7 and np.array_equal(out["thresholds"], al.thresholds_for(7))  # pair sizes 6, 7, 7
+    # a10's former inline code for target b, source a
+    lab = labels.numpy()
+    feats = {s: pt.extract_features(nets[s], test["b"][0], layers=["fc2"])["fc2"] for s in ("None", "a")}
+    curves, areas = [], []
+    for a, b in itertools.combinations(range(3), 2):
+        rows = np.isin(lab, (a, b))
+        y = al.binary_targets((lab[rows] == b).astype(int))
+        (c0, a0), (c1, a1) = (al.curve_and_area(feats[s][rows], y, out["thresholds"], gram=True) for s in ("None", "a"))
+        curves.append((c0 - c1) / len(y))
+        areas.append(a0 - a1)
+    np.testing.assert_allclose(out["diff"][("a", "b")], np.mean(curves, axis=0), rtol=1e-12, atol=1e-12)
+    assert out["area_drop"][("a", "b")] == pytest.approx(np.mean(areas), rel=1e-12, abs=1e-14)
+
+
+def test_negative_transfer_claims_by_hand():
+    domains = ["x", "y", "z"]
+    pairs = [(s, t) for s in domains for t in domains if s != t]
+    acc_drop = dict(zip(pairs, [1.0, 3.0, -2.0, 0.5, 4.0, 6.0]))
+    area_drop = dict(zip(pairs, [0.2, 0.1, 0.05, 0.0, 0.3, 0.5]))
+    diff = {p: np.array([0.0, 1.0, -1.0]) for p in pairs}
+    c = transfer.negative_transfer_claims(acc_drop, area_drop, diff, domains, pairs)
+    hurts = c["random_label_pretraining_hurts"]
+    assert hurts["value"] == 2.0 and not hurts["holds"] and hurts["accuracy_drop"]["y->x"] == -2.0
+    reduces = c["random_label_pretraining_reduces_alignment"]
+    assert reduces["value"] == 0.0 and not reduces["holds"] and reduces["fraction_of_points_positive"] == 0.5
+    order = c["alignment_drop_orders_transfer_drop"]
+    assert order["per_source_accuracy_drop"] == {"x": 2.0, "y": -0.75, "z": 5.0}
+    assert order["per_source_alignment_drop"] == pytest.approx({"x": 0.15, "y": 0.025, "z": 0.4})
+    assert order["value"] == 1.0 and order["holds"]
+    assert order["spearman_pairs"] == pytest.approx(spearmanr([area_drop[p] for p in pairs],
+                                                              [acc_drop[p] for p in pairs])[0])
+    with pytest.warns(RuntimeWarning):  # scipy: the correlation of a constant input is not defined
+        flat = transfer.negative_transfer_claims(dict.fromkeys(pairs, 0.0), area_drop, diff, domains, pairs)
+    assert flat["alignment_drop_orders_transfer_drop"]["value"] == 0.0  # undefined correlation: does not hold
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def test_figures_draw_the_given_curves():
+    runs = _fake_runs()
+    tau = al.thresholds_for(20)
+    fig = figures.alignment_bands(runs, tau, "c2")
+    assert [len(ax.lines) for ax in fig.axes] == [3, 3]
+    assert "'c2'" in fig.axes[0].get_title()
+    mean_norm = np.mean([r["curves"]["HOG"] / r["curves"]["HOG"][0] for r in runs], axis=0)
+    np.testing.assert_allclose(fig.axes[1].lines[1].get_ydata(), mean_norm)
+    fig = figures.layer_profile(["c1", "c2"], {"init": [0.1, 0.2], "pre-trained": [0.3, 0.4]}, 0.25)
+    np.testing.assert_allclose(fig.axes[0].lines[1].get_ydata(), [0.3, 0.4])
+    assert len(figures.learning_curves(runs).axes) == 2
+    mean_diff = {"c": np.array([0.0, 0.1]), "f": np.array([0.0, 0.2])}
+    tasks = [{"group": "g", "diff": {"f": np.array([0.0, 0.3])}}, {"group": "h", "diff": {"f": np.array([0.0, 0.1])}}]
+    fig = figures.similarity_differences([0.0, 1.0], tasks, mean_diff, ["g", "h"])
+    np.testing.assert_allclose(fig.axes[0].lines[1].get_ydata(), [0.0, 0.2])
+    np.testing.assert_allclose(fig.axes[1].lines[0].get_ydata(), [0.0, 0.3])
+    assert "'f'" in fig.axes[1].get_title()
+    fig = figures.domain_examples({"a": (_images(8),), "b": (_images(8, 1),)}, ["a", "b"])
+    assert len(fig.axes) == 16 and fig.axes[8].get_ylabel() == "b"
+    fig = figures.drop_curves({("a", "b"): np.array([0.0, 0.5])}, np.array([0.0, 2.0]), 4000, "fc2")
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_xdata(), [0.0, 1.0])

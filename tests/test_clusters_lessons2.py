@@ -1,0 +1,139 @@
+"""What the clusters notebook c01 calls: the four CKA maps of a fine-tuned encoder with its scores and checkpoint
+records, the best two-cluster splits, the numbers of its three statements and its two figures, each against the
+computation the notebook did inline (or an independent one)."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from layersim.inputs import assets, text_tasks as tt
+from layersim.measures import block_structure, similarity
+from layersim.papers.clusters import figures, protocol as cf, structure
+from layersim.train import finetune as ft
+
+TINY = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+SETTINGS = dict(n_train=24, n_val=20, steps=3, batch_size=8, lr=1e-3, warmup_steps=1, max_length=24,
+                weight_decay=0.0, eval_batch_size=16, restarts=2)
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    """Three random-init 3-block MiniLM-like classifiers for the six novels, with the MiniLM tokenizer: two
+    'restarts' and the 'pretrained' encoder."""
+    tokenizer = assets.load_model("all-minilm-l6-v2")[1]
+    out = []
+    for seed in (0, 1, 2):
+        model = ft.load_classifier("all-minilm-l6-v2", 6, seed=seed, random_init=True, config=TINY).eval()
+        model.layersim_tokenizer = tokenizer
+        out.append(model)
+    return out
+
+
+def _meta(restart):
+    return {"key": f"key-{restart}", "weights_sha256": f"sha-{restart}", "train_seconds": 10.0 * restart,
+            "from_cache": restart == 2, "history": [{"loss": 1.5 + restart}, {"loss": 1.0 + restart}]}
+
+
+def test_task_maps_are_the_notebooks_inline_computation(tiny_models, monkeypatch):
+    calls = []
+
+    def fake_fine_tuned(model, train, settings, restart=1, seed=0, device="auto", progress=True):
+        calls.append((model, len(train), restart, seed))
+        return tiny_models[restart - 1], _meta(restart)
+
+    monkeypatch.setattr(ft, "fine_tuned", fake_fine_tuned)
+    monkeypatch.setattr(cf, "original", lambda model, num_labels, seed=0: tiny_models[2])
+    maps, scores, records = structure.task_maps("all-minilm-l6-v2", "austen-novel", SETTINGS, seed=3, device="cpu")
+    assert calls == [("all-minilm-l6-v2", 24, 1, 3), ("all-minilm-l6-v2", 24, 2, 3)]
+    # c01's loop body before the move
+    train, val = ft.task_data("austen-novel", SETTINGS, seed=3)
+    feats = [ft.cls_features(m, val, SETTINGS, device="cpu") for m in tiny_models]
+    expected = cf.cka_maps(feats[0], feats[1], feats[2])
+    assert list(maps) == ["ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]"]
+    for kind in expected:
+        np.testing.assert_array_equal(maps[kind], expected[kind])
+    # independently: FT[1]-FT[2] entry (l, l') is the linear CKA of restart 1's block l and restart 2's block l'
+    assert maps["FT[1]-FT[2]"][0, 2] == pytest.approx(similarity.linear_cka(feats[0][1].astype(np.float64),
+                                                                            feats[1][3].astype(np.float64)), abs=1e-5)
+    for restart, row in zip((1, 2), scores):
+        assert row == {"model": "all-minilm-l6-v2", "task": "austen-novel", "restart": restart,
+                       "validation": ft.evaluate(tiny_models[restart - 1], val, max_length=24, device="cpu"),
+                       "majority": tt.majority_baseline(val), "train_seconds": 10.0 * restart,
+                       "from_cache": restart == 2}
+    assert records == {f"all-minilm-l6-v2/austen-novel/{r}": {"checkpoint": f"key-{r}", "weights_sha256": f"sha-{r}",
+                                                              "train_seconds": 10.0 * r, "loss": [1.5 + r, 1.0 + r]}
+                       for r in (1, 2)}
+    maps1, scores1, _ = structure.task_maps("all-minilm-l6-v2", "austen-novel", {**SETTINGS, "restarts": 1}, seed=3,
+                                            device="cpu")
+    assert "FT[1]-FT[2]" not in maps1 and len(scores1) == 1
+
+
+def _maps(ft_ft, orig_orig, ft_orig_diag, restart_diag=None):
+    out = {"ORIG-ORIG": np.asarray(orig_orig, float), "FT-ORIG": np.diag(ft_orig_diag).astype(float),
+           "FT-FT": np.asarray(ft_ft, float)}
+    if restart_diag is not None:
+        out["FT[1]-FT[2]"] = np.diag(restart_diag).astype(float)
+    return out
+
+
+#: two clusters (blocks 1-2 and 3-4) after fine-tuning, none before
+TWO = np.array([[1, .9, .1, .1], [.9, 1, .1, .1], [.1, .1, 1, .8], [.1, .1, .8, 1]])
+FLAT = np.full((4, 4), 0.5) + 0.5 * np.eye(4)
+MAPS = {("m", "a"): _maps(TWO, FLAT, [0.9, 0.8, 0.3, 0.1], [0.95, 0.9, 0.9, 0.99]),
+        ("m", "b"): _maps(FLAT, TWO, [0.7, 0.7, 0.6, 0.5])}
+
+
+def test_early_late_averages_the_first_and_last_third():
+    assert structure.early_late([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == (1.5, 5.5)  # ceil(6/3) = 2 blocks each
+    assert structure.early_late(np.array([1.0, 2.0, 3.0, 4.0])) == (1.5, 3.5)  # ceil(4/3) = 2
+    assert structure.early_late([0.25]) == (0.25, 0.25)
+    with pytest.raises(ValueError, match="non-empty"):
+        structure.early_late([])
+
+
+def test_structure_gaps_are_the_claims_numbers():
+    block_gain, ft_orig_gap, restart_gap = structure.structure_gaps(MAPS)
+    two, flat = block_structure.best_split(TWO).score, block_structure.best_split(FLAT).score
+    assert two == pytest.approx((0.9 + 0.8) / 2 - 0.1) and flat == pytest.approx(0.0)  # within minus between
+    assert block_gain == pytest.approx({"m/a": two - flat, "m/b": flat - two})
+    # first and last third of 4 blocks: 2 blocks each
+    assert ft_orig_gap == pytest.approx({"m/a": 0.85 - 0.2, "m/b": 0.7 - 0.55})
+    assert restart_gap == pytest.approx({"m/a": 0.925 - 0.945})  # only the run with two restarts
+
+
+def test_split_table_lists_the_best_split_of_both_matrices():
+    splits = structure.split_table(MAPS)
+    assert list(splits.columns) == ["model", "task", "matrix", "early cluster: blocks 1 to", "score", "within",
+                                    "between"]
+    assert list(zip(splits.task, splits.matrix)) == [("a", "ORIG-ORIG"), ("a", "FT-FT"), ("b", "ORIG-ORIG"),
+                                                     ("b", "FT-FT")]
+    row = splits.iloc[1]
+    assert row["early cluster: blocks 1 to"] == 2 and row["within"] == pytest.approx(0.85)
+    assert row["between"] == pytest.approx(0.1) and row["score"] == pytest.approx(0.75)
+
+
+def test_cka_maps_figure_draws_every_map_on_one_scale():
+    fig = figures.cka_maps_figure(MAPS[("m", "a")], "m on a")
+    panels = fig.axes[:4]
+    assert [ax.get_title() for ax in panels] == ["ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]"]
+    assert (panels[1].get_ylabel(), panels[1].get_xlabel()) == ("FT block", "ORIG block")
+    assert panels[0].images[0].get_clim() == (0.0, 1.0) and fig._suptitle.get_text() == "m on a"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one"):
+        figures.cka_maps_figure({}, "x")
+
+
+def test_diagonals_and_block_scores_figure():
+    fig = figures.diagonals_and_block_scores(MAPS)
+    left, right = fig.axes
+    assert [l.get_label() for l in left.lines] == ["a: FT vs ORIG", "a: FT[1] vs FT[2]", "b: FT vs ORIG"]
+    np.testing.assert_array_equal(left.lines[0].get_ydata(), [0.9, 0.8, 0.3, 0.1])
+    assert [l.get_label() for l in right.lines] == ["a: ORIG-ORIG", "a: FT-FT", "b: ORIG-ORIG", "b: FT-FT"]
+    np.testing.assert_allclose(right.lines[1].get_ydata(), block_structure.split_scores(TWO))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one"):
+        figures.diagonals_and_block_scores({})

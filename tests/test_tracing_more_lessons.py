@@ -1,0 +1,274 @@
+"""The tracing paper's lesson helpers of t08 (layersim.papers.tracing.llm: the logit lens on a causal LM) and
+t09 (the aligned BERT), against independent computations written out here (the notebooks' former inline code,
+or plain numpy)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from builders import tiny  # noqa: E402
+from layersim.inputs import assets, data  # noqa: E402
+from layersim.nets import readout  # noqa: E402
+from layersim.papers.tracing import aligned_bert  # noqa: E402
+from layersim.papers.tracing import llm as tracing_llm  # noqa: E402
+from layersim.train import finetune  # noqa: E402
+
+# ----------------------------------------------------------------------------- t08: the logit lens on a causal LM
+
+
+class WordTokenizer:
+    """Stands in for a causal LM's tokenizer: one id per character (ids 3..92 of the tiny vocabulary), right
+    padding with 0, and ``decode`` writing each id as ``<id>``."""
+
+    pad_token_id = 0
+
+    def _ids(self, text, max_length=None):
+        ids = [3 + ord(c) % 90 for c in text]
+        return ids[:max_length] if max_length else ids
+
+    def __call__(self, texts, padding=False, truncation=False, max_length=None, return_tensors="pt"):
+        if isinstance(texts, str):
+            return {"input_ids": torch.tensor([self._ids(texts)])}
+        rows = [self._ids(t, max_length if truncation else None) for t in texts]
+        n = max(map(len, rows))
+        ids = torch.tensor([r + [0] * (n - len(r)) for r in rows])
+        lengths = torch.tensor([len(r) for r in rows])
+        return {"input_ids": ids, "attention_mask": (torch.arange(n)[None] < lengths[:, None]).long()}
+
+    def decode(self, ids):
+        return "".join(f"<{int(i)}>" for i in ids)
+
+
+def _saturation_by_loop(top):
+    """Each column's smallest layer from which the top token stays the last layer's (a loop, not a cumprod)."""
+    top = np.asarray(top)
+    out = []
+    for j in range(top.shape[1]):
+        l = top.shape[0] - 1
+        while l > 0 and top[l - 1, j] == top[-1, j]:
+            l -= 1
+        out.append(l)
+    return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def lm_run():
+    """A tiny random-init LLaMA decoded through the lens and read on three texts, with the inline reference."""
+    model, tok = tiny("llama").model.eval(), WordTokenizer()
+    r = tracing_llm.decode(model, tok, "Simply put", 5, device="cpu")
+    texts = ["It is a truth", "universally acknowledged, that", "a single man"]
+    r.update(tracing_llm.read_texts(model, tok, texts, 2, 12, device="cpu"))
+    return model, tok, texts, r
+
+
+def test_decode_is_greedy_lens_and_each_tokens_saturation_layer(lm_run):
+    model, tok, _, r = lm_run
+    g = readout.greedy_lens(model, tok, "Simply put", 5, device="cpu")
+    assert r["model"] is model and r["tokenizer"] is tok and r["L"] == readout.n_layers(model) == 3
+    np.testing.assert_array_equal(r["greedy"].tokens, g.tokens)
+    np.testing.assert_array_equal(r["greedy"].top, g.top)
+    np.testing.assert_allclose(r["greedy"].top_prob, g.top_prob, rtol=1e-6)
+    np.testing.assert_array_equal(r["saturation"], _saturation_by_loop(g.top))
+    assert r["saturation"].shape == (5,) and r["saturation"].max() <= 3
+
+
+def test_read_texts_is_the_lens_at_every_position_split_at_the_median(lm_run):
+    model, tok, texts, r = lm_run
+    lens = readout.token_lens(model, data.text_batches(texts, tok, 2, 12), device="cpu")
+    np.testing.assert_array_equal(r["text"].top, lens.top)
+    assert r["text"].top.shape[1] == sum(min(len(t), 12) for t in texts)
+    sat = _saturation_by_loop(lens.top)
+    np.testing.assert_array_equal(r["text_saturation"], sat)
+    conf = np.asarray(lens.confidence, float)
+    easy = conf >= np.median(conf)
+    eh = r["easy_hard"]
+    assert eh["easy"] == pytest.approx(sat[easy].mean()) and eh["hard"] == pytest.approx(sat[~easy].mean())
+    assert eh["difference"] == pytest.approx(sat[~easy].mean() - sat[easy].mean())
+    assert eh["median_confidence"] == pytest.approx(np.median(conf))
+
+
+def test_describe_decoding_and_texts_state_the_run(lm_run):
+    _, tok, texts, r = lm_run
+    line = tracing_llm.describe_decoding("tiny", "Simply put", r)
+    assert line.startswith("tiny: 3 blocks; 'Simply put' -> ")
+    assert tok.decode(r["greedy"].tokens.tolist()) in line and str(r["saturation"].tolist()) in line
+    text = tracing_llm.describe_texts("tiny", r, len(texts))
+    assert f"{r['text'].top.shape[1]} token positions of 3 sentences" in text
+    assert f"mean saturation layer {r['text_saturation'].mean():.2f} of 3" in text
+
+
+def _fake_run(rng, L=4, steps=6, n=30):
+    """A run with hand-made lens results (the NamedTuples' fields only), for the statistics and the records."""
+    top = rng.integers(0, 3, size=(L + 1, steps))
+    sat = _saturation_by_loop(top)
+    text_top = rng.integers(0, 3, size=(L + 1, n))
+    text_sat = _saturation_by_loop(text_top)
+    conf = rng.random(n)
+    g = readout.GreedyLens(rng.integers(0, 50, steps), top, rng.random((L + 1, steps)), rng.random((L + 1, steps)),
+                           float(rng.random() * 1e-6))
+    lens = readout.TokenLens(text_top, conf, float(rng.random() * 1e-6))
+    return {"model": None, "tokenizer": WordTokenizer(), "L": L, "greedy": g, "saturation": sat, "text": lens,
+            "text_saturation": text_sat, "easy_hard": tracing_llm.easy_vs_hard(text_sat, conf)}
+
+
+def test_statistics_and_records_are_the_former_inline_numbers():
+    rng = np.random.default_rng(0)
+    runs = {"a": _fake_run(rng), "b": _fake_run(rng, L=5)}
+    S = tracing_llm.statistics(runs)
+    for n, r in runs.items():
+        assert S["error"][n] == max(r["greedy"].max_error, r["text"].max_error)
+        assert S["early"][n] == sum(s < r["L"] for s in r["saturation"]) / len(r["saturation"])
+        assert S["text_fraction"][n] == pytest.approx(np.mean(r["text_saturation"] < r["L"]))
+        assert S["gap"][n] == r["easy_hard"]["difference"]
+    rec = tracing_llm.records(runs)
+    for n, r in runs.items():
+        e = rec[n]
+        assert e["blocks"] == r["L"] and e["text_tokens"] == len(r["text_saturation"])
+        assert e["generated"] == "".join(f"<{i}>" for i in r["greedy"].tokens)
+        counts = [int(np.sum(r["text_saturation"] == l)) for l in range(r["L"] + 1)]
+        assert list(e["text_saturation_counts"]) == counts
+        assert e["saturation"] is r["saturation"] and e["chosen_prob"] is r["greedy"].chosen_prob
+        assert e["easy_hard"] is r["easy_hard"]
+
+
+def test_saturation_histogram_draws_each_models_fractions():
+    rng = np.random.default_rng(1)
+    runs = {"a": _fake_run(rng), "b": _fake_run(rng, L=5)}
+    fig = tracing_llm.saturation_histogram(runs)
+    assert len(fig.axes) == 2
+    for ax, r in zip(fig.axes, runs.values()):
+        L = r["L"]
+        filled = [p.get_height() for p in ax.patches if p.get_fill()]
+        want = np.bincount(r["text_saturation"], minlength=L + 1) / len(r["text_saturation"])
+        np.testing.assert_allclose(filled, want, atol=1e-12)
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert labels == [f"Austen text ({len(r['text_saturation'])} tokens)",
+                          f"generated ({len(r['saturation'])} tokens)"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one"):
+        tracing_llm.saturation_histogram({})
+
+
+def test_lens_table_figure_marks_each_steps_saturation_layer():
+    r = _fake_run(np.random.default_rng(2))
+    fig = tracing_llm.lens_table_figure("fake", r)
+    ax = fig.axes[0]
+    dashes = [line for line in ax.get_lines() if line.get_marker() == "_"]
+    assert len(dashes) == 1
+    np.testing.assert_allclose(dashes[0].get_ydata(), r["saturation"] - 0.5)
+    assert len(ax.texts) == r["greedy"].top.size  # one word per layer and step
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"<{i}>" for i in r["greedy"].tokens]
+    assert "fake" in ax.get_title()
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- t09: AlignedBERT
+
+TINY_BERT = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+BERT_SETTINGS = dict(n_train=24, n_val=18, steps=None, epochs=1.0, batch_size=8, lr=1e-3, warmup_steps=1,
+                     max_length=24, weight_decay=0.0, models=["all-minilm-l6-v2"], tasks=["austen-novel"])
+
+
+def test_steps_of_takes_steps_or_epochs_and_needs_one():
+    assert finetune.steps_of({"steps": 7, "epochs": None, "batch_size": 4}, 100) == 7
+    assert finetune.steps_of({"steps": 7, "epochs": 3.0, "batch_size": 4}, 100) == 7  # steps decide
+    assert finetune.steps_of({"steps": None, "epochs": 3.0, "batch_size": 32}, 100) == 10  # ceil(300 / 32)
+    assert finetune.steps_of({"steps": None, "epochs": 0.5, "batch_size": 4}, 10) == 2
+    finetune.check_steps_or_epochs({"steps": None, "epochs": 1.0})
+    for bad in ({"steps": None, "epochs": None}, {}):
+        with pytest.raises(ValueError, match="'steps' and 'epochs' are both None"):
+            finetune.check_steps_or_epochs(bad)
+        with pytest.raises(ValueError, match="'steps' and 'epochs' are both None"):
+            finetune.steps_of({**bad, "batch_size": 4}, 10)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert():
+    """A random-init 3-block MiniLM-like classifier for the six novels, with the MiniLM tokenizer."""
+    tokenizer = assets.load_model("all-minilm-l6-v2")[1]
+    model = finetune.load_classifier("all-minilm-l6-v2", 6, seed=0, random_init=True, config=TINY_BERT).eval()
+    model.layersim_tokenizer = tokenizer
+    return model
+
+
+def test_layerwise_reads_the_shared_head_and_cos_on_every_block(tiny_bert, monkeypatch):
+    calls = []
+
+    def fake_fine_tuned(model, train, settings, restart=1, seed=0, device="auto", progress=True):
+        calls.append((model, len(train), dict(settings), restart, seed))
+        return tiny_bert, {"key": f"k-{settings['objective']}", "train_seconds": 1.5, "from_cache": False}
+
+    monkeypatch.setattr(finetune, "fine_tuned", fake_fine_tuned)
+    train, val = finetune.task_data("austen-novel", BERT_SETTINGS, seed=0)
+    r = aligned_bert.layerwise("all-minilm-l6-v2", train, val, BERT_SETTINGS, "aligned", seed=3, device="cpu")
+    name, n, cfg, restart, seed = calls[0]
+    assert (name, n, restart, seed) == ("all-minilm-l6-v2", 24, 1, 3)
+    assert cfg["steps"] == r["steps"] == 3 and cfg["objective"] == "aligned"  # ceil(1 x 24 / 8); eq. 5's loss
+    assert finetune.config_from(cfg).objective == "aligned"
+    # independent: every block's CLS token through the final head, accuracy by argmax; centred COS with block L
+    H = finetune.cls_features(tiny_bert, val, BERT_SETTINGS, device="cpu")
+    logits = readout.layer_logits(tiny_bert, H)
+    acc = [(z.argmax(-1) == val.labels).mean() for z in logits[1:]]
+    np.testing.assert_allclose(r["accuracy"], acc)
+    Hc = H[1:].astype(np.float64) - H[1:].mean(1, keepdims=True)
+    cos = [((h * Hc[-1]).sum(1) / (np.linalg.norm(h, axis=1) * np.linalg.norm(Hc[-1], axis=1))).mean() for h in Hc]
+    np.testing.assert_allclose(r["cos"], cos, rtol=1e-4, atol=1e-5)
+    assert r["cos"][-1] == pytest.approx(1.0) and r["meta"]["key"] == "k-aligned"
+    line = aligned_bert.describe("all-minilm-l6-v2/austen-novel/aligned", r)
+    assert line == (f"all-minilm-l6-v2 / austen-novel / aligned: 3 steps (fine-tuned in 2 s); accuracy per block "
+                    f"{np.round(r['accuracy'], 3).tolist()}")
+    aligned_bert.layerwise("all-minilm-l6-v2", train, val, BERT_SETTINGS, "standard", device="cpu")
+    assert calls[1][2]["objective"] == "ce"
+    with pytest.raises(ValueError, match="unknown model 'multi_exit'"):
+        aligned_bert.layerwise("all-minilm-l6-v2", train, val, BERT_SETTINGS, "multi_exit")
+
+
+def _bert_results(rng, pairs=("m/novel", "m/excerpt"), L=6):
+    out = {}
+    for pair in pairs:
+        for i, name in enumerate(("standard", "aligned")):
+            meta = {"key": f"{pair}-{name}", "train_seconds": float(i), "from_cache": bool(i)}
+            out[f"{pair}/{name}"] = {"steps": 4, "accuracy": rng.random(L), "cos": rng.random(L), "meta": meta}
+    return out
+
+
+def test_gains_and_checkpoint_records_are_the_former_inline_numbers():
+    R = _bert_results(np.random.default_rng(0))
+    mid_gain, last_gap = aligned_bert.gains(R)
+    assert list(mid_gain) == list(last_gap) == ["m/novel", "m/excerpt"]
+    for pair in mid_gain:
+        s, a = R[f"{pair}/standard"]["accuracy"], R[f"{pair}/aligned"]["accuracy"]
+        assert mid_gain[pair] == pytest.approx(sum(a[i] - s[i] for i in range(3)) / 3, rel=1e-12)
+        assert last_gap[pair] == a[5] - s[5]
+    rec = aligned_bert.checkpoint_records(R)
+    assert rec["m/excerpt/aligned"] == {"checkpoint": "m/excerpt-aligned", "train_seconds": 1.0, "from_cache": True}
+    assert list(rec) == list(R)
+    R.pop("m/excerpt/aligned")
+    with pytest.raises(ValueError, match="missing \\['aligned'\\]"):
+        aligned_bert.gains(R)
+
+
+def test_layerwise_figure_draws_both_models_and_the_majority_class():
+    R = _bert_results(np.random.default_rng(1))
+    majority = [{"model": "m", "task": "novel", "majority": 1 / 6}, {"model": "m", "task": "excerpt", "majority": 0.5}]
+    fig = aligned_bert.layerwise_figure(R, majority)
+    axes = np.array(fig.axes).reshape(2, 2)
+    for c, row in enumerate(majority):
+        pair = f"{row['model']}/{row['task']}"
+        top, bottom = axes[0, c].get_lines(), axes[1, c].get_lines()
+        np.testing.assert_allclose(top[0].get_ydata(), R[f"{pair}/standard"]["accuracy"])
+        np.testing.assert_allclose(top[1].get_ydata(), R[f"{pair}/aligned"]["accuracy"])
+        np.testing.assert_allclose(top[2].get_ydata(), [row["majority"]] * 2)
+        np.testing.assert_allclose(bottom[0].get_ydata(), R[f"{pair}/standard"]["cos"])
+        np.testing.assert_allclose(bottom[1].get_ydata(), R[f"{pair}/aligned"]["cos"])
+        np.testing.assert_array_equal(top[0].get_xdata(), np.arange(1, 7))
+        assert axes[0, c].get_title() == f"m: {row['task']}"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at least one"):
+        aligned_bert.layerwise_figure(R, [])
