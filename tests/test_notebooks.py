@@ -225,11 +225,6 @@ def test_notebooks_call_helpers_from_their_home_module(nb):
 
 #: the line budget of a notebook: code that a student reads before the idea is plumbing, which lives in the library
 LINE_BUDGET = 80
-#: notebooks still over the budget, with their count when this list was last cut (2026-11-25): the list may only
-#: shrink (a notebook that grows fails, and one that comes within the budget must leave the list)
-OVER_BUDGET = {
-    "c01_cka_structure": 116, "r01_block_similarity": 85, "r02_block_redundancy": 94, "r05_llm_redundancy": 122,
-}
 
 
 def code_lines(path) -> int:
@@ -240,12 +235,8 @@ def code_lines(path) -> int:
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
 def test_notebooks_stay_within_their_line_budget(nb):
-    n, allowed = code_lines(nb), OVER_BUDGET.get(nb.stem)
-    if allowed is None:
-        assert n <= LINE_BUDGET, f"{nb.stem}: {n} code lines, over the budget of {LINE_BUDGET}: move plumbing to layersim"
-    else:
-        assert n > LINE_BUDGET, f"{nb.stem}: {n} code lines, within the budget now: remove it from OVER_BUDGET"
-        assert n <= allowed, f"{nb.stem}: {n} code lines, more than the {allowed} it had: it may only shrink"
+    n = code_lines(nb)
+    assert n <= LINE_BUDGET, f"{nb.stem}: {n} code lines, over the budget of {LINE_BUDGET}: move plumbing to layersim"
 
 
 def test_the_line_counter_skips_blanks_comments_and_injected_parameters(tmp_path):
