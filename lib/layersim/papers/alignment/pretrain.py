@@ -52,7 +52,7 @@ from layersim.core.paths import cache_dir
 from layersim.inputs import data
 from layersim.inputs.shift import gaussian_noise
 from layersim.measures import alignment as al, probe
-from layersim.nets import models
+from layersim.nets import adapters, models
 from layersim.nets.models import resolve_device
 from layersim.notebook import results
 from layersim.notebook.presets import ALIGNMENT_SOURCE_CNN
@@ -173,19 +173,15 @@ def replace_head(model: nn.Module, num_classes: int, seed: int = 0) -> nn.Module
 
 
 def feature_layers(model: nn.Module) -> list[str]:
-    """Names of the hidden layers :func:`extract_features` reads, input side first.
-
-    SmallCNN: ``conv1..convK, fc1..fcM``. ResNet: ``layer1..layer4`` and ``avgpool`` (the last hidden
-    layer, the features the paper transfers). VGG: ``features`` (after the last pooling),
-    ``classifier.1`` and ``classifier.4`` (after the first two fully connected layers' ReLU).
-    """
+    """Names of the hidden layers :func:`extract_features` reads, input side first: the blocks of the model's
+    adapter (:func:`layersim.nets.adapters.get`), named as SmallCNN names them (``conv1..convK, fc1..fcM``)
+    or by their path in the model (ResNet: ``layer1..layer4``, ``avgpool``; VGG: ``features``,
+    ``classifier.1``, ``classifier.4``)."""
+    blocks = adapters.get(model).blocks(model)
     if isinstance(model, SmallCNN):
         return list(model.layer_names)
-    if hasattr(model, "layer4") and hasattr(model, "avgpool"):
-        return ["layer1", "layer2", "layer3", "layer4", "avgpool"]
-    if hasattr(model, "features") and hasattr(model, "classifier"):
-        return ["features", "classifier.1", "classifier.4"]
-    raise ValueError(f"no known hidden layers on {type(model).__name__}")
+    path = {id(module): name for name, module in model.named_modules()}
+    return [path[id(b)] for b in blocks]
 
 
 def extract_features(model: nn.Module, images, layers: Sequence[str] | None = None, batch_size: int = 256,
