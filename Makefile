@@ -44,9 +44,14 @@ $(ASSETS): scripts/provision.sh | $(STAMP)
 	@mkdir -p $(dir $@) && touch $@
 
 # At the default scale it replaces the committed results (notebooks/ and figures/): --update-committed is the
-# one switch that lets anything write there. Other scales write runs/<scale>/.
+# one switch that lets anything write there; each notebook's claims are judged over 3 seeds (SEEDS=N for
+# another number; layersim.notebook.seeds), and the README's claims table is rewritten from figures/.
+# Other scales write runs/<scale>/.
+SEEDS   ?=
 reproduce: setup
-	$(PYTHON) -m layersim.tools.runner --scale $(SCALE) --nb '$(NB)' $(if $(filter default,$(SCALE)),--update-committed)
+	$(PYTHON) -m layersim.tools.runner --scale $(SCALE) --nb '$(NB)' $(if $(SEEDS),--seeds $(SEEDS)) \
+	  $(if $(filter default,$(SCALE)),--update-committed)
+	$(if $(filter default,$(SCALE)),$(PYTHON) -m layersim claims --readme)
 
 # One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
 # (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)

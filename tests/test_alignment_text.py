@@ -130,3 +130,13 @@ def test_encoders_refuse_non_text_models_before_loading_and_need_weights_offline
     if not assets.is_available("bert-base-uncased"):  # the paper-scale encoder: a clear error offline
         with pytest.raises(assets.AssetNotFoundError):
             at.encoders("bert-base-uncased")
+
+
+def test_the_monotone_claim_counts_the_rising_layer_steps():
+    from layersim.papers.alignment import text_transfer as tt
+
+    c = tt.monotone_claim({"pre-trained mean": [0.3, 0.2, 0.25, 0.24, 0.5]})  # rises at steps 2 and 4 of 4
+    assert (c["value"], c["steps_rising"], c["steps"], c["holds"]) == (0.5, 2, 4, True)
+    assert tt.monotone_claim({"pre-trained mean": [0.1, 0.2, 0.3]})["holds"] is False  # a monotone rise
+    with pytest.raises(ValueError, match="two layers"):
+        tt.monotone_claim({"pre-trained mean": [0.1]})

@@ -152,7 +152,7 @@ def test_approx_wins_and_gain_by_pair_are_the_claims_numbers():
     spans = table[table.span != "none"]
     wins = spans.approx > spans.skip
     assert fraction == float(wins.mean()) == 0.75
-    assert counts == {"n": 4, "wins": 3, "mean_gain_points": float(100 * (spans.approx - spans.skip).mean())}
+    assert counts == {"cases": 4, "wins": 3, "mean_gain_points": float(100 * (spans.approx - spans.skip).mean())}
     assert counts["mean_gain_points"] == pytest.approx(100 * (0.1 - 0.05 + 0.05 + 0.1) / 4)
     gains = sva.gain_by_pair(table)
     assert list(gains) == ["A | y", "B | x"]

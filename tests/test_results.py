@@ -73,8 +73,8 @@ def test_claims_table_lists_every_claim_with_its_verdict():
     claims = {"up": results.claim(0.95, 0.9, note="r"), "down": results.claim(0.5, 0.9)}
     table = results.claims_table(claims).splitlines()
     assert len(table) == 4
-    assert table[2] == "| `up` | yes | 0.950 | >= 0.9 | r |"
-    assert table[3].startswith("| `down` | **no** | 0.500 | >= 0.9 |")
+    assert table[2] == "| `up` | yes (1/1) | 0.950 | >= 0.9 | r |"
+    assert table[3].startswith("| `down` | **no** (0/1) | 0.500 | >= 0.9 |")
 
 
 def test_claims_table_shows_tiny_values():

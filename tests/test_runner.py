@@ -202,3 +202,46 @@ def test_unknown_parameter_of_a_real_notebook_lists_its_parameters(monkeypatch):
     assert line.startswith("tracing/t01_cos_vs_cka has no parameter 'nosuch'; its parameters are seed, device, ")
     assert "patch_size" in line and "depth" in line
     assert runner.unknown_parameters(t01, {"depth": 3}) == []
+
+
+SEEDED = ("from layersim.notebook import results\nfrom layersim.notebook.run import start\n"
+          "run = start('p/s', {'default': {}, 'smoke': {}}, globals(), style=False)\n"
+          "assert seed != FAIL_AT, 'this seed fails'\n"
+          "run.record({'up': results.claim(seed, 1, '>=')}, show=False)")
+
+
+@pytest.mark.slow
+def test_claims_are_judged_over_the_seeds_and_only_the_own_run_publishes(fake_repo, capsys):
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "s.ipynb", [SEEDED.replace("FAIL_AT", "-1")],
+                        params='scale = "default"\nseed = 0')
+    assert runner.main(["--scale", "default", "--update-committed", "--seeds", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "3 seeds" in out and "seed 1: ok" in out and "seed 2: ok" in out
+    assert "claims: 1 of 1 hold: up 2/3" in out
+    timed = json.loads((fake_repo / "figures" / "p" / "s" / "metrics.json").read_text())["seed_run_seconds"]
+    assert sorted(timed) == ["1", "2"] and all(t > 0 for t in timed.values())  # the other seeds' wall times
+    c = json.loads((fake_repo / "figures" / "p" / "s" / "metrics.json").read_text())["claims"]["up"]
+    assert c["seeds"] == [0, 1, 2] and c["values"] == [0.0, 1.0, 2.0]  # the own seed first
+    assert (c["k"], c["n"], c["holds"], c["value"]) == (2, 3, True, 1.0)
+    for s in (1, 2):  # the other seeds wrote their own folders, not the committed ones
+        assert (fake_repo / "runs" / "default" / "seeds" / f"seed-{s}" / "p" / "s" / "metrics.json").is_file()
+    assert "injected-parameters" in nb.read_text()
+
+
+@pytest.mark.slow
+def test_a_failed_seed_stops_the_notebook_before_its_own_run(fake_repo, capsys):
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "s.ipynb", [SEEDED.replace("FAIL_AT", "1")],
+                        params='scale = "default"\nseed = 0')
+    before = nb.read_text()
+    assert runner.main(["--scale", "default", "--update-committed"]) == 1  # 3 seeds at the default scale
+    out = capsys.readouterr().out
+    assert "seed 1: FAILED" in out and "this seed fails" in out and "seed 2" not in out
+    assert nb.read_text() == before and not (fake_repo / "figures" / "p" / "s" / "metrics.json").exists()
+
+
+@pytest.mark.slow
+def test_a_notebook_without_a_seed_runs_once(fake_repo, capsys):
+    write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", ["y = 2"])
+    assert runner.main(["--scale", "default"]) == 0
+    assert "one run: p/n has no seed parameter" in capsys.readouterr().out
+    assert not (fake_repo / "runs" / "default" / "seeds").exists()

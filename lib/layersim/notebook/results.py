@@ -28,6 +28,7 @@ import numpy as np
 
 from layersim.core import markup, writers
 from layersim.core.paths import repo_root
+from layersim.notebook import seeds
 
 SCALES = ("smoke", "default", "paper")
 
@@ -75,11 +76,19 @@ def output_dir(paper: str, stem: str, scale: str) -> Path:
     return writers.prepare_folder(folder, what=f"the output folder of {paper}/{stem}")
 
 
-def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, **extra: Any) -> dict:
+#: why a claim misses at our scale, one of four kinds: the claim as fixed did not test the paper's statement
+#: (``definition``); the stand-in is too small to show the effect (``scale``); the paper's own numbers are
+#: inconsistent (``paper``); it was tested as the paper states it and does not hold (``does not replicate``)
+DIAGNOSES = ("definition", "scale", "paper", "does not replicate")
+
+
+def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, *, kind: str | None = None,
+          reason: str | None = None, **extra: Any) -> dict:
     """A paper's statement tested on this run: ``holds = value <op> threshold``.
 
     ``value`` must be a finite number measured by the run; a NaN raises ``ValueError`` instead
-    of being recorded as a claim that does not hold.
+    of being recorded as a claim that does not hold. ``kind`` (one of :data:`DIAGNOSES`) and ``reason``
+    (one line) say why the claim misses at our scale; they come together, written before the run.
     """
     value = float(value)
     if not math.isfinite(value):
@@ -89,8 +98,28 @@ def claim(value: float, threshold: float, op: str = ">=", note: str | None = Non
     out = {"holds": bool(_OPS[op](value, threshold)), "value": value, "threshold": threshold, "op": op}
     if note:
         out["note"] = note
+    out.update(diagnosis(kind, reason) if kind is not None or reason is not None else {})
     out.update(extra)
     return out
+
+
+def diagnosis(kind: str | None, reason: str | None) -> dict:
+    """``{"kind", "reason"}`` of a claim that misses: a ``ValueError`` for a kind not in :data:`DIAGNOSES`
+    or a reason that is missing, empty or longer than one line."""
+    if kind not in DIAGNOSES:
+        raise ValueError(f"a diagnosis kind is one of {', '.join(map(repr, DIAGNOSES))}, got {kind!r}")
+    if not isinstance(reason, str) or not reason.strip() or "\n" in reason.strip():
+        raise ValueError(f"a diagnosis needs a one-line reason, got {reason!r}")
+    return {"kind": kind, "reason": reason.strip()}
+
+
+def diagnose(claims: dict, diagnoses: dict[str, tuple[str, str]]) -> dict:
+    """``claims`` with the diagnoses ``{name: (kind, reason)}`` added to the claims they name (:func:`diagnosis`),
+    for claims built by a library function; a ``ValueError`` for a name that is not one of the claims."""
+    unknown = sorted(set(diagnoses) - set(claims))
+    if unknown:
+        raise ValueError(f"no claim named {unknown}: the claims are {sorted(claims)}")
+    return {name: {**c, **diagnosis(*diagnoses[name])} if name in diagnoses else c for name, c in claims.items()}
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -112,11 +141,16 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_metrics(folder: Path, notebook: str, scale: str, params: dict, claims: dict, **measured: Any) -> Path:
-    """Write ``folder/metrics.json`` with the run's parameters, measured numbers and claims."""
+def check_claims(claims: dict) -> None:
+    """A ``ValueError`` naming a claim without a verdict (``holds``) or a ``value``."""
     for name, c in claims.items():
         if not {"holds", "value"} <= set(c):
             raise ValueError(f"claim {name!r} lacks 'holds' or 'value': {c}")
+
+
+def write_metrics(folder: Path, notebook: str, scale: str, params: dict, claims: dict, **measured: Any) -> Path:
+    """Write ``folder/metrics.json`` with the run's parameters, measured numbers and claims."""
+    check_claims(claims)
     payload = {"notebook": notebook, "scale": check_scale(scale), "params": params, "claims": claims, **measured}
     return writers.write_text(Path(folder) / "metrics.json",
                               json.dumps(to_jsonable(payload), indent=2, sort_keys=False) + "\n", protect=True)
@@ -146,17 +180,25 @@ def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
     return out
 
 
-def _fmt(value: float) -> str:
+def format_value(value: float) -> str:
     """Three decimals, or three significant digits for values too small to show that way."""
     return f"{value:.3f}" if value == 0 or abs(value) >= 1e-3 else f"{value:.3g}"
 
 
 def claims_table(claims: dict) -> str:
-    """A Markdown table of the claims: name, verdict, measured value, threshold and note (every
-    string escaped, :mod:`layersim.core.markup`)."""
+    """A Markdown table of the claims: name, verdict with the seeds on which it holds (``k/n``,
+    :mod:`layersim.notebook.seeds`), measured value (the median over the seeds, with their range when
+    there are several), threshold, and the note with the diagnosis of a miss (every string escaped,
+    :mod:`layersim.core.markup`)."""
     rows = []
     for name, c in claims.items():
-        verdict = "yes" if c["holds"] else "**no**"
+        verdict = ("yes" if c["holds"] else "**no**") + f" ({seeds.fraction(c)})"
+        value = format_value(c["value"])
+        if len(c.get("values", ())) > 1:
+            value += f" ({format_value(min(c['values']))} to {format_value(max(c['values']))})"
         threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""  # a known operator and a number
-        rows.append([markup.code(name), verdict, _fmt(c["value"]), threshold, markup.cell(c.get("note", ""))])
-    return markup.table(["claim", "holds", "value", "threshold", "note"], rows, raw=True)
+        note = c.get("note", "")
+        if "kind" in c and not all(c.get("verdicts", [c["holds"]])):
+            note = (f"{note}; " if note else "") + f"why it misses: {c['kind']} ({c['reason']})"
+        rows.append([markup.code(name), verdict, value, threshold, markup.cell(note)])
+    return markup.table(["claim", "holds (seeds)", "value", "threshold", "note"], rows, raw=True)

@@ -19,12 +19,13 @@ and applies the project's plot style (``layersim.mplstyle``: no legend frames, l
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layersim.notebook import results, settings
+from layersim.notebook import results, seeds, settings
 from layersim.train.training import seed_everything
 
 #: the project's matplotlib style, applied by :func:`start` (and usable alone: ``plt.style.use(STYLE)``)
@@ -59,14 +60,21 @@ class Run:
                show: bool = True, **measured: Any) -> dict:
         """Write ``<out>/metrics.json`` (:func:`layersim.notebook.results.write_metrics`: the settings with
         ``seed`` and ``extra_settings``, the ``claims``, every ``measured`` number) and show the claims
-        table. Returns ``claims``."""
+        table. The claims are judged over this seed and the other seeds' runs that the runner names in
+        ``$LAYERSIM_SEED_RUNS`` (:func:`layersim.notebook.seeds.combine`; none: this seed alone).
+        Returns the claims as recorded."""
         params = {**self.P, "seed": self.seed, **(extra_settings or {})}
-        results.write_metrics(self.out, self.notebook, self.scale, params, dict(claims), **measured)
+        results.check_claims(dict(claims))
+        others = seeds.load_runs(seeds.folders_from_env(os.environ.get(seeds.ENV)))
+        claims = seeds.combine(self.notebook, self.scale, results.to_jsonable(params), dict(claims), others)
+        if seeds.wall_times(others):
+            measured = {**measured, "seed_run_seconds": seeds.wall_times(others)}
+        results.write_metrics(self.out, self.notebook, self.scale, params, claims, **measured)
         if show:
             from IPython.display import Markdown, display
 
-            display(Markdown(results.claims_table(dict(claims))))
-        return dict(claims)
+            display(Markdown(results.claims_table(claims)))
+        return claims
 
 
 def split_name(notebook: str) -> tuple[str, str]:

@@ -27,6 +27,12 @@ Where the executed notebook goes (:func:`plan`); only the first case writes anyt
   the run's numbers and figure names, which ``layersim.tools.smoke_check`` compares with measured
   tolerances; no ``-p`` and no other scale.
 
+Seeds (:mod:`layersim.notebook.seeds`): at the default scale each notebook's claims are judged over 3
+seeds (``--seeds N`` sets another number; the costly notebooks and the other scales run one). The runs
+at the seeds after the notebook's own go first, each into ``runs/<scale>/seeds/seed-<s>/<paper>/<stem>/``
+(never committed); the notebook's own run goes last, where the cases above say, and records every claim
+as *holds in k of n*. A notebook without a ``seed`` parameter runs once.
+
 A relative ``$LAYERSIM_OUT`` is taken from the directory the runner was started in (the kernels
 run in the notebooks' folders). A notebook that cannot be read (not JSON, not a notebook) is
 named and counted as failed; the others run.
@@ -49,6 +55,7 @@ from pathlib import Path
 
 from layersim.core import writers
 from layersim.core.paths import repo_root
+from layersim.notebook import seeds
 from layersim.notebook.results import SCALES
 from layersim.tools import compare
 
@@ -207,13 +214,15 @@ def unknown_parameters(notebooks: list[Path], params: dict, root: Path | None = 
 
 
 def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
-                 update: bool = False) -> Outcome:
-    """Execute one notebook with papermill at ``scale`` where :func:`plan` says; never raises
-    for notebook errors (``ValueError`` for a combination :func:`plan` refuses)."""
+                 update: bool = False, seed_runs: list[Path] | tuple = (), target: Plan | None = None) -> Outcome:
+    """Execute one notebook with papermill at ``scale`` where :func:`plan` (or ``target``) says; never raises
+    for notebook errors (``ValueError`` for a combination :func:`plan` refuses). ``seed_runs``: the output
+    folders of the other seeds' runs, whose claims this run folds into its own
+    (:mod:`layersim.notebook.seeds`)."""
     import papermill as pm
 
     root = root or repo_root()
-    target = plan(nb, scale, refs, params, root, update)
+    target = target or plan(nb, scale, refs, params, root, update)
     t0 = time.perf_counter()
     try:
         writers.check_writable(target.executed.parent)
@@ -222,6 +231,7 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
     with tempfile.TemporaryDirectory(prefix="layersim-refs-") as fresh:
         # a reference run writes into an empty folder, so that its figure list holds this run's alone
         env = {**target.environment, "LAYERSIM_OUT": fresh} if refs else target.environment
+        env[seeds.ENV] = os.pathsep.join(map(str, seed_runs)) or None
         try:
             with temporary_environ(**env):
                 pm.execute_notebook(
@@ -242,6 +252,71 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         with writers.atomic_path(target.publish) as tmp:
             shutil.copyfile(target.executed, tmp)
     return Outcome(nb, True, time.perf_counter() - t0)
+
+
+def own_seed(nb: Path, params: dict | None = None) -> int:
+    """The seed a run of ``nb`` uses: ``-p seed``, else the default of the notebook's ``seed`` parameter
+    (a ``ValueError`` for a notebook without one)."""
+    import papermill as pm
+
+    if params and "seed" in params:
+        return params["seed"]
+    found = pm.inspect_notebook(str(nb)).get("seed")
+    if found is None:
+        raise ValueError(f"{nb.name} has no 'seed' parameter: its claims cannot be tested over several seeds")
+    return parse_value(found["default"])
+
+
+def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None) -> Plan:
+    """Where the run of ``nb`` at one of the extra seeds writes: its own folder under
+    ``runs/<scale>/seeds/seed-<seed>/`` (:func:`layersim.notebook.seeds.seed_folder`), never committed results."""
+    root = root or repo_root()
+    out_root = seeds.seed_folder(root, scale, seed)
+    return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root)
+
+
+def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, root: Path | None = None,
+                   update: bool = False, say=print) -> list[Outcome]:
+    """Run ``nb`` at ``n`` seeds: the seeds after its own first (:func:`seed_plan`), then its own run, which
+    publishes as :func:`plan` says and judges every claim over all ``n`` (:mod:`layersim.notebook.seeds`).
+    A failed seed run stops the notebook (its own run would judge the claims on fewer seeds). Returns the
+    outcomes in the order run; ``say`` reports each seed run."""
+    root = root or repo_root()
+    params = dict(params or {})
+    first = own_seed(nb, params) if n > 1 else params.get("seed")
+    target = plan(nb, scale, False, params, root, update)  # refuse a run that would clobber committed results first
+    outcomes, folders = [], []
+    for s in (seeds.seed_list(first, n)[1:] if n > 1 else []):
+        out = run_notebook(nb, scale, params={**params, "seed": s}, root=root, target=seed_plan(nb, scale, s, root))
+        say(f"    seed {s}: {'ok' if out.ok else 'FAILED at ' + out.error} ({out.seconds:.1f} s)")
+        outcomes.append(out)
+        if not out.ok:
+            return outcomes
+        folder = seeds.seed_folder(root, scale, s) / nb.parent.name / nb.stem
+        seeds.write_wall_time(folder, out.seconds)
+        folders.append(folder)
+    outcomes.append(run_notebook(nb, scale, params=params, root=root, update=update, seed_runs=folders,
+                                 target=target))
+    return outcomes
+
+
+def metrics_of(nb: Path, target: Plan) -> Path:
+    """The ``metrics.json`` that the run of ``nb`` planned as ``target`` writes (``figures/`` when it publishes)."""
+    root = target.out_root or repo_root() / "figures"
+    return root / nb.parent.name / nb.stem / "metrics.json"
+
+
+def claims_line(path: Path) -> str:
+    """One line of a run's claims with their seeds: ``claims: 2 of 3 hold: a 3/3, b 2/3, c **0/3**``; empty
+    when the run wrote no ``metrics.json`` or no claim."""
+    if not path.is_file():
+        return ""
+    found = json.loads(path.read_text()).get("claims", {})
+    if not found:
+        return ""
+    holding = sum(bool(c["holds"]) for c in found.values())
+    each = ", ".join(f"{name} {seeds.fraction(c)}" + ("" if c["holds"] else " (misses)") for name, c in found.items())
+    return f"claims: {holding} of {len(found)} hold: {each}"
 
 
 def write_reference_metrics(run: Path, reference: Path) -> Path:
@@ -289,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--update-committed", action="store_true",
                     help="replace the committed results (notebooks/ and figures/) with this default-scale run; "
                     "make reproduce passes it")
+    ap.add_argument("--seeds", type=int, default=None, metavar="N",
+                    help="test every claim over N seeds: the notebook's own and the N-1 after it (default: 3 at the "
+                    "default scale, 1 for the costly notebooks and at the other scales; layersim.notebook.seeds)")
     ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
     args = ap.parse_args(argv)
     if args.refs and args.scale not in (None, "smoke"):
@@ -302,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_committed and (scale != "default" or names or args.refs):
         ap.error("--update-committed replaces the committed default-scale results: only with --scale default, "
                  "without -p and without --refs")
+    if args.seeds is not None and (args.seeds < 1 or (args.refs and args.seeds != 1)):
+        ap.error("--seeds is a number >= 1, and 1 with --refs (a smoke reference is one run)")
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         ap.error(f"-p {', '.join(repeated)} given more than once")
@@ -336,9 +416,25 @@ def main(argv: list[str] | None = None) -> int:
     for i, nb in enumerate(readable, 1):
         name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
         print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
-        out = run_notebook(nb, scale, refs=args.refs, params=params, update=args.update_committed)
+        if args.refs:
+            out = run_notebook(nb, scale, refs=True)
+        else:
+            n = args.seeds or seeds.seeds_for(nb.stem, scale)
+            if n > 1 and "seed" not in known[nb]:
+                print(f"    one run: {name} has no seed parameter", flush=True)
+                n = 1
+            elif n > 1:
+                print(f"    {n} seeds: its claims are judged over all of them", flush=True)
+            runs = run_with_seeds(nb, scale, n, params, update=args.update_committed,
+                                  say=lambda line: print(line, flush=True))
+            out = Outcome(nb, all(o.ok for o in runs), sum(o.seconds for o in runs),
+                          next((o.error for o in runs if not o.ok), ""))
         status = "ok" if out.ok else f"FAILED at {out.error}"
         print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
+        if out.ok and not args.refs:
+            line = claims_line(metrics_of(nb, plan(nb, scale, False, params, update=args.update_committed)))
+            if line:
+                print(f"    {line}", flush=True)
         outcomes.append(out)
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)

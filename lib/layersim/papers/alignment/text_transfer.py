@@ -215,6 +215,19 @@ def depth_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
         best_layer={k: int(np.argmax(v)) for k, v in layer_area.items()})
 
 
+def monotone_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
+    """``no_monotone_rise_on_target_task``: the paper's appendix on Figure 12 says that, unlike on the source task,
+    "there is no such monotonous increase in alignment with another task". Value: the fraction of layer steps
+    (embedding output to the last block) at which the pretrained network's mean-pooled area rises; the claim
+    holds when it is below 1 (some step does not rise)."""
+    area = np.asarray(layer_area["pre-trained mean"], dtype=float)
+    if area.size < 2:
+        raise ValueError(f"a rise with depth needs at least two layers, got {area.size}")
+    rises = np.diff(area) > 0
+    return results.claim(float(rises.mean()), 1.0, "<", steps_rising=int(rises.sum()), steps=int(rises.size),
+                         note="fraction of layer steps at which the pretrained mean-pooled area rises")
+
+
 def text_numbers(pools: Mapping, pairs: Sequence, thresholds, mean_area: Mapping, layer_area: Mapping,
                  spread: Mapping, runs: Sequence[dict], final: Mapping, err_small: Mapping,
                  sizes: Sequence[int]) -> dict:

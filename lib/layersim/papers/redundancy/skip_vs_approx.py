@@ -79,11 +79,11 @@ def _spans(table: pd.DataFrame) -> pd.DataFrame:
 def approx_wins(table: pd.DataFrame) -> tuple[float, dict[str, Any]]:
     """The statement ``approx_beats_skip`` (Tables 2, 7) over the rows of ``table`` (:func:`span_rows`, the
     unmodified model left out): the fraction of (model, data set, span) whose mean accuracy is higher
-    approximated than skipped, and ``{"n", "wins", "mean_gain_points"}`` (rows, rows won, the mean of
+    approximated than skipped, and ``{"cases", "wins", "mean_gain_points"}`` (rows, rows won, the mean of
     approximated minus skipped accuracy in points)."""
     spans = _spans(table)
     wins = spans.approx > spans.skip
-    return float(wins.mean()), {"n": int(len(wins)), "wins": int(wins.sum()),
+    return float(wins.mean()), {"cases": int(len(wins)), "wins": int(wins.sum()),
                                 "mean_gain_points": float(100 * (spans.approx - spans.skip).mean())}
 
 

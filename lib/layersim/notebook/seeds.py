@@ -1,0 +1,188 @@
+"""A claim judged over several seeds: *holds in k of n* runs that differ only in their seed.
+
+One run tests each of the paper's statements once (:func:`layersim.notebook.results.claim`); a verdict
+from one seed cannot tell a claim that holds from one that sits on its threshold by chance. So the
+runner (``python -m layersim.tools.runner --seeds N``; ``make reproduce`` uses :func:`seeds_for`) first
+runs a notebook at the seeds after its own, each into its own folder (:func:`seed_folder`), then the
+notebook's own run, whose :meth:`layersim.notebook.run.Run.record` folds their claims in (:func:`combine`).
+The folders of those runs reach the kernel in the environment variable :data:`ENV`; a notebook opened
+and run by hand has none, and records its one seed (``n = 1``).
+
+Every recorded claim then carries, besides ``threshold``, ``op`` and ``note``:
+
+- ``n`` (the runs), ``k`` (those on which it holds), ``seeds``, ``values`` and ``verdicts`` (per seed, in
+  the order of ``seeds``: the notebook's own seed first), ``seed_mean`` and ``seed_std`` (``ddof=1``; 0 for one seed);
+- ``value``: the median of ``values``, and ``holds``: ``k > n / 2``, the claim holds on most seeds.
+  For an odd ``n`` the two agree: the median passes the threshold exactly when most seeds do.
+
+The other numbers of ``metrics.json`` (curves, accuracies, timings) and the figures are those of the
+notebook's own seed. Runs are folded in only when they are the same notebook at the same scale with
+the same settings but the seed (a ``ValueError`` names what differs), so that ``k / n`` never mixes two
+experiments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layersim.core import writers
+
+#: the environment variable that names the other seeds' run folders (``os.pathsep``-separated)
+ENV = "LAYERSIM_SEED_RUNS"
+
+#: seeds per scale, what ``make reproduce`` runs (``--seeds`` overrides)
+SEEDS = {"smoke": 1, "default": 3, "paper": 1}
+
+#: notebooks whose one run at the default scale takes about 10 minutes or more on 2 CPU cores from an empty
+#: model cache: ``stem -> (seconds, when and how it was measured)``. They record one seed there, and their
+#: notebooks say so
+ONE_SEED_AT_DEFAULT: dict[str, tuple[float, str]] = {}
+
+#: a default-scale run shorter than this (seconds, on 2 cores) is tested over several seeds
+COSTLY_SECONDS = 600.0
+
+#: the keys :func:`combine` adds to a claim (or sets: ``holds`` and ``value``)
+SEED_KEYS = ("n", "k", "seeds", "values", "verdicts", "seed_mean", "seed_std")
+
+
+def seeds_for(stem: str, scale: str) -> int:
+    """How many seeds a run of notebook ``stem`` at ``scale`` tests its claims over (:data:`SEEDS`,
+    one at the default scale for the notebooks in :data:`ONE_SEED_AT_DEFAULT`)."""
+    if scale not in SEEDS:
+        raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SEEDS)}")
+    if scale == "default" and stem in ONE_SEED_AT_DEFAULT:
+        return 1
+    return SEEDS[scale]
+
+
+def seed_list(first: int, n: int) -> list[int]:
+    """The seeds of a run over ``n`` seeds that starts at the notebook's own ``first``: first, first+1, ..."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"the number of seeds must be an integer >= 1, got {n!r}")
+    if isinstance(first, bool) or not isinstance(first, (int, np.integer)) or first < 0:
+        raise ValueError(f"a seed is an integer >= 0, got {first!r}")
+    return [int(first) + i for i in range(int(n))]
+
+
+def seed_folder(root: Path, scale: str, seed: int) -> Path:
+    """Where the run of one extra seed writes: ``<root>/runs/<scale>/seeds/seed-<seed>`` (as ``$LAYERSIM_OUT``:
+    the notebook writes ``<paper>/<stem>/`` below it)."""
+    return Path(root) / "runs" / scale / "seeds" / f"seed-{int(seed)}"
+
+
+def folders_from_env(value: str | None) -> list[Path]:
+    """The run folders named by :data:`ENV` (empty or unset: none)."""
+    return [Path(p) for p in (value or "").split(os.pathsep) if p.strip()]
+
+
+#: the file beside a seed run's ``metrics.json`` where the runner notes its wall time
+WALL_TIME = "wall_time.json"
+
+
+def write_wall_time(folder: Path, seconds: float) -> Path:
+    """Note the wall time of the seed run in ``folder`` (the runner measures it; the run cannot)."""
+    return writers.write_text(Path(folder) / WALL_TIME, json.dumps({"seconds": float(seconds)}) + "\n")
+
+
+def load_runs(folders: Sequence[Path]) -> list[dict]:
+    """Each folder's ``metrics.json``, with the run's wall time as ``"seconds"`` when the runner noted it
+    (:func:`write_wall_time`); a ``ValueError`` names a folder without one (a seed run that failed)."""
+    runs = []
+    for folder in folders:
+        path = Path(folder) / "metrics.json"
+        if not path.is_file():
+            raise ValueError(f"the seed run {folder} wrote no metrics.json: it failed or has not run")
+        run = json.loads(path.read_text())
+        timed = Path(folder) / WALL_TIME
+        if timed.is_file():
+            run["seconds"] = json.loads(timed.read_text())["seconds"]
+        runs.append(run)
+    return runs
+
+
+def wall_times(runs: Sequence[Mapping]) -> dict[str, float]:
+    """``{seed: seconds}`` of the seed runs whose wall time the runner noted (what the rule of
+    :data:`COSTLY_SECONDS` is checked against: each of these runs trained its models from scratch)."""
+    return {str(r["params"]["seed"]): float(r["seconds"]) for r in runs if "seconds" in r}
+
+
+def _without_seed(params: Mapping[str, Any]) -> dict:
+    return {k: v for k, v in params.items() if k != "seed"}
+
+
+def _same_runs(notebook: str, scale: str, params: Mapping[str, Any], runs: Sequence[Mapping]) -> None:
+    """A ``ValueError`` unless every run is ``notebook`` at ``scale`` with ``params`` but for the seed,
+    and no two runs share a seed."""
+    mine = json.loads(json.dumps(_without_seed(params), default=str))
+    seeds = [params.get("seed")]
+    for r in runs:
+        where = f"the seed run of {r.get('notebook')!r} at seed {r.get('params', {}).get('seed')!r}"
+        if r.get("notebook") != notebook or r.get("scale") != scale:
+            raise ValueError(f"{where} is not {notebook!r} at scale {scale!r} (it is {r.get('scale')!r})")
+        theirs = _without_seed(r.get("params", {}))
+        if theirs != mine:
+            diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+            raise ValueError(f"{where} has other settings than this run ({', '.join(diff)}): its claims "
+                             "test another experiment")
+        seeds.append(r.get("params", {}).get("seed"))
+    if len(set(map(str, seeds))) != len(seeds):
+        raise ValueError(f"two runs share a seed: {seeds}")
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    a = np.asarray(values, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+def combine(notebook: str, scale: str, params: Mapping[str, Any], claims: Mapping[str, Mapping],
+            runs: Sequence[Mapping] = ()) -> dict:
+    """This run's ``claims`` (at ``params["seed"]``) and those of the other seeds' ``runs`` (their
+    ``metrics.json``) as one verdict per claim over all seeds (the module's docstring lists the keys).
+
+    Raises ``ValueError`` when a claim already carries one of :data:`SEED_KEYS`, when a run is another notebook, scale or setting, lacks one of the claims,
+    has other claims, or tests a claim against another threshold or comparison.
+    """
+    _same_runs(notebook, scale, params, runs)
+    seeds = [params.get("seed")] + [r["params"].get("seed") for r in runs]
+    out = {}
+    for name, c in claims.items():
+        taken = sorted(set(c) & set(SEED_KEYS))
+        if taken:
+            raise ValueError(f"claim {name!r} carries {taken}, which its verdict over the seeds sets: name them "
+                             "otherwise")
+        per_seed = [c]
+        for r in runs:
+            theirs = r.get("claims", {})
+            if name not in theirs:
+                raise ValueError(f"the run at seed {r['params'].get('seed')} has no claim {name!r}")
+            other = theirs[name]
+            if (other.get("threshold"), other.get("op")) != (c.get("threshold"), c.get("op")):
+                raise ValueError(f"claim {name!r} is tested against {other.get('op')} {other.get('threshold')} at "
+                                 f"seed {r['params'].get('seed')} but {c.get('op')} {c.get('threshold')} here")
+            per_seed.append(other)
+        values = [float(x["value"]) for x in per_seed]
+        verdicts = [bool(x["holds"]) for x in per_seed]
+        k, n = sum(verdicts), len(verdicts)
+        mean, std = _mean_std(values)
+        out[name] = {**c,
+                     "holds": 2 * k > n, "value": float(np.median(values)),
+                     "n": n, "k": k, "seeds": seeds, "values": values, "verdicts": verdicts, "seed_mean": mean,
+                     "seed_std": std}
+    for r in runs:
+        extra = sorted(set(r.get("claims", {})) - set(claims))
+        if extra:
+            raise ValueError(f"the run at seed {r['params'].get('seed')} has claims this run lacks: {extra}")
+    return out
+
+
+def fraction(c: Mapping) -> str:
+    """``"k/n"`` of a recorded claim; a claim recorded without them is one seed's (``"1/1"`` or ``"0/1"``)."""
+    if "verdicts" not in c:
+        return f"{int(bool(c['holds']))}/1"
+    return f"{int(c['k'])}/{int(c['n'])}"

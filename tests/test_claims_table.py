@@ -1,0 +1,45 @@
+"""The table of every claim (layersim.tools.claims) and the README's copy of it."""
+
+import json
+
+import pytest
+
+from layersim.notebook import results, seeds
+from layersim.tools import claims
+
+
+def write_run(folder, notebook, claims_):
+    path = folder / notebook / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"notebook": notebook, "scale": "default", "params": {}, "claims": claims_}))
+
+
+def test_the_table_counts_the_claims_and_shows_k_of_n_and_diagnoses(tmp_path):
+    params = {"seed": 0}
+    other = {"notebook": "tracing/t01_x", "scale": "default", "params": {"seed": 1},
+             "claims": {"a": results.claim(0.2, 0.5), "b": results.claim(0.9, 0.5)}}
+    mine = {"a": results.claim(0.7, 0.5, kind="scale", reason="30k images, not 1.2M"), "b": results.claim(0.8, 0.5)}
+    write_run(tmp_path, "tracing/t01_x", seeds.combine("tracing/t01_x", "default", params, mine, [other]))
+    write_run(tmp_path, "alignment/a01_y", {"c": results.claim(0.1, 0.0, ">", kind="paper", reason="never shown")})
+    rows = claims.collect(tmp_path)
+    assert [(r.notebook, r.name) for r in rows] == [("tracing/t01_x", "a"), ("tracing/t01_x", "b"),
+                                                   ("alignment/a01_y", "c")]  # the README's order of papers
+    text = claims.markdown(rows)
+    assert text.startswith("**2 of 3 claims hold**") and "of the 1 or 2 it was tested on" in text
+    a, b, c = [line for line in text.splitlines() if line.startswith("| `")]
+    assert "**no** (1/2)" in a and "scale: 30k images, not 1.2M" in a  # an even split does not hold
+    assert "yes (2/2)" in b and "yes (1/1)" in c and "never shown" not in c  # no miss, no diagnosis shown
+
+
+def test_the_readme_section_is_replaced_between_its_markers():
+    text = f"intro\n{claims.START}\nold table\n{claims.END}\nrest\n"
+    assert claims.replace_section(text, "new\n") == f"intro\n{claims.START}\nnew\n{claims.END}\nrest\n"
+    with pytest.raises(ValueError, match="needs the two lines"):
+        claims.replace_section("no markers", "new")
+    with pytest.raises(ValueError, match="holds no"):
+        claims.collect(tmp := __import__("pathlib").Path("/nonexistent-results"))
+    del tmp
+
+
+def test_the_readme_shows_the_committed_claims(capsys):
+    assert claims.main(["--check"]) == 0, capsys.readouterr().err

@@ -1,0 +1,186 @@
+"""Claims over several seeds (layersim.notebook.seeds): k of n, the median, the spread, and the checks that
+keep two experiments from being mixed."""
+
+import json
+import statistics
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layersim.notebook import results, seeds
+from layersim.notebook.run import Run
+
+PARAMS = {"n_eval": 100, "device": "auto", "seed": 0}
+
+
+def other_run(seed, values, notebook="tracing/t01_x", scale="default", params=None, threshold=0.9, op=">="):
+    """The metrics.json of a run at ``seed`` whose claims take ``values`` (name -> value)."""
+    return {"notebook": notebook, "scale": scale, "params": {**(params or PARAMS), "seed": seed},
+            "claims": {name: results.claim(v, threshold, op) for name, v in values.items()}}
+
+
+def test_three_seeds_by_hand():
+    mine = {"a": results.claim(0.95, 0.9, note="the note")}
+    runs = [other_run(1, {"a": 0.5}), other_run(2, {"a": 0.92})]
+    c = seeds.combine("tracing/t01_x", "default", PARAMS, mine, runs)["a"]
+    assert (c["k"], c["n"], c["holds"]) == (2, 3, True)
+    assert c["seeds"] == [0, 1, 2] and c["values"] == [0.95, 0.5, 0.92] and c["verdicts"] == [True, False, True]
+    assert c["value"] == 0.92  # the median
+    assert c["seed_mean"] == pytest.approx(statistics.mean([0.95, 0.5, 0.92]))
+    assert c["seed_std"] == pytest.approx(statistics.stdev([0.95, 0.5, 0.92]))
+    assert (c["threshold"], c["op"], c["note"]) == (0.9, ">=", "the note")
+    assert seeds.fraction(c) == "2/3"
+
+
+def test_a_claim_that_holds_on_one_seed_of_three_does_not_hold():
+    mine = {"a": results.claim(0.95, 0.9)}
+    c = seeds.combine("tracing/t01_x", "default", PARAMS, mine, [other_run(1, {"a": 0.1}), other_run(2, {"a": 0.2})])
+    assert (c["a"]["k"], c["a"]["holds"], c["a"]["value"]) == (1, False, 0.2)
+
+
+def test_one_seed_is_its_own_verdict():
+    c = seeds.combine("tracing/t01_x", "default", PARAMS, {"a": results.claim(0.3, 0.5, "<")})["a"]
+    assert (c["holds"], c["k"], c["n"], c["values"], c["seed_std"], c["value"]) == (True, 1, 1, [0.3], 0.0, 0.3)
+
+
+def test_an_even_split_does_not_hold():
+    mine = {"a": results.claim(1.0, 0.5)}
+    c = seeds.combine("tracing/t01_x", "default", PARAMS, mine, [other_run(1, {"a": 0.0}, threshold=0.5)])["a"]
+    assert (c["k"], c["n"], c["holds"]) == (1, 2, False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.floats(-10, 10, allow_nan=False), min_size=1, max_size=7).filter(lambda v: len(v) % 2),
+       threshold=st.floats(-10, 10), op=st.sampled_from([">=", ">", "<=", "<"]))
+def test_for_an_odd_number_of_seeds_the_median_decides_as_the_majority(values, threshold, op):
+    mine = {"a": results.claim(values[0], threshold, op)}
+    runs = [other_run(i, {"a": v}, threshold=threshold, op=op) for i, v in enumerate(values[1:], 1)]
+    c = seeds.combine("tracing/t01_x", "default", PARAMS, mine, runs)["a"]
+    assert c["holds"] == results.claim(c["value"], threshold, op)["holds"]
+    assert c["k"] == sum(results.claim(v, threshold, op)["holds"] for v in values)
+
+
+@pytest.mark.parametrize("run, message", [
+    (other_run(1, {"a": 1.0}, notebook="tracing/t02_y"), "is not 'tracing/t01_x'"),
+    (other_run(1, {"a": 1.0}, scale="smoke"), "at scale 'default'"),
+    (other_run(1, {"a": 1.0}, params={**PARAMS, "n_eval": 50}), "other settings than this run (n_eval)"),
+    (other_run(0, {"a": 1.0}), "two runs share a seed"),
+    (other_run(1, {"b": 1.0}), "has no claim 'a'"),
+    (other_run(1, {"a": 1.0, "b": 1.0}), "has claims this run lacks: ['b']"),
+    (other_run(1, {"a": 1.0}, threshold=0.8), "tested against >= 0.8 at seed 1 but >= 0.9 here"),
+])
+def test_runs_of_another_experiment_are_refused(run, message):
+    with pytest.raises(ValueError) as err:
+        seeds.combine("tracing/t01_x", "default", PARAMS, {"a": results.claim(1.0, 0.9)}, [run])
+    assert message in str(err.value)
+
+
+def test_a_claim_may_not_carry_the_keys_of_the_verdict_over_seeds():
+    with pytest.raises(ValueError, match=r"carries \['n'\]"):
+        seeds.combine("tracing/t01_x", "default", PARAMS, {"a": results.claim(1.0, 0.9, n=76)})
+
+
+def test_seed_counts_and_lists(monkeypatch):
+    assert seeds.seeds_for("t01_x", "default") == 3 and seeds.seeds_for("t01_x", "smoke") == 1
+    monkeypatch.setitem(seeds.ONE_SEED_AT_DEFAULT, "t01_x", (1200.0, "measured on a test"))
+    assert seeds.seeds_for("t01_x", "default") == 1
+    assert seeds.seed_list(5, 3) == [5, 6, 7]
+    for bad in [(0, 0), (0, 2.0), (-1, 2), (0, True)]:
+        with pytest.raises(ValueError):
+            seeds.seed_list(*bad)
+    with pytest.raises(ValueError, match="unknown scale"):
+        seeds.seeds_for("t01_x", "huge")
+
+
+def test_a_failed_seed_run_is_named(tmp_path):
+    with pytest.raises(ValueError, match="wrote no metrics.json"):
+        seeds.load_runs([tmp_path / "seed-1"])
+    assert seeds.folders_from_env(None) == [] and seeds.folders_from_env("") == []
+
+
+def test_diagnoses_are_one_of_four_kinds_with_one_line():
+    c = results.claim(0.1, 0.5, kind="scale", reason=" too few images ")
+    assert (c["kind"], c["reason"], c["holds"]) == ("scale", "too few images", False)
+    for kind, reason in [("luck", "x"), ("scale", ""), ("scale", "two\nlines"), (None, "no kind"), ("paper", None)]:
+        with pytest.raises(ValueError, match="diagnosis"):
+            results.claim(0.1, 0.5, kind=kind, reason=reason)
+
+
+def test_diagnoses_are_added_to_the_claims_they_name():
+    claims = {"a": results.claim(0.1, 0.5), "b": results.claim(0.9, 0.5)}
+    out = results.diagnose(claims, {"a": ("paper", "its Table 1 mixes two models")})
+    assert out["a"]["kind"] == "paper" and "kind" not in out["b"] and "kind" not in claims["a"]
+    with pytest.raises(ValueError, match=r"no claim named \['c'\]"):
+        results.diagnose(claims, {"c": ("paper", "x")})
+    with pytest.raises(ValueError, match="diagnosis kind"):
+        results.diagnose(claims, {"a": ("bad luck", "x")})
+
+
+def test_the_claims_table_shows_k_of_n_the_range_and_the_diagnosis_of_a_miss():
+    mine = {"a": results.claim(0.95, 0.9, kind="scale", reason="small data"),
+            "b": results.claim(0.95, 0.9, kind="paper", reason="never shown")}
+    runs = [other_run(1, {"a": 0.5, "b": 0.99}), other_run(2, {"a": 0.92, "b": 0.91})]
+    table = results.claims_table(seeds.combine("tracing/t01_x", "default", PARAMS, mine, runs))
+    row_a, row_b = [line for line in table.splitlines() if line.startswith("| `")]
+    assert "yes (2/3)" in row_a and "0.920 (0.500 to 0.950)" in row_a and "why it misses: scale (small data)" in row_a
+    assert "yes (3/3)" in row_b and "why it misses" not in row_b  # a diagnosis shows only where a seed missed
+
+
+def test_record_folds_in_the_runs_named_by_the_environment(tmp_path, monkeypatch):
+    other = tmp_path / "seed-1"
+    other.mkdir()
+    params = {"n_eval": 100, "seed": 1}
+    (other / "metrics.json").write_text(json.dumps(other_run(1, {"a": 0.5}, params=params)))
+    monkeypatch.setenv(seeds.ENV, str(other))
+    run = Run("tracing/t01_x", "default", {"n_eval": 100}, 0, "auto", tmp_path / "out")
+    run.out.mkdir()
+    recorded = run.record({"a": results.claim(0.95, 0.9)}, show=False, curve=[1, 2])
+    written = json.loads((run.out / "metrics.json").read_text())
+    assert written["claims"] == recorded and recorded["a"]["seeds"] == [0, 1] and recorded["a"]["k"] == 1
+    assert written["curve"] == [1, 2] and written["params"]["seed"] == 0
+    monkeypatch.delenv(seeds.ENV)
+    assert run.record({"a": results.claim(0.95, 0.9)}, show=False)["a"]["n"] == 1
+
+
+# --- the committed default-scale run --------------------------------------------------------------------------
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+COMMITTED = sorted(p for p in (ROOT / "figures").glob("*/*/metrics.json") if json.loads(p.read_text()).get("claims"))
+
+#: notebooks whose committed default-scale run still tests its claims on one seed, published before claims were
+#: judged over seeds; re-running one with `make reproduce NB=<stem>` takes it off. The list may only shrink.
+NOT_YET_OVER_SEEDS = {
+    "a01_expressivity", "a02_emergence", "a03_circle", "a04_architectures", "a05_layers", "a06_convergence",
+    "a07_peaks_transfer", "a08_pretrained_cnn", "a09_source_similarity", "a10_negative_transfer",
+    "a11_pretrained_text", "c01_cka_structure", "c02_truncation", "c03_layer_skipping", "r01_block_similarity",
+    "r02_block_redundancy", "r03_rba_classification", "r04_skip_vs_approx", "r05_llm_redundancy",
+    "t01_cos_vs_cka", "t02_saturation_events", "t03_aligned_training", "t04_early_exit", "t05_residual_mlp",
+    "t06_transfer", "t07_param_table", "t08_llm_saturation", "t09_aligned_bert", "t10_aligned_gpt", "t11_clip",
+}
+
+
+def seed_count(path) -> int:
+    counts = {len(c.get("verdicts", [None])) for c in json.loads(path.read_text())["claims"].values()}
+    assert len(counts) == 1, f"{path.parent.name}: its claims were judged over different numbers of seeds {counts}"
+    return counts.pop()
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.parent.name for p in COMMITTED])
+def test_committed_claims_are_judged_over_the_seeds_their_cost_allows(path):
+    stem, n = path.parent.name, seed_count(path)
+    if stem in NOT_YET_OVER_SEEDS:
+        assert n == 1, f"{stem} is judged over {n} seeds now: take it off NOT_YET_OVER_SEEDS"
+        return
+    assert n >= seeds.seeds_for(stem, "default")
+    if n > 1:  # the runner noted the wall time of every other seed's run, each from an empty model cache
+        assert len(json.loads(path.read_text()).get("seed_run_seconds", {})) == n - 1
+
+
+def test_a_notebook_tested_on_one_seed_is_costly_and_says_so():
+    for stem, (seconds, how) in seeds.ONE_SEED_AT_DEFAULT.items():
+        assert seconds >= 0.9 * seeds.COSTLY_SECONDS and how.strip(), f"{stem}: {seconds} s is cheap enough for 3 seeds"
+        notebook = next((ROOT / "notebooks").glob(f"*/{stem}.ipynb"))
+        text = " ".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"]
+                        if c["cell_type"] == "markdown")
+        assert "one seed" in text, f"{stem}: its notebook does not say that its claims are tested on one seed"
