@@ -31,6 +31,15 @@ def test_the_table_counts_the_claims_and_shows_k_of_n_and_diagnoses(tmp_path):
     assert "yes (2/2)" in b and "yes (1/1)" in c and "never shown" not in c  # no miss, no diagnosis shown
 
 
+def test_a_scale_diagnosis_shows_the_larger_run(tmp_path):
+    write_run(tmp_path, "tracing/t01_x", {"a": results.claim(0.1, 0.5, kind="scale", reason="30k images"),
+                                          "b": results.claim(0.1, 0.5, kind="scale", reason="3 epochs")})
+    write_run(tmp_path / "scale_checks", "tracing/t01_x", {"a": results.claim(0.7, 0.5)})
+    a, b = [line for line in claims.markdown(claims.collect(tmp_path)).splitlines() if line.startswith("| `")]
+    assert "scale: 30k images; at the larger run: yes (1/1), 0.700" in a
+    assert "the larger run is still to be made" in b
+
+
 def test_the_readme_section_is_replaced_between_its_markers():
     text = f"intro\n{claims.START}\nold table\n{claims.END}\nrest\n"
     assert claims.replace_section(text, "new\n") == f"intro\n{claims.START}\nnew\n{claims.END}\nrest\n"
@@ -43,3 +52,13 @@ def test_the_readme_section_is_replaced_between_its_markers():
 
 def test_the_readme_shows_the_committed_claims(capsys):
     assert claims.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_every_committed_scale_diagnosis_has_its_larger_run():
+    """A claim that misses and is diagnosed *scale* is shown at a larger scale: the notebook has a scale check
+    (seeds.SCALE_CHECKS) and its committed run holds the claim."""
+    for row in claims.collect():
+        if row.misses_somewhere and row.claim.get("kind") == "scale":
+            stem = row.notebook.split("/")[1]
+            assert stem in seeds.SCALE_CHECKS, f"{row.notebook}: no scale check for the scale diagnosis of {row.name}"
+            assert row.larger is not None, f"{row.notebook}: its committed scale check has no claim {row.name}"

@@ -245,3 +245,43 @@ def test_a_notebook_without_a_seed_runs_once(fake_repo, capsys):
     assert runner.main(["--scale", "default"]) == 0
     assert "one run: p/n has no seed parameter" in capsys.readouterr().out
     assert not (fake_repo / "runs" / "default" / "seeds").exists()
+
+
+@pytest.mark.slow
+def test_a_scale_check_runs_the_larger_settings_into_its_own_folder(fake_repo, capsys, monkeypatch):
+    from layersim.notebook import seeds
+
+    larger = ("from layersim.notebook import results, settings\nfrom layersim.notebook.run import start\n"
+              "run = start('p/s', {'default': {'size': 1}, 'smoke': {'size': 1}}, globals(), style=False,\n"
+              "            rules={'size': settings.integer(1)})\n"
+              "run.record({'up': results.claim(run.P['size'], 2, '>=')}, show=False)")
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "s.ipynb", [larger],
+                        params='scale = "default"\nseed = 0\nsize = None')
+    before = nb.read_text()
+    monkeypatch.setitem(seeds.SCALE_CHECKS, "s", {"size": 3})
+    assert runner.main(["--scale-check", "--update-committed"]) == 0
+    assert "claims: 1 of 1 hold: up 1/1" in capsys.readouterr().out
+    check = fake_repo / "figures" / "scale_checks" / "p" / "s"
+    m = json.loads((check / "metrics.json").read_text())
+    assert m["params"]["size"] == 3 and m["claims"]["up"]["holds"] and (check / "s.ipynb").is_file()
+    assert nb.read_text() == before and not (fake_repo / "figures" / "p").exists()  # the notebook's own results untouched
+    assert runner.main(["--scale-check", "--seeds", "2"]) == 0  # without the switch: runs/, and other seeds' folders
+    assert json.loads((fake_repo / "runs" / "default" / "scale_checks" / "p" / "s" / "metrics.json").read_text()
+                      )["claims"]["up"]["seeds"] == [0, 1]
+    assert (fake_repo / "runs" / "default" / "seeds" / "scale_checks" / "seed-1" / "p" / "s" / "metrics.json").is_file()
+
+
+def test_a_scale_check_is_refused_with_other_settings(fake_repo, monkeypatch, capsys):
+    from layersim.notebook import seeds
+
+    write_notebook(fake_repo / "notebooks" / "p" / "s.ipynb", ["x = 1"], params='scale = "default"\nseed = 0')
+    for argv in (["--scale-check", "--scale", "smoke"], ["--scale-check", "-p", "seed", "1"]):
+        with pytest.raises(SystemExit):
+            runner.main(argv)
+        assert "--scale-check runs the default scale" in capsys.readouterr().err
+    assert runner.main(["--scale-check"]) == 2  # no notebook with a scale check
+    assert "with a scale check" in capsys.readouterr().err
+    monkeypatch.setitem(seeds.SCALE_CHECKS, "s", {"width": 3})
+    with pytest.raises(SystemExit):
+        runner.main(["--scale-check"])
+    assert "SCALE_CHECKS: p/s has no parameter 'width'" in capsys.readouterr().err

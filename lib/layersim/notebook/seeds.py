@@ -1,4 +1,4 @@
-"""A claim judged over several seeds: *holds in k of n* runs that differ only in their seed.
+"""The runs that test a claim: several seeds (*holds in k of n*), and a larger run for a *scale* diagnosis.
 
 One run tests each of the paper's statements once (:func:`layersim.notebook.results.claim`); a verdict
 from one seed cannot tell a claim that holds from one that sits on its threshold by chance. So the
@@ -44,6 +44,13 @@ SEEDS = {"smoke": 1, "default": 3, "paper": 1}
 #: notebooks say so
 ONE_SEED_AT_DEFAULT: dict[str, tuple[float, str]] = {}
 
+#: The larger runs behind the claims diagnosed *scale* (our stand-in too small to show the effect):
+#: ``stem -> settings``, the notebook at the default scale with these settings changed, each small enough for
+#: 2 CPU cores in about 15 minutes. ``python -m layersim.tools.runner --scale-check`` runs them into
+#: ``figures/scale_checks/<paper>/<stem>/`` (with ``--update-committed``), where the claims table
+#: (``python -m layersim claims``) and the notebooks read whether the claim holds at the larger scale.
+SCALE_CHECKS: dict[str, dict] = {}
+
 #: a default-scale run shorter than this (seconds, on 2 cores) is tested over several seeds
 COSTLY_SECONDS = 600.0
 
@@ -70,10 +77,12 @@ def seed_list(first: int, n: int) -> list[int]:
     return [int(first) + i for i in range(int(n))]
 
 
-def seed_folder(root: Path, scale: str, seed: int) -> Path:
+def seed_folder(root: Path, scale: str, seed: int, variant: str = "") -> Path:
     """Where the run of one extra seed writes: ``<root>/runs/<scale>/seeds/seed-<seed>`` (as ``$LAYERSIM_OUT``:
-    the notebook writes ``<paper>/<stem>/`` below it)."""
-    return Path(root) / "runs" / scale / "seeds" / f"seed-{int(seed)}"
+    the notebook writes ``<paper>/<stem>/`` below it); a ``variant`` of the notebook's settings (a scale check)
+    writes ``<root>/runs/<scale>/seeds/<variant>/seed-<seed>``."""
+    base = Path(root) / "runs" / scale / "seeds"
+    return (base / variant if variant else base) / f"seed-{int(seed)}"
 
 
 def folders_from_env(value: str | None) -> list[Path]:

@@ -3,7 +3,9 @@
 Reads ``<paper>/<stem>/metrics.json`` under a results folder (by default the committed ``figures/``)
 and lists each claim with its verdict over the seeds (*holds in k of n*, :mod:`layersim.notebook.seeds`),
 its value (the median over the seeds), its threshold and, for a claim that misses on some seed, the
-diagnosis recorded beside it (:data:`layersim.notebook.results.DIAGNOSES`). ``--readme`` writes the
+diagnosis recorded beside it (:data:`layersim.notebook.results.DIAGNOSES`); for a *scale* diagnosis, the
+claim's verdict in the notebook's larger run (``<folder>/scale_checks/<paper>/<stem>/metrics.json``,
+``python -m layersim.tools.runner --scale-check``). ``--readme`` writes the
 table into the README between :data:`START` and :data:`END`; ``--check`` exits 1 when the README's
 table is not the one the results give (the tests run it).
 """
@@ -25,6 +27,9 @@ from layersim.notebook.results import format_value
 START = "<!-- claims table: written by `python -m layersim claims --readme` from figures/; do not edit by hand -->"
 END = "<!-- end of the claims table -->"
 
+#: the folder of the scale checks under the results folder (:data:`layersim.notebook.seeds.SCALE_CHECKS`)
+SCALE_CHECKS = "scale_checks"
+
 #: the papers in the order the README presents them
 PAPERS = ("tracing", "alignment", "redundancy", "clusters")
 
@@ -36,6 +41,7 @@ class Row:
     notebook: str
     name: str
     claim: dict
+    larger: dict | None = None  # the claim in the notebook's scale check, when one was run
 
     @property
     def misses_somewhere(self) -> bool:
@@ -58,9 +64,16 @@ def collect(folder: Path | None = None) -> list[Row]:
     rows = []
     for path in files:
         data = json.loads(path.read_text())
-        rows += [Row(data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}"), name, c)
+        check = folder / SCALE_CHECKS / path.parent.parent.name / path.parent.name / "metrics.json"
+        larger = json.loads(check.read_text()).get("claims", {}) if check.is_file() else {}
+        rows += [Row(data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}"), name, c, larger.get(name))
                  for name, c in data.get("claims", {}).items()]
     return rows
+
+
+def verdict(c: dict) -> str:
+    """``yes (k/n)`` or ``**no** (k/n)``."""
+    return ("yes" if c["holds"] else "**no**") + f" ({seeds.fraction(c)})"
 
 
 def markdown(rows: list[Row]) -> str:
@@ -72,10 +85,12 @@ def markdown(rows: list[Row]) -> str:
     table = []
     for r in rows:
         c = r.claim
-        verdict = ("yes" if c["holds"] else "**no**") + f" ({seeds.fraction(c)})"
         threshold = f"{c['op']} {c['threshold']:g}" if "threshold" in c and "op" in c else ""
         why = f"{c['kind']}: {c['reason']}" if r.misses_somewhere and "kind" in c else ""
-        table.append([markup.code(r.notebook), markup.code(r.name), verdict, format_value(c["value"]), threshold,
+        if why and c["kind"] == "scale":
+            why += (f"; at the larger run: {verdict(r.larger)}, {format_value(r.larger['value'])}" if r.larger
+                    else "; the larger run is still to be made")
+        table.append([markup.code(r.notebook), markup.code(r.name), verdict(c), format_value(c["value"]), threshold,
                       markup.cell(why)])
     lines.append(markup.table(["notebook", "claim", "holds (k/n)", "value", "threshold", "why it misses"], table,
                               raw=True))

@@ -33,6 +33,13 @@ at the seeds after the notebook's own go first, each into ``runs/<scale>/seeds/s
 (never committed); the notebook's own run goes last, where the cases above say, and records every claim
 as *holds in k of n*. A notebook without a ``seed`` parameter runs once.
 
+Scale checks (``--scale-check``): a claim diagnosed *scale* (our stand-in too small to show the effect)
+is shown at a larger scale: the notebook at the default scale with the settings of
+``layersim.notebook.seeds.SCALE_CHECKS``, one seed unless ``--seeds``, into
+``runs/default/scale_checks/<paper>/<stem>/``, or, with ``--update-committed``, into
+``figures/scale_checks/<paper>/<stem>/`` (executed notebook, figures, ``metrics.json``): committed evidence
+that the claims table and the notebook's text cite. The committed notebook is left as it is.
+
 A relative ``$LAYERSIM_OUT`` is taken from the directory the runner was started in (the kernels
 run in the notebooks' folders). A notebook that cannot be read (not JSON, not a notebook) is
 named and counted as failed; the others run.
@@ -57,7 +64,7 @@ from layersim.core import writers
 from layersim.core.paths import repo_root
 from layersim.notebook import seeds
 from layersim.notebook.results import SCALES
-from layersim.tools import compare
+from layersim.tools import claims, compare
 
 KERNEL = "python3"
 
@@ -116,12 +123,14 @@ class Plan:
     executed: Path
     publish: Path | None
     out_root: Path | None
+    committed: bool = False  # a scale check's evidence, written into figures/scale_checks/
 
     @property
     def environment(self) -> dict[str, str | None]:
-        """The kernel's ``LAYERSIM_OUT`` and the switch (on only for a publishing run); None unsets."""
+        """The kernel's ``LAYERSIM_OUT`` and the switch (on only for a publishing run or a committed scale
+        check); None unsets."""
         return {"LAYERSIM_OUT": str(self.out_root) if self.out_root else None,
-                writers.SWITCH: "1" if self.publish is not None else "0"}
+                writers.SWITCH: "1" if self.publish is not None or self.committed else "0"}
 
 
 def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
@@ -267,32 +276,48 @@ def own_seed(nb: Path, params: dict | None = None) -> int:
     return parse_value(found["default"])
 
 
-def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None) -> Plan:
+def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None, variant: str = "") -> Plan:
     """Where the run of ``nb`` at one of the extra seeds writes: its own folder under
-    ``runs/<scale>/seeds/seed-<seed>/`` (:func:`layersim.notebook.seeds.seed_folder`), never committed results."""
+    ``runs/<scale>/seeds/[<variant>/]seed-<seed>/`` (:func:`layersim.notebook.seeds.seed_folder`), never
+    committed results."""
     root = root or repo_root()
-    out_root = seeds.seed_folder(root, scale, seed)
+    out_root = seeds.seed_folder(root, scale, seed, variant)
     return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root)
 
 
+#: the folder (under ``figures/`` when committed, else ``runs/default/``) of the scale checks
+SCALE_CHECKS = claims.SCALE_CHECKS
+
+
+def scale_check_plan(nb: Path, root: Path | None = None, update: bool = False) -> Plan:
+    """Where the scale check of ``nb`` (:data:`layersim.notebook.seeds.SCALE_CHECKS`) writes: the executed
+    notebook, its figures and ``metrics.json`` in ``figures/scale_checks/<paper>/<stem>/`` with ``update``
+    (the committed evidence of a *scale* diagnosis), else ``runs/default/scale_checks/<paper>/<stem>/``."""
+    root = root or repo_root()
+    out_root = (root / "figures" if update else root / "runs" / "default") / SCALE_CHECKS
+    return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root, committed=update)
+
+
 def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, root: Path | None = None,
-                   update: bool = False, say=print) -> list[Outcome]:
+                   update: bool = False, say=print, target: Plan | None = None, variant: str = "") -> list[Outcome]:
     """Run ``nb`` at ``n`` seeds: the seeds after its own first (:func:`seed_plan`), then its own run, which
     publishes as :func:`plan` says and judges every claim over all ``n`` (:mod:`layersim.notebook.seeds`).
     A failed seed run stops the notebook (its own run would judge the claims on fewer seeds). Returns the
-    outcomes in the order run; ``say`` reports each seed run."""
+    outcomes in the order run; ``say`` reports each seed run. ``target`` (default :func:`plan`) is where its own
+    run goes, ``variant`` names the folders of the other seeds' runs (:func:`seed_plan`)."""
     root = root or repo_root()
     params = dict(params or {})
     first = own_seed(nb, params) if n > 1 else params.get("seed")
-    target = plan(nb, scale, False, params, root, update)  # refuse a run that would clobber committed results first
+    target = target or plan(nb, scale, False, params, root, update)  # refuse a clobbering run before anything runs
     outcomes, folders = [], []
     for s in (seeds.seed_list(first, n)[1:] if n > 1 else []):
-        out = run_notebook(nb, scale, params={**params, "seed": s}, root=root, target=seed_plan(nb, scale, s, root))
+        out = run_notebook(nb, scale, params={**params, "seed": s}, root=root,
+                           target=seed_plan(nb, scale, s, root, variant))
         say(f"    seed {s}: {'ok' if out.ok else 'FAILED at ' + out.error} ({out.seconds:.1f} s)")
         outcomes.append(out)
         if not out.ok:
             return outcomes
-        folder = seeds.seed_folder(root, scale, s) / nb.parent.name / nb.stem
+        folder = seeds.seed_folder(root, scale, s, variant) / nb.parent.name / nb.stem
         seeds.write_wall_time(folder, out.seconds)
         folders.append(folder)
     outcomes.append(run_notebook(nb, scale, params=params, root=root, update=update, seed_runs=folders,
@@ -367,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=None, metavar="N",
                     help="test every claim over N seeds: the notebook's own and the N-1 after it (default: 3 at the "
                     "default scale, 1 for the costly notebooks and at the other scales; layersim.notebook.seeds)")
+    ap.add_argument("--scale-check", action="store_true",
+                    help="run the selected notebooks' scale checks (layersim.notebook.seeds.SCALE_CHECKS: the "
+                    "default scale with larger settings, one seed unless --seeds) into runs/default/scale_checks/, "
+                    "or figures/scale_checks/ with --update-committed")
     ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
     args = ap.parse_args(argv)
     if args.refs and args.scale not in (None, "smoke"):
@@ -377,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("set the scale with --scale, not -p scale")
     if args.refs and names:
         ap.error("--refs runs the smoke presets: -p is not allowed with it")
+    if args.scale_check and (scale != "default" or names or args.refs):
+        ap.error("--scale-check runs the default scale with the settings of seeds.SCALE_CHECKS: no other --scale, "
+                 "no -p, no --refs")
     if args.update_committed and (scale != "default" or names or args.refs):
         ap.error("--update-committed replaces the committed default-scale results: only with --scale default, "
                  "without -p and without --refs")
@@ -386,8 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     if repeated:
         ap.error(f"-p {', '.join(repeated)} given more than once")
     notebooks = discover(args.nb)
+    if args.scale_check:
+        notebooks = [nb for nb in notebooks if nb.stem in seeds.SCALE_CHECKS]
     if not notebooks:
-        print(f"no notebook matches {args.nb!r} under notebooks/", file=sys.stderr)
+        print(f"no notebook matches {args.nb!r} under notebooks/"
+              + (" with a scale check in seeds.SCALE_CHECKS" if args.scale_check else ""), file=sys.stderr)
         return 2
     if args.list:
         print("\n".join(str(p.relative_to(repo_root())) for p in notebooks))
@@ -406,7 +441,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("unknown parameter(s), nothing was run:\n  " + "\n  ".join(problems))
     try:  # refuse a run that would write into committed results before anything runs
         for nb in readable:
-            plan(nb, scale, args.refs, params, update=args.update_committed)
+            if args.scale_check:
+                unknown = unknown_parameters([nb], seeds.SCALE_CHECKS[nb.stem], known=known)
+                if unknown:
+                    raise ValueError(f"seeds.SCALE_CHECKS: {unknown[0]}")
+            else:
+                plan(nb, scale, args.refs, params, update=args.update_committed)
     except ValueError as exc:
         ap.error(str(exc))
     if scale == "default" and not args.update_committed and not args.refs:
@@ -418,6 +458,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
         if args.refs:
             out = run_notebook(nb, scale, refs=True)
+        elif args.scale_check:
+            n = args.seeds or 1
+            target = scale_check_plan(nb, update=args.update_committed)
+            print(f"    scale check: {seeds.SCALE_CHECKS[nb.stem]}, {n} seed(s), into {target.out_root}", flush=True)
+            runs = run_with_seeds(nb, scale, n, seeds.SCALE_CHECKS[nb.stem], target=target, variant=SCALE_CHECKS,
+                                  say=lambda line: print(line, flush=True))
+            out = Outcome(nb, all(o.ok for o in runs), sum(o.seconds for o in runs),
+                          next((o.error for o in runs if not o.ok), ""))
         else:
             n = args.seeds or seeds.seeds_for(nb.stem, scale)
             if n > 1 and "seed" not in known[nb]:
@@ -432,7 +480,9 @@ def main(argv: list[str] | None = None) -> int:
         status = "ok" if out.ok else f"FAILED at {out.error}"
         print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
         if out.ok and not args.refs:
-            line = claims_line(metrics_of(nb, plan(nb, scale, False, params, update=args.update_committed)))
+            where = (scale_check_plan(nb, update=args.update_committed) if args.scale_check
+                     else plan(nb, scale, False, params, update=args.update_committed))
+            line = claims_line(metrics_of(nb, where))
             if line:
                 print(f"    {line}", flush=True)
         outcomes.append(out)
