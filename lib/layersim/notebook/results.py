@@ -192,13 +192,12 @@ def claims_table(claims: dict) -> str:
     :mod:`layersim.core.markup`)."""
     rows = []
     for name, c in claims.items():
-        verdict = ("yes" if c["holds"] else "**no**") + f" ({seeds.fraction(c)})"
         value = format_value(c["value"])
         if len(c.get("values", ())) > 1:
             value += f" ({format_value(min(c['values']))} to {format_value(max(c['values']))})"
         threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""  # a known operator and a number
         note = c.get("note", "")
-        if "kind" in c and not all(c.get("verdicts", [c["holds"]])):
+        if "kind" in c and seeds.misses_somewhere(c):
             note = (f"{note}; " if note else "") + f"why it misses: {c['kind']} ({c['reason']})"
-        rows.append([markup.code(name), verdict, value, threshold, markup.cell(note)])
+        rows.append([markup.code(name), seeds.verdict(c), value, threshold, markup.cell(note)])
     return markup.table(["claim", "holds (seeds)", "value", "threshold", "note"], rows, raw=True)

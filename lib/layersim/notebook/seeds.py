@@ -154,8 +154,9 @@ def combine(notebook: str, scale: str, params: Mapping[str, Any], claims: Mappin
     """This run's ``claims`` (at ``params["seed"]``) and those of the other seeds' ``runs`` (their
     ``metrics.json``) as one verdict per claim over all seeds (the module's docstring lists the keys).
 
-    Raises ``ValueError`` when a claim already carries one of :data:`SEED_KEYS`, when a run is another notebook, scale or setting, lacks one of the claims,
-    has other claims, or tests a claim against another threshold or comparison.
+    Raises ``ValueError`` when a claim already carries one of :data:`SEED_KEYS`, when a run is another notebook,
+    scale or setting, lacks one of the claims, has other claims, or tests a claim against another threshold or
+    comparison.
     """
     _same_runs(notebook, scale, params, runs)
     seeds = [params.get("seed")] + [r["params"].get("seed") for r in runs]
@@ -195,3 +196,13 @@ def fraction(c: Mapping) -> str:
     if "verdicts" not in c:
         return f"{int(bool(c['holds']))}/1"
     return f"{int(c['k'])}/{int(c['n'])}"
+
+
+def verdict(c: Mapping) -> str:
+    """``"yes (k/n)"`` or ``"**no** (k/n)"`` of a recorded claim (Markdown)."""
+    return ("yes" if c["holds"] else "**no**") + f" ({fraction(c)})"
+
+
+def misses_somewhere(c: Mapping) -> bool:
+    """Whether a recorded claim fails on at least one of its seeds (its only seed, for a one-seed record)."""
+    return not all(c.get("verdicts", [c["holds"]]))

@@ -28,7 +28,7 @@ START = "<!-- claims table: written by `python -m layersim claims --readme` from
 END = "<!-- end of the claims table -->"
 
 #: the folder of the scale checks under the results folder (:data:`layersim.notebook.seeds.SCALE_CHECKS`)
-SCALE_CHECKS = "scale_checks"
+SCALE_CHECK_FOLDER = "scale_checks"
 
 #: the papers in the order the README presents them
 PAPERS = ("tracing", "alignment", "redundancy", "clusters")
@@ -46,7 +46,7 @@ class Row:
     @property
     def misses_somewhere(self) -> bool:
         """Whether the claim fails on at least one of its seeds."""
-        return not all(self.claim.get("verdicts", [self.claim["holds"]]))
+        return seeds.misses_somewhere(self.claim)
 
 
 def _order(path: Path) -> tuple:
@@ -64,16 +64,11 @@ def collect(folder: Path | None = None) -> list[Row]:
     rows = []
     for path in files:
         data = json.loads(path.read_text())
-        check = folder / SCALE_CHECKS / path.parent.parent.name / path.parent.name / "metrics.json"
+        check = folder / SCALE_CHECK_FOLDER / path.parent.parent.name / path.parent.name / "metrics.json"
         larger = json.loads(check.read_text()).get("claims", {}) if check.is_file() else {}
         rows += [Row(data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}"), name, c, larger.get(name))
                  for name, c in data.get("claims", {}).items()]
     return rows
-
-
-def verdict(c: dict) -> str:
-    """``yes (k/n)`` or ``**no** (k/n)``."""
-    return ("yes" if c["holds"] else "**no**") + f" ({seeds.fraction(c)})"
 
 
 def markdown(rows: list[Row]) -> str:
@@ -88,9 +83,9 @@ def markdown(rows: list[Row]) -> str:
         threshold = f"{c['op']} {c['threshold']:g}" if "threshold" in c and "op" in c else ""
         why = f"{c['kind']}: {c['reason']}" if r.misses_somewhere and "kind" in c else ""
         if why and c["kind"] == "scale":
-            why += (f"; at the larger run: {verdict(r.larger)}, {format_value(r.larger['value'])}" if r.larger
+            why += (f"; at the larger run: {seeds.verdict(r.larger)}, {format_value(r.larger['value'])}" if r.larger
                     else "; the larger run is still to be made")
-        table.append([markup.code(r.notebook), markup.code(r.name), verdict(c), format_value(c["value"]), threshold,
+        table.append([markup.code(r.notebook), markup.code(r.name), seeds.verdict(c), format_value(c["value"]), threshold,
                       markup.cell(why)])
     lines.append(markup.table(["notebook", "claim", "holds (k/n)", "value", "threshold", "why it misses"], table,
                               raw=True))

@@ -285,16 +285,12 @@ def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None, variant
     return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root)
 
 
-#: the folder (under ``figures/`` when committed, else ``runs/default/``) of the scale checks
-SCALE_CHECKS = claims.SCALE_CHECKS
-
-
 def scale_check_plan(nb: Path, root: Path | None = None, update: bool = False) -> Plan:
     """Where the scale check of ``nb`` (:data:`layersim.notebook.seeds.SCALE_CHECKS`) writes: the executed
     notebook, its figures and ``metrics.json`` in ``figures/scale_checks/<paper>/<stem>/`` with ``update``
     (the committed evidence of a *scale* diagnosis), else ``runs/default/scale_checks/<paper>/<stem>/``."""
     root = root or repo_root()
-    out_root = (root / "figures" if update else root / "runs" / "default") / SCALE_CHECKS
+    out_root = (root / "figures" if update else root / "runs" / "default") / claims.SCALE_CHECK_FOLDER
     return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root, committed=update)
 
 
@@ -323,6 +319,12 @@ def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, roo
     outcomes.append(run_notebook(nb, scale, params=params, root=root, update=update, seed_runs=folders,
                                  target=target))
     return outcomes
+
+
+def overall(nb: Path, runs: list[Outcome]) -> Outcome:
+    """One notebook's outcome from its runs (its seeds'): ok when all are, their total time, the first error."""
+    return Outcome(nb, all(o.ok for o in runs), sum(o.seconds for o in runs),
+                   next((o.error for o in runs if not o.ok), ""))
 
 
 def metrics_of(nb: Path, target: Plan) -> Path:
@@ -462,10 +464,8 @@ def main(argv: list[str] | None = None) -> int:
             n = args.seeds or 1
             target = scale_check_plan(nb, update=args.update_committed)
             print(f"    scale check: {seeds.SCALE_CHECKS[nb.stem]}, {n} seed(s), into {target.out_root}", flush=True)
-            runs = run_with_seeds(nb, scale, n, seeds.SCALE_CHECKS[nb.stem], target=target, variant=SCALE_CHECKS,
-                                  say=lambda line: print(line, flush=True))
-            out = Outcome(nb, all(o.ok for o in runs), sum(o.seconds for o in runs),
-                          next((o.error for o in runs if not o.ok), ""))
+            out = overall(nb, run_with_seeds(nb, scale, n, seeds.SCALE_CHECKS[nb.stem], target=target,
+                                             variant=claims.SCALE_CHECK_FOLDER, say=lambda line: print(line, flush=True)))
         else:
             n = args.seeds or seeds.seeds_for(nb.stem, scale)
             if n > 1 and "seed" not in known[nb]:
@@ -473,10 +473,8 @@ def main(argv: list[str] | None = None) -> int:
                 n = 1
             elif n > 1:
                 print(f"    {n} seeds: its claims are judged over all of them", flush=True)
-            runs = run_with_seeds(nb, scale, n, params, update=args.update_committed,
-                                  say=lambda line: print(line, flush=True))
-            out = Outcome(nb, all(o.ok for o in runs), sum(o.seconds for o in runs),
-                          next((o.error for o in runs if not o.ok), ""))
+            out = overall(nb, run_with_seeds(nb, scale, n, params, update=args.update_committed,
+                                             say=lambda line: print(line, flush=True)))
         status = "ok" if out.ok else f"FAILED at {out.error}"
         print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
         if out.ok and not args.refs:
