@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from layersim.inputs import data
 from layersim.measures import alignment as al
 from layersim.papers.alignment import layers as la
 from layersim.train import small_nets
@@ -56,6 +57,23 @@ def test_regression_task_and_unit_interval():
         la.unit_interval([1.0, 1.0])
     with pytest.raises(ValueError):
         la.regression_task("ct-position")
+    assert set(la.REGRESSION_DATA) == {"diabetes", "digits"}
+
+
+def test_digits_regression_task_is_the_digit_value_on_the_varying_pixels():
+    """The larger regression stand-in: each image's digit value 0..9 moved to [-1, 1] (0 -> -1, 9 -> 1, each step
+    2/9), the pixels that are constant over the 1797 images dropped, the others standardised."""
+    X, y = la.regression_task("digits", seed=3)
+    images, labels = data.load_digits("all")
+    assert X.shape == (1797, 61) and y.shape == (1797,)
+    assert np.allclose(X.mean(0), 0, atol=1e-12) and np.allclose(X.std(0), 1, atol=1e-12)
+    assert set(np.round((y + 1) * 4.5, 9)) == set(range(10))
+    # the same permutation orders features and targets: match rows back to the images by their pixels
+    flat = images.reshape(len(images), -1).astype(np.float64)
+    varying = flat[:, flat.std(0) > 0]
+    standard = (varying - varying.mean(0)) / varying.std(0)
+    order = np.random.default_rng(3).permutation(len(images))
+    assert np.allclose(X, standard[order]) and np.allclose(y, labels[order] / 4.5 - 1)
 
 
 def test_shuffled_keeps_labels_and_is_seeded():

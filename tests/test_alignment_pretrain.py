@@ -3,6 +3,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
+from layersim.inputs import data
 from layersim.papers.alignment import pretrain as pt
 from layersim.train.training import TrainConfig
 
@@ -154,6 +155,22 @@ def test_pretrained_and_init_smoke_source(tmp_cache):
     assert not torch.equal(pre.head.weight, init.head.weight)  # trained
     x = pt.model_input(torch.full((2, 1, 28, 28), 0.286), "fashion-mnist")
     assert torch.allclose(x, torch.zeros_like(x), atol=1e-3)
+
+
+def test_the_related_source_sees_every_target_class_but_no_target_image(tmp_cache):
+    """Section 7.2's protocol: the source (ImageNet) is related to the target tasks (Cifar's classes), the
+    target images are new. ``all``: the ten classes, balanced; a footwear pair drawn with ``exclude`` shares no
+    image with the source, while ``clothing`` shares no class with it."""
+    assert pt.FASHION_GROUPS["all"] == tuple(range(10))
+    assert not set(pt.FASHION_GROUPS["clothing"]) & {5, 7}
+    s = pt.source_settings("smoke", n_source=100)
+    _, meta = pt.source_model(s, "all", seed=1, device="cpu")
+    src = np.asarray(meta["source_indices"])
+    assert meta["data"]["classes"] == list(range(10)) and len(src) == 100
+    labels = data.load_fashion_mnist("train")[1]
+    assert np.array_equal(np.bincount(labels[src], minlength=10), np.full(10, 10))
+    _, _, target = pt.load_images("fashion-mnist", "train", (5, 7), 20, seed=1, exclude=src)
+    assert len(target) == 40 and not set(target.tolist()) & set(src.tolist())
 
 
 def test_domain_sets_offline_and_relabelled():

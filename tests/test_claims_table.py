@@ -71,14 +71,10 @@ UNDIAGNOSED = {
     ("t03_aligned_training", "uniform_weights_hurt_last_layer"),
     ("t06_transfer", "aligned_transfer_layerwise"), ("t06_transfer", "aligned_keeps_final_accuracy"),
     ("t09_aligned_bert", "aligned_bert_better_intermediate"),
-    ("a05_layers", "later_layers_more_aligned_after_training"),
-    ("a08_pretrained_cnn", "pretrained_beats_init_and_input"), ("a08_pretrained_cnn", "cnn_beats_handcrafted"),
-    ("a08_pretrained_cnn", "cnn_best_test_performance"), ("a10_negative_transfer", "random_label_pretraining_hurts"),
+    ("a10_negative_transfer", "random_label_pretraining_hurts"),
     ("a10_negative_transfer", "random_label_pretraining_reduces_alignment"),
     ("a10_negative_transfer", "alignment_drop_orders_transfer_drop"),
     ("a11_pretrained_text", "pretrained_best_test_performance"), ("r04_skip_vs_approx", "approx_beats_skip"),
-    ("c01_cka_structure", "ft_block_diagonal"), ("c01_cka_structure", "restarts_agree_early_not_late"),
-    ("c03_layer_skipping", "first_layer_critical"), ("c03_layer_skipping", "single_late_skips_cheap"),
 }
 
 

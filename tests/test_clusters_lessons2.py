@@ -105,6 +105,19 @@ def test_structure_gaps_are_the_claims_numbers():
     assert restart_gap == pytest.approx({"m/a": 0.925 - 0.945})  # only the run with two restarts
 
 
+def test_late_restart_margin_compares_restarts_with_the_best_pretrained_match():
+    """Hand-worked on 4 blocks (late = blocks 3-4): the restarts agree 0.9 and 0.99 there; the fine-tuned
+    blocks' best pretrained matches are 0.3 (block 3's own diagonal) and 0.6 (block 4 against pretrained block 1,
+    off the diagonal): margin (0.9 + 0.99) / 2 - (0.3 + 0.6) / 2 = 0.495. A map whose late blocks are pretrained
+    ones (FT-ORIG near 1) gives a negative margin; a run without a second restart gives none."""
+    ft_orig = np.diag([0.9, 0.8, 0.3, 0.1])
+    ft_orig[3, 0] = 0.6
+    maps = {("m", "a"): {**MAPS[("m", "a")], "FT-ORIG": ft_orig},
+            ("m", "c"): _maps(TWO, FLAT, [0.9, 0.9, 0.95, 0.97], [0.9, 0.9, 0.9, 0.9]), ("m", "b"): MAPS[("m", "b")]}
+    margin = structure.late_restart_margin(maps)
+    assert margin == pytest.approx({"m/a": 0.495, "m/c": 0.9 - 0.96})
+
+
 def test_split_table_lists_the_best_split_of_both_matrices():
     splits = structure.split_table(MAPS)
     assert list(splits.columns) == ["model", "task", "matrix", "early cluster: blocks 1 to", "score", "within",

@@ -48,6 +48,21 @@ def test_claim_is_computed_from_the_value():
         results.claim(1.0, 0.9, op="=>")
 
 
+def test_a_value_on_its_threshold_up_to_rounding_is_on_it():
+    """12 of 600 examples lost is -0.02 exactly; in floats 0.935 - 0.955 is -0.020000000000000018."""
+    drop = 0.935 - 0.955
+    assert drop != -0.02 and drop == pytest.approx(-0.02)
+    assert results.claim(drop, -0.02, ">=")["holds"] and results.claim(drop, -0.02, "<=")["holds"]
+    assert not results.claim(drop, -0.02, ">")["holds"] and not results.claim(drop, -0.02, "<")["holds"]
+    assert results.claim(0.1 + 0.2, 0.3, "<=")["holds"] and not results.claim(0.1 + 0.2, 0.3, ">")["holds"]
+    # a real difference stays one, also next to 0 (no absolute tolerance) and at a relative 1e-6
+    assert results.claim(1e-17, 0.0, ">")["holds"] and not results.claim(-1e-17, 0.0, ">=")["holds"]
+    assert not results.claim(-0.02 * (1 + 1e-6), -0.02, ">=")["holds"]
+    assert results.compare(0.5, 0.5, ">") is False and results.compare(0.5, 0.5, ">=") is True
+    with pytest.raises(ValueError, match="comparison"):
+        results.compare(1.0, 1.0, "==")
+
+
 def test_write_metrics_round_trips_numpy_and_torch(tmp_path):
     claims = {"c": results.claim(np.float32(0.95), 0.9)}
     path = results.write_metrics(tmp_path, "tracing/t01", "smoke", {"seed": np.int64(3)}, claims,

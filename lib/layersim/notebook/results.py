@@ -82,9 +82,26 @@ def output_dir(paper: str, stem: str, scale: str) -> Path:
 DIAGNOSES = ("definition", "scale", "paper", "does not replicate")
 
 
+#: values within this relative distance of their threshold are equal to it (float rounding, not measurement)
+ROUNDING = 1e-9
+
+
+def compare(value: float, threshold: float, op: str) -> bool:
+    """``value <op> threshold`` where a value equal to the threshold up to float rounding (relative
+    :data:`ROUNDING`) *is* equal: an accuracy difference of 12 of 600 examples is -0.02 exactly, though
+    ``0.935 - 0.955`` gives -0.020000000000000018; it meets ``>= -0.02`` and does not meet ``< -0.02``.
+    A threshold of 0 is only met by an exact 0 (no absolute tolerance)."""
+    if op not in _OPS:
+        raise ValueError(f"unknown comparison {op!r}; use one of {sorted(_OPS)}")
+    if math.isclose(value, threshold, rel_tol=ROUNDING):
+        return op in (">=", "<=")
+    return bool(_OPS[op](value, threshold))
+
+
 def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, *, kind: str | None = None,
           reason: str | None = None, **extra: Any) -> dict:
-    """A paper's statement tested on this run: ``holds = value <op> threshold``.
+    """A paper's statement tested on this run: ``holds = value <op> threshold`` (:func:`compare`: a value equal to
+    its threshold up to float rounding counts as equal).
 
     ``value`` must be a finite number measured by the run; a NaN raises ``ValueError`` instead
     of being recorded as a claim that does not hold. ``kind`` (one of :data:`DIAGNOSES`) and ``reason``
@@ -93,9 +110,7 @@ def claim(value: float, threshold: float, op: str = ">=", note: str | None = Non
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
-    if op not in _OPS:
-        raise ValueError(f"unknown comparison {op!r}; use one of {sorted(_OPS)}")
-    out = {"holds": bool(_OPS[op](value, threshold)), "value": value, "threshold": threshold, "op": op}
+    out = {"holds": compare(value, threshold, op), "value": value, "threshold": threshold, "op": op}
     if note:
         out["note"] = note
     out.update(diagnosis(kind, reason) if kind is not None or reason is not None else {})

@@ -49,7 +49,15 @@ ONE_SEED_AT_DEFAULT: dict[str, tuple[float, str]] = {}
 #: 2 CPU cores in about 15 minutes. ``python -m layersim.tools.runner --scale-check`` runs them into
 #: ``figures/scale_checks/<paper>/<stem>/`` (with ``--update-committed``), where the claims table
 #: (``python -m layersim claims``) and the notebooks read whether the claim holds at the larger scale.
-SCALE_CHECKS: dict[str, dict] = {}
+SCALE_CHECKS: dict[str, dict] = {
+    # the regression stand-in: 1797 digits x 61 varying pixels (value 0-9) instead of 442 patients x 10 features
+    "a05_layers": {"regression_dataset": "digits"},
+    # three times the fine-tuning (300 steps of 32, each of 9,600 examples once): c01 on the task that 100 steps
+    # leave unsolved; c03 (restart 1) and t09 (standard and aligned) on both tasks, sharing the standard fine-tunes
+    "c01_cka_structure": {"tasks": ["austen-novel"], "steps": 300, "warmup_steps": 30, "n_train": 9600},
+    "c03_layer_skipping": {"steps": 300, "warmup_steps": 30, "n_train": 9600},
+    "t09_aligned_bert": {"steps": 300, "warmup_steps": 30, "n_train": 9600},
+}
 
 #: a default-scale run shorter than this (seconds, on 2 cores) is tested over several seeds
 COSTLY_SECONDS = 600.0

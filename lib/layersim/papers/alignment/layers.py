@@ -76,21 +76,39 @@ def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: in
     return X, t
 
 
+#: the offline regression tasks of :func:`regression_task`: name -> what it is
+REGRESSION_DATA = {
+    "diabetes": "scikit-learn's bundled 442 patients, 10 features, disease progression after one year",
+    "digits": "scikit-learn's 1797 8x8 handwritten digits, 64 pixels (61 not constant), the digit's value 0-9",
+}
+
+
+def regression_data(dataset: str) -> tuple[np.ndarray, np.ndarray]:
+    """The raw features and targets of an offline regression task (:data:`REGRESSION_DATA`)."""
+    if dataset == "diabetes":
+        from sklearn.datasets import load_diabetes
+
+        return load_diabetes(return_X_y=True)
+    if dataset == "digits":
+        images, labels = data.load_digits("all")
+        return images.reshape(len(images), -1).astype(np.float64), labels.astype(np.float64)
+    raise ValueError(f"unknown regression data set {dataset!r}; use one of {', '.join(REGRESSION_DATA)}")
+
+
 def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A regression task with standardised features and its label moved linearly to ``[-1, 1]``
     (Figure 6's caption: "the label vector for the regression task was moved to the interval [-1, 1]").
 
-    ``dataset``: ``diabetes`` (scikit-learn's bundled 442 patients, 10 features; the offline stand-in
-    for UCI CT Position, which no loader here reaches). ``n``: a random subset of that size (all if None).
+    ``dataset``: one of :data:`REGRESSION_DATA`, offline stand-ins for UCI CT Position (384 features, which no
+    loader here reaches): ``diabetes`` (442 points, 10 features) or the larger ``digits`` (1797 points, the 61
+    pixels that vary, the digit's value as the target). Features that are constant over the data set are
+    dropped (they cannot be standardised). ``n``: a random subset of that size (all if None).
     """
-    if dataset != "diabetes":
-        raise ValueError(f"unknown regression data set {dataset!r}; use 'diabetes'")
-    from sklearn.datasets import load_diabetes
-
-    X, y = load_diabetes(return_X_y=True)
+    X, y = regression_data(dataset)
     rng = np.random.default_rng(seed)
     idx = rng.permutation(len(X)) if n is None else rng.choice(len(X), size=n, replace=False)
-    X = (X - X.mean(0)) / X.std(0)
+    sd = X.std(0)
+    X = (X[:, sd > 0] - X[:, sd > 0].mean(0)) / sd[sd > 0]
     return X[idx], unit_interval(y[idx])
 
 

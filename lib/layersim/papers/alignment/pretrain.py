@@ -60,8 +60,10 @@ from layersim.train import training
 
 #: Fashion-MNIST's classes split like Cifar10-Natural (6 classes) / Cifar10-Artificial (4 classes):
 #: garments (T-shirt/top, trouser, pullover, dress, coat, shirt) and footwear/bags (sandal, sneaker,
-#: bag, ankle boot).
-FASHION_GROUPS = {"clothing": (0, 1, 2, 3, 4, 6), "footwear_bags": (5, 7, 8, 9)}
+#: bag, ankle boot); and ``all`` ten, a source *related* to every target task drawn from them (the alignment
+#: paper's Section 7.2: ImageNet, "presumably related to a wide array of target tasks", and the Cifar tasks
+#: read on it), whose images the target tasks do not reuse (``source_indices``).
+FASHION_GROUPS = {"clothing": (0, 1, 2, 3, 4, 6), "footwear_bags": (5, 7, 8, 9), "all": tuple(range(10))}
 #: The paper's appendix D: Cifar10-Natural (bird, cat, deer, dog, frog, horse) and Cifar10-Artificial
 #: (airplane, automobile, ship, truck).
 CIFAR10_GROUPS = {"natural": (2, 3, 4, 5, 6, 7), "artificial": (0, 1, 8, 9)}

@@ -95,3 +95,20 @@ def structure_gaps(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]
             e, l = early_late(protocol.diagonal(m["FT[1]-FT[2]"]))
             restart_gap[key] = e - l
     return block_gain, ft_orig_gap, restart_gap
+
+
+def late_restart_margin(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """How much more the late blocks of two restarts resemble each other than the fine-tuned model resembles the
+    pretrained one, per ``"<model>/<task>"`` of ``maps`` with two restarts: the mean over the late blocks (the last
+    third, :func:`early_late`) of the FT[1]-FT[2] diagonal minus the mean over the same blocks of each fine-tuned
+    block's *largest* CKA with any pretrained block (the rows of FT-ORIG, restart 1). The paper's Section 3 (FT[1]-FT[2], Figs. 1, 6):
+    "the similarity of the CLS representations in the later layers indicates that CKA is able to recover the
+    similarity of representations for tackling the same task across random restarts"; positive when it does.
+    """
+    margin = {}
+    for (model_name, task), m in maps.items():
+        if "FT[1]-FT[2]" in m:
+            agree = early_late(protocol.diagonal(m["FT[1]-FT[2]"]))[1]
+            like_orig = early_late(np.asarray(m["FT-ORIG"]).max(axis=1))[1]
+            margin[f"{model_name}/{task}"] = agree - like_orig
+    return margin
