@@ -70,7 +70,6 @@ UNDIAGNOSED = {
     ("t02_saturation_events", "higher_cos_earlier_saturation"),
     ("t03_aligned_training", "uniform_weights_hurt_last_layer"),
     ("t06_transfer", "aligned_transfer_layerwise"), ("t06_transfer", "aligned_keeps_final_accuracy"),
-    ("t09_aligned_bert", "aligned_bert_better_intermediate"),
     ("a10_negative_transfer", "random_label_pretraining_hurts"),
     ("a10_negative_transfer", "random_label_pretraining_reduces_alignment"),
     ("a10_negative_transfer", "alignment_drop_orders_transfer_drop"),
