@@ -408,3 +408,17 @@ def test_figures_draw_the_given_curves():
     assert len(fig.axes) == 16 and fig.axes[8].get_ylabel() == "b"
     fig = figures.drop_curves({("a", "b"): np.array([0.0, 0.5])}, np.array([0.0, 2.0]), 4000, "fc2")
     np.testing.assert_allclose(fig.axes[0].lines[0].get_xdata(), [0.0, 1.0])
+
+
+def test_none_settings_are_the_shared_ones_unless_larger_ones_are_given():
+    shared = pt.source_settings("default")
+    assert transfer.none_settings("default", "small", None) == shared
+    larger = transfer.none_settings("default", "small", None, n_source=48000, epochs=8)
+    assert (larger["n_source"], larger["epochs"]) == (48000, 8)
+    assert {k: v for k, v in larger.items() if k not in ("n_source", "epochs")} == \
+        {k: v for k, v in shared.items() if k not in ("n_source", "epochs")}
+    assert transfer.none_settings("default", "small", None, epochs=8)["n_source"] == shared["n_source"]
+    paper = transfer.none_settings("paper", "resnet18", "IMAGENET1K_V1")
+    assert (paper["arch"], paper["weights"]) == ("resnet18", "IMAGENET1K_V1")
+    with pytest.raises(ValueError, match="unknown scale"):
+        transfer.none_settings("huge", "small", None)

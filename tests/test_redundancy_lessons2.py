@@ -97,7 +97,7 @@ def test_block_cosine_grid_draws_one_panel_per_model_and_data_set():
 
 # --- r04: skip vs approximate ----------------------------------------------------------------------------------------
 
-R04 = {"n_fit": 16, "n_train": 40, "n_test": 20, "probe_lr": 0.01, "batch_size": 16}
+R04 = {"n_fit": 16, "n_train": 40, "n_test": 20, "probe_lr": 0.01, "probe_epochs": 5, "batch_size": 16}
 FMNIST = rm.Spec("tracing_vit", "standard", "image", ("fashion-mnist",))
 
 
@@ -122,6 +122,10 @@ def test_span_rows_are_the_notebooks_inline_computation():
     assert rows == expected
     assert [r["span"] for r in rows] == ["1-3", "0-1", "1-2", "2-3", "none"]
     assert rows[-1]["skip_per_seed"] == rows[-1]["approx_per_seed"]  # nothing removed: the same model twice
+    longer = sva.span_rows(model, "tiny", FMNIST, "fashion-mnist", {**R04, "probe_epochs": 7}, "smoke", seeds=[0],
+                           seed=0, device="cpu")[-1]  # the unmodified model, its classifier trained for 7 epochs
+    assert longer["skip_per_seed"] == rba.probe_accuracies(model, train, y_train, test, y_test, seeds=[0], epochs=7,
+                                                           lr=0.01, device="cpu")
 
 
 def _r04_row(model, data, span, blocks, skip, approx):

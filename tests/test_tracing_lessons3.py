@@ -326,6 +326,23 @@ def test_models_are_the_former_inline_models():
         AT.shallow_depths(1)
 
 
+def test_an_ablation_budget_changes_only_the_ablation_models():
+    reduced, full = AT.models("default"), AT.models("default", budget={})
+    assert {n: full[n] for n in ("standard", "aligned")} == {n: reduced[n] for n in ("standard", "aligned")}
+    for name, settings in full.items():  # at the full budget every model trains on the full budget's images
+        assert (settings["n_train"], settings["epochs"]) == (presets.TRACING_VIT["default"]["n_train"],
+                                                              presets.TRACING_VIT["default"]["epochs"]), name
+        assert {k: v for k, v in settings.items() if k not in AT.BUDGET_KEYS} == \
+            {k: v for k, v in reduced[name].items() if k not in AT.BUDGET_KEYS}, name
+    assert full["standard" + ABL] == full["standard"] and full["aligned" + ABL] == full["aligned"]  # one checkpoint
+    assert AT.models("default", budget={"epochs": 7})["CE-reg" + ABL]["epochs"] == 7
+    assert AT.models("default", budget={"epochs": 7})["CE-reg" + ABL]["n_train"] == presets.TRACING_VIT["default"]["n_train"]
+    with pytest.raises(ValueError, match="sets only n_train, epochs"):
+        AT.models("default", budget={"depth": 6})
+    with pytest.raises(ValueError, match="unknown scale"):
+        AT.models("huge")
+
+
 def _nc1(h, y):
     """NC1 = tr(Sigma_W Sigma_B^+) / K of features h [N, d] with labels y, written out."""
     classes = np.unique(y)

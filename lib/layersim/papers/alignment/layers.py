@@ -108,7 +108,8 @@ def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int =
     rng = np.random.default_rng(seed)
     idx = rng.permutation(len(X)) if n is None else rng.choice(len(X), size=n, replace=False)
     sd = X.std(0)
-    X = (X[:, sd > 0] - X[:, sd > 0].mean(0)) / sd[sd > 0]
+    varies = sd > 0
+    X = (X[:, varies] - X[:, varies].mean(0)) / sd[varies]
     return X[idx], unit_interval(y[idx])
 
 

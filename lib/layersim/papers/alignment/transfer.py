@@ -13,7 +13,7 @@ call of a lesson:
 * **a09** (Section 7.3; Figures 14, 15, 21): :func:`source_networks` (one per class group),
   :func:`similarity_tasks` (similar minus dissimilar source, per layer and task), :func:`difference_summary`,
   :func:`finetune_grid` (every source on every target group) and :func:`similarity_claims`.
-* **a10** (Section 7.3; Figure 16, Table 1): :func:`none_network`, :func:`domain_data`,
+* **a10** (Section 7.3; Figure 16, Table 1): :func:`none_settings`, :func:`none_network`, :func:`domain_data`,
   :func:`random_label_sources`, :func:`finetune_domains`, :func:`accuracy_drops`, :func:`alignment_drops` and
   :func:`negative_transfer_claims`.
 
@@ -358,6 +358,15 @@ def similarity_claims(mean_diff: Mapping[str, np.ndarray], mean_area_diff: Mappi
 
 
 # ----------------------------------------------------------------------------- a10: random labels, domain shift
+
+
+def none_settings(scale: str, arch: str, weights: str | None, n_source: int | None = None,
+                  epochs: int | None = None) -> dict:
+    """The settings of Table 1's "None" network: the source networks a08-a10 share at ``scale``
+    (:func:`pretrain.source_settings`) with ``arch`` and ``weights``, and ``n_source`` training images and
+    ``epochs`` where given (a larger None network than a09's; None keeps the shared setting)."""
+    larger = {k: v for k, v in {"n_source": n_source, "epochs": epochs}.items() if v is not None}
+    return pt.source_settings(scale, arch=arch, weights=weights, **larger)
 
 
 def none_network(settings: Mapping, source: str = "clothing", seed: int = 0, device: str | torch.device = "auto"

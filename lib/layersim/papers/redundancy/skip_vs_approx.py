@@ -32,9 +32,10 @@ def span_rows(model: Any, name: str, spec: redundancy_models.Spec, dataset: str,
     """Table 2 for one model and data set: for every span of ``rba.TABLE2_SPANS`` that ``model`` has (the
     unmodified model last), the span skipped, then approximated (``rba.span_model``: RBA fitted on
     ``settings["n_fit"]`` training inputs), and the test accuracy of one linear head per seed of ``seeds``
-    (``rba.probe_accuracies``, Adam at ``settings["probe_lr"]``) trained on ``settings["n_train"]`` training
-    inputs (0: the whole split) and tested on ``settings["n_test"]`` (0: the whole split); inputs of
-    ``redundancy_models.inputs`` in batches of ``settings["batch_size"]``, drawn with ``seed``.
+    (``rba.probe_accuracies``, Adam at ``settings["probe_lr"]`` for ``settings["probe_epochs"]`` epochs, the
+    paper's 5) trained on ``settings["n_train"]`` training inputs (0: the whole split) and tested on
+    ``settings["n_test"]`` (0: the whole split); inputs of ``redundancy_models.inputs`` in batches of
+    ``settings["batch_size"]``, drawn with ``seed``.
 
     One row per span: ``model`` (= ``name``), ``data``, ``span`` (``rba.span_label``), ``blocks``
     (``rba.blocks_kept``), and for each mode ``m`` of :data:`MODES` its mean accuracy over the seeds (``m``),
@@ -46,8 +47,8 @@ def span_rows(model: Any, name: str, spec: redundancy_models.Spec, dataset: str,
         row = {"model": name, "data": dataset, "span": rba.span_label(span), "blocks": rba.blocks_kept(span, L)}
         for mode in MODES:
             m = rba.span_model(model, span, mode, fit, device=device)
-            acc = rba.probe_accuracies(m, train, y_train, test, y_test, seeds=seeds, lr=settings["probe_lr"],
-                                       device=device)
+            acc = rba.probe_accuracies(m, train, y_train, test, y_test, seeds=seeds, epochs=settings["probe_epochs"],
+                                       lr=settings["probe_lr"], device=device)
             row[mode], row[f"{mode}_std"], row[f"{mode}_per_seed"] = np.mean(acc), np.std(acc), acc
         rows.append(row)
     return rows

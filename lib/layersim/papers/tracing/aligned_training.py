@@ -46,17 +46,31 @@ def shallow_depths(L: int) -> list[int]:
     return [L // 2, (3 * L) // 4]
 
 
-def models(scale: str) -> dict[str, dict]:
+#: what an ablation budget may change of the full budget
+BUDGET_KEYS = ("n_train", "epochs")
+
+
+def models(scale: str, budget: Mapping[str, int] | None = None) -> dict[str, dict]:
     """Every model of the notebook, name -> its settings (``presets.tracing_vit``): the full budget's standard and
     aligned model, the ablation budget's standard, aligned, multi-exit, CE-reg and uniform-weight aligned models
-    and its standard models of :func:`shallow_depths` blocks."""
+    and its standard models of :func:`shallow_depths` blocks.
+
+    ``budget``: the ablation models' training images and epochs (:data:`BUDGET_KEYS`; default
+    ``presets.TRACING_ABLATION_BUDGET[scale]``); ``{}`` trains them at the full budget, where the ablation budget's
+    standard and aligned models are the full budget's (the same settings, the same cached checkpoints)."""
+    if scale not in presets.TRACING_VIT:
+        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(presets.TRACING_VIT)}")
+    budget = dict(presets.TRACING_ABLATION_BUDGET[scale] if budget is None else budget)
+    unknown = sorted(set(budget) - set(BUDGET_KEYS))
+    if unknown:
+        raise ValueError(f"an ablation budget sets only {', '.join(BUDGET_KEYS)}, got {unknown}")
     L = presets.TRACING_VIT[scale]["depth"]
     return {
         "standard": presets.tracing_vit(scale, "standard"),
         "aligned": presets.tracing_vit(scale, "aligned"),
-        **{f"{v}{ABL}": presets.tracing_vit(scale, v, reduced=True)
+        **{f"{v}{ABL}": presets.tracing_vit(scale, v, **budget)
            for v in ["standard", "aligned", "multi-exit", "CE-reg", "aligned (uniform)"]},
-        **{f"standard {d}-block{ABL}": presets.tracing_vit(scale, "standard", reduced=True, depth=d)
+        **{f"standard {d}-block{ABL}": presets.tracing_vit(scale, "standard", depth=d, **budget)
            for d in shallow_depths(L)},
     }
 
