@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from builders import text_batch, tiny
-from layersim.nets import readout
+from layersim.nets import models, readout
 
 
 def near_top(tokens, logits):
@@ -77,3 +77,47 @@ def test_token_lens_keeps_the_top_token_of_every_layer_at_every_real_position():
     # an independent readout of block 1 (HF's hidden_states[1] is block 1's output, no final norm)
     z1 = model.lm_head(model.model.norm(hs[1][keep]))
     near_top(lens.top[1], z1)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_token_lens_runs_the_model_once_per_batch(arch):
+    """The layers and the model's own logits come from one forward pass: the base model is called once per batch,
+    and the run's output that the stream hands on is the model's last hidden state (final norm applied)."""
+    t = tiny(arch)
+    model, batch = t.model.eval(), text_batch()
+    calls = []
+    handle = model.base_model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        readout.token_lens(model, [batch, batch], device="cpu")
+    finally:
+        handle.remove()
+    assert len(calls) == 2
+    (read,) = list(models.stream(model, [batch], token="tokens", device="cpu"))
+    with torch.no_grad():
+        own = model(**batch, output_hidden_states=True)
+    keep = batch["attention_mask"].bool()  # padding positions carry nothing (the stream gives them other positions)
+    torch.testing.assert_close(read.output.last_hidden_state[keep], own.hidden_states[-1][keep], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model.lm_head(read.output.last_hidden_state)[keep], own.logits[keep],
+                               rtol=1e-5, atol=1e-5)
+
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_the_lens_benchmark_times_token_lens_beside_plain_transformers(arch):
+    from layersim.tools import bench_lens
+
+    t = tiny(arch)
+    model, batch = t.model.eval(), text_batch()
+    plain = bench_lens.plain_lens(model, [batch])
+    ours = readout.token_lens(model, [batch], device="cpu").top
+    assert plain.shape == ours.shape
+    with torch.no_grad():  # plain transformers' last layer is the model's own top-1, as token_lens's is
+        near_top(plain[-1], model(**batch).logits[batch["attention_mask"].bool()])
+    rows = bench_lens.compare(model, [batch], repeat=1)
+    assert [r["recipe"] for r in rows] == ["layersim token_lens", "plain transformers"]
+    assert rows[0]["agreement"] == 1.0 and rows[1]["agreement"] >= 0.95  # a random-init model has near ties
+    assert all(r["seconds"] > 0 and r["positions"] == ours.shape[1] for r in rows)
+    lines = bench_lens.table(rows)
+    assert len(lines) == 4 and lines[2].startswith("| layersim token_lens |")
+    with pytest.raises(ValueError, match="repeat"):
+        bench_lens.compare(model, [batch], repeat=0)

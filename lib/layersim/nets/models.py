@@ -251,10 +251,11 @@ def _images(x: Any) -> torch.Tensor:
     return x
 
 
-def _picked(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Token) -> list[torch.Tensor]:
+def _picked(model: nn.Module, adapter: adapters.Adapter, inputs: Any,
+            token: Token) -> tuple[list[torch.Tensor], Any]:
     """Every entry ``0..L`` of one batch, ``[B, d_l]`` each: a pre-hook on the first block
     (index 0) and a hook on every block (calls recorded in order, so a shared block is read at
-    each call), one run."""
+    each call), one run; returned with that run's own output (``adapter.run``'s)."""
     blocks = adapter.blocks(model)
     if not blocks:
         raise ValueError(f"{type(model).__name__} has no blocks left to read (all were removed)")
@@ -274,13 +275,13 @@ def _picked(model: nn.Module, adapter: adapters.Adapter, inputs: Any, token: Tok
     for blk in dict.fromkeys(blocks):  # unique modules, calls recorded in order
         handles.append(blk.register_forward_hook(lambda m, args, out: keep(out)))
     try:
-        adapter.run(model, inputs)
+        output = adapter.run(model, inputs)
     finally:
         for h in handles:
             h.remove()
     if len(picked) != len(blocks) + 1:
         raise RuntimeError(f"expected {len(blocks) + 1} hooked outputs, got {len(picked)}")
-    return picked
+    return picked, output
 
 
 def _to_device(x: Any, device: torch.device) -> Any:
@@ -516,11 +517,15 @@ def _input_batches(data: Any, batch_size: int) -> Iterable[Any]:
 class Batch:
     """What :func:`stream` yields for one batch: ``entries`` (one tensor per kept layer, as the
     token choice gives it: ``[B, d]``, or ``[B, T, d]`` for ``token="tokens"``), the batch's
-    per-sample ``labels`` (or None) and its ``attention_mask`` (text models, or None)."""
+    per-sample ``labels`` (or None), its ``attention_mask`` (text models, or None) and ``output``,
+    what the run that was read returned (the adapter's ``run``: a Hugging Face model's base-model
+    output, whose ``last_hidden_state`` carries the final norm; timm's ``forward_features``), so
+    that a reader needing the model's own output does not run it again."""
 
     entries: list[torch.Tensor]
     labels: torch.Tensor | None
     mask: torch.Tensor | None
+    output: Any = None
 
 
 def stream(
@@ -558,9 +563,9 @@ def stream(
         for k, batch in enumerate(_progress(_input_batches(data, batch_size), progress)):
             inputs, y = _split_batch(batch, text=adapter.inputs == "text")
             inputs = _to_device(inputs, dev)
-            picked = _picked(model, adapter, inputs, token)
+            picked, output = _picked(model, adapter, inputs, token)
             mask = inputs.get("attention_mask") if isinstance(inputs, Mapping) else None
-            yield Batch([picked[i] for i in ids], _labels_of(y, picked[0].shape[0], k), mask)
+            yield Batch([picked[i] for i in ids], _labels_of(y, picked[0].shape[0], k), mask, output)
 
 
 def layer_outputs(

@@ -276,15 +276,21 @@ def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
     non-padding position of ``batches`` (HF dicts with ``input_ids``, ``attention_mask``) of a
     causal LM: the tracing paper's saturation analysis (§2.2, App. C.1) over a text set. Only the
     top-1 token per layer is kept (a vocabulary of 50k times every layer and position would not
-    fit in memory); ``saturation_layer(result.top)`` gives each position's saturation layer."""
+    fit in memory); ``saturation_layer(result.top)`` gives each position's saturation layer.
+
+    One forward pass per batch: the layers are read by hooks on that run (``models.stream``), and the
+    model's own logits are its head on that run's last hidden state (a decoder's base model applies
+    its final norm there), exactly what the model's forward computes."""
     norm, head, dev, _ = _lens_head(model)
     tops, conf, err = [], [], 0.0
-    base = getattr(model, "surgery_base", model)
-    for batch, inputs in zip(stream(model, batches, token="tokens", device=device), batches):
+    for batch in stream(model, batches, token="tokens", device=device):
         keep = batch.mask.bool() if batch.mask is not None else torch.ones(batch.entries[0].shape[:2], dtype=torch.bool)
-        with evaluating(base), torch.no_grad():
-            own = base(**{k: v.to(dev) for k, v in inputs.items() if k in ("input_ids", "attention_mask")},
-                       use_cache=False).logits[keep.to(dev)].float()
+        last = getattr(batch.output, "last_hidden_state", None)
+        if last is None:
+            raise ValueError(f"{type(model).__name__}: its run returned no last_hidden_state, so token_lens cannot "
+                             "read the model's own logits (a Hugging Face causal LM is needed)")
+        with torch.no_grad():
+            own = head(last[keep.to(last.device)].to(dev)).float()
             layer_tops = []
             for h in batch.entries:
                 z = head(norm(h[keep.to(h.device)].to(dev))).float()

@@ -1,6 +1,7 @@
 """Benchmark of the all-pairs linear-CKA matrix: ``python -m layersim.tools.bench``
 (``python -m layersim.tools.bench train``: the training throughput of :mod:`layersim.tools.bench_train`;
-``python -m layersim.tools.bench device-cka``: the CKA matrix of hidden states on their GPU, :func:`device_cka`).
+``python -m layersim.tools.bench device-cka``: the CKA matrix of hidden states on their GPU, :func:`device_cka`;
+``python -m layersim.tools.bench lens``: the logit lens beside plain transformers, :mod:`layersim.tools.bench_lens`).
 
 In one run, for each shape (default: 13 layers x N=3000 x d=384 and 13 x N=10000 x d=768)
 it times, on the same float32 layer stack:
@@ -49,7 +50,7 @@ from layersim.core import machine
 from layersim.core.machine import loadavg
 from layersim.measures import similarity as S
 from layersim.nets.models import resolve_device
-from layersim.tools import bench_train
+from layersim.tools import bench_lens, bench_train
 
 MiB = 1 << 20
 
@@ -630,6 +631,8 @@ def main(argv: list[str] | None = None) -> int:
         return bench_train.main(argv[1:])
     if argv[:1] == ["device-cka"]:
         return device_cka_main(argv[1:])
+    if argv[:1] == ["lens"]:
+        return bench_lens.main(argv[1:])
     args = parse_args(argv)
 
     def log(msg: str) -> None:

@@ -1,0 +1,125 @@
+"""The logit lens against its peers: ``python -m layersim.tools.bench lens``.
+
+:func:`layersim.nets.readout.token_lens` reads, at every non-padding position of a text set, the top-1 token of
+the final norm and the unembedding applied to every layer of a causal LM (the tracing paper's saturation analysis,
+§2.2 and App. C.1; notebook t08). This times it on t08's default inputs (SmolLM2-135M, Austen sentences of at most
+64 tokens in batches of 16) beside the recipes a reader would otherwise use, on the same batches:
+
+* ``plain transformers``: one forward pass with ``output_hidden_states=True``, then the final norm and
+  ``lm_head`` on every layer (the last hidden state already carries the norm) and the arg-max at the real
+  positions;
+
+(TransformerLens's ``run_with_cache`` + ``unembed`` is the other common recipe; it is not a dependency of this
+project and is not timed here.)
+
+Each recipe runs once untimed, then ``--repeat`` times; the table gives the median wall time, the positions per second, and how
+often its top-1 token agrees with ``token_lens``'s (layer by layer, position by position: a random tie within
+float rounding can flip one). The model is read on ``--device`` with ``--threads`` torch threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from layersim.core import machine
+from layersim.nets import readout
+from layersim.nets.models import classifier_head, evaluating, final_norm, resolve_device
+
+#: t08's default inputs: the model, the texts and how they are cut
+MODEL, N_TEXTS, MAX_LENGTH, BATCH = "smollm2-135m", 16, 64, 16
+
+
+def plain_lens(model: nn.Module, batches: Sequence[dict]) -> np.ndarray:
+    """The logit lens as plain ``transformers`` gives it: ``[L+1, N]`` top-1 tokens at the real positions, from
+    ``output_hidden_states`` (entry 0 the embeddings, entry ``i`` block ``i``; the last entry already normalised),
+    the model's final norm and ``lm_head``."""
+    norm, head = final_norm(model), classifier_head(model)
+    dev = next(model.parameters()).device
+    tops = []
+    with evaluating(model), torch.no_grad():
+        for b in batches:
+            b = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask")}
+            hs = model(**b, output_hidden_states=True, use_cache=False).hidden_states
+            keep = b["attention_mask"].bool()
+            layers = [head(norm(h[keep])) for h in hs[:-1]] + [head(hs[-1][keep])]
+            tops.append(np.stack([z.argmax(-1).cpu().numpy() for z in layers]))
+    return np.concatenate(tops, axis=1)
+
+
+def timed(fn: Callable[[], np.ndarray], repeat: int) -> tuple[float, np.ndarray]:
+    """The median wall time of ``repeat`` calls of ``fn`` after one untimed call (the allocator's and the
+    kernels' warm-up), and its last result."""
+    times, out = [], fn()
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def compare(model: nn.Module, batches: Sequence[dict], repeat: int = 3) -> list[dict]:
+    """Every recipe on ``batches`` (on the model's device): ``{"recipe", "seconds", "positions", "agreement"}``
+    rows, ``token_lens`` first (agreement: the fraction of (layer, position) top-1 tokens equal to
+    ``token_lens``'s)."""
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1, got {repeat}")
+    device = next(model.parameters()).device
+    recipes = [("layersim token_lens", lambda: readout.token_lens(model, batches, device=device).top),
+               ("plain transformers", lambda: plain_lens(model, batches))]
+    rows, ours = [], None
+    for name, fn in recipes:
+        seconds, top = timed(fn, repeat)
+        ours = top if ours is None else ours
+        if top.shape != ours.shape:
+            raise RuntimeError(f"{name} read {top.shape} (layers, positions), token_lens {ours.shape}")
+        rows.append({"recipe": name, "seconds": seconds, "positions": top.shape[1],
+                     "agreement": float((top == ours).mean())})
+    return rows
+
+
+def table(rows: Sequence[dict]) -> list[str]:
+    """The rows of :func:`compare` as a Markdown table."""
+    out = ["| recipe | median s | positions / s | top-1 agrees with token_lens |", "|---|---:|---:|---:|"]
+    return out + [f"| {r['recipe']} | {r['seconds']:.2f} | {r['positions'] / r['seconds']:.0f} | {r['agreement']:.4f} |"
+                  for r in rows]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.bench lens", description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads on the CPU (default 2)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per recipe; the median is reported (default 3)")
+    ap.add_argument("--texts", type=int, default=N_TEXTS, help=f"Austen sentences (default {N_TEXTS}, one batch)")
+    args = ap.parse_args(argv)
+    if args.threads < 1 or args.repeat < 1 or args.texts < 1:
+        ap.error("--threads, --repeat and --texts must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from layersim.inputs import assets, data
+
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model, tokenizer = assets.load_model(MODEL)
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = model.to(resolve_device(args.device)).eval()
+    texts = data.text_sample("austen", args.texts, seed=0, split="test")
+    batches = data.text_batches(texts, tokenizer, BATCH, MAX_LENGTH)
+    print(f"## layersim.tools.bench lens: {MODEL}, {args.texts} Austen sentences of at most {MAX_LENGTH} tokens, "
+          f"batches of {BATCH}, median of {args.repeat}\n")
+    for line in machine.describe():
+        print(line)
+    print(f"- torch threads: {torch.get_num_threads()}; device: {args.device}\n")
+    for line in table(compare(model, batches, args.repeat)):
+        print(line)
+    return 0
