@@ -64,14 +64,9 @@ def test_every_committed_scale_diagnosis_has_its_larger_run():
             assert row.larger is not None, f"{row.notebook}: its committed scale check has no claim {row.name}"
 
 
-#: claims that miss on some seed of the committed run and carry no diagnosis yet: (stem, claim). A miss found by a
-#: new run must be diagnosed before it is committed; this list may only shrink.
-UNDIAGNOSED: set[tuple[str, str]] = set()
-
-
 def test_every_committed_miss_is_diagnosed():
-    """A claim that misses on any seed of the committed run says why (results.DIAGNOSES: kind and reason)."""
+    """A claim that misses on any seed of the committed run says why (results.DIAGNOSES: kind and reason); a miss
+    found by a new run is diagnosed before it is committed."""
     found = {(r.notebook.split("/")[1], r.name) for r in claims.collect()
              if r.misses_somewhere and "kind" not in r.claim}
-    assert found <= UNDIAGNOSED, f"misses without a diagnosis: {sorted(found - UNDIAGNOSED)}"
-    assert not UNDIAGNOSED - found, f"diagnosed, or holding now: take {sorted(UNDIAGNOSED - found)} off UNDIAGNOSED"
+    assert not found, f"misses without a diagnosis: {sorted(found)}"

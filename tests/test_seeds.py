@@ -148,11 +148,6 @@ def test_record_folds_in_the_runs_named_by_the_environment(tmp_path, monkeypatch
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 COMMITTED = sorted(p for p in (ROOT / "figures").glob("*/*/metrics.json") if json.loads(p.read_text()).get("claims"))
 
-#: notebooks whose committed default-scale run still tests its claims on one seed, published before claims were
-#: judged over seeds; re-running one with `make reproduce NB=<stem>` takes it off. The list may only shrink.
-NOT_YET_OVER_SEEDS: set[str] = set()
-
-
 def seed_count(path) -> int:
     counts = {len(c.get("verdicts", [None])) for c in json.loads(path.read_text())["claims"].values()}
     assert len(counts) == 1, f"{path.parent.name}: its claims were judged over different numbers of seeds {counts}"
@@ -162,11 +157,8 @@ def seed_count(path) -> int:
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.parent.name for p in COMMITTED])
 def test_committed_claims_are_judged_over_the_seeds_their_cost_allows(path):
     stem, n = path.parent.name, seed_count(path)
-    if stem in NOT_YET_OVER_SEEDS:
-        assert n == 1, f"{stem} is judged over {n} seeds now: take it off NOT_YET_OVER_SEEDS"
-        return
     assert n >= seeds.seeds_for(stem, "default")
-    if n > 1:  # the runner noted the wall time of every other seed's run, each from an empty model cache
+    if n > 1:  # the runner noted the wall time of every other seed's run
         assert len(json.loads(path.read_text()).get("seed_run_seconds", {})) == n - 1
 
 

@@ -12,8 +12,8 @@ the final norm and the unembedding applied to every layer of a causal LM (the tr
 (TransformerLens's ``run_with_cache`` + ``unembed`` is the other common recipe; it is not a dependency of this
 project and is not timed here.)
 
-Each recipe runs once untimed, then ``--repeat`` times; the table gives the median wall time, the positions per second, and how
-often its top-1 token agrees with ``token_lens``'s (layer by layer, position by position: a random tie within
+Each recipe runs once untimed, then ``--repeat`` times; the table gives the median wall time, the positions per
+second, and how often its top-1 token agrees with ``token_lens``'s (layer by layer, position by position: a random tie within
 float rounding can flip one). The model is read on ``--device`` with ``--threads`` torch threads.
 """
 
