@@ -81,6 +81,16 @@ def test_aligned_equals_weighted_layer_ce_of_the_readout():
         torch.testing.assert_close(O.aligned(model, x, y, cfg(weights="uniform")), ce.mean(), rtol=1e-4, atol=1e-6)
 
 
+def test_weighted_ce_is_the_weighted_sum_of_each_layers_mean_cross_entropy():
+    g = torch.Generator().manual_seed(4)
+    logits, y, w = torch.randn(4, 9, 5, generator=g), torch.randint(0, 5, (9,), generator=g), O.layer_weights(4)
+    for smoothing in (0.0, 0.1):
+        loop = sum(float(w[i]) * F.cross_entropy(logits[i], y, label_smoothing=smoothing) for i in range(4))
+        torch.testing.assert_close(O.weighted_ce(logits, y, w, smoothing), loop, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="weights"):
+        O.weighted_ce(logits, y, O.layer_weights(3))
+
+
 def test_aligned_with_one_block_is_ce():
     model = make(depth=1).eval()
     x, y = batch()

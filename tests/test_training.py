@@ -219,3 +219,30 @@ def test_batch_augmentation_path_replaces_the_per_image_one(monkeypatch):
     assert calls == {"image": 0, "batch": 8} and ds.defer_augment is False
     training.train_classifier(vit, ds, cfg, device="cpu", progress=False)  # the CPU default: per image
     assert calls == {"image": 128, "batch": 8}
+
+
+@pytest.mark.parametrize("objective", ["ce", "aligned"])
+def test_a_compiled_loss_trains_like_the_eager_one(objective):
+    """torch.compile through the 'eager' backend (tracing without code generation: no compiler needed) gives
+    the eager loop's losses and weights: the compiled path is the same objective."""
+    cfg = TrainConfig(epochs=2, batch_size=16, lr=3e-3, seed=3, objective=objective)
+    m1, m2 = training.build_vit(TINY), training.build_vit(TINY)
+    h1 = training.train_classifier(m1, toy_data(), cfg, device="cpu", progress=False)
+    h2 = training.train_classifier(m2, toy_data(), cfg, device="cpu", progress=False, compile="eager")
+    assert [h["loss"] for h in h2] == pytest.approx([h["loss"] for h in h1], rel=1e-5)
+    for p1, p2 in zip(m1.state_dict().values(), m2.state_dict().values()):
+        torch.testing.assert_close(p2, p1, rtol=1e-4, atol=1e-5)
+
+
+def test_compile_backend_from_the_argument_or_the_environment(monkeypatch):
+    monkeypatch.delenv(training.COMPILE_ENV, raising=False)
+    assert training.compile_backend() is None and training.compile_backend(False) is None
+    assert training.compile_backend(True) == "inductor" and training.compile_backend("eager") == "eager"
+    for env, want in (("0", None), ("", None), ("1", "inductor"), ("aot_eager", "aot_eager")):
+        monkeypatch.setenv(training.COMPILE_ENV, env)
+        assert training.compile_backend() == want
+    monkeypatch.setenv(training.COMPILE_ENV, "fastest")
+    with pytest.raises(ValueError, match="LAYERSIM_COMPILE"):
+        training.compile_backend()
+    with pytest.raises(ValueError, match="backend"):
+        training.compile_backend(3)

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from layersim.core.device import evaluation_autocast, resolve_device  # (re-exported: models.resolve_device)
 from layersim.nets import adapters
 from layersim.nets.adapters import LABEL_KEYS, TEXT_INPUT_KEYS
 
@@ -117,13 +118,6 @@ def classifier_head(model: nn.Module) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` → cuda when available, else cpu; anything else as ``torch.device``."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 @contextlib.contextmanager
@@ -391,6 +385,7 @@ def collect(
     device: str | torch.device = "auto",
     progress: bool = True,
     out: str | os.PathLike | None = None,
+    precision: str = "fp32",
 ) -> Features:
     """Every layer's representation ``h^(l)`` of one token, for every sample, plus labels.
 
@@ -411,16 +406,17 @@ def collect(
     ``out``: a path for a ``.npy`` file; features are written into a memmap of the final
     shape (preallocated from ``len(batches.dataset)`` when available, else grown by doubling
     and trimmed at the end) so that memory stays bounded by one batch plus copy chunks;
-    reopen it with ``np.load(out, mmap_mode="r")``.
+    reopen it with ``np.load(out, mmap_mode="r")``. ``precision``: the forward pass's, ``"fp32"`` or ``"bf16"``
+    (:func:`layersim.core.device.evaluation_autocast`); the features are float32 either way.
     """
     if hasattr(model, "surgery_base"):  # a layersim.nets.surgery model: read it with its plan applied
         with model as inner:
-            return collect(inner, batches, token, layers, device, progress, out)
+            return collect(inner, batches, token, layers, device, progress, out, precision)
     ids = layer_ids(layers, n_layers(model))
     store: _Store | None = None
     labels: list[np.ndarray] = []
     with_labels: bool | None = None
-    for b in stream(model, batches, ids, token, device=device, progress=progress):
+    for b in stream(model, batches, ids, token, device=device, progress=progress, precision=precision):
         widths = {i: h.shape[-1] for i, h in zip(ids, b.entries)}
         if len(set(widths.values())) > 1:
             raise ValueError(f"the layers have different widths {widths} (index: width); pass layers= to keep "
@@ -491,6 +487,7 @@ def hidden_states(
     device: str | torch.device = "auto",
     progress: bool = True,
     out: str | os.PathLike | None = None,
+    precision: str = "fp32",
 ) -> np.ndarray:
     """Float32 ``[L+1, N, d]`` features of ``token`` at every layer (``collect`` without labels).
 
@@ -498,7 +495,7 @@ def hidden_states(
     the final norm (module docstring).
     With ``out`` a ``.npy`` path, the result is a memmap of that file (see ``collect``).
     """
-    return collect(model, batches, token, layers, device, progress, out).hidden
+    return collect(model, batches, token, layers, device, progress, out, precision).hidden
 
 
 def _input_batches(data: Any, batch_size: int) -> Iterable[Any]:
@@ -536,6 +533,7 @@ def stream(
     batch_size: int = 256,
     device: str | torch.device = "auto",
     progress: bool = False,
+    precision: str = "fp32",
 ) -> Iterator[Batch]:
     """Every layer of ``model``, one :class:`Batch` at a time: the loop under :func:`collect`,
     :func:`layer_outputs` and anything that consumes layers without keeping them all (e.g. the
@@ -549,11 +547,14 @@ def stream(
     of inputs (cut into ``batch_size`` rows) or a ``Dataset``. ``layers``: indices into ``0..L``
     (default all; negatives count from the end). ``token``: as in the module docstring, or
     ``"tokens"`` for the whole sequence. A ``layersim.nets.surgery`` model is read with its span spliced.
+    ``precision``: ``"fp32"`` or ``"bf16"`` autocast (:func:`layersim.core.device.evaluation_autocast`); the
+    entries come out in float32 either way.
     """
     if hasattr(model, "surgery_base"):
         with model as inner:
-            yield from stream(inner, data, layers, token, batch_size, device, progress)
+            yield from stream(inner, data, layers, token, batch_size, device, progress, precision)
         return
+    evaluation_autocast(precision, "cpu")  # a bad precision fails before the model is touched
     adapter = adapters.get(model)
     token = adapter.token if token is None else token
     ids = layer_ids(layers, adapter.n_layers(model))
@@ -563,7 +564,10 @@ def stream(
         for k, batch in enumerate(_progress(_input_batches(data, batch_size), progress)):
             inputs, y = _split_batch(batch, text=adapter.inputs == "text")
             inputs = _to_device(inputs, dev)
-            picked, output = _picked(model, adapter, inputs, token)
+            with evaluation_autocast(precision, dev):
+                picked, output = _picked(model, adapter, inputs, token)
+            if precision != "fp32":
+                picked = [p.float() for p in picked]
             mask = inputs.get("attention_mask") if isinstance(inputs, Mapping) else None
             yield Batch([picked[i] for i in ids], _labels_of(y, picked[0].shape[0], k), mask, output)
 

@@ -180,7 +180,7 @@ class LayerEval(NamedTuple):
 
 
 def evaluate(model: nn.Module, images, device="auto", batch_size: int = 256, token=None,
-             logits_fn=None, embedding: bool = True, progress: bool = False) -> LayerEval:
+             logits_fn=None, embedding: bool = True, progress: bool = False, precision: str = "fp32") -> LayerEval:
     """Collect every layer's token on ``images`` (a Dataset of ``(image, label)``, or a pair of
     tensors ``(x, y)``) and read out blocks 1..L: ``logits_fn(model, hidden)`` (default
     :func:`layer_logits` without the embedding entry; e.g. ``objectives.multi_exit_logits`` for a
@@ -188,6 +188,7 @@ def evaluate(model: nn.Module, images, device="auto", batch_size: int = 256, tok
 
     ``embedding=False`` leaves the embedding entry out of ``hidden`` (``[L, N, d]``), for models
     whose input is not a token of the blocks' width (the MLPs: index 0 is the flattened image).
+    ``precision``: the forward pass's (``"fp32"`` or ``"bf16"``, :func:`layersim.nets.models.collect`).
     """
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -196,7 +197,7 @@ def evaluate(model: nn.Module, images, device="auto", batch_size: int = 256, tok
     L = n_layers(model)
     layers = None if embedding else list(range(1, L + 1))
     feats = collect(model, DataLoader(images, batch_size=batch_size), token=token, layers=layers, device=device,
-                    progress=progress)
+                    progress=progress, precision=precision)
     if feats.labels is None:
         raise ValueError("the images carry no labels: pass (image, label) pairs or (x, y) tensors")
     if logits_fn is not None:

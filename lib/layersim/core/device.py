@@ -1,0 +1,136 @@
+"""Where the library's tensors run, and in what float32 precision they run on a GPU.
+
+- :func:`resolve_device`: ``"auto"`` → CUDA when a GPU is there, except for work too small to gain from
+  it (:data:`GPU_MIN_WORK`); any other value is taken as given, so a user can always force a device.
+- :func:`training_work`: the size of one training step, trainable parameters x batch size, that the
+  ``"auto"`` rule reads.
+- :func:`evaluation_autocast`: the precision of a read-only forward pass (reading every layer), float32
+  by default, bf16 autocast on request (also on the CPU, where it emulates a GPU's bf16 for checks).
+- The float32 switch: on CUDA the library runs float32 matrix products and convolutions in TF32
+  (``"fast"``, the default: 2.2x the training throughput of strict float32 on the paper-scale ViT and 3.3x
+  the evaluation throughput of a BERT-base shape on one H100, measured 2026-11-24) unless the user asks
+  for ``"strict"`` IEEE float32 (:func:`set_float32_mode`, the context manager :func:`float32`, or the
+  environment variable ``LAYERSIM_FLOAT32=strict``). It changes nothing on the CPU, so every committed
+  (CPU) result is unaffected. Similarity measures convert to float64 whatever the switch says.
+
+The switch is applied (torch's ``torch.backends.cuda.matmul.fp32_precision`` and
+``torch.backends.cudnn.conv.fp32_precision``) whenever :func:`resolve_device` hands out a CUDA device.
+torch refuses to read its legacy ``allow_tf32`` flags once these are set: code beside the library should
+use the same new flags (or this module) to change them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import torch
+
+#: ``"fast"``: TF32 float32 matmuls and convolutions on CUDA; ``"strict"``: IEEE float32 there
+FLOAT32_MODES = ("fast", "strict")
+#: the environment variable that sets the float32 mode of a process (default ``"fast"``)
+FLOAT32_ENV = "LAYERSIM_FLOAT32"
+
+#: The smallest training step (:func:`training_work`: trainable parameters x batch size) that
+#: ``device="auto"`` trains on a GPU; smaller models train on the CPU even where a GPU is present.
+#: Below it a training step takes a few milliseconds on two CPU cores, about what an eager PyTorch step
+#: costs on a GPU in kernel launches alone; above it the CPU time grows with the work while the GPU's stays
+#: near its floor. Measured on two AMD EPYC cores from the cached checkpoints' training times: the
+#: alignment notebooks' 114k-parameter CNN at batch 32 (work 3.6e6): 4-6 ms per step; the tracing notebooks'
+#: 9-layer MLP (730k parameters, batch 128, work 9.3e7): 9-12 ms per step; the default tracing ViT (805k
+#: parameters, batch 128, work 1.0e8): 100 ms per step on the CPU against 29 ms on one H100 (2026-11-24,
+#: start-up included). ``python -m layersim.tools.bench device`` times the crossover on the machine at hand.
+GPU_MIN_WORK = 10_000_000
+
+_mode: str | None = None  # set by set_float32_mode; None: read FLOAT32_ENV
+
+
+def float32_mode() -> str:
+    """The float32 mode in force: the last :func:`set_float32_mode`, else ``$LAYERSIM_FLOAT32``, else
+    ``"fast"``; ValueError for an unknown value in the environment."""
+    if _mode is not None:
+        return _mode
+    mode = os.environ.get(FLOAT32_ENV, "fast") or "fast"
+    if mode not in FLOAT32_MODES:
+        raise ValueError(f"{FLOAT32_ENV}={mode!r}: use one of {FLOAT32_MODES}")
+    return mode
+
+
+def _check(mode: str | None) -> None:
+    if mode is not None and mode not in FLOAT32_MODES:
+        raise ValueError(f"float32 mode must be one of {FLOAT32_MODES}, got {mode!r}")
+
+
+def apply_float32() -> str:
+    """Set torch's CUDA float32 flags from :func:`float32_mode` (no effect on CPU work); returns the mode."""
+    mode = float32_mode()
+    flag = "tf32" if mode == "fast" else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = flag
+    torch.backends.cudnn.conv.fp32_precision = flag
+    return mode
+
+
+def set_float32_mode(mode: str | None) -> None:
+    """Choose ``"fast"`` (TF32 on CUDA) or ``"strict"`` (IEEE float32) for the rest of the process;
+    ``None`` goes back to ``$LAYERSIM_FLOAT32``."""
+    global _mode
+    _check(mode)
+    _mode = mode
+    apply_float32()
+
+
+@contextlib.contextmanager
+def float32(mode: str) -> Iterator[str]:
+    """Run the block in float32 ``mode`` (``"fast"`` or ``"strict"``), then restore the mode before it."""
+    global _mode
+    _check(mode)
+    before = _mode
+    set_float32_mode(mode)
+    try:
+        yield mode
+    finally:
+        _mode = before
+        apply_float32()
+
+
+#: the precisions of a read-only forward pass (:func:`evaluation_autocast`)
+EVAL_PRECISIONS = ("fp32", "bf16")
+
+
+def evaluation_autocast(precision: str, device: torch.device | str):
+    """The context a read-only forward pass on ``device`` runs in: nothing for ``"fp32"`` (float32, in TF32 on
+    CUDA unless the float32 mode is ``"strict"``), ``torch.autocast`` to bfloat16 for ``"bf16"``, on any
+    device type (on the CPU it is slow and serves to bound how far bf16 moves a result).
+
+    float32 is the default because it is as fast: with TF32 a BERT-base shape read layer by layer ran
+    6,065 sequences/s on one H100 against 5,775 in bf16 (2026-11-24); bf16 halves the activations' memory."""
+    if precision not in EVAL_PRECISIONS:
+        raise ValueError(f"evaluation precision must be one of {EVAL_PRECISIONS}, got {precision!r}")
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+
+
+def training_work(model: torch.nn.Module, batch_size: int) -> int:
+    """Trainable parameters x ``batch_size``: the size of one training step that :func:`resolve_device`'s
+    ``"auto"`` rule compares with :data:`GPU_MIN_WORK`."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    return sum(p.numel() for p in model.parameters() if p.requires_grad) * int(batch_size)
+
+
+def resolve_device(device: str | torch.device = "auto", work: int | None = None) -> torch.device:
+    """The device to run on.
+
+    ``"auto"``: CUDA when available, unless ``work`` (:func:`training_work`) is given and below
+    :data:`GPU_MIN_WORK`, then the CPU; without CUDA the CPU. Anything else is ``torch.device(device)``,
+    as given. A CUDA device comes with the float32 switch applied (module docstring)."""
+    if str(device) == "auto":
+        use_gpu = torch.cuda.is_available() and (work is None or work >= GPU_MIN_WORK)
+        dev = torch.device("cuda" if use_gpu else "cpu")
+    else:
+        dev = torch.device(device)
+    if dev.type == "cuda":
+        apply_float32()
+    return dev
