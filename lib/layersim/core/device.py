@@ -34,14 +34,14 @@ FLOAT32_ENV = "LAYERSIM_FLOAT32"
 
 #: The smallest training step (:func:`training_work`: trainable parameters x batch size) that
 #: ``device="auto"`` trains on a GPU; smaller models train on the CPU even where a GPU is present.
-#: Below it a training step takes a few milliseconds on two CPU cores, about what an eager PyTorch step
-#: costs on a GPU in kernel launches alone; above it the CPU time grows with the work while the GPU's stays
-#: near its floor. Measured on two AMD EPYC cores from the cached checkpoints' training times: the
-#: alignment notebooks' 114k-parameter CNN at batch 32 (work 3.6e6): 4-6 ms per step; the tracing notebooks'
-#: 9-layer MLP (730k parameters, batch 128, work 9.3e7): 9-12 ms per step; the default tracing ViT (805k
-#: parameters, batch 128, work 1.0e8): 100 ms per step on the CPU against 29 ms on one H100 (2026-11-24,
-#: start-up included). ``python -m layersim.tools.bench device`` times the crossover on the machine at hand.
-GPU_MIN_WORK = 10_000_000
+#: An eager PyTorch training step costs a GPU a few milliseconds of kernel launches whatever the model's size,
+#: while the CPU's time grows with the work: the threshold sits where two CPU cores need about 3 ms per step.
+#: Measured with ``python -m layersim.tools.bench device`` on two AMD EPYC cores (2026-11-26), AdamW steps:
+#: 3-layer MLPs at batch 64 of work 8.6e6 / 2.1e7 / 6.0e7 / 1.9e8 take 1.1 / 2.2 / 6.7 / 19 ms; the tracing
+#: notebooks' 9-layer MLP at batch 128 (9.3e7) 7.5 ms; their default ViT (1.6 M parameters, batch 128, 2.0e8)
+#: 220 ms, against 29 ms per step on one H100 (2026-11-24, start-up included). The GPU side of the small models
+#: is not measured yet: ``bench device`` prints both sides and whether ``"auto"`` chose the faster.
+GPU_MIN_WORK = 30_000_000
 
 _mode: str | None = None  # set by set_float32_mode; None: read FLOAT32_ENV
 

@@ -195,3 +195,70 @@ def build_on_meta(name: str) -> nn.Module:
         if arch["kind"] == "gpt2":
             return tr.GPT2LMHeadModel(tr.GPT2Config(**arch["config"]))
         return tr.LlamaForCausalLM(tr.LlamaConfig(**arch["config"]))
+
+
+# ----------------------------------------------------------------------------- paper-scale models, random weights
+
+#: The published configurations of the pretrained models the notebooks load at paper scale, under the names the
+#: presets use (Hugging Face ids, or the asset names of ``layersim.inputs.assets``): transformers config class and
+#: the fields that differ from its defaults. They let :func:`build_random` build each architecture with random
+#: weights and no download (``layersim.tools.bench_paper`` times them).
+HF_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
+    "bert-base-uncased": ("BertConfig", dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
+                                             num_attention_heads=12, intermediate_size=3072)),
+    "roberta-base": ("RobertaConfig", dict(vocab_size=50265, hidden_size=768, num_hidden_layers=12,
+                                           num_attention_heads=12, intermediate_size=3072, max_position_embeddings=514,
+                                           type_vocab_size=1, pad_token_id=1)),
+    "albert-large-v2": ("AlbertConfig", dict(vocab_size=30000, embedding_size=128, hidden_size=1024,
+                                             num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+                                             hidden_act="gelu_new")),
+    "electra-base-discriminator": ("ElectraConfig", dict(vocab_size=30522, embedding_size=768, hidden_size=768,
+                                                         num_hidden_layers=12, num_attention_heads=12,
+                                                         intermediate_size=3072)),
+    "gpt2": ("GPT2Config", dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=50257)),
+    "vit-small-patch16-224": ("ViTConfig", dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
+                                                intermediate_size=1536, image_size=224, patch_size=16)),
+    "vit-base-patch16-224": ("ViTConfig", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                               intermediate_size=3072, image_size=224, patch_size=16)),
+    "deit-small-patch16-224-hf": ("ViTConfig", dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
+                                                    intermediate_size=1536, image_size=224, patch_size=16)),
+    "dinov2-small": ("Dinov2Config", dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, mlp_ratio=4,
+                                          patch_size=14, image_size=518)),
+    "dinov2-base": ("Dinov2Config", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, mlp_ratio=4,
+                                         patch_size=14, image_size=518)),
+}
+
+#: what ``tiny=True`` sets in a configuration of :data:`HF_ARCHITECTURES` (fields the config has only)
+TINY_HF = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=16,
+               n_embd=32, n_layer=2, n_head=2, vocab_size=1000, image_size=32, patch_size=8)
+
+#: the transformers auto class of each task of :func:`build_random`
+_TASKS = {"classification": "AutoModelForSequenceClassification", "lm": "AutoModelForCausalLM", "image": "AutoModel"}
+
+
+def hf_config(name: str, tiny: bool = False, **overrides: Any):
+    """The transformers configuration of :data:`HF_ARCHITECTURES` ``[name]`` (``tiny``: shrunk by :data:`TINY_HF`),
+    with ``overrides``; ValueError for a name not in the table."""
+    if name not in HF_ARCHITECTURES:
+        raise ValueError(f"no published configuration for {name!r}: one of {', '.join(HF_ARCHITECTURES)}")
+    import transformers as tr
+
+    cls_name, fields = HF_ARCHITECTURES[name]
+    cls = getattr(tr, cls_name)
+    fields = dict(fields)
+    if tiny:
+        known = cls().to_dict()
+        fields.update({k: v for k, v in TINY_HF.items() if k in known})
+        fields.update({k: 0 for k in ("bos_token_id", "eos_token_id") if known.get(k) is not None})  # in the vocabulary
+    return cls(**fields, **overrides)
+
+
+def build_random(name: str, task: str = "classification", num_labels: int = 2, tiny: bool = False) -> nn.Module:
+    """The model ``name`` (:data:`HF_ARCHITECTURES`) with random weights, for ``task``: ``"classification"`` (a
+    sequence classifier of ``num_labels``), ``"lm"`` (a causal LM) or ``"image"`` (the base encoder)."""
+    if task not in _TASKS:
+        raise ValueError(f"task must be one of {sorted(_TASKS)}, got {task!r}")
+    import transformers as tr
+
+    extra = {"num_labels": num_labels} if task == "classification" else {}
+    return getattr(tr, _TASKS[task]).from_config(hf_config(name, tiny, **extra))

@@ -1,7 +1,10 @@
 """Benchmark of the all-pairs linear-CKA matrix: ``python -m layersim.tools.bench``
 (``python -m layersim.tools.bench train``: the training throughput of :mod:`layersim.tools.bench_train`;
 ``python -m layersim.tools.bench device-cka``: the CKA matrix of hidden states on their GPU, :func:`device_cka`;
-``python -m layersim.tools.bench lens``: the logit lens beside plain transformers, :mod:`layersim.tools.bench_lens`).
+``python -m layersim.tools.bench lens``: the logit lens beside plain transformers, :mod:`layersim.tools.bench_lens`;
+``python -m layersim.tools.bench device``: training step times on the CPU and the GPU beside ``device="auto"``'s pick,
+:func:`layersim.tools.bench_train.crossover`; ``python -m layersim.tools.bench paper``: the measured paper-scale plan,
+:mod:`layersim.tools.bench_paper`).
 
 In one run, for each shape (default: 13 layers x N=3000 x d=384 and 13 x N=10000 x d=768)
 it times, on the same float32 layer stack:
@@ -627,12 +630,17 @@ def device_cka_main(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:  # python -m layersim.tools.bench train: training throughput (layersim.tools.bench_train)
-
         return bench_train.main(argv[1:])
     if argv[:1] == ["device-cka"]:
         return device_cka_main(argv[1:])
     if argv[:1] == ["lens"]:
         return bench_lens.main(argv[1:])
+    if argv[:1] == ["paper"]:
+        from layersim.tools import bench_paper
+
+        return bench_paper.main(argv[1:])
+    if argv[:1] == ["device"]:
+        return bench_train.device_main(argv[1:])
     args = parse_args(argv)
 
     def log(msg: str) -> None:

@@ -29,7 +29,7 @@ import time
 import torch
 from torch.utils.data import Dataset
 
-from layersim.core import machine
+from layersim.core import device as placement, machine
 from layersim.inputs import data
 from layersim.nets.models import resolve_device
 from layersim.notebook.presets import TRACING_VIT
@@ -70,7 +70,7 @@ def vit_settings(quick: bool = False) -> dict:
 
 
 def measure(objective: str, precision: str, augmentation: str, steps: int, batch: int, device: torch.device,
-            quick: bool = False, workers: int | None = None) -> float:
+            quick: bool = False, workers: int | None = None, compile: bool | str | None = False) -> float:
     """Training images per second of one combination (module docstring); raises ValueError for a
     precision the device does not have."""
     if augmentation not in AUGMENTATIONS:
@@ -84,7 +84,7 @@ def measure(objective: str, precision: str, augmentation: str, steps: int, batch
     images = RandomImages(steps * batch, info["image_size"], info["channels"], info["classes"], augment=aug)
     model = training.build_vit(model_cfg)
     history = training.train_classifier(model, images, cfg, device=device, progress=False, precision=precision,
-                                        workers=workers, augment_on_device=augmentation == "batch")
+                                        workers=workers, augment_on_device=augmentation == "batch", compile=compile)
     return steps * batch / history[1]["seconds"]
 
 
@@ -96,7 +96,8 @@ def device_name(device: torch.device) -> str:
 
 
 def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, precisions=PRECISIONS,
-        augmentations=AUGMENTATIONS, quick: bool = False, workers: int | None = None, log=print) -> dict:
+        augmentations=AUGMENTATIONS, quick: bool = False, workers: int | None = None, log=print,
+        compile: bool | str | None = False) -> dict:
     """Every combination; returns ``{(objective, precision, augmentation): images/s or None}`` (None:
     the precision is not available on this device) and prints the table with the ratios that matter
     (bf16 over fp32; each augmentation over none)."""
@@ -107,7 +108,8 @@ def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, pre
         except ValueError:
             results[obj, prec, aug] = None
             continue
-        results[obj, prec, aug] = measure(obj, prec, aug, steps, batch, device, quick=quick, workers=workers)
+        results[obj, prec, aug] = measure(obj, prec, aug, steps, batch, device, quick=quick, workers=workers,
+                                          compile=compile)
         log(f"  {obj:8s} {prec:5s} {aug:10s} {results[obj, prec, aug]:10.1f} images/s")
     log("")
     log(f"| objective | precision | {' | '.join(f'augmentation: {a}' for a in augmentations)} |")
@@ -130,6 +132,73 @@ def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, pre
     return results
 
 
+# ----------------------------------------------------------------------------- device="auto"'s threshold
+
+
+def ladder(quick: bool = False) -> list[tuple[str, torch.nn.Module, int, tuple[int, ...]]]:
+    """Models of growing training work (``layersim.core.device.training_work``) around
+    :data:`layersim.core.device.GPU_MIN_WORK`: ``(label, model, batch size, one input's shape)``. The
+    tracing notebooks' MLP and ViT at the default scale are on it, with smaller and larger MLPs."""
+    from layersim.train import mlp
+
+    widths = (16, 64) if quick else (16, 64, 128, 256, 512, 1024)
+    out = [(f"MLP 3 x {w}, batch 64", mlp.MLP(mlp.MLPConfig(width=w, depth=3)), 64, (784,)) for w in widths]
+    if not quick:
+        out.append(("MLP 9 x 256, batch 128 (t05, default)", mlp.MLP(mlp.MLPConfig()), 128, (784,)))
+        s = dict(TRACING_VIT["default"])
+        cfg, _ = training.configs_from(s, data.dataset_info(s["dataset"]))
+        out.append(("tracing ViT (default), batch 128", training.build_vit(cfg), 128,
+                    (cfg.in_chans, cfg.img_size, cfg.img_size)))
+    return out
+
+
+def step_seconds(model: torch.nn.Module, batch: int, shape: tuple[int, ...], device: torch.device,
+                 steps: int = 20, warmup: int = 3) -> float:
+    """Seconds per AdamW training step (cross-entropy on random inputs of ``shape``) of ``model`` on ``device``."""
+    model = model.to(device).train()
+    x, y = torch.randn(batch, *shape, device=device), torch.randint(0, 10, (batch,), device=device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - t0) / steps
+
+
+def crossover(quick: bool = False, steps: int = 20, log=print) -> list[dict]:
+    """Each model of :func:`ladder` timed on the CPU and, where there is one, on the GPU, beside what
+    ``device="auto"`` picks for it: the measurement that checks :data:`layersim.core.device.GPU_MIN_WORK`
+    (the pick should never be more than 10 % slower than the other device)."""
+    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    log(f"| model | work (params x batch) | {' | '.join(f'{d.type} ms/step' for d in devices)} | auto picks | "
+        f"auto within 10 % of the faster |")
+    log("|---|---:|" + "---:|" * len(devices) + "---|---|")
+    rows = []
+    for label, model, batch, shape in ladder(quick):
+        work = placement.training_work(model, batch)
+        times = {d.type: step_seconds(model, batch, shape, d, steps=steps) for d in devices}
+        pick = placement.resolve_device("auto", work=work).type
+        ok = times[pick] <= 1.1 * min(times.values())
+        rows.append({"model": label, "work": work, "ms": {k: 1000 * v for k, v in times.items()}, "auto": pick,
+                     "ok": ok})
+        log(f"| {label} | {work:.2e} | {' | '.join(f'{1000 * times[d.type]:.2f}' for d in devices)} | {pick} | "
+            f"{'yes' if ok else 'NO'} |")
+    log(f"\n- GPU_MIN_WORK = {placement.GPU_MIN_WORK:.1e}; device: {device_name(devices[-1])}")
+    return rows
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.bench train", description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto", help="cuda, cpu or auto (default)")
@@ -140,6 +209,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--augmentations", default=",".join(AUGMENTATIONS))
     ap.add_argument("--workers", type=int, default=None, help="DataLoader workers on CUDA (default: cores - 1, at most 8)")
     ap.add_argument("--quick", action="store_true", help="a two-block ViT of width 32 (tests)")
+    ap.add_argument("--compile", default=None, help="torch.compile the loss: 1 (inductor) or a backend's name")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.batch < 1:
         ap.error("--steps and --batch must be positive")
@@ -161,6 +231,23 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.steps} timed steps per cell\n")
     print(f"- device: {device_name(dev)}; torch {torch.__version__}; Python {platform.python_version()}")
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
+    compiled = True if args.compile == "1" else args.compile or False
+    print(f"- torch.compile: {training.compile_backend(compiled) or 'off'}; float32 on CUDA: "
+          f"{'TF32' if placement.float32_mode() == 'fast' else 'strict IEEE'}\n")
     run(args.steps, args.batch, dev, args.objectives, args.precisions, args.augmentations, quick=args.quick,
-        workers=args.workers)
+        workers=args.workers, compile=compiled)
+    return 0
+
+
+def device_main(argv: list[str] | None = None) -> int:
+    """``python -m layersim.tools.bench device [--quick] [--steps N]``: :func:`crossover`."""
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.bench device",
+                                 description="training step times on the CPU and the GPU beside device='auto''s pick")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps per model and device (default 20)")
+    ap.add_argument("--quick", action="store_true", help="two small MLPs only (tests)")
+    args = ap.parse_args(argv)
+    if args.steps < 1:
+        ap.error("--steps must be positive")
+    print(f"## layersim.tools.bench device: where device='auto' trains ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})\n")
+    crossover(args.quick, args.steps)
     return 0
