@@ -31,7 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import torch
 from torch import nn
 
@@ -72,13 +71,14 @@ def notebook_presets(stem: str, root: Path | None = None) -> dict:
     found = sorted(root.glob(f"*/{name}.ipynb"))
     if len(found) != 1:
         raise ValueError(f"no notebook named {stem!r} under {root}")
-    for cell in nbformat.read(found[0], as_version=4).cells:
-        if cell.cell_type != "code" or "PRESETS" not in cell.source or "start(" not in cell.source:
+    for cell in json.loads(found[0].read_text(encoding="utf-8"))["cells"]:  # plain JSON: no Jupyter needed
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] != "code" or "PRESETS" not in source or "start(" not in source:
             continue
-        tree = ast.parse(cell.source)
+        tree = ast.parse(source)
         before = []
         for node in tree.body:
-            if "start(" in ast.get_source_segment(cell.source, node):
+            if "start(" in ast.get_source_segment(source, node):
                 break
             before.append(node)
         space: dict = {}

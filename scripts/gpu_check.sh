@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Every GPU check of the project, one after another, into one Markdown file.
+#
+#   scripts/gpu_check.sh [REPORT.md]          (default: runs/gpu_check/gpu-check-<UTC date and time>.md)
+#   PYTHON=python3 QUICK=1 scripts/gpu_check.sh
+#
+# Runs from the repository's root on a machine with a CUDA GPU, with the project's environment (make setup) or,
+# on an offline GPU machine that has torch, timm and transformers, with PYTHON=python3: the library is put on
+# PYTHONPATH, so nothing needs installing for the checks 1-5. Each check runs under a time limit (seconds,
+# LIMIT_SCALE=2 doubles them all) and its output, exit status and wall time go to the report; a failing check does
+# not stop the next. In order of what they decide:
+#   1. the CUDA tests (tests/test_gpu.py: strict float32 against the CPU, TF32 and bf16 within their tolerances);
+#   2. training throughput of the paper-scale tracing ViT (bench train: fp32 with TF32, bf16; ce and aligned; no
+#      augmentation and batch augmentation on the GPU), then bf16 with torch.compile;
+#   3. where device="auto" trains (bench device: CPU and GPU step times of a ladder of models around the threshold);
+#   4. the measured paper-scale plan (bench paper);
+#   5. the CKA matrix of hidden states on the GPU (bench device-cka);
+#   6. the logit lens beside plain transformers (bench lens; needs the provisioned SmolLM2 asset);
+#   7. one alignment notebook (a04) at the default scale, one seed, timed (needs papermill: make setup).
+# QUICK=1 runs shorter versions of 2-4 (for a first look within a few minutes of device time).
+set -u
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+REPORT=${1:-runs/gpu_check/gpu-check-$(date -u +%Y%m%d-%H%M).md}
+SCALE=${LIMIT_SCALE:-1}
+if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "$PY sees no CUDA GPU: these checks are for a GPU machine (make test covers the CPU)" >&2
+  exit 2
+fi
+mkdir -p "$(dirname "$REPORT")"
+export PYTHONPATH="$PWD/lib${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+{
+  echo "# GPU checks, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with changes)')"
+  echo "- python: $PY ($($PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__)' 2>&1))"
+  echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+  echo "- CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo
+} > "$REPORT"
+
+check() {  # check NAME LIMIT_SECONDS COMMAND...
+  local name=$1 limit=$(( $2 * SCALE )) start rc
+  shift 2
+  echo "== $name (limit ${limit} s)" >&2
+  start=$(date +%s)
+  { echo "## $name"; echo; echo '```'; echo "\$ $*"; } >> "$REPORT"
+  timeout "$limit" "$@" >> "$REPORT" 2>&1
+  rc=$?
+  { echo '```'; echo; echo "exit status $rc$([ $rc = 124 ] && echo ' (time limit)'), $(( $(date +%s) - start )) s"; echo; } >> "$REPORT"
+}
+
+if [ -n "${QUICK:-}" ]; then
+  TRAIN=(--steps 10); DEVICE=(--steps 5); PAPER=(--steps 1)
+else
+  TRAIN=(--steps 40); DEVICE=(--steps 20); PAPER=(--steps 3)
+fi
+
+check "1. CUDA tests" 300 "$PY" -m pytest tests/test_gpu.py -m gpu -p no:cacheprovider -q -o addopts=""
+check "2a. training throughput (fp32 = TF32, bf16)" 300 "$PY" -m layersim.tools.bench train "${TRAIN[@]}" \
+  --augmentations none,batch
+check "2b. training throughput, bf16 + torch.compile" 300 "$PY" -m layersim.tools.bench train "${TRAIN[@]}" \
+  --precisions bf16 --augmentations none --compile 1
+check "3. device=auto: CPU and GPU step times" 180 "$PY" -m layersim.tools.bench device "${DEVICE[@]}"
+check "4. the measured paper-scale plan" 420 "$PY" -m layersim.tools.bench paper "${PAPER[@]}" \
+  --json "$(dirname "$REPORT")/paper-plan.json"
+check "5. CKA of hidden states on the GPU" 120 "$PY" -m layersim.tools.bench device-cka
+check "6. logit lens" 180 "$PY" -m layersim.tools.bench lens --device cuda
+if "$PY" -c "import papermill" 2>/dev/null; then
+  check "7. a04 at the default scale, one seed" 600 "$PY" -m layersim.tools.runner --scale default --nb a04 --seeds 1
+else
+  echo "## 7. a04 at the default scale: skipped (papermill is not installed; run make setup)" >> "$REPORT"
+fi
+echo "report: $REPORT" >&2
