@@ -50,6 +50,12 @@ def test_the_published_architectures_have_their_published_sizes():
         params.build_random("gpt2", task="translation")
 
 
+def test_the_image_encoders_are_the_redundancy_notebooks_paper_models():
+    from layersim.papers.redundancy import models as redundancy_models
+
+    assert sorted(params.IMAGE_ENCODERS) == sorted(spec.name for spec in redundancy_models.MODELS["paper"].values())
+
+
 def test_the_tracing_vit_plan_multiplies_the_measured_step_by_the_presets_steps():
     rows = bench_paper.plan("cpu", tiny=True, only="t01", steps=1, log=lambda _: None)
     s = presets.tracing_vit("paper", "standard")

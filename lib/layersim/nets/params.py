@@ -228,6 +228,9 @@ HF_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
                                          patch_size=14, image_size=518)),
 }
 
+#: the image encoders of :data:`HF_ARCHITECTURES` (the redundancy notebooks' paper-scale models)
+IMAGE_ENCODERS = tuple(name for name, (cls, _) in HF_ARCHITECTURES.items() if cls in ("ViTConfig", "Dinov2Config"))
+
 #: what ``tiny=True`` sets in a configuration of :data:`HF_ARCHITECTURES` (fields the config has only)
 TINY_HF = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=16,
                n_embd=32, n_layer=2, n_head=2, vocab_size=1000, image_size=32, patch_size=8)

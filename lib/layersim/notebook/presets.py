@@ -17,6 +17,8 @@ checkpoint, as every other notebook at that scale.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from layersim.inputs.data import dataset_info, split_size
 from layersim.inputs.text_tasks import PAPER_TASKS
 from layersim.notebook import settings as st
@@ -203,3 +205,41 @@ CLUSTERS_FINETUNE_RULES: dict[str, st.Rule] = {
     "warmup_steps": st.integer(0), "max_length": st.integer(4), "weight_decay": st.real(0), "restarts": st.integer(1, 2),
     "models": st.seq(st.text(), distinct=True), "tasks": st.seq(st.text(), distinct=True),
 }
+
+#: the suffix of the aligned-training notebook's models trained at the ablation budget
+ABL = " (ablation budget)"
+
+#: what an ablation budget may change of the full budget
+BUDGET_KEYS = ("n_train", "epochs")
+
+
+def shallow_depths(L: int) -> list[int]:
+    """The depths of the shallower standard models of Figure 5: ``L/2`` and ``3L/4`` (6 and 9 for ``L = 12``)."""
+    if L < 2:
+        raise ValueError(f"the models need at least 2 blocks, got L={L}")
+    return [L // 2, (3 * L) // 4]
+
+
+def aligned_training_models(scale: str, budget: Mapping[str, int] | None = None) -> dict[str, dict]:
+    """Every model of the aligned-training notebook (t03), name -> its settings (:func:`tracing_vit`): the full
+    budget's standard and aligned model, the ablation budget's standard, aligned, multi-exit, CE-reg and
+    uniform-weight aligned models and its standard models of :func:`shallow_depths` blocks.
+
+    ``budget``: the ablation models' training images and epochs (:data:`BUDGET_KEYS`; default
+    ``TRACING_ABLATION_BUDGET[scale]``); ``{}`` trains them at the full budget, where the ablation budget's
+    standard and aligned models are the full budget's (the same settings, the same cached checkpoints)."""
+    if scale not in TRACING_VIT:
+        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(TRACING_VIT)}")
+    budget = dict(TRACING_ABLATION_BUDGET[scale] if budget is None else budget)
+    unknown = sorted(set(budget) - set(BUDGET_KEYS))
+    if unknown:
+        raise ValueError(f"an ablation budget sets only {', '.join(BUDGET_KEYS)}, got {unknown}")
+    L = TRACING_VIT[scale]["depth"]
+    return {
+        "standard": tracing_vit(scale, "standard"),
+        "aligned": tracing_vit(scale, "aligned"),
+        **{f"{v}{ABL}": tracing_vit(scale, v, **budget)
+           for v in ["standard", "aligned", "multi-exit", "CE-reg", "aligned (uniform)"]},
+        **{f"standard {d}-block{ABL}": tracing_vit(scale, "standard", depth=d, **budget)
+           for d in shallow_depths(L)},
+    }

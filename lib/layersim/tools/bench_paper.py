@@ -6,7 +6,8 @@ the paper's shapes on synthetic inputs on the current device, and multiplies the
 number of steps the preset asks for. The settings are read where the notebooks read them: the library's presets
 (``layersim.notebook.presets``: the tracing ViT, the clusters fine-tuning, t03's models) and each notebook's own
 ``PRESETS`` (:func:`notebook_presets`), never a second copy. The architectures of the pretrained models are
-their published configurations (:data:`layersim.nets.params.HF_ARCHITECTURES`).
+their published configurations (:data:`layersim.nets.params.HF_ARCHITECTURES`; its image encoders are the
+redundancy notebooks' paper-scale models, which a test checks).
 
 A workload whose number of steps depends on a data set's size that is not known offline (a GLUE validation
 set, the images a redundancy notebook reads) reports its measured rate (per 1,000 steps) instead of hours.
@@ -39,10 +40,8 @@ from layersim.core.device import resolve_device
 from layersim.inputs import data
 from layersim.nets import params
 from layersim.notebook import presets
-from layersim.papers.redundancy import models as redundancy_models
-from layersim.papers.tracing import aligned_training, lm
 from layersim.tools.bench_train import device_name
-from layersim.train import finetune, training
+from layersim.train import finetune, objectives, training
 
 
 @dataclass(frozen=True)
@@ -161,7 +160,7 @@ def workloads(tiny: bool = False) -> list[Workload]:
     vit = {"standard": presets.tracing_vit("paper", "standard")}
     out += _vit_workloads("t01_cos_vs_cka", vit, tiny)
     out += _vit_workloads("t02_saturation_events", {"aligned": presets.tracing_vit("paper", "aligned")}, tiny)
-    t03 = {k: v for k, v in aligned_training.models("paper").items() if k not in ("standard", "aligned")}
+    t03 = {k: v for k, v in presets.aligned_training_models("paper").items() if k not in ("standard", "aligned")}
     seen = {json.dumps(v, sort_keys=True, default=str) for v in (presets.tracing_vit("paper", "standard"),
                                                                  presets.tracing_vit("paper", "aligned"))}
     t03 = {k: v for k, v in t03.items() if json.dumps(v, sort_keys=True, default=str) not in seen}
@@ -174,7 +173,7 @@ def workloads(tiny: bool = False) -> list[Workload]:
                                 _text(model_id, tiny), _tokens(t09["batch_size"], length or t09["max_length"]),
                                 loss, "train", None, "training step (steps: epochs x the six GLUE training sets)"))
     gpt = notebook_presets("t10_aligned_gpt")["paper"]
-    for objective, loss in (("standard", _hf_loss), ("aligned", lambda m, b: lm.aligned_lm_loss(m, b[0]))):
+    for objective, loss in (("standard", _hf_loss), ("aligned", lambda m, b: objectives.aligned_lm_loss(m, b[0]))):
         out.append(Workload("t10_aligned_gpt", f"{gpt['pretrained']} fine-tune ({objective} loss, batch {gpt['batch_size']})",
                             _text(gpt["pretrained"], tiny, task="lm"),
                             _tokens(gpt["batch_size"], length or gpt["max_length"], lm=True), loss, "train",
@@ -189,8 +188,7 @@ def workloads(tiny: bool = False) -> list[Workload]:
                             _tokens(64, length or ft["max_length"]), _hf_read, "read", None,
                             "batch of 64 validation sequences, once per skipped span"))
     r01 = notebook_presets("r01_block_similarity")["paper"]
-    for spec in redundancy_models.MODELS["paper"].values():  # the encoders r01-r04 read at paper scale
-        model_id = spec.name
+    for model_id in params.IMAGE_ENCODERS:  # the encoders r01-r04 read at paper scale
         side = 32 if tiny else 224
         out.append(Workload("r01_block_similarity", f"{model_id} read every layer (batch {r01['batch_size']}, {side} px)",
                             _text(model_id, tiny, task="image"), _images(r01["batch_size"], side),
@@ -245,7 +243,6 @@ def time_workload(w: Workload, device: str | torch.device = "auto", steps: int =
     _sync(dev)
     seconds = (time.perf_counter() - t0) / steps
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None
-    del model, opt, batch
     return {"seconds": seconds, "precision": prec, "peak_gib": peak}
 
 

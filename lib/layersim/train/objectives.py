@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from layersim.nets import adapters
 from layersim.nets.models import block_modules, evaluating, family
 
 __all__ = [
@@ -300,3 +301,24 @@ MODEL_SETUP = {
     "multi_exit": add_exit_heads,
     "multi_exit_alternating": add_exit_heads,
 }
+
+
+# ----------------------------------------------------------------------------- causal language models
+
+
+def aligned_lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
+    """Eq. (5) for a causal LM: ``sum_l lambda_l CE(head(norm(h^(l))), next tokens)`` over blocks
+    ``l = 1..L``, ``lambda_l = 2l / (L(L+1))`` (:func:`layer_weights`), the shared final norm and
+    LM head recomputed on each block's output; the last term is the standard loss."""
+    adapter = adapters.get(model)
+    if adapter.name not in ("gpt2", "llama"):
+        raise ValueError(f"aligned_lm_loss needs a GPT-2 or LLaMA-style causal LM, not {type(model).__name__}")
+    labels = batch["labels"]
+    out = model(**{k: v for k, v in batch.items() if k != "labels"}, output_hidden_states=True, use_cache=False)
+    norm, head = adapter.final_norm(model), adapter.head(model)
+    # HF's hidden_states[L] already carries the final norm (its logits are out.logits); 1..L-1 do not
+    logits = [head(norm(h)) for h in out.hidden_states[1:-1]] + [out.logits]
+    target = labels[:, 1:].reshape(-1)
+    losses = torch.stack([nn.functional.cross_entropy(z[:, :-1].reshape(target.numel(), -1), target, ignore_index=-100)
+                          for z in logits])
+    return (layer_weights(len(losses)).to(losses) * losses).sum()

@@ -8,7 +8,7 @@ Aligned training applies the last-layer classifier (with the final norm) to ever
 (``presets.TRACING_ABLATION_BUDGET``: standard, aligned, multi-exit, CE-reg, uniform-weight aligned and standard
 models of ``L/2`` and ``3L/4`` blocks), each ablation compared only with models of its own budget.
 
-- :func:`models`: every model's settings by name; :func:`train_accuracy_models`: those read on training images;
+- :func:`models` (``presets.aligned_training_models``): every model's settings by name; :func:`train_accuracy_models`: those read on training images;
 - :func:`held_out_readings`, :func:`train_accuracy`: what is read at every block (layer-wise accuracy, eq. 2; COS
   to the last block and all pairs; NC1, footnote 5); :func:`by_model`, :func:`cos_maps` for ``metrics.json``;
 - :func:`effective_depths`: the eps-effective depth of Definition 1 at both budgets (Figure 5);
@@ -28,51 +28,17 @@ from layersim.inputs import data
 from layersim.measures import collapse, trends
 from layersim.measures import similarity as sim
 from layersim.nets import readout
-from layersim.notebook import plotting, presets
+from layersim.notebook import plotting
+from layersim.notebook.presets import ABL, BUDGET_KEYS, shallow_depths  # noqa: F401  (t03's names for them)
+from layersim.notebook.presets import aligned_training_models as models  # noqa: F401
 from layersim.train import objectives
 
-#: the suffix of the models trained at the ablation budget
-ABL = " (ablation budget)"
 
 #: the models of Figure 4 (a, b) and of the COS maps of Figure 4 (c, d), with their line styles
 FIG4 = [("standard", "-"), ("aligned", "-"), ("standard" + ABL, "--"), ("aligned" + ABL, "--"),
         ("multi-exit" + ABL, "--")]
 
 
-def shallow_depths(L: int) -> list[int]:
-    """The depths of the shallower standard models of Figure 5: ``L/2`` and ``3L/4`` (6 and 9 for ``L = 12``)."""
-    if L < 2:
-        raise ValueError(f"the models need at least 2 blocks, got L={L}")
-    return [L // 2, (3 * L) // 4]
-
-
-#: what an ablation budget may change of the full budget
-BUDGET_KEYS = ("n_train", "epochs")
-
-
-def models(scale: str, budget: Mapping[str, int] | None = None) -> dict[str, dict]:
-    """Every model of the notebook, name -> its settings (``presets.tracing_vit``): the full budget's standard and
-    aligned model, the ablation budget's standard, aligned, multi-exit, CE-reg and uniform-weight aligned models
-    and its standard models of :func:`shallow_depths` blocks.
-
-    ``budget``: the ablation models' training images and epochs (:data:`BUDGET_KEYS`; default
-    ``presets.TRACING_ABLATION_BUDGET[scale]``); ``{}`` trains them at the full budget, where the ablation budget's
-    standard and aligned models are the full budget's (the same settings, the same cached checkpoints)."""
-    if scale not in presets.TRACING_VIT:
-        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(presets.TRACING_VIT)}")
-    budget = dict(presets.TRACING_ABLATION_BUDGET[scale] if budget is None else budget)
-    unknown = sorted(set(budget) - set(BUDGET_KEYS))
-    if unknown:
-        raise ValueError(f"an ablation budget sets only {', '.join(BUDGET_KEYS)}, got {unknown}")
-    L = presets.TRACING_VIT[scale]["depth"]
-    return {
-        "standard": presets.tracing_vit(scale, "standard"),
-        "aligned": presets.tracing_vit(scale, "aligned"),
-        **{f"{v}{ABL}": presets.tracing_vit(scale, v, **budget)
-           for v in ["standard", "aligned", "multi-exit", "CE-reg", "aligned (uniform)"]},
-        **{f"standard {d}-block{ABL}": presets.tracing_vit(scale, "standard", depth=d, **budget)
-           for d in shallow_depths(L)},
-    }
 
 
 def train_accuracy_models(L: int) -> list[str]:

@@ -12,7 +12,7 @@ learnt from them (``layersim.inputs.data.austen_tokenizer``).
 
 - :class:`LMConfig`, :func:`build_gpt2` — the model (HF ``GPT2LMHeadModel``, seeded);
 - :func:`lm_batches` — sentences as right-padded batches with next-token labels;
-- :func:`aligned_lm_loss` — eq. (5) for a causal LM; :func:`train_lm` — the loop (AdamW, linear
+- ``aligned_lm_loss`` (:func:`layersim.train.objectives.aligned_lm_loss`) — eq. (5) for a causal LM; :func:`train_lm` — the loop (AdamW, linear
   warm-up then cosine decay, either loss); :func:`cached_lm` — trained once per configuration;
 - :func:`generate_at_exit` — nucleus sampling from the model cut after block ``l``
   (``layersim.nets.surgery.truncate``: block ``l``'s output goes to the final norm and the head).
@@ -30,9 +30,10 @@ import torch
 from torch import nn
 
 from layersim.inputs import assets, data
-from layersim.nets import adapters, generation, surgery
+from layersim.nets import generation, surgery
 from layersim.nets.models import evaluating, resolve_device
-from layersim.train import objectives, training
+from layersim.train import training
+from layersim.train.objectives import aligned_lm_loss  # noqa: F401  (eq. 5 for causal LMs lives with the objectives)
 from layersim.train.training import StepConfig
 
 __all__ = ["LMConfig", "aligned_lm_loss", "build_gpt2", "cached_lm", "generate_at_exit", "lm_batches",
@@ -87,24 +88,6 @@ def lm_batches(texts: Sequence[str], tokenizer: Any, batch_size: int, max_length
         b["labels"] = b["input_ids"].masked_fill(b["attention_mask"] == 0, -100)
         out.append(b)
     return out
-
-
-def aligned_lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
-    """Eq. (5) for a causal LM: ``sum_l lambda_l CE(head(norm(h^(l))), next tokens)`` over blocks
-    ``l = 1..L``, ``lambda_l = 2l / (L(L+1))`` (``layersim.train.objectives``), the shared final norm and
-    LM head recomputed on each block's output; the last term is the standard loss."""
-    adapter = adapters.get(model)
-    if adapter.name not in ("gpt2", "llama"):
-        raise ValueError(f"aligned_lm_loss needs a GPT-2 or LLaMA-style causal LM, not {type(model).__name__}")
-    labels = batch["labels"]
-    out = model(**{k: v for k, v in batch.items() if k != "labels"}, output_hidden_states=True, use_cache=False)
-    norm, head = adapter.final_norm(model), adapter.head(model)
-    # HF's hidden_states[L] already carries the final norm (its logits are out.logits); 1..L-1 do not
-    logits = [head(norm(h)) for h in out.hidden_states[1:-1]] + [out.logits]
-    target = labels[:, 1:].reshape(-1)
-    losses = torch.stack([nn.functional.cross_entropy(z[:, :-1].reshape(target.numel(), -1), target, ignore_index=-100)
-                          for z in logits])
-    return (objectives.layer_weights(len(losses)).to(losses) * losses).sum()
 
 
 def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any = "auto", progress: bool = True,
