@@ -291,13 +291,18 @@ def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
             raise ValueError(f"{type(model).__name__}: its run returned no last_hidden_state, so token_lens cannot "
                              "read the model's own logits (a Hugging Face causal LM is needed)")
         with torch.no_grad():
-            own = head(last[keep.to(last.device)].to(dev)).float()
+            last = last[keep.to(last.device)].to(dev)
             layer_tops = []
             for h in batch.entries:
-                z = head(norm(h[keep.to(h.device)].to(dev))).float()
+                normed = norm(h[keep.to(h.device)].to(dev))
+                z = head(normed).float()
                 layer_tops.append(z.argmax(-1).cpu().numpy())
+            # the model's own logits: where the lens's last input is the model's, bit for bit, the head gives the
+            # same logits (the lens is exact there); otherwise the head runs on the model's own input
+            own = z if torch.equal(normed, last) else head(last).float()
             err = max(err, float((z - own).abs().max() / own.abs().max().clamp_min(1e-30)))
-            conf.append(torch.softmax(own, -1).max(-1).values.cpu().numpy())
+            top_logit = own.max(-1).values
+            conf.append((top_logit - torch.logsumexp(own, -1)).exp().cpu().numpy())  # max softmax, not materialised
         tops.append(np.stack(layer_tops))
     return TokenLens(np.concatenate(tops, axis=1), np.concatenate(conf), err)
 
