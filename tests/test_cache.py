@@ -295,3 +295,64 @@ def test_concurrent_identical_saves_leave_one_checkpoint(tmp_cache, monkeypatch,
         loaded, meta2 = train()
     assert meta2["from_cache"] is True
     assert_same_weights(loaded, model)
+
+
+CLAIMANT = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    import torch
+    from layersim.train import training
+
+    out, i = Path(sys.argv[1]), sys.argv[2]
+
+    def fit(model, train_set, cfg, device, progress, precision):
+        (out / f"trained-{i}").touch()
+        time.sleep(2.0)  # long enough for the other run to arrive while this one trains
+        with torch.no_grad():
+            model.weight.fill_(float(i))
+        return [{"epoch": 1, "loss": 0.0, "seconds": 2.0}]
+
+    (out / f"started-{i}").touch()
+    model, meta = training.cached_model("toy", lambda: torch.nn.Linear(2, 2), {"model": 1}, {"train": 1}, [],
+                                        {"data": 1}, device="cpu", progress=False, fit=fit)
+    (out / f"meta-{i}.json").write_text(json.dumps({"from_cache": meta["from_cache"],
+                                                    "weight": float(model.weight[0, 0])}))
+""")
+
+
+def test_two_runs_that_need_one_checkpoint_train_it_once(tmp_path):
+    """The batch runner's shared checkpoints: two processes ask for the same model at once; the first claims it and
+    trains, the second waits on the claim and loads what the first saved (the same weights, from_cache)."""
+    script = tmp_path / "claimant.py"
+    script.write_text(CLAIMANT)
+    env = {**os.environ, "LAYERSIM_CACHE": str(tmp_path / "cache")}
+    first = subprocess.Popen([sys.executable, str(script), str(tmp_path), "1"], env=env, stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "trained-1").exists() and time.time() < deadline:  # the first run is training
+        time.sleep(0.05)
+    second = subprocess.run([sys.executable, str(script), str(tmp_path), "2"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert (tmp_path / "trained-1").exists() and not (tmp_path / "trained-2").exists()
+    assert "waiting: another run is making the checkpoint toy-" in second.stdout
+    one, two = (json.loads((tmp_path / f"meta-{i}.json").read_text()) for i in (1, 2))
+    assert one == {"from_cache": False, "weight": 1.0} and two == {"from_cache": True, "weight": 1.0}
+
+
+def test_a_claim_dies_with_its_process(tmp_path):
+    """A run killed while it holds a claim leaves no lock behind: the next claimant gets it at once."""
+    lock = tmp_path / "x.lock"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from layersim.core import paths
+        with paths.claim({str(lock)!r}):
+            print("held", flush=True)
+            time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.wait(timeout=30)
+    said = []
+    with paths.claim(lock, "x", say=said.append) as waited:
+        assert waited is False and said == []

@@ -7,15 +7,18 @@ notebooks at a bigger disk without editing them:
 - ``LAYERSIM_DATA``  the data folder (default: ``<root>/data``);
 - ``LAYERSIM_CACHE`` caches of trained models and features (default: ``<data>/cache``).
 
-A cache entry that cannot be read is moved aside with :func:`quarantine` (never deleted) and rebuilt.
+A cache entry that cannot be read is moved aside with :func:`quarantine` (never deleted) and rebuilt; one that
+several runs need at once is made by the first that :func:`claim` s it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _MARKER = "pyproject.toml"
@@ -83,3 +86,30 @@ def sha256_of(path: str | os.PathLike) -> str:
     """The sha256 of a file's bytes, hex (read in blocks: any size)."""
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+@contextlib.contextmanager
+def claim(lock: str | os.PathLike, what: str = "", say: Callable[[str], None] | None = None) -> Iterator[bool]:
+    """Hold the exclusive lock on file ``lock`` (created if missing) for the block, waiting while another process
+    holds it; yields whether it had to wait (so the caller looks again for what the other process made).
+
+    The first of several runs that need the same cached artifact claims it and makes it; the others wait here
+    and then find it made (the batch runner's notebooks share checkpoints this way). ``say`` reports the wait,
+    naming ``what``. POSIX ``flock``: the lock dies with its process, so a killed run never leaves it held; on a
+    cluster the cache must sit on a file system whose locks reach every node (NFSv4, Lustre with ``flock``, GPFS)."""
+    import fcntl
+
+    path = Path(lock)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited = False
+        except BlockingIOError:
+            (say or (lambda msg: print(msg, flush=True)))(f"waiting: another run is making {what or path.name}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = True
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

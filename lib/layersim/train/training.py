@@ -32,7 +32,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from layersim.core.device import training_work
-from layersim.core.paths import cache_dir, quarantine
+from layersim.core.paths import cache_dir, claim, quarantine
 from layersim.inputs import data
 from layersim.nets.models import resolve_device
 from layersim.train import checkpoints
@@ -478,6 +478,9 @@ def cached_model(
     with a :class:`~layersim.core.paths.CacheWarning` naming it, and the model is trained as if there were
     no cache. A checkpoint without a checksum (written before checksums) is loaded if it loads cleanly,
     and its checksum is added (with a note).
+
+    Runs that need the same checkpoint at once (the batch runner's notebooks) train it once: the first claims it
+    (:func:`layersim.core.paths.claim`, a lock in ``<cache>/locks/``) and trains, the others wait and then load it.
     """
     model = build()
     batch = getattr(train_cfg, "batch_size", None)
@@ -485,15 +488,36 @@ def cached_model(
     prec = resolve_precision(precision, device)
     key = checkpoints.config_key(model_cfg, train_cfg, data_desc, *precision_key(prec))
     folder = cache_dir("checkpoints") / f"{prefix}-{key}"
-    if not retrain and os.path.lexists(folder):
-        try:
-            meta = checkpoints.load(folder, model, key)
-        except Exception as err:  # noqa: BLE001 - whatever is wrong with it, it is moved aside and retrained
-            quarantine(folder, err)
-            model = build()  # the failed load may have overwritten some weights
-        else:
-            meta["from_cache"] = True
+    if not retrain:
+        model, meta = _from_cache(folder, model, build, key)
+        if meta is not None:
             return model.to(device).eval(), meta
+    with claim(cache_dir("locks") / f"checkpoint-{folder.name}.lock", f"the checkpoint {folder.name}") as waited:
+        if waited and not retrain:  # another run trained it meanwhile
+            model, meta = _from_cache(folder, model, build, key)
+            if meta is not None:
+                return model.to(device).eval(), meta
+        return _train_and_save(model, folder, key, model_cfg, train_cfg, train_set, data_desc, device, progress,
+                               retrain, fit, prec)
+
+
+def _from_cache(folder, model: nn.Module, build: Callable[[], nn.Module], key: str) -> tuple[nn.Module, dict | None]:
+    """``(model with the checkpoint's weights, its meta)`` from ``folder``, or ``(a model to train, None)`` where there
+    is none or it cannot be loaded (then moved aside: :func:`cached_model`)."""
+    if not os.path.lexists(folder):
+        return model, None
+    try:
+        meta = checkpoints.load(folder, model, key)
+    except Exception as err:  # noqa: BLE001 - whatever is wrong with it, it is moved aside and retrained
+        quarantine(folder, err)
+        return build(), None  # the failed load may have overwritten some weights
+    meta["from_cache"] = True
+    return model, meta
+
+
+def _train_and_save(model, folder, key, model_cfg, train_cfg, train_set, data_desc, device, progress, retrain, fit,
+                    prec) -> tuple[nn.Module, dict]:
+    """The training half of :func:`cached_model`, under its claim on the checkpoint."""
     t0 = time.perf_counter()
     if callable(train_set) and not isinstance(train_set, Dataset):
         train_set = train_set()
