@@ -1,5 +1,5 @@
 # layersim — the two commands of the README, and the steps they stand on.
-#   make reproduce [SCALE=default|smoke|paper] [NB=<glob or substring>]
+#   make reproduce [SCALE=default|smoke|paper] [NB=<glob or substring>] [JOBS=N] [RAY_ADDRESS=addr]
 #   make test
 #   make compare [RUN=figures] [REF=git:HEAD]
 # All create .venv and provision the offline assets on first use.
@@ -47,9 +47,14 @@ $(ASSETS): scripts/provision.sh | $(STAMP)
 # one switch that lets anything write there; each notebook's claims are judged over 3 seeds (SEEDS=N for
 # another number; layersim.notebook.seeds), and the README's claims table is rewritten from figures/.
 # Other scales write runs/<scale>/.
+# JOBS=N runs up to N notebooks at once on a local Ray instance (layersim.tools.batch); RAY_ADDRESS=auto (or
+# host:port, ray://host:port) submits them to a running Ray cluster instead.
 SEEDS   ?=
+JOBS    ?=
+RAY_ADDRESS ?=
 reproduce: setup
 	$(PYTHON) -m layersim.tools.runner --scale $(SCALE) --nb '$(NB)' $(if $(SEEDS),--seeds $(SEEDS)) \
+	  $(if $(JOBS),--jobs $(JOBS)) $(if $(RAY_ADDRESS),--address $(RAY_ADDRESS)) \
 	  $(if $(filter default,$(SCALE)),--update-committed)
 	$(if $(filter default,$(SCALE)),$(PYTHON) -m layersim claims --readme)
 

@@ -380,6 +380,47 @@ def parse_value(text: str):
         return text
 
 
+@dataclass(frozen=True)
+class Job:
+    """What the runner does with each notebook of one invocation (its command line): the scale, a smoke reference
+    (``refs``), a scale check, the number of seeds (None: :func:`layersim.notebook.seeds.seeds_for`), the ``-p``
+    parameters and whether the run replaces the committed results."""
+
+    scale: str
+    refs: bool = False
+    scale_check: bool = False
+    seeds: int | None = None
+    params: dict | None = None
+    update: bool = False
+
+    def target(self, nb: Path) -> Plan:
+        """Where the notebook's own run writes (its ``metrics.json`` is beside it)."""
+        if self.scale_check:
+            return scale_check_plan(nb, update=self.update)
+        return plan(nb, self.scale, self.refs, self.params, update=self.update)
+
+
+def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
+    """Everything the runner does for one notebook (a reference, a scale check, or its seeds and its own run),
+    reported through ``say``; the serial loop and the Ray batch (:mod:`layersim.tools.batch`) both call it."""
+    name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
+    if job.refs:
+        return run_notebook(nb, job.scale, refs=True)
+    if job.scale_check:
+        n = job.seeds or 1
+        target = scale_check_plan(nb, update=job.update)
+        say(f"    scale check: {seeds.SCALE_CHECKS[nb.stem]}, {n} seed(s), into {target.out_root}")
+        return overall(nb, run_with_seeds(nb, job.scale, n, seeds.SCALE_CHECKS[nb.stem], target=target,
+                                          variant=claims.SCALE_CHECK_FOLDER, say=say))
+    n = job.seeds or seeds.seeds_for(nb.stem, job.scale)
+    if n > 1 and "seed" not in parameters:
+        say(f"    one run: {name} has no seed parameter")
+        n = 1
+    elif n > 1:
+        say(f"    {n} seeds: its claims are judged over all of them")
+    return overall(nb, run_with_seeds(nb, job.scale, n, job.params, update=job.update, say=say))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.runner", description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", choices=SCALES, default=None, help="smoke, default or paper (default: default)")
@@ -399,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
                     "default scale with larger settings, one seed unless --seeds) into runs/default/scale_checks/, "
                     "or figures/scale_checks/ with --update-committed")
     ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
+    ap.add_argument("--jobs", type=int, default=None, metavar="N",
+                    help="run up to N notebooks at once on a local Ray instance that the runner starts and stops "
+                    "(layersim.tools.batch; default: one after another, without Ray)")
+    ap.add_argument("--address", default=None, metavar="ADDR",
+                    help="submit the notebooks to an existing Ray cluster ('auto', 'host:port' or 'ray://host:port') "
+                    "instead; --jobs then caps how many run at once")
     args = ap.parse_args(argv)
     if args.refs and args.scale not in (None, "smoke"):
         ap.error(f"--refs writes smoke-scale references: --scale {args.scale} is not allowed with it")
@@ -414,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.update_committed and (scale != "default" or names or args.refs):
         ap.error("--update-committed replaces the committed default-scale results: only with --scale default, "
                  "without -p and without --refs")
+    if args.jobs is not None and args.jobs < 1:
+        ap.error("--jobs is a number >= 1")
     if args.seeds is not None and (args.seeds < 1 or (args.refs and args.seeds != 1)):
         ap.error("--seeds is a number >= 1, and 1 with --refs (a smoke reference is one run)")
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -455,35 +504,23 @@ def main(argv: list[str] | None = None) -> int:
         where = os.environ.get("LAYERSIM_OUT") or "runs/default/"
         print(f"this run writes {where} and leaves notebooks/ and figures/ as they are "
               "(--update-committed, as make reproduce passes, replaces the committed results)", flush=True)
-    for i, nb in enumerate(readable, 1):
-        name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
-        print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
-        if args.refs:
-            out = run_notebook(nb, scale, refs=True)
-        elif args.scale_check:
-            n = args.seeds or 1
-            target = scale_check_plan(nb, update=args.update_committed)
-            print(f"    scale check: {seeds.SCALE_CHECKS[nb.stem]}, {n} seed(s), into {target.out_root}", flush=True)
-            out = overall(nb, run_with_seeds(nb, scale, n, seeds.SCALE_CHECKS[nb.stem], target=target,
-                                             variant=claims.SCALE_CHECK_FOLDER, say=lambda line: print(line, flush=True)))
-        else:
-            n = args.seeds or seeds.seeds_for(nb.stem, scale)
-            if n > 1 and "seed" not in known[nb]:
-                print(f"    one run: {name} has no seed parameter", flush=True)
-                n = 1
-            elif n > 1:
-                print(f"    {n} seeds: its claims are judged over all of them", flush=True)
-            out = overall(nb, run_with_seeds(nb, scale, n, params, update=args.update_committed,
-                                             say=lambda line: print(line, flush=True)))
-        status = "ok" if out.ok else f"FAILED at {out.error}"
-        print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
-        if out.ok and not args.refs:
-            where = (scale_check_plan(nb, update=args.update_committed) if args.scale_check
-                     else plan(nb, scale, False, params, update=args.update_committed))
-            line = claims_line(metrics_of(nb, where))
-            if line:
-                print(f"    {line}", flush=True)
-        outcomes.append(out)
+    job = Job(scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
+    if args.jobs is None and args.address is None:
+        for i, nb in enumerate(readable, 1):
+            name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
+            print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
+            out = run_one(nb, job, known[nb], say=lambda line: print(line, flush=True))
+            status = "ok" if out.ok else f"FAILED at {out.error}"
+            print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
+            if out.ok and not args.refs:
+                line = claims_line(metrics_of(nb, job.target(nb)))
+                if line:
+                    print(f"    {line}", flush=True)
+            outcomes.append(out)
+    else:
+        from layersim.tools import batch
+
+        outcomes += batch.run(readable, job, known, jobs=args.jobs, address=args.address)
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
     print(f"{len(outcomes) - len(failed)} notebooks ok, {len(failed)} failed, {total:.0f} s in all")

@@ -1,0 +1,113 @@
+"""The batch runner on Ray (``python -m layersim.tools.runner --jobs N``, ``layersim.tools.batch``): a local Ray
+instance of 2 CPUs runs smoke notebooks side by side, with the same results as a serial run; a shared checkpoint
+is trained once; a failing notebook and a killed worker are reported, and nothing is published for them."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builders import write_notebook
+from layersim.tools import batch
+
+REPO = Path(__file__).resolve().parents[1]
+#: a producer and a consumer of the standard tracing ViT (t01 trains it, t02 reads it), and one more notebook
+SHARED = ["tracing/t01_cos_vs_cka", "tracing/t02_saturation_events", "alignment/a03_circle"]
+
+
+def test_resources_follow_the_table_and_the_cluster():
+    assert batch.resources("a03_circle", "default") == {"num_cpus": 1, "num_gpus": 0}
+    cluster = {"CPU": 16.0, "GPU": 1.0, "memory": 64 * 2**30}
+    paper = batch.resources("t01_cos_vs_cka", "paper", cluster)
+    assert paper == {"num_cpus": 1, "num_gpus": 1.0, "memory": 8 * 2**30}
+    assert batch.resources("t01_cos_vs_cka", "default", cluster)["num_gpus"] == 0  # small models: the CPU
+    assert batch.resources("r04_skip_vs_approx", "paper", cluster)["memory"] == 64 * 2**30  # at most the cluster's
+    assert batch.resources("t01_cos_vs_cka", "paper", {"CPU": 2.0})["num_gpus"] == 0  # no GPU: none asked for
+    assert set(batch.NEEDS) <= {p.stem for p in REPO.glob("notebooks/*/*.ipynb")}
+
+
+def _root(tmp_path: Path, names: list[str]) -> Path:
+    """A repository root holding copies of ``names`` (the data read from the real one), for runs that must not
+    touch the real runs/ folder."""
+    root = tmp_path / "repo"
+    for name in names:
+        dst = root / "notebooks" / f"{name}.ipynb"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / "notebooks" / f"{name}.ipynb", dst)
+    return root
+
+
+def _runner(root: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LAYERSIM_ROOT": str(root), "LAYERSIM_DATA": str(REPO / "data"),
+           "LAYERSIM_CACHE": str(cache), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("LAYERSIM_OUT", None)
+    return subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "smoke", *args], env=env,
+                          capture_output=True, text=True, timeout=900, cwd=root)
+
+
+def _without_times(value):
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if "second" not in k and "time" not in k}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
+def _trained_lines(executed: Path) -> list[str]:
+    text = "".join("".join(o.get("text", "")) for c in json.loads(executed.read_text())["cells"]
+                   for o in c.get("outputs", []))
+    return [line for line in text.splitlines() if ": ce, depth" in line and "; key " in line]  # the standard ViT
+
+
+def test_notebooks_side_by_side_give_the_serial_results_and_share_a_checkpoint(tmp_path):
+    serial_root, ray_root = _root(tmp_path / "s", SHARED), _root(tmp_path / "r", SHARED)
+    serial = _runner(serial_root, tmp_path / "cache-serial", "--nb", ",".join(SHARED))
+    assert serial.returncode == 0, serial.stdout + serial.stderr
+    side = _runner(ray_root, tmp_path / "cache-ray", "--nb", ",".join(SHARED), "--jobs", "2")
+    assert side.returncode == 0, side.stdout + side.stderr
+    assert "3 notebooks on Ray (a local instance: 2 CPUs" in side.stdout and "at most 2 at once" in side.stdout
+    assert "| notebook | node | seconds | outcome |" in side.stdout and "3 notebooks ok, 0 failed" in side.stdout
+    for name in SHARED:
+        paper, stem = name.split("/")
+        a, b = (json.loads((r / "runs" / "smoke" / paper / stem / "metrics.json").read_text())
+                for r in (serial_root, ray_root))
+        assert _without_times(b) == _without_times(a), name
+    # the standard ViT was trained by exactly one of t01 and t02 (the other waited for it, or found it made)
+    lines = [line for name in SHARED[:2]
+             for line in _trained_lines(ray_root / "runs" / "smoke" / f"{name}" / f"{name.split('/')[1]}.ipynb")]
+    assert len(lines) == 2 and sum("(from the cache)" not in line for line in lines) == 1, lines
+
+
+KILL_WORKER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
+
+
+def test_a_failing_notebook_and_a_killed_worker_are_reported_and_publish_nothing(tmp_path):
+    root = tmp_path / "repo"
+    for name, cells in (("ok", ["x = 1"]), ("fails", ["raise RuntimeError('planted failure')"]),
+                        ("killed", [KILL_WORKER])):
+        write_notebook(root / "notebooks" / "demo" / f"{name}.ipynb", cells)
+    before = {p.name: p.read_bytes() for p in (root / "notebooks" / "demo").iterdir()}
+    env = {**os.environ, "LAYERSIM_ROOT": str(root), "LAYERSIM_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+    got = subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "default", "--update-committed",
+                          "--seeds", "1", "--jobs", "2"], env=env, capture_output=True, text=True, timeout=600, cwd=root)
+    assert got.returncode == 1, got.stdout + got.stderr
+    out = got.stdout
+    assert "demo/ok: ok" in out and "1 notebooks ok, 2 failed" in out
+    assert "demo/fails: FAILED at" in out and "planted failure" in out
+    assert "demo/killed: FAILED at" in out and "Error" in out.split("demo/killed: FAILED at")[1].splitlines()[0]
+    after = {p.name: p.read_bytes() for p in (root / "notebooks" / "demo").iterdir()}
+    assert after["fails.ipynb"] == before["fails.ipynb"] and after["killed.ipynb"] == before["killed.ipynb"]
+    assert after["ok.ipynb"] != before["ok.ipynb"]  # the notebook that ran is published with its outputs
+
+
+@pytest.mark.parametrize("argv, message", [(["--jobs", "0"], "--jobs is a number >= 1")])
+def test_bad_batch_arguments(argv, message, capsys):
+    from layersim.tools import runner
+
+    with pytest.raises(SystemExit):
+        runner.main(argv)
+    assert message in capsys.readouterr().err
