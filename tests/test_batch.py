@@ -111,3 +111,53 @@ def test_bad_batch_arguments(argv, message, capsys):
     with pytest.raises(SystemExit):
         runner.main(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_runner_submits_to_a_running_ray_cluster(tmp_path):
+    """--address: a Ray head started apart (as the Slurm recipe starts one) runs the notebooks; the runner leaves
+    the cluster running."""
+    import secrets
+    import socket
+
+    from ray.util import get_node_ip_address
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    ip = get_node_ip_address()
+    root = tmp_path / "repo"
+    write_notebook(root / "notebooks" / "demo" / "one.ipynb", ["y = 2"])
+    ray_cli = Path(sys.executable).with_name("ray")
+    env = {**os.environ, "LAYERSIM_ROOT": str(root), "LAYERSIM_CACHE": str(tmp_path / "cache"),
+           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}  # as the Slurm recipe sets them
+    head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+                             "--include-dashboard=false"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        got = None
+        for _ in range(3):  # the head takes a few seconds to come up
+            got = subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "smoke", "--address",
+                                  f"{ip}:{port}"], env=env, capture_output=True, text=True, timeout=120, cwd=root)
+            if got.returncode == 0:
+                break
+        assert got.returncode == 0, got.stdout + got.stderr
+        assert f"1 notebooks on Ray ({ip}:{port}: 1 CPUs" in got.stdout and "demo/one: ok" in got.stdout
+        assert head.poll() is None  # still running: the runner stops only the instance it started
+    finally:
+        head.terminate()
+        head.wait(timeout=60)
+
+
+def test_the_slurm_recipe_starts_a_head_and_workers_and_submits_to_them():
+    """The sbatch script outside Slurm, its commands printed (DRY_RUN): a head, one worker per further node, the
+    runner with --address, and the cluster stopped at the end."""
+    env = {**os.environ, "DRY_RUN": "1", "RAY_START_WAIT": "0", "SLURM_JOB_NODELIST": "nodeA",
+           "SLURM_CPUS_PER_TASK": "16", "SLURM_GPUS_ON_NODE": "1", "SCALE": "default", "NB": "tracing"}
+    script = REPO / "scripts" / "slurm_reproduce.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    got = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert any("ray start --head" in line and "--num-cpus=16 --num-gpus=1" in line for line in lines)
+    assert any(line.endswith("-m layersim.tools.runner --scale default --nb tracing --address nodeA:6379")
+               for line in lines), lines
+    assert lines[-1].endswith("ray stop")
