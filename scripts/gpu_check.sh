@@ -16,7 +16,8 @@
 #   4. the measured paper-scale plan (bench paper);
 #   5. the CKA matrix of hidden states on the GPU (bench device-cka);
 #   6. the logit lens beside plain transformers (bench lens; needs the provisioned SmolLM2 asset);
-#   7. one alignment notebook (a04) at the default scale, one seed, timed (needs papermill: make setup).
+#   7. one alignment notebook (a04) at the default scale, one seed, timed (needs papermill: make setup);
+#   8. the alignment notebooks at the default scale side by side on Ray (--jobs 8), against their serial times.
 # QUICK=1 runs shorter versions of 2-4 (for a first look within a few minutes of device time).
 set -u
 cd "$(dirname "$0")/.."
@@ -67,9 +68,11 @@ check "4. the measured paper-scale plan" 420 "$PY" -m layersim.tools.bench paper
   --json "$(dirname "$REPORT")/paper-plan.json"
 check "5. CKA of hidden states on the GPU" 120 "$PY" -m layersim.tools.bench device-cka
 check "6. logit lens" 180 "$PY" -m layersim.tools.bench lens --device cuda
-if "$PY" -c "import papermill" 2>/dev/null; then
+if "$PY" -c "import papermill, ray" 2>/dev/null; then
   check "7. a04 at the default scale, one seed" 600 "$PY" -m layersim.tools.runner --scale default --nb a04 --seeds 1
+  check "8. the alignment notebooks at the default scale side by side (--jobs 8, one seed)" 900 \
+    "$PY" -m layersim.tools.runner --scale default --nb alignment --seeds 1 --jobs 8
 else
-  echo "## 7. a04 at the default scale: skipped (papermill is not installed; run make setup)" >> "$REPORT"
+  echo "## 7-8. the default-scale notebooks: skipped (papermill or ray is not installed; run make setup)" >> "$REPORT"
 fi
 echo "report: $REPORT" >&2

@@ -115,7 +115,7 @@ def test_bad_batch_arguments(argv, message, capsys):
 
 def test_the_runner_submits_to_a_running_ray_cluster(tmp_path):
     """--address: a Ray head started apart (as the Slurm recipe starts one) runs the notebooks; the runner leaves
-    the cluster running."""
+    the cluster running, and --jobs beside it starts an instance of its own rather than joining it."""
     import secrets
     import socket
 
@@ -142,6 +142,10 @@ def test_the_runner_submits_to_a_running_ray_cluster(tmp_path):
         assert got.returncode == 0, got.stdout + got.stderr
         assert f"1 notebooks on Ray ({ip}:{port}: 1 CPUs" in got.stdout and "demo/one: ok" in got.stdout
         assert head.poll() is None  # still running: the runner stops only the instance it started
+        own = subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "smoke", "--jobs", "1"], env=env,
+                             capture_output=True, text=True, timeout=300, cwd=root)
+        assert own.returncode == 0 and "on Ray (a local instance: 1 CPUs" in own.stdout, own.stdout + own.stderr
+        assert head.poll() is None  # --jobs started an instance of its own beside the running cluster
     finally:
         head.terminate()
         head.wait(timeout=60)

@@ -1,8 +1,8 @@
 """Notebooks side by side on Ray: ``python -m layersim.tools.runner --jobs N`` (or ``--address ADDR``).
 
-The runner's serial loop, spread over a Ray instance: each notebook is one Ray task that calls what the serial
-loop calls for it (:func:`layersim.tools.runner.run_one`: its seeds, its own run, where :func:`~layersim.tools.
-runner.plan` says), so the outputs land exactly where a serial run writes them and committed results are protected
+The runner's serial loop, spread over a Ray instance: each notebook is one Ray task that does what the serial
+loop does for it (the runner hands :func:`run` its ``batch_work``: the notebook's seeds and its own run, where
+its ``plan`` says), so the outputs land exactly where a serial run writes them and committed results are protected
 the same way (a notebook's run is published only when it succeeded).
 
 - ``--jobs N`` alone starts a local Ray instance of ``N`` CPUs for the batch and stops it at the end;
@@ -19,6 +19,12 @@ the same way (a notebook's run is published only when it succeeded).
 - One notebook's failure, or the death of the worker running it, is reported with its error and the others go on
   (no retries: a notebook writes files). The driver prints a line per finished notebook and a summary table
   (notebook, node, seconds, outcome) at the end.
+
+What a dead worker leaves: the committed notebook is not replaced (that happens only after a run succeeded), every
+file is whole (the library's writers write to a temporary name and rename), and a shared checkpoint it was training
+is neither saved nor locked (its claim dies with it). Its executed copy under ``runs/`` stops where it died, and in a
+run that replaces the committed results its ``figures/<paper>/<stem>/`` holds what it wrote before dying (the
+folder is cleared when a run starts), as with a serial run stopped there; rerun that notebook.
 """
 
 from __future__ import annotations
@@ -74,38 +80,32 @@ def resources(stem: str, scale: str, cluster: Mapping[str, float] | None = None)
     return out
 
 
-def _run_on_worker(nb: str, job, parameters: list[str], cpus: int, root: str) -> dict:
-    """One notebook on a Ray worker: its threads set from ``cpus``, then :func:`layersim.tools.runner.run_one`.
-    Returns the outcome, the node's name and the lines the serial loop would have printed."""
+def _run_on_worker(work: Callable[..., dict], nb: str, cpus: int, root: str) -> dict:
+    """One notebook on a Ray worker: its threads set from ``cpus``, then ``work(notebook, say)``. Returns what
+    ``work`` returned, with the node's name and the lines ``work`` said."""
     import socket
-
-    from layersim.tools import runner
 
     for var in THREAD_VARIABLES:
         os.environ[var] = str(cpus)
     os.environ["LAYERSIM_ROOT"] = root
     lines: list[str] = []
-    out = runner.run_one(Path(nb), job, parameters, say=lines.append)
-    claims = ""
-    if out.ok and not job.refs:
-        claims = runner.claims_line(runner.metrics_of(Path(nb), job.target(Path(nb))))
-    return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "node": socket.gethostname(), "lines": lines,
-            "claims": claims}
+    got = work(Path(nb), lines.append)
+    return {**got, "node": socket.gethostname(), "lines": lines}
 
 
-def run(notebooks: Sequence[Path], job, parameters: Mapping[Path, list[str]], jobs: int | None = None,
-        address: str | None = None, say: Callable[[str], None] | None = None) -> list:
-    """Run ``notebooks`` as Ray tasks (module docstring) and return their :class:`layersim.tools.runner.Outcome` s in
-    the order given. ``jobs``: the CPUs of the local instance (or, with ``address``, the most notebooks at once)."""
+def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: int | None = None,
+        address: str | None = None, say: Callable[[str], None] | None = None) -> list[dict]:
+    """Run ``work(notebook, say) -> {"ok", "seconds", "error", "claims"}`` for each of ``notebooks`` as a Ray task
+    (module docstring; the runner's work is :func:`layersim.tools.runner.batch_work`) and return the results, each
+    with its ``node``, in the order given. ``jobs``: the CPUs of the local instance (or, with ``address``, the most
+    notebooks at once)."""
     import ray
-
-    from layersim.tools.runner import Outcome
 
     say = say or (lambda line: print(line, flush=True))
     root = str(repo_root())
     started_here = address is None
     if started_here:
-        ray.init(num_cpus=jobs, num_gpus=None, include_dashboard=False, log_to_driver=False,
+        ray.init(address="local", num_cpus=jobs, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"LAYERSIM_ROOT": root}})
     else:
         ray.init(address=address, log_to_driver=False)
@@ -118,26 +118,25 @@ def run(notebooks: Sequence[Path], job, parameters: Mapping[Path, list[str]], jo
             f"{int(cluster.get('CPU', 0))} CPUs, {int(cluster.get('GPU', 0))} GPUs), at most {limit} at once")
         pending: dict = {}
         queue = list(notebooks)
-        results: dict[Path, tuple] = {}
+        results: dict[Path, dict] = {}
         t0 = time.perf_counter()
         while queue or pending:
             while queue and len(pending) < limit:
                 nb = queue.pop(0)
-                opts = resources(nb.stem, job.scale, cluster)
-                ref = task.options(max_retries=0, **opts).remote(str(nb), job, list(parameters[nb]), opts["num_cpus"],
-                                                                 root)
+                opts = resources(nb.stem, scale, cluster)
+                ref = task.options(max_retries=0, **opts).remote(work, str(nb), opts["num_cpus"], root)
                 pending[ref] = (nb, time.perf_counter())
-                say(f"[started] {names[nb]} (scale={job.scale}, {opts['num_cpus']} CPU"
+                say(f"[started] {names[nb]} (scale={scale}, {opts['num_cpus']} CPU"
                     f"{', 1 GPU' if opts['num_gpus'] else ''})")
             done, _ = ray.wait(list(pending), num_returns=1)
-            ref = done[0]
-            nb, t_start = pending.pop(ref)
+            nb, t_start = pending.pop(done[0])
             try:
-                got = ray.get(ref)
+                got = ray.get(done[0])
             except Exception as exc:  # noqa: BLE001 - a task error or a dead worker: reported, the others go on
-                got = {"ok": False, "seconds": time.perf_counter() - t_start, "node": "(lost)", "lines": [], "claims": "",
-                       "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
-            results[nb] = (Outcome(nb, got["ok"], got["seconds"], got["error"]), got["node"])
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                got = {"ok": False, "seconds": time.perf_counter() - t_start, "error": f"{type(exc).__name__}: {first}",
+                       "claims": "", "node": "(lost)", "lines": []}
+            results[nb] = got
             for line in got["lines"]:
                 say(line)
             status = "ok" if got["ok"] else f"FAILED at {got['error']}"
@@ -146,9 +145,9 @@ def run(notebooks: Sequence[Path], job, parameters: Mapping[Path, list[str]], jo
                 say(f"    {got['claims']}")
         say("\n| notebook | node | seconds | outcome |\n|---|---|---:|---|")
         for nb in notebooks:
-            out, node = results[nb]
-            say(f"| {names[nb]} | {node} | {out.seconds:.1f} | {'ok' if out.ok else 'failed: ' + out.error} |")
+            r = results[nb]
+            say(f"| {names[nb]} | {r['node']} | {r['seconds']:.1f} | {'ok' if r['ok'] else 'failed: ' + r['error']} |")
         say(f"\nwall time of the batch: {time.perf_counter() - t0:.0f} s")
-        return [results[nb][0] for nb in notebooks]
+        return [results[nb] for nb in notebooks]
     finally:
         ray.shutdown()

@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import functools
 import json
 import os
 import shutil
@@ -421,6 +422,14 @@ def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
     return overall(nb, run_with_seeds(nb, job.scale, n, job.params, update=job.update, say=say))
 
 
+def batch_work(nb: Path, say, job: Job, parameters: dict[Path, list[str]]) -> dict:
+    """:func:`run_one` as a task of the Ray batch (:mod:`layersim.tools.batch`): the outcome as a dict, with the
+    claims line the serial loop prints."""
+    out = run_one(nb, job, parameters[nb], say=say)
+    claims = claims_line(metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
+    return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "claims": claims}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.runner", description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", choices=SCALES, default=None, help="smoke, default or paper (default: default)")
@@ -520,7 +529,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from layersim.tools import batch
 
-        outcomes += batch.run(readable, job, known, jobs=args.jobs, address=args.address)
+        work = functools.partial(batch_work, job=job, parameters={nb: known[nb] for nb in readable})
+        for nb, got in zip(readable, batch.run(readable, work, scale, jobs=args.jobs, address=args.address)):
+            outcomes.append(Outcome(nb, got["ok"], got["seconds"], got["error"]))
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
     print(f"{len(outcomes) - len(failed)} notebooks ok, {len(failed)} failed, {total:.0f} s in all")
