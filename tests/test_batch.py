@@ -96,9 +96,9 @@ def test_a_failing_notebook_and_a_killed_worker_are_reported_and_publish_nothing
                           "--seeds", "1", "--jobs", "2"], env=env, capture_output=True, text=True, timeout=600, cwd=root)
     assert got.returncode == 1, got.stdout + got.stderr
     out = got.stdout
-    assert "demo/ok: ok" in out and "1 notebooks ok, 2 failed" in out
-    assert "demo/fails: FAILED at" in out and "planted failure" in out
-    assert "demo/killed: FAILED at" in out and "Error" in out.split("demo/killed: FAILED at")[1].splitlines()[0]
+    assert "demo/ok: ok" in out and "1 notebooks ok, 2 failed" in out, out + got.stderr[-3000:]
+    assert "demo/fails: FAILED at" in out and "planted failure" in out, out
+    assert "demo/killed: FAILED at" in out and "Error" in out.split("demo/killed: FAILED at")[1].splitlines()[0], out
     after = {p.name: p.read_bytes() for p in (root / "notebooks" / "demo").iterdir()}
     assert after["fails.ipynb"] == before["fails.ipynb"] and after["killed.ipynb"] == before["killed.ipynb"]
     assert after["ok.ipynb"] != before["ok.ipynb"]  # the notebook that ran is published with its outputs

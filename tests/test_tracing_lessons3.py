@@ -317,30 +317,30 @@ def test_models_are_the_former_inline_models():
             **{f"standard {d}-block{ABL}": presets.tracing_vit(scale, "standard", reduced=True, depth=d)
                for d in shallow},
         }
-        got = AT.models(scale)
+        got = presets.aligned_training_models(scale)
         assert got == expected and list(got) == list(expected)
         assert AT.train_accuracy_models(L) == ["standard", "aligned", "standard" + ABL, "aligned" + ABL,
                                                *[f"standard {d}-block{ABL}" for d in shallow]]
-    assert AT.shallow_depths(12) == [6, 9] and AT.shallow_depths(3) == [1, 2]
+    assert presets.shallow_depths(12) == [6, 9] and presets.shallow_depths(3) == [1, 2]
     with pytest.raises(ValueError, match="at least 2 blocks"):
-        AT.shallow_depths(1)
+        presets.shallow_depths(1)
 
 
 def test_an_ablation_budget_changes_only_the_ablation_models():
-    reduced, full = AT.models("default"), AT.models("default", budget={})
+    reduced, full = presets.aligned_training_models("default"), presets.aligned_training_models("default", budget={})
     assert {n: full[n] for n in ("standard", "aligned")} == {n: reduced[n] for n in ("standard", "aligned")}
     for name, settings in full.items():  # at the full budget every model trains on the full budget's images
         assert (settings["n_train"], settings["epochs"]) == (presets.TRACING_VIT["default"]["n_train"],
                                                               presets.TRACING_VIT["default"]["epochs"]), name
-        assert {k: v for k, v in settings.items() if k not in AT.BUDGET_KEYS} == \
-            {k: v for k, v in reduced[name].items() if k not in AT.BUDGET_KEYS}, name
+        assert {k: v for k, v in settings.items() if k not in presets.BUDGET_KEYS} == \
+            {k: v for k, v in reduced[name].items() if k not in presets.BUDGET_KEYS}, name
     assert full["standard" + ABL] == full["standard"] and full["aligned" + ABL] == full["aligned"]  # one checkpoint
-    longer = AT.models("default", budget={"epochs": 7})["CE-reg" + ABL]
+    longer = presets.aligned_training_models("default", budget={"epochs": 7})["CE-reg" + ABL]
     assert (longer["epochs"], longer["n_train"]) == (7, presets.TRACING_VIT["default"]["n_train"])
     with pytest.raises(ValueError, match="sets only n_train, epochs"):
-        AT.models("default", budget={"depth": 6})
+        presets.aligned_training_models("default", budget={"depth": 6})
     with pytest.raises(ValueError, match="unknown scale"):
-        AT.models("huge")
+        presets.aligned_training_models("huge")
 
 
 def _nc1(h, y):

@@ -541,4 +541,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the imported module's main, not this __main__ copy's: the batch hands its functions and classes to Ray
+    # workers, which find them by module name (layersim.tools.runner) instead of receiving copies
+    from layersim.tools.runner import main as runner_main
+
+    sys.exit(runner_main())

@@ -8,7 +8,8 @@ Aligned training applies the last-layer classifier (with the final norm) to ever
 (``presets.TRACING_ABLATION_BUDGET``: standard, aligned, multi-exit, CE-reg, uniform-weight aligned and standard
 models of ``L/2`` and ``3L/4`` blocks), each ablation compared only with models of its own budget.
 
-- :func:`models` (``presets.aligned_training_models``): every model's settings by name; :func:`train_accuracy_models`: those read on training images;
+- :func:`train_accuracy_models`: the models read on training images (every model's settings by name:
+  ``layersim.notebook.presets.aligned_training_models``);
 - :func:`held_out_readings`, :func:`train_accuracy`: what is read at every block (layer-wise accuracy, eq. 2; COS
   to the last block and all pairs; NC1, footnote 5); :func:`by_model`, :func:`cos_maps` for ``metrics.json``;
 - :func:`effective_depths`: the eps-effective depth of Definition 1 at both budgets (Figure 5);
@@ -29,8 +30,7 @@ from layersim.measures import collapse, trends
 from layersim.measures import similarity as sim
 from layersim.nets import readout
 from layersim.notebook import plotting
-from layersim.notebook.presets import ABL, BUDGET_KEYS, shallow_depths  # noqa: F401  (t03's names for them)
-from layersim.notebook.presets import aligned_training_models as models  # noqa: F401
+from layersim.notebook.presets import ABL, shallow_depths
 from layersim.train import objectives
 
 

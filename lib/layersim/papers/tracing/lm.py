@@ -12,8 +12,9 @@ learnt from them (``layersim.inputs.data.austen_tokenizer``).
 
 - :class:`LMConfig`, :func:`build_gpt2` — the model (HF ``GPT2LMHeadModel``, seeded);
 - :func:`lm_batches` — sentences as right-padded batches with next-token labels;
-- ``aligned_lm_loss`` (:func:`layersim.train.objectives.aligned_lm_loss`) — eq. (5) for a causal LM; :func:`train_lm` — the loop (AdamW, linear
-  warm-up then cosine decay, either loss); :func:`cached_lm` — trained once per configuration;
+- ``aligned_lm_loss`` (:func:`layersim.train.objectives.aligned_lm_loss`) — eq. (5) for a causal LM;
+  :func:`train_lm` — the loop (AdamW, linear warm-up then cosine decay, either loss); :func:`cached_lm` — trained
+  once per configuration;
 - :func:`generate_at_exit` — nucleus sampling from the model cut after block ``l``
   (``layersim.nets.surgery.truncate``: block ``l``'s output goes to the final norm and the head).
 """
