@@ -85,11 +85,25 @@ def test_notebooks_side_by_side_give_the_serial_results_and_share_a_checkpoint(t
 KILL_WORKER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
 
+def _write_outputs(stem: str, value: int) -> str:
+    """A cell that writes a run's outputs (a figure and metrics.json) where the notebook's run writes them."""
+    return (f"from layersim.notebook import results\nout = results.output_dir('demo', {stem!r}, 'default')\n"
+            f"(out / 'metrics.json').write_text('{{\"run\": {value}}}')\n(out / 'fig.png').write_bytes(b'{value}')")
+
+
 def test_a_failing_notebook_and_a_killed_worker_are_reported_and_publish_nothing(tmp_path):
+    """In a run that replaces the committed results: the notebook that fails and the one whose worker dies, both after
+    writing part of their outputs, leave their committed notebook and figures as they were; the one that succeeds
+    replaces both."""
     root = tmp_path / "repo"
-    for name, cells in (("ok", ["x = 1"]), ("fails", ["raise RuntimeError('planted failure')"]),
-                        ("killed", [KILL_WORKER])):
+    for name, cells in (("ok", [_write_outputs("ok", 2)]),
+                        ("fails", [_write_outputs("fails", 2), "raise RuntimeError('planted failure')"]),
+                        ("killed", [_write_outputs("killed", 2), KILL_WORKER])):
         write_notebook(root / "notebooks" / "demo" / f"{name}.ipynb", cells)
+        old = root / "figures" / "demo" / name
+        old.mkdir(parents=True)
+        (old / "metrics.json").write_text('{"run": 1}')
+        (old / "old.png").write_bytes(b"old")
     before = {p.name: p.read_bytes() for p in (root / "notebooks" / "demo").iterdir()}
     env = {**os.environ, "LAYERSIM_ROOT": str(root), "LAYERSIM_CACHE": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
     got = subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "default", "--update-committed",
@@ -102,6 +116,13 @@ def test_a_failing_notebook_and_a_killed_worker_are_reported_and_publish_nothing
     after = {p.name: p.read_bytes() for p in (root / "notebooks" / "demo").iterdir()}
     assert after["fails.ipynb"] == before["fails.ipynb"] and after["killed.ipynb"] == before["killed.ipynb"]
     assert after["ok.ipynb"] != before["ok.ipynb"]  # the notebook that ran is published with its outputs
+    for name in ("fails", "killed"):
+        folder = root / "figures" / "demo" / name
+        assert sorted(p.name for p in folder.iterdir()) == ["metrics.json", "old.png"], name
+        assert (folder / "metrics.json").read_text() == '{"run": 1}'
+    ok = root / "figures" / "demo" / "ok"
+    assert sorted(p.name for p in ok.iterdir()) == ["fig.png", "metrics.json"] and (ok / "metrics.json").read_text() == '{"run": 2}'
+    assert not any((root / "runs" / ".restore").rglob("*.png"))  # nothing kept aside once the batch is over
 
 
 @pytest.mark.parametrize("argv, message", [(["--jobs", "0"], "--jobs is a number >= 1")])
@@ -165,3 +186,17 @@ def test_the_slurm_recipe_starts_a_head_and_workers_and_submits_to_them():
     assert any(line.endswith("-m layersim.tools.runner --scale default --nb tracing --address nodeA:6379")
                for line in lines), lines
     assert lines[-1].endswith("ray stop")
+
+
+def test_the_serial_runner_puts_back_the_committed_outputs_of_a_failed_notebook(tmp_path):
+    root = tmp_path / "repo"
+    write_notebook(root / "notebooks" / "demo" / "fails.ipynb",
+                   [_write_outputs("fails", 2), "raise RuntimeError('planted failure')"])
+    old = root / "figures" / "demo" / "fails"
+    old.mkdir(parents=True)
+    (old / "metrics.json").write_text('{"run": 1}')
+    env = {**os.environ, "LAYERSIM_ROOT": str(root), "LAYERSIM_CACHE": str(tmp_path / "cache")}
+    got = subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "default", "--update-committed",
+                          "--seeds", "1"], env=env, capture_output=True, text=True, timeout=300, cwd=root)
+    assert got.returncode == 1 and "planted failure" in got.stdout, got.stdout + got.stderr
+    assert [p.name for p in old.iterdir()] == ["metrics.json"] and (old / "metrics.json").read_text() == '{"run": 1}'

@@ -22,9 +22,11 @@ the same way (a notebook's run is published only when it succeeded).
 
 What a dead worker leaves: the committed notebook is not replaced (that happens only after a run succeeded), every
 file is whole (the library's writers write to a temporary name and rename), and a shared checkpoint it was training
-is neither saved nor locked (its claim dies with it). Its executed copy under ``runs/`` stops where it died, and in a
+is neither saved nor locked (its claim dies with it). Its executed copy under ``runs/`` stops where it died; in a
 run that replaces the committed results its ``figures/<paper>/<stem>/`` holds what it wrote before dying (the
-folder is cleared when a run starts), as with a serial run stopped there; rerun that notebook.
+folder is cleared when a run starts) until the runner puts back the outputs it kept aside before the run
+(``runner.snapshot`` / ``restore``, on the driver, which also does it for a failed notebook and for a batch
+interrupted before the notebook ended).
 """
 
 from __future__ import annotations
@@ -94,11 +96,12 @@ def _run_on_worker(work: Callable[..., dict], nb: str, cpus: int, root: str) -> 
 
 
 def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: int | None = None,
-        address: str | None = None, say: Callable[[str], None] | None = None) -> list[dict]:
+        address: str | None = None, say: Callable[[str], None] | None = None,
+        on_done: Callable[[Path, dict], None] | None = None) -> list[dict]:
     """Run ``work(notebook, say) -> {"ok", "seconds", "error", "claims"}`` for each of ``notebooks`` as a Ray task
     (module docstring; the runner's work is :func:`layersim.tools.runner.batch_work`) and return the results, each
     with its ``node``, in the order given. ``jobs``: the CPUs of the local instance (or, with ``address``, the most
-    notebooks at once)."""
+    notebooks at once). ``on_done(notebook, result)`` is called on the driver as each notebook ends."""
     import ray
 
     say = say or (lambda line: print(line, flush=True))
@@ -137,6 +140,8 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
                 got = {"ok": False, "seconds": time.perf_counter() - t_start, "error": f"{type(exc).__name__}: {first}",
                        "claims": "", "node": "(lost)", "lines": []}
             results[nb] = got
+            if on_done is not None:
+                on_done(nb, got)
             for line in got["lines"]:
                 say(line)
             status = "ok" if got["ok"] else f"FAILED at {got['error']}"

@@ -401,6 +401,53 @@ class Job:
         return plan(nb, self.scale, self.refs, self.params, update=self.update)
 
 
+def committed_outputs(nb: Path, job: Job, root: Path | None = None) -> Path | None:
+    """The committed folder a run of ``nb`` rewrites (``figures/<paper>/<stem>/``, or its scale check's), or None for a
+    run that writes nothing committed."""
+    if not job.update:
+        return None
+    root = root or repo_root()
+    if job.scale_check:
+        return scale_check_plan(nb, root, update=True).out_root / nb.parent.name / nb.stem
+    return root / "figures" / nb.parent.name / nb.stem
+
+
+def snapshot(folder: Path | None, root: Path | None = None) -> Path | None:
+    """Copy the run outputs of committed ``folder`` (``layersim.core.writers.RUN_OUTPUTS``) aside, under
+    ``runs/.restore/``, before a run rewrites them; returns the copy's folder (None: nothing to keep)."""
+    if folder is None:
+        return None
+    root = root or repo_root()
+    keep = root / "runs" / ".restore" / folder.relative_to(root)
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True)
+    for f in writers.previous_outputs(folder):
+        shutil.copy2(f, keep / f.name)
+    return keep
+
+
+def restore(folder: Path | None, keep: Path | None) -> None:
+    """Put back the committed outputs that :func:`snapshot` kept, after a run that did not finish (it failed, was
+    interrupted, or its worker died): the run's partial outputs go, the kept ones return, each file renamed into
+    place; ``keep`` is removed."""
+    if folder is None or keep is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in writers.previous_outputs(folder):
+        f.unlink(missing_ok=True)
+    for f in sorted(keep.iterdir()):
+        tmp = folder / f".{f.name}.restore-{os.getpid()}"
+        shutil.copy2(f, tmp)
+        os.replace(tmp, folder / f.name)
+    shutil.rmtree(keep, ignore_errors=True)
+
+
+def discard(keep: Path | None) -> None:
+    """Drop what :func:`snapshot` kept, once the run it guarded succeeded."""
+    if keep is not None:
+        shutil.rmtree(keep, ignore_errors=True)
+
+
 def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
     """Everything the runner does for one notebook (a reference, a scale check, or its seeds and its own run),
     reported through ``say``; the serial loop and the Ray batch (:mod:`layersim.tools.batch`) both call it."""
@@ -518,7 +565,17 @@ def main(argv: list[str] | None = None) -> int:
         for i, nb in enumerate(readable, 1):
             name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
             print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
-            out = run_one(nb, job, known[nb], say=lambda line: print(line, flush=True))
+            folder = committed_outputs(nb, job)
+            keep = snapshot(folder)
+            try:
+                out = run_one(nb, job, known[nb], say=lambda line: print(line, flush=True))
+            except BaseException:  # interrupted: the committed outputs it had begun to rewrite come back
+                restore(folder, keep)
+                raise
+            if out.ok:
+                discard(keep)
+            else:
+                restore(folder, keep)
             status = "ok" if out.ok else f"FAILED at {out.error}"
             print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
             if out.ok and not args.refs:
@@ -530,7 +587,22 @@ def main(argv: list[str] | None = None) -> int:
         from layersim.tools import batch
 
         work = functools.partial(batch_work, job=job, parameters={nb: known[nb] for nb in readable})
-        for nb, got in zip(readable, batch.run(readable, work, scale, jobs=args.jobs, address=args.address)):
+        kept = {nb: snapshot(committed_outputs(nb, job)) for nb in readable}
+
+        def settle(nb: Path, ok: bool) -> None:  # as each notebook ends: keep its new outputs, or put the old back
+            keep = kept.pop(nb)
+            if ok:
+                discard(keep)
+            else:
+                restore(committed_outputs(nb, job), keep)
+
+        try:
+            results = batch.run(readable, work, scale, jobs=args.jobs, address=args.address,
+                                on_done=lambda nb, got: settle(nb, got["ok"]))
+        finally:  # interrupted: the notebooks that had not ended get their committed outputs back
+            for nb in list(kept):
+                settle(nb, False)
+        for nb, got in zip(readable, results):
             outcomes.append(Outcome(nb, got["ok"], got["seconds"], got["error"]))
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
