@@ -20,7 +20,7 @@ NOTEBOOKS = sorted(p for p in Path(__file__).resolve().parents[1].glob("notebook
 #: published parameter counts (millions; the model cards and papers) of the bare encoders / LMs
 PUBLISHED_M = {"bert-base-uncased": 110, "roberta-base": 125, "albert-large-v2": 18, "electra-base-discriminator": 110,
                "gpt2": 124, "vit-small-patch16-224": 22, "vit-base-patch16-224": 86, "deit-small-patch16-224-hf": 22,
-               "dinov2-small": 22, "dinov2-base": 86}
+               "dinov2-small": 22, "dinov2-base": 86, "clip-vit-base-patch32": 88}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

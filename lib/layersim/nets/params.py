@@ -226,9 +226,12 @@ HF_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
                                           patch_size=14, image_size=518)),
     "dinov2-base": ("Dinov2Config", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, mlp_ratio=4,
                                          patch_size=14, image_size=518)),
+    # the vision tower of OpenAI's CLIP ViT-B/32 (t11 reads its layers)
+    "clip-vit-base-patch32": ("CLIPVisionConfig", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                                       intermediate_size=3072, image_size=224, patch_size=32)),
 }
 
-#: the image encoders of :data:`HF_ARCHITECTURES` (the redundancy notebooks' paper-scale models)
+#: the image encoders of :data:`HF_ARCHITECTURES` that the redundancy notebooks read at paper scale
 IMAGE_ENCODERS = tuple(name for name, (cls, _) in HF_ARCHITECTURES.items() if cls in ("ViTConfig", "Dinov2Config"))
 
 #: what ``tiny=True`` sets in a configuration of :data:`HF_ARCHITECTURES` (fields the config has only)

@@ -187,6 +187,16 @@ def workloads(tiny: bool = False) -> list[Workload]:
         out.append(Workload("c03_layer_skipping", f"{model_id} read every layer (batch 64)", _text(model_id, tiny),
                             _tokens(64, length or ft["max_length"]), _hf_read, "read", None,
                             "batch of 64 validation sequences, once per skipped span"))
+    clip = notebook_presets("t11_clip")["paper"]
+    side = 32 if tiny else 224
+    out.append(Workload("t11_clip", f"{clip['pretrained']} vision tower, read every layer (batch {clip['batch_size']}, "
+                        f"{side} px)", _text(clip["pretrained"], tiny, task="image"), _images(clip["batch_size"], side),
+                        _hf_read, "read", math.ceil(clip["n_eval"] / clip["batch_size"]),
+                        f"batch of {clip['batch_size']} of the {clip['n_eval']:,} test images"))
+    a11 = notebook_presets("a11_pretrained_text")["paper"]
+    out.append(Workload("a11_pretrained_text", f"{a11['encoder']} read every layer (batch 64)", _text(a11["encoder"], tiny),
+                        _tokens(64, length or a11["max_length"]), _hf_read, "read", None,
+                        "batch of 64 sentences (each task's 2 x 1,000, pretrained and random weights)"))
     r01 = notebook_presets("r01_block_similarity")["paper"]
     for model_id in params.IMAGE_ENCODERS:  # the encoders r01-r04 read at paper scale
         side = 32 if tiny else 224
