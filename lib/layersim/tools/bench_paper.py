@@ -40,7 +40,7 @@ from layersim.core.device import resolve_device
 from layersim.inputs import data
 from layersim.nets import params
 from layersim.notebook import presets
-from layersim.tools.bench_train import device_name
+from layersim.tools.bench_train import device_name, timed
 from layersim.train import finetune, objectives, training
 
 
@@ -208,11 +208,6 @@ def workloads(tiny: bool = False) -> list[Workload]:
 
 # ----------------------------------------------------------------------------- timing
 
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-
-
 def _to(batch: tuple, dev: torch.device) -> tuple:
     return tuple({k: v.to(dev) for k, v in b.items()} if isinstance(b, dict) else b.to(dev) for b in batch)
 
@@ -244,14 +239,7 @@ def time_workload(w: Workload, device: str | torch.device = "auto", steps: int =
         loss.backward()
         opt.step()
 
-    for _ in range(warmup):
-        step()
-    _sync(dev)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    _sync(dev)
-    seconds = (time.perf_counter() - t0) / steps
+    seconds = timed(step, dev, steps, warmup)
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None
     return {"seconds": seconds, "precision": prec, "peak_gib": peak}
 

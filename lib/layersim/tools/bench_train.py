@@ -165,6 +165,12 @@ def step_seconds(model: torch.nn.Module, batch: int, shape: tuple[int, ...], dev
         loss.backward()
         opt.step()
 
+    return timed(step, device, steps, warmup)
+
+
+def timed(step, device: torch.device, steps: int, warmup: int) -> float:
+    """Seconds per call of ``step()``: the mean of ``steps`` calls after ``warmup`` untimed ones, the device
+    synchronised before the clock starts and before it stops (CUDA work is asynchronous)."""
     for _ in range(warmup):
         step()
     if device.type == "cuda":

@@ -442,10 +442,29 @@ def restore(folder: Path | None, keep: Path | None) -> None:
     shutil.rmtree(keep, ignore_errors=True)
 
 
-def discard(keep: Path | None) -> None:
-    """Drop what :func:`snapshot` kept, once the run it guarded succeeded."""
-    if keep is not None:
-        shutil.rmtree(keep, ignore_errors=True)
+class CommittedGuard:
+    """The committed outputs of the notebooks a run rewrites, kept aside from the moment each starts
+    (:meth:`keep`: :func:`snapshot`) until it ends (:meth:`settle`: dropped after a success, put back by
+    :func:`restore` otherwise); :meth:`settle_all` puts back those of the notebooks that had not ended when the run
+    was interrupted. A no-op for a run that writes nothing committed."""
+
+    def __init__(self, job: Job):
+        self.job, self.kept = job, {}
+
+    def keep(self, nb: Path) -> None:
+        self.kept[nb] = snapshot(committed_outputs(nb, self.job))
+
+    def settle(self, nb: Path, ok: bool) -> None:
+        keep = self.kept.pop(nb)
+        if ok:
+            if keep is not None:
+                shutil.rmtree(keep, ignore_errors=True)
+        else:
+            restore(committed_outputs(nb, self.job), keep)
+
+    def settle_all(self) -> None:
+        for nb in list(self.kept):
+            self.settle(nb, False)
 
 
 def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
@@ -470,8 +489,8 @@ def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
 
 
 def batch_work(nb: Path, say, job: Job, parameters: dict[Path, list[str]]) -> dict:
-    """:func:`run_one` as a task of the Ray batch (:mod:`layersim.tools.batch`): the outcome as a dict, with the
-    claims line the serial loop prints."""
+    """:func:`run_one` and the line of its claims, as a dict: what the serial loop prints for a notebook, and the
+    task of the Ray batch (:mod:`layersim.tools.batch`)."""
     out = run_one(nb, job, parameters[nb], say=say)
     claims = claims_line(metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
     return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "claims": claims}
@@ -561,49 +580,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"this run writes {where} and leaves notebooks/ and figures/ as they are "
               "(--update-committed, as make reproduce passes, replaces the committed results)", flush=True)
     job = Job(scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
-    if args.jobs is None and args.address is None:
-        for i, nb in enumerate(readable, 1):
-            name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
-            print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
-            folder = committed_outputs(nb, job)
-            keep = snapshot(folder)
-            try:
-                out = run_one(nb, job, known[nb], say=lambda line: print(line, flush=True))
-            except BaseException:  # interrupted: the committed outputs it had begun to rewrite come back
-                restore(folder, keep)
-                raise
-            if out.ok:
-                discard(keep)
-            else:
-                restore(folder, keep)
-            status = "ok" if out.ok else f"FAILED at {out.error}"
-            print(f"[{i}/{len(readable)}] {name}: {status} ({out.seconds:.1f} s)", flush=True)
-            if out.ok and not args.refs:
-                line = claims_line(metrics_of(nb, job.target(nb)))
-                if line:
-                    print(f"    {line}", flush=True)
-            outcomes.append(out)
-    else:
-        from layersim.tools import batch
+    guard = CommittedGuard(job)
+    parameters = {nb: known[nb] for nb in readable}
+    try:
+        if args.jobs is None and args.address is None:
+            for i, nb in enumerate(readable, 1):
+                name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
+                print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
+                guard.keep(nb)
+                got = batch_work(nb, lambda line: print(line, flush=True), job, parameters)
+                guard.settle(nb, got["ok"])
+                status = "ok" if got["ok"] else f"FAILED at {got['error']}"
+                print(f"[{i}/{len(readable)}] {name}: {status} ({got['seconds']:.1f} s)", flush=True)
+                if got["claims"]:
+                    print(f"    {got['claims']}", flush=True)
+                outcomes.append(Outcome(nb, got["ok"], got["seconds"], got["error"]))
+        else:
+            from layersim.tools import batch
 
-        work = functools.partial(batch_work, job=job, parameters={nb: known[nb] for nb in readable})
-        kept = {nb: snapshot(committed_outputs(nb, job)) for nb in readable}
-
-        def settle(nb: Path, ok: bool) -> None:  # as each notebook ends: keep its new outputs, or put the old back
-            keep = kept.pop(nb)
-            if ok:
-                discard(keep)
-            else:
-                restore(committed_outputs(nb, job), keep)
-
-        try:
+            for nb in readable:
+                guard.keep(nb)
+            work = functools.partial(batch_work, job=job, parameters=parameters)
             results = batch.run(readable, work, scale, jobs=args.jobs, address=args.address,
-                                on_done=lambda nb, got: settle(nb, got["ok"]))
-        finally:  # interrupted: the notebooks that had not ended get their committed outputs back
-            for nb in list(kept):
-                settle(nb, False)
-        for nb, got in zip(readable, results):
-            outcomes.append(Outcome(nb, got["ok"], got["seconds"], got["error"]))
+                                on_done=lambda nb, got: guard.settle(nb, got["ok"]))
+            outcomes += [Outcome(nb, got["ok"], got["seconds"], got["error"]) for nb, got in zip(readable, results)]
+    finally:  # interrupted: the notebooks that had not ended get their committed outputs back
+        guard.settle_all()
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
     print(f"{len(outcomes) - len(failed)} notebooks ok, {len(failed)} failed, {total:.0f} s in all")
