@@ -307,7 +307,11 @@ CLAIMANT = textwrap.dedent("""
 
     def fit(model, train_set, cfg, device, progress, precision):
         (out / f"trained-{i}").touch()
-        time.sleep(2.0)  # long enough for the other run to arrive while this one trains
+        other = out / f"started-{'2' if i == '1' else '1'}"
+        deadline = time.time() + 60
+        while not other.exists() and time.time() < deadline:  # the other run has arrived (its imports done) ...
+            time.sleep(0.05)
+        time.sleep(1.0)  # ... and reaches the claim while this one still trains
         with torch.no_grad():
             model.weight.fill_(float(i))
         return [{"epoch": 1, "loss": 0.0, "seconds": 2.0}]

@@ -497,8 +497,24 @@ def cached_model(
             model, meta = _from_cache(folder, model, build, key)
             if meta is not None:
                 return model.to(device).eval(), meta
-        return _train_and_save(model, folder, key, model_cfg, train_cfg, train_set, data_desc, device, progress,
-                               retrain, fit, prec)
+        t0 = time.perf_counter()
+        if callable(train_set) and not isinstance(train_set, Dataset):
+            train_set = train_set()
+        history = (fit or train_classifier)(model, train_set, train_cfg, device=device, progress=progress,
+                                            precision=prec)
+        meta = {
+            "key": key,
+            "model": dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else model_cfg,
+            "train": dataclasses.asdict(train_cfg) if dataclasses.is_dataclass(train_cfg) else train_cfg,
+            "data": data_desc,
+            "history": history,
+            "train_seconds": time.perf_counter() - t0,
+            "n_params": sum(p.numel() for p in model.parameters()),
+            "precision": prec,
+        }
+        meta["weights_sha256"] = checkpoints.save(folder, model, meta, replace=retrain)
+    meta["from_cache"] = False
+    return model.eval(), meta
 
 
 def _from_cache(folder, model: nn.Module, build: Callable[[], nn.Module], key: str) -> tuple[nn.Module, dict | None]:
@@ -513,28 +529,6 @@ def _from_cache(folder, model: nn.Module, build: Callable[[], nn.Module], key: s
         return build(), None  # the failed load may have overwritten some weights
     meta["from_cache"] = True
     return model, meta
-
-
-def _train_and_save(model, folder, key, model_cfg, train_cfg, train_set, data_desc, device, progress, retrain, fit,
-                    prec) -> tuple[nn.Module, dict]:
-    """The training half of :func:`cached_model`, under its claim on the checkpoint."""
-    t0 = time.perf_counter()
-    if callable(train_set) and not isinstance(train_set, Dataset):
-        train_set = train_set()
-    history = (fit or train_classifier)(model, train_set, train_cfg, device=device, progress=progress, precision=prec)
-    meta = {
-        "key": key,
-        "model": dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else model_cfg,
-        "train": dataclasses.asdict(train_cfg) if dataclasses.is_dataclass(train_cfg) else train_cfg,
-        "data": data_desc,
-        "history": history,
-        "train_seconds": time.perf_counter() - t0,
-        "n_params": sum(p.numel() for p in model.parameters()),
-        "precision": prec,
-    }
-    meta["weights_sha256"] = checkpoints.save(folder, model, meta, replace=retrain)
-    meta["from_cache"] = False
-    return model.eval(), meta
 
 
 def cached_vit(
