@@ -11,11 +11,12 @@
 # not stop the next. In order of what they decide:
 #   1. the CUDA tests (tests/test_gpu.py: strict float32 against the CPU, TF32 and bf16 within their tolerances);
 #   2. training throughput of the paper-scale tracing ViT (bench train: fp32 with TF32, bf16; ce and aligned; no
-#      augmentation and batch augmentation on the GPU), then bf16 with torch.compile;
+#      augmentation and batch augmentation on the GPU), and strict float32 as their baseline;
 #   3. where device="auto" trains (bench device: CPU and GPU step times of a ladder of models around the threshold);
 #   4. the measured paper-scale plan (bench paper);
-#   5. the CKA matrix of hidden states on the GPU (bench device-cka);
-#   6. the logit lens beside plain transformers (bench lens; needs the provisioned SmolLM2 asset);
+#   5. the CKA matrix of hidden states on the GPU (bench device-cka), then training in bf16 with torch.compile;
+#   6. the logit lens beside plain transformers (bench lens; needs the provisioned SmolLM2 asset, or
+#      LENS_RANDOM=<folder with its config.json and tokenizer> for random weights: timings only);
 #   7. one alignment notebook (a04) at the default scale, one seed, timed (needs papermill: make setup);
 #   8. the alignment notebooks at the default scale side by side on Ray (--jobs 8), against their serial times.
 # QUICK=1 runs shorter versions of 2-4 (for a first look within a few minutes of device time).
@@ -30,6 +31,7 @@ if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
 fi
 mkdir -p "$(dirname "$REPORT")"
 export PYTHONPATH="$PWD/lib${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}  # an offline GPU machine: fail at once rather than retry the hub
 
 {
   echo "# GPU checks, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -61,13 +63,17 @@ fi
 check "1. CUDA tests" 300 "$PY" -m pytest tests/test_gpu.py -m gpu -p no:cacheprovider -q -o addopts=""
 check "2a. training throughput (fp32 = TF32, bf16)" 300 "$PY" -m layersim.tools.bench train "${TRAIN[@]}" \
   --augmentations none,batch
-check "2b. training throughput, bf16 + torch.compile" 300 "$PY" -m layersim.tools.bench train "${TRAIN[@]}" \
-  --precisions bf16 --augmentations none --compile 1
+check "2b. training throughput in strict float32 (the baseline of TF32 and bf16)" 300 env LAYERSIM_FLOAT32=strict \
+  "$PY" -m layersim.tools.bench train "${TRAIN[@]}" --precisions fp32 --augmentations none
 check "3. device=auto: CPU and GPU step times" 180 "$PY" -m layersim.tools.bench device "${DEVICE[@]}"
 check "4. the measured paper-scale plan" 420 "$PY" -m layersim.tools.bench paper "${PAPER[@]}" \
   --json "$(dirname "$REPORT")/paper-plan.json"
 check "5. CKA of hidden states on the GPU" 120 "$PY" -m layersim.tools.bench device-cka
-check "6. logit lens" 180 "$PY" -m layersim.tools.bench lens --device cuda
+check "5b. training throughput, bf16 + torch.compile" 300 "$PY" -m layersim.tools.bench train "${TRAIN[@]}" \
+  --precisions bf16 --augmentations none --compile 1
+LENS=(--device cuda)  # LENS_RANDOM=DIR: the model from DIR's config.json and tokenizer, random weights
+[ -n "${LENS_RANDOM:-}" ] && LENS+=(--random-weights "$LENS_RANDOM")
+check "6. logit lens" 180 "$PY" -m layersim.tools.bench lens "${LENS[@]}"
 if "$PY" -c "import papermill, ray" 2>/dev/null; then
   check "7. a04 at the default scale, one seed" 600 "$PY" -m layersim.tools.runner --scale default --nb a04 --seeds 1
   check "8. the alignment notebooks at the default scale side by side (--jobs 8, one seed)" 900 \

@@ -29,6 +29,17 @@ def test_every_notebooks_presets_are_read_from_the_notebook(path):
     assert {"smoke", "default", "paper"} <= set(got), path.stem
 
 
+def test_presets_are_read_without_jupyter(monkeypatch):
+    """A GPU machine or batch node may lack IPython: the settings cell's display import is left out."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "IPython", None)  # any import of IPython now raises ImportError
+    monkeypatch.setitem(sys.modules, "IPython.display", None)
+    with pytest.raises(ImportError):
+        import IPython.display  # noqa: F401
+    assert bench_paper.notebook_presets("t10_aligned_gpt")["paper"]["pretrained"] == "gpt2"
+
+
 def test_presets_shared_with_the_library_are_the_librarys_own_object():
     assert bench_paper.notebook_presets("c03_layer_skipping") is presets.CLUSTERS_FINETUNE
     with pytest.raises(ValueError, match="no notebook"):

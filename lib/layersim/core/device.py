@@ -34,14 +34,22 @@ FLOAT32_ENV = "LAYERSIM_FLOAT32"
 
 #: The smallest training step (:func:`training_work`: trainable parameters x batch size) that
 #: ``device="auto"`` trains on a GPU; smaller models train on the CPU even where a GPU is present.
-#: An eager PyTorch training step costs a GPU a few milliseconds of kernel launches whatever the model's size,
-#: while the CPU's time grows with the work: the threshold sits where two CPU cores need about 3 ms per step.
-#: Measured with ``python -m layersim.tools.bench device`` on two AMD EPYC cores (2026-11-26), AdamW steps:
-#: 3-layer MLPs at batch 64 of work 8.6e6 / 2.1e7 / 6.0e7 / 1.9e8 take 1.1 / 2.2 / 6.7 / 19 ms; the tracing
-#: notebooks' 9-layer MLP at batch 128 (9.3e7) 7.5 ms; their default ViT (1.6 M parameters, batch 128, 2.0e8)
-#: 220 ms, against 29 ms per step on one H100 (2026-11-24, start-up included). The GPU side of the small models
-#: is not measured yet: ``bench device`` prints both sides and whether ``"auto"`` chose the faster.
-GPU_MIN_WORK = 30_000_000
+#: An eager PyTorch training step costs a GPU about 1.2-1.9 ms of kernel launches whatever the model's size, while
+#: the CPU's time grows with the work: the threshold sits where the CPU's step crosses the GPU's on a GPU machine.
+#: Measured with ``python -m layersim.tools.bench device`` (AdamW steps; 3-layer MLPs at batch 64), ms per step:
+#:
+#: | work (params x batch) | 8.5e5 | 3.8e6 | 8.6e6 | 1.5e7 | 2.1e7 | 6.0e7 | 1.9e8 |
+#: |---|---:|---:|---:|---:|---:|---:|---:|
+#: | H100 machine, its 16 Xeon cores, run 1 / run 2 | 0.71 / 0.99 | 0.95 / 1.36 | 1.42 / 1.51 | - / 1.79 | 1.55 / 1.66 | 3.53 / 3.02 | 3.88 / 5.48 |
+#: | H100 machine, its H100, run 1 / run 2 | 1.60 / 1.48 | 1.89 / 1.47 | 1.56 / 1.21 | - / 1.58 | 1.27 / 1.18 | 1.49 / 1.70 | 1.55 / 1.98 |
+#: | 2 AMD EPYC cores (no GPU) | | | 1.1 | | 2.2 | 6.7 | 19 |
+#:
+#: (2026-11-26; run 1: 5 steps, run 2: 20.) The CPU wins in both runs up to 3.8e6, the GPU from 1.5e7; at 8.6e6
+#: the runs disagree, and the GPU there is at most 10 % slower (1.56 vs 1.42 ms), so the threshold sits below it.
+#: On a machine with few cores (the EPYC row) the GPU would win from lower still. The tracing notebooks' 9-layer
+#: MLP at batch 128 (9.3e7): 7.5 ms on the 2 EPYC cores, 9.7 on the Xeons, 3.2 on the H100; their default ViT
+#: (2.0e8) 220 / 76 / 16.6 ms.
+GPU_MIN_WORK = 6_000_000
 
 _mode: str | None = None  # set by set_float32_mode; None: read FLOAT32_ENV
 

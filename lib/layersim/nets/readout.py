@@ -283,28 +283,31 @@ def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
     model's own logits are its head on that run's last hidden state (a decoder's base model applies
     its final norm there), exactly what the model's forward computes."""
     norm, head, dev, _ = _lens_head(model)
-    tops, conf, err = [], [], 0.0
+    tops, conf, errs = [], [], []
     for batch in stream(model, batches, token="tokens", device=device):
-        keep = batch.mask.bool() if batch.mask is not None else torch.ones(batch.entries[0].shape[:2], dtype=torch.bool)
+        first = batch.entries[0]
+        keep = batch.mask.bool() if batch.mask is not None else torch.ones(first.shape[:2], dtype=torch.bool)
+        rows = keep.flatten().nonzero().squeeze(1).to(first.device)  # the real positions, in boolean-mask order
         last = getattr(batch.output, "last_hidden_state", None)
         if last is None:
             raise ValueError(f"{type(model).__name__}: its run returned no last_hidden_state, so token_lens cannot "
                              "read the model's own logits (a Hugging Face causal LM is needed)")
         with torch.no_grad():
-            last = last[keep.to(last.device)].to(dev)
+            # every layer's top-1 stays on the device until the batch is done: one copy to the host per batch
             layer_tops = []
             for h in batch.entries:
-                normed = norm(h[keep.to(h.device)].to(dev))
+                normed = norm(h.flatten(0, 1).index_select(0, rows.to(h.device)).to(dev))
                 z = head(normed).float()
-                layer_tops.append(z.argmax(-1).cpu().numpy())
+                layer_tops.append(z.argmax(-1))
+            last = last.flatten(0, 1).index_select(0, rows.to(last.device)).to(dev)
             # the model's own logits: where the lens's last input is the model's, bit for bit, the head gives the
             # same logits (the lens is exact there); otherwise the head runs on the model's own input
             own = z if torch.equal(normed, last) else head(last).float()
-            err = max(err, float((z - own).abs().max() / own.abs().max().clamp_min(1e-30)))
-            top_logit = own.max(-1).values
-            conf.append((top_logit - torch.logsumexp(own, -1)).exp().cpu().numpy())  # max softmax, not materialised
-        tops.append(np.stack(layer_tops))
-    return TokenLens(np.concatenate(tops, axis=1), np.concatenate(conf), err)
+            errs.append((z - own).abs().max() / own.abs().max().clamp_min(1e-30))
+            conf.append((own.max(-1).values - torch.logsumexp(own, -1)).exp())  # max softmax, not materialised
+        tops.append(torch.stack(layer_tops).cpu().numpy())
+    err = float(torch.stack([e.cpu() for e in errs]).max()) if errs else 0.0
+    return TokenLens(np.concatenate(tops, axis=1), torch.cat([c.cpu() for c in conf]).numpy(), err)
 
 
 class GreedyLens(NamedTuple):

@@ -91,12 +91,25 @@ def table(rows: Sequence[dict]) -> list[str]:
                   for r in rows]
 
 
+def random_lm(folder: str) -> tuple[nn.Module, object]:
+    """A causal LM built from ``folder``'s ``config.json`` with random weights (seed 0, float32) and the tokenizer
+    stored there: the lens's timings without the checkpoint's weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)).float()
+    return model, AutoTokenizer.from_pretrained(folder)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.bench lens", description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
     ap.add_argument("--threads", type=int, default=2, help="torch threads on the CPU (default 2)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per recipe; the median is reported (default 3)")
     ap.add_argument("--texts", type=int, default=N_TEXTS, help=f"Austen sentences (default {N_TEXTS}, one batch)")
+    ap.add_argument("--random-weights", metavar="DIR", default=None,
+                    help=f"build the model from DIR's config.json and tokenizer with random weights instead of loading "
+                         f"{MODEL} (for a machine without the checkpoint: the timings hold, the tokens are noise)")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.repeat < 1 or args.texts < 1:
         ap.error("--threads, --repeat and --texts must be positive")
@@ -108,14 +121,18 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    model, tokenizer = assets.load_model(MODEL)
+    if args.random_weights:
+        model, tokenizer = random_lm(args.random_weights)
+    else:
+        model, tokenizer = assets.load_model(MODEL)
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = model.to(resolve_device(args.device)).eval()
     texts = data.text_sample("austen", args.texts, seed=0, split="test")
     batches = data.text_batches(texts, tokenizer, BATCH, MAX_LENGTH)
-    print(f"## layersim.tools.bench lens: {MODEL}, {args.texts} Austen sentences of at most {MAX_LENGTH} tokens, "
+    weights = f" (random weights, config of {args.random_weights})" if args.random_weights else ""
+    print(f"## layersim.tools.bench lens: {MODEL}{weights}, {args.texts} Austen sentences of at most {MAX_LENGTH} tokens, "
           f"batches of {BATCH}, median of {args.repeat}\n")
     for line in machine.describe():
         print(line)

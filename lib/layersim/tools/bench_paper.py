@@ -61,10 +61,19 @@ class Workload:
     per: str
 
 
+def _display_import(node: ast.stmt) -> bool:
+    """Whether ``node`` imports the notebook's display layer (IPython), which no preset needs and which a GPU
+    machine or a batch node without Jupyter lacks."""
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "IPython"
+    return isinstance(node, ast.Import) and any(a.name.split(".")[0] == "IPython" for a in node.names)
+
+
 def notebook_presets(stem: str, root: Path | None = None) -> dict:
     """The ``PRESETS`` of notebook ``stem`` (``"t10_aligned_gpt"`` or ``"tracing/t10_aligned_gpt"``), read from
     the notebook itself: the statements of its settings cell before its ``start(...)`` call are executed (imports
-    and assignments), and ``PRESETS`` is returned. ValueError if the notebook has no such cell."""
+    and assignments; imports of IPython are left out, so that no Jupyter is needed), and ``PRESETS`` is returned.
+    ValueError if the notebook has no such cell."""
     root = Path(root or paths.repo_root()) / "notebooks"
     name = stem.split("/")[-1]
     found = sorted(root.glob(f"*/{name}.ipynb"))
@@ -79,7 +88,8 @@ def notebook_presets(stem: str, root: Path | None = None) -> dict:
         for node in tree.body:
             if "start(" in ast.get_source_segment(source, node):
                 break
-            before.append(node)
+            if not _display_import(node):
+                before.append(node)
         space: dict = {}
         exec(compile(ast.Module(before, type_ignores=[]), str(found[0]), "exec"), space)  # noqa: S102 - our notebook
         return space["PRESETS"]
@@ -215,11 +225,14 @@ def _to(batch: tuple, dev: torch.device) -> tuple:
 def time_workload(w: Workload, device: str | torch.device = "auto", steps: int = 3, warmup: int = 1,
                   precision: str = "auto") -> dict:
     """Seconds per step of ``w`` on ``device`` (the mean of ``steps`` timed steps after ``warmup`` untimed ones),
-    the precision it ran in (:func:`layersim.train.training.resolve_precision`) and the peak GPU memory (GiB;
-    None on the CPU)."""
+    the precision it ran in and the peak GPU memory (GiB; None on the CPU). ``precision="auto"``: what the
+    notebooks use, i.e. training in :func:`layersim.train.training.resolve_precision`'s (bf16 autocast on CUDA) and
+    reading in float32 (TF32 on CUDA unless strict, :func:`layersim.core.device.evaluation_autocast`)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got {steps}, {warmup}")
     dev = resolve_device(device)
+    if precision == "auto" and w.kind != "train":
+        precision = "fp32"
     prec = training.resolve_precision(precision, dev)
     model = w.build().to(dev)
     batch = _to(w.batch(model), dev)

@@ -141,7 +141,7 @@ def ladder(quick: bool = False) -> list[tuple[str, torch.nn.Module, int, tuple[i
     tracing notebooks' MLP and ViT at the default scale are on it, with smaller and larger MLPs."""
     from layersim.train import mlp
 
-    widths = (16, 64) if quick else (16, 64, 128, 256, 512, 1024)
+    widths = (16, 64) if quick else (16, 64, 128, 192, 256, 512, 1024)
     out = [(f"MLP 3 x {w}, batch 64", mlp.MLP(mlp.MLPConfig(width=w, depth=3)), 64, (784,)) for w in widths]
     if not quick:
         out.append(("MLP 9 x 256, batch 128 (t05, default)", mlp.MLP(mlp.MLPConfig()), 128, (784,)))
