@@ -12,7 +12,7 @@ NB      ?=
 STAMP   := $(VENV)/.layersim-installed
 ASSETS  := data/system/.provisioned
 
-.PHONY: all setup venv assets reproduce test test-gpu unit notebooks-smoke smoke-refs test-portable compare report lock clean-runs help
+.PHONY: all setup venv assets browser reproduce test test-gpu unit notebooks-smoke smoke-refs test-portable compare report site serve lock clean-runs help
 
 help:
 	@echo "make reproduce  run every notebook at SCALE=$(SCALE) (NB=pattern for a subset), writing figures/"
@@ -21,9 +21,21 @@ help:
 	@echo "make test-portable  the most kernel-sensitive smoke notebooks under other CPU kernels and thread counts"
 	@echo "make compare    how close a run came to the committed results (RUN=figures REF=git:HEAD)"
 	@echo "make report MODEL=m DATA=d  every lens of the four papers on one model (runs/report/m__d/report.html)"
+	@echo "make site       the book: every notebook rendered and the claims audit (runs/site/html/index.html)"
+	@echo "make serve      serve the built book at http://127.0.0.1:8000/"
 	@echo "make setup      create .venv and provision offline data and models (both commands do this)"
 
-setup: venv assets
+setup: venv assets browser
+
+# Debian's Chromium for the book's browser test (Playwright drives it; its own browser download is not used).
+# Installed when running as root with apt-get; otherwise the test is skipped unless LAYERSIM_REQUIRE_BROWSER=1.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium >/dev/null)) && \
+	    echo "installed Debian's chromium for the browser test"; \
+	  else echo "no chromium and no root apt-get: the browser test will be skipped"; fi
 
 venv: $(STAMP)
 
@@ -33,7 +45,7 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	@test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q torch==2.14.1 torchvision==0.29.1
-	$(PYTHON) -m pip install -q -c requirements-lock.txt -e '.[test]'
+	$(PYTHON) -m pip install -q -c requirements-lock.txt -e '.[test,book]'
 	$(PYTHON) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (layersim)" >/dev/null
 	@touch $@
 
@@ -45,7 +57,7 @@ $(ASSETS): scripts/provision.sh | $(STAMP)
 
 # At the default scale it replaces the committed results (notebooks/ and figures/): --update-committed is the
 # one switch that lets anything write there; each notebook's claims are judged over 3 seeds (SEEDS=N for
-# another number; layersim.notebook.seeds), and the README's claims table is rewritten from figures/.
+# another number; layersim.notebook.seeds), and the README's notebook table is rewritten from the runs.
 # Other scales write runs/<scale>/.
 # JOBS=N runs up to N notebooks at once on a local Ray instance (layersim.tools.batch); RAY_ADDRESS=auto (or
 # host:port, ray://host:port) submits them to a running Ray cluster instead.
@@ -56,7 +68,7 @@ reproduce: setup
 	$(PYTHON) -m layersim.tools.runner --scale $(SCALE) --nb '$(NB)' $(if $(SEEDS),--seeds $(SEEDS)) \
 	  $(if $(JOBS),--jobs $(JOBS)) $(if $(RAY_ADDRESS),--address $(RAY_ADDRESS)) \
 	  $(if $(filter default,$(SCALE)),--update-committed)
-	$(if $(filter default,$(SCALE)),$(PYTHON) -m layersim claims --readme)
+	$(if $(filter default,$(SCALE)),$(PYTHON) -m layersim.tools.site readme)
 
 # One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
 # (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)
@@ -99,6 +111,15 @@ report: setup
 # Re-pin requirements-lock.txt to what is installed now (after a deliberate upgrade).
 lock: venv
 	$(PYTHON) -m pip freeze --exclude-editable | grep -v -E '^(torch|torchvision)==' > requirements-lock.txt
+
+# The book: the committed notebooks rendered (nothing executed), the generated landing, paper and claims audit
+# pages (layersim.tools.site); about a minute, offline.
+site: setup
+	$(PYTHON) -m layersim.tools.site build
+
+PORT ?= 8000
+serve: setup
+	$(PYTHON) -m layersim.tools.site serve --port $(PORT)
 
 clean-runs:
 	rm -rf runs/

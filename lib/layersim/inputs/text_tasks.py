@@ -1,6 +1,6 @@
 """Text classification tasks: single sentences or sentence pairs with labels, per split.
 
-The clusters paper (``../shared/papers/003_*``, §2) fine-tunes encoders on GLUE (without WNLI),
+The clusters paper (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42, §2) fine-tunes encoders on GLUE (without WNLI),
 BoolQ, Yelp polarity, HellaSwag and CosmosQA. None of them exists offline, so the default scale
 builds two balanced tasks from the six Jane Austen novels (``layersim.inputs.data.load_austen``):
 

@@ -1,14 +1,14 @@
 """Representation alignment (Imani, Hu & White, "Representation Alignment in Neural Networks", TMLR).
 
-The paper (``../shared/papers/001_*``) asks how the label vector ``y`` of a task sits in the
+The paper (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) asks how the label vector ``y`` of a task sits in the
 left singular vectors of a representation matrix ``Phi`` (n samples x d features):
 
 * **eq. 2** -- ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2``
   (:func:`alignment_curve`). ``Phi`` is first put in the paper's form by :func:`prepare`: a
   constant-1 bias column appended (Section 2, "we replace the bias unit with a constant
   feature"), then every row scaled to unit length (Section 4, "we assume ||x_i|| <= 1 ... which
-  can be satisfied by normalization"). The authors' demo does exactly this, in this order
-  (``../shared/notes/reference-facts.md``). Labels are ``y = 2t - 1`` for binary tasks
+  can be satisfied by normalization"). The authors' demo (https://github.com/EhsanEI/rep-align-demo) does
+  exactly this, in this order. Labels are ``y = 2t - 1`` for binary tasks
   (:func:`binary_targets`) and centred values for regression (:func:`center_targets`); at
   ``tau = 0`` every singular direction counts, including those with ``sigma = 0`` beyond the
   rank, so the curve starts at ``||y||^2`` (``= n`` for +-1 labels). :func:`curve_and_area` does

@@ -1,6 +1,6 @@
 """Block-diagonal structure of a layer-by-layer similarity matrix (the clusters paper's Fig. 1, 2).
 
-Phang et al. (``../shared/papers/003_*``, §3) see, in fine-tuned RoBERTa and ALBERT, "two
+Phang et al. (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42, §3) see, in fine-tuned RoBERTa and ALBERT, "two
 distinct clusters of earlier and later layers that have high intra-cluster but low
 inter-cluster similarity". The paper reads this off heatmaps; these functions put a number on it
 for a symmetric matrix ``M`` ``[E, E]`` (e.g. linear CKA between all pairs of entries):

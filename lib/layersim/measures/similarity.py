@@ -59,8 +59,8 @@ References
 - Ding, Denain, Steinhardt (2021), "Grounding Representation Similarity with Statistical
   Testing", NeurIPS: orthogonal Procrustes distance.
 
-Equation numbers are given only where they were checked against the paper text in
-``/work/shared/papers``; other references cite the section or table.
+Equation numbers are given only where they were checked against the papers' text
+(:mod:`layersim.core.references`); other references cite the section or table.
 """
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ class Lens:
 
     ``paper``: the project's short name of the paper it reproduces (``tracing``, ``alignment``,
     ``redundancy``, ``clusters``) or the original source; ``equation``: where it is defined
-    (equation numbers only where checked against ``/work/shared/papers``); ``needs``: a subset
+    (equation numbers only where checked against the papers' text); ``needs``: a subset
     of :data:`INPUTS`; ``returns``: one of :data:`KINDS`; ``invariances``: a subset of
     :data:`INVARIANCES` (closed under :data:`IMPLIED` on construction); ``doc``: one line.
     """

@@ -790,12 +790,16 @@ NOTEBOOK = Path("notebooks") / "report" / "layer_report.ipynb"
 def export_html(executed: Path, html: Path) -> Path:
     """The executed notebook as one self-contained HTML page (nbconvert; figures embedded), with the
     code cells' inputs kept so that a reader sees how each number was computed. Markdown and HTML
-    outputs pass nbconvert's sanitizer (no script survives, whatever a table quoted); the page is
+    outputs pass nbconvert's sanitizer (no script survives, whatever a table quoted); the page loads nothing
+    from the network (the ``layersim_offline`` template leaves out the CDN scripts of nbconvert's lab page:
+    require.js, MathJax, the widget manager), so formulas in the text show as their LaTeX source; the page is
     written whole or not at all."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter(sanitize_html=True).from_notebook_node(nbformat.read(executed, as_version=4))
+    exporter = HTMLExporter(sanitize_html=True, template_name="layersim_offline",
+                            extra_template_basedirs=[str(Path(__file__).parent / "templates")])
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     return writers.write_text(html, body, protect=True)
 
 

@@ -357,7 +357,8 @@ def write_reference_metrics(run: Path, reference: Path) -> Path:
 def strip_reference(path: Path) -> None:
     """Keep only what nbval compares in a smoke reference: the outputs of the cells tagged
     ``nbval-check-output``. Other outputs, execution timings and papermill's run metadata are
-    dropped so that the reference stays small and its diffs show real changes."""
+    dropped so that the reference stays small and its diffs show real changes; the run's wall time
+    (papermill's ``duration``, rounded to 0.1 s) is kept: the smoke time the README and the book show."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
@@ -367,7 +368,9 @@ def strip_reference(path: Path) -> None:
         if cell.cell_type == "code" and "nbval-check-output" not in cell.metadata.get("tags", []):
             cell.outputs = []
             cell.execution_count = None
-    nb.metadata.pop("papermill", None)
+    seconds = (nb.metadata.pop("papermill", None) or {}).get("duration")
+    if seconds is not None:
+        nb.metadata["papermill"] = {"duration": round(float(seconds), 1)}
     nbformat.write(nb, str(path))
 
 

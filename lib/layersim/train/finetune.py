@@ -1,6 +1,6 @@
 """Fine-tuning pretrained Hugging Face encoders for text classification (one loop, cached).
 
-The clusters paper (``../shared/papers/003_*``, §2 "Optimization") fine-tunes every model with
+The clusters paper (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42, §2 "Optimization") fine-tunes every model with
 Adam, batch size 4, learning rate 1e-5, 1,000 warm-up steps, for up to 10,000 steps, a
 classification head on the CLS token (jiant's defaults: linear warm-up, then linear decay to 0).
 :class:`FinetuneConfig` holds those numbers (its defaults are the paper's); the default scale

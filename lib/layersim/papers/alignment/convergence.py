@@ -1,7 +1,7 @@
 """Alignment and the speed of gradient descent on a fixed representation (alignment paper, Section 6,
 Figures 8-9, Propositions 1-2).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``):
+Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij):
 
 * **Figure 8** (Section 6.1) -- in a rank-2 representation every singular direction is a process of its own,
   fast for a large singular value and slow for a small one: :func:`processes` (the loss before and after a

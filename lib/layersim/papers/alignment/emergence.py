@@ -1,6 +1,6 @@
 """Alignment emerges from training, even on shuffled labels (alignment paper, Sections 4 and 4.2, Figure 2).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``), Figure 2: the
+Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij), Figure 2: the
 squared projections ``(u_i^T y)^2`` of a label vector on the left singular vectors of a representation, against
 the index ``i`` of the singular values,
 

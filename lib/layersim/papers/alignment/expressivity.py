@@ -1,6 +1,6 @@
 """Beyond expressivity: the alignment paper's opening experiment (Sections 3 and 4.2, Figures 1 and 5).
 
-Imani, Hu & White (``../shared/papers/001_*``) compare three expressive nonlinear representations of one
+Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) compare three expressive nonlinear representations of one
 data set, the hidden layer of a one-hidden-layer ReLU network, sparse codes from dictionary learning and the
 hidden layer of a two-layer RBF network: closed-form least squares fits the training labels on each, yet a
 zero-initialised linear model trained by gradient descent learns at very different speeds on them (Figure 1),

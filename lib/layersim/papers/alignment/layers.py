@@ -1,6 +1,6 @@
 """Where the label vector sits in a network's representations: the alignment paper's Figures 2 and 7.
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``):
+Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij):
 
 * **Figure 2** (Sections 4 and 4.2) plots, against the index ``i`` of the singular values, the squared
   projections ``(u_i^T y)^2`` of the label vector on the left singular vectors of a representation:

@@ -1,6 +1,6 @@
 """Alignment and transfer between peaks functions (alignment paper, Section 7.1, Figures 10-12).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``):
+Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij):
 
 * **Figure 10** -- an MLP (60 inputs, hidden ReLU layers of 60 units, one linear output) is trained
   with Adam (step 0.001, batch 64) on the mean squared error of a source peaks task S, on 10000

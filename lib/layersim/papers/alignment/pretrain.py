@@ -1,6 +1,6 @@
 """Pre-trained CNNs and feature transfer for the alignment paper's Sections 7.2-7.3 (Figures 13-16, 19-20, Table 1).
 
-Imani, Hu & White (``../shared/papers/001_*``) take a CNN trained on a source task, read its hidden
+Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) take a CNN trained on a source task, read its hidden
 layers on images of a target task and measure how well they align with the target's labels (eq. 2,
 :mod:`layersim.measures.alignment`); then they fine-tune the network on the target. This module holds what the
 three notebooks ``a08_pretrained_cnn``, ``a09_source_similarity`` and ``a10_negative_transfer`` share:

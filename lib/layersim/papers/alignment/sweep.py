@@ -1,6 +1,6 @@
 """Alignment before and after training across network designs (alignment paper, Section 5, Figures 6, 17, 18).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (``../shared/papers/001_*``) train
+Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) train
 fully connected networks in five families of settings, each varying one design choice around a base
 network (depth 4, width 128, Adam, ReLU, batch 64): depth, width, optimiser, activation (tanh,
 PReLU, LeakyReLU, linear) and batch size (32, 128, 256). For every setting they compare the

@@ -1,6 +1,6 @@
 """The alignment paper's pre-trained-network protocol on text, with a genuinely pretrained Transformer (a11).
 
-Imani, Hu & White (``../shared/papers/001_*``, Section 7.2, Figures 13, 19, 20) read networks pretrained
+Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij, Section 7.2, Figures 13, 19, 20) read networks pretrained
 on ImageNet on binary tasks of other data sets and compare the alignment (eq. 2) of their last hidden layer
 with the input, with the same network at initialisation and with hand-crafted features. The offline
 image stand-in (a08: a small CNN pre-trained on six Fashion-MNIST classes) is neither large nor diverse;

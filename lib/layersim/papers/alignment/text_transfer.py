@@ -1,7 +1,7 @@
 """The alignment paper's pre-trained-network protocol on text, one step at a time (Section 7.2; Figures 13, 19, 20;
 notebook a11).
 
-Imani, Hu & White (``../shared/papers/001_*``) compare the alignment (eq. 2) of a network pretrained on large,
+Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) compare the alignment (eq. 2) of a network pretrained on large,
 diverse data with the input, the same network at initialisation and hand-crafted features, on binary tasks it was
 not trained on. a11 runs that comparison with a pretrained text encoder (MiniLM-L6 offline) on tasks between two
 Jane Austen novels; the features are :mod:`layersim.papers.alignment.text`'s and the per-task comparison is

@@ -1,6 +1,6 @@
 """Feature transfer, one step at a time: the alignment paper's Sections 7.2-7.3 (Figures 13-16, 19-21, Table 1).
 
-Imani, Hu & White (``../shared/papers/001_*``) read the hidden layers of a network trained on a source task on
+Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) read the hidden layers of a network trained on a source task on
 the images of a target task, measure how well they align with the target's labels (eq. 2) and fine-tune the
 network on the target. :mod:`layersim.papers.alignment.pretrain` holds the networks, their cached training, the
 data and the per-task comparison; this module holds the steps of the three notebooks that use them, each one

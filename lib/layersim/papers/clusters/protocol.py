@@ -1,7 +1,7 @@
 """The clusters paper's protocol (notebooks c01-c03): fine-tuned encoders, their CKA maps,
 truncated and layer-skipped models.
 
-Phang, Liu & Bowman (``../shared/papers/003_*``): fine-tune a pretrained encoder on a task (two
+Phang, Liu & Bowman (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42): fine-tune a pretrained encoder on a task (two
 random restarts), read the CLS token of every layer on the validation set and compare layers by
 linear CKA (ORIG-ORIG, FT-ORIG, FT-FT, FT[1]-FT[2]; §3); feed an intermediate layer to the task
 head with and without re-training it (UNTUNED, TUNED, TUNEDORIG; §4); skip every contiguous span

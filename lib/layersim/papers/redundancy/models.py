@@ -1,6 +1,6 @@
 """The redundancy paper's models and inputs, per scale (protocol of notebooks r01-r05).
 
-The paper (``../shared/papers/002_*``, §4 and Table 3) reads five pretrained Hugging Face
+The paper (Cannistraci et al., 2024, https://arxiv.org/abs/2410.04941, §4 and Table 3) reads five pretrained Hugging Face
 encoders (ViT-S, ViT-B, DiNO-S, DiNO-B, DEiT-S; all 12 blocks) on MNIST, F-MNIST, CIFAR-10 and
 CIFAR-100, always through the [CLS] token of each block's output. None of them exists offline,
 so the default scale reads every pretrained transformer that does and the ViTs trained here:

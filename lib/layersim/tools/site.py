@@ -1,0 +1,503 @@
+"""The book of the four reproductions: ``python -m layersim.tools.site build|serve|readme`` (``make site``).
+
+``build`` stages a source tree (:func:`stage`) and renders it with Sphinx, myst-nb and the book theme
+(``docs/conf.py``) into ``runs/site/html``, offline and without executing anything: the notebooks are rendered
+with the outputs of their committed default-scale run. The staged tree holds
+
+- the committed notebooks (``notebooks/<paper>/<stem>.ipynb``) and the layer report examples;
+- the hand-written pages of ``docs/`` (how to reproduce, the library, the tests) and the data card;
+- the generated pages: the landing page (:func:`landing_page`: the papers, a reading order, the measured time of
+  every notebook at every scale), one page per paper (:func:`paper_page`) and the **claims audit**
+  (:func:`audit_page`): every claim of every ``figures/<paper>/<stem>/metrics.json`` with the statement it tests,
+  its threshold, value and verdict over the seeds, the diagnosis of a miss and a link to the notebook section
+  that tests it. Nothing on these pages is typed by hand: a claim added to a notebook appears at the next build.
+
+``readme`` writes the README's generated block (the notebook table with measured times and claim counts) between
+:data:`START` and :data:`END`; ``readme --check`` exits 1 when it is out of date (the tests run it).
+``serve`` serves a built site on localhost.
+
+Where the times come from (:func:`notebook_infos`): smoke, the wall time papermill recorded in the smoke reference
+``tests/notebooks/<paper>/<stem>.ipynb``; default, the longest wall time among the notebook's seed runs in its
+committed default-scale run (the committed notebook's own run and the seed runs noted in ``metrics.json``: the
+longest is the one that trained its models, where one did; a notebook that reads models an earlier notebook trained,
+such as t02 with t01's ViT, shows its time with them cached); paper, the GPU hours measured by
+``python -m layersim.tools.bench paper`` (``benchmarks/gpu/*paper-plan.json``), where its step count is known.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from layersim.core import markup, writers
+from layersim.core.paths import repo_root
+from layersim.notebook import seeds
+from layersim.notebook.results import format_value
+from layersim.core.references import PAPERS, paper
+from layersim.tools import claims
+
+#: the README's generated block sits between these two lines
+START = "<!-- notebook table: written by `python -m layersim.tools.site readme` from the runs; do not edit by hand -->"
+END = "<!-- end of the notebook table -->"
+
+#: a first path through the four papers for a course: (notebook, what it teaches)
+READING_ORDER = (
+    ("tracing/t01_cos_vs_cka", "cosine vs CKA across the layers of a ViT: the measures everything else uses"),
+    ("tracing/t05_residual_mlp", "why the residual stream makes a per-sample cosine meaningful"),
+    ("alignment/a03_circle", "alignment of the top singular vectors with the labels, on a picture you can draw"),
+    ("alignment/a02_emergence", "training creates alignment, even on shuffled labels"),
+    ("alignment/a05_layers", "alignment layer by layer, before and after training"),
+    ("redundancy/r01_block_similarity", "block-by-block similarity of pretrained and trained encoders"),
+    ("redundancy/r02_block_redundancy", "Block Redundancy, and replacing a block by a least-squares map"),
+    ("clusters/c01_cka_structure", "fine-tuning splits an encoder into an early and a late cluster"),
+)
+
+#: the heading of each notebook's section that states the claims it tests (its anchor is linked to)
+STATEMENTS_HEADING = re.compile(r"^#+\s+(?:The paper's )?[Ss]tatements?,? tested on this run", re.M)
+
+_CLAIM_LINE = re.compile(r"^\s*(?:[*-]\s+)?`([A-Za-z0-9_]+)`[^:\n]*:\s*", re.M)
+
+#: the folder of the hand-written pages and the Sphinx configuration
+DOCS = "docs"
+
+
+@dataclass(frozen=True)
+class NotebookInfo:
+    """One notebook: its ``paper`` and ``stem``, ``title`` (its first heading), measured times (None where not
+    measured) and the claims of its committed default-scale run that hold, of all."""
+
+    paper: str
+    stem: str
+    title: str
+    smoke_seconds: float | None
+    default_seconds: float | None
+    paper_gpu_hours: float | None
+    claims_hold: int
+    claims_total: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.paper}/{self.stem}"
+
+
+def _read(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def title_of(nb: dict) -> str:
+    """The notebook's first level-1 heading, without the ``#``; a ``ValueError`` when it has none."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            for line in _source(cell).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    raise ValueError("the notebook has no level-1 heading (its title)")
+
+
+def statements(nb: dict) -> dict[str, str]:
+    """``{claim name: the statement as the notebook words it}`` from the notebook's section "The paper's
+    statement(s), tested on this run" (:data:`STATEMENTS_HEADING`): each claim is a paragraph or list item that starts with its name in
+    backticks and a colon. Markdown is kept; line breaks become spaces."""
+    out: dict[str, str] = {}
+    for cell in nb.get("cells", []):
+        text = _source(cell)
+        if cell.get("cell_type") != "markdown" or not STATEMENTS_HEADING.search(text):
+            continue
+        hits = list(_CLAIM_LINE.finditer(text))
+        for k, hit in enumerate(hits):
+            end = hits[k + 1].start() if k + 1 < len(hits) else len(text)
+            body = text[hit.end():end].split("\n\n")[0]
+            out.setdefault(hit.group(1), " ".join(body.split()))
+    return out
+
+
+def _default_seconds(nb: dict, metrics: dict) -> float | None:
+    runs = [float(s) for s in (metrics.get("seed_run_seconds") or {}).values()]
+    own = (nb.get("metadata", {}).get("papermill") or {}).get("duration")
+    if own is not None:
+        runs.append(float(own))
+    return max(runs) if runs else None
+
+
+def paper_gpu_hours(root: Path) -> dict[str, float]:
+    """``{stem: GPU hours}`` of the newest ``benchmarks/gpu/*paper-plan.json`` (the measured paper-scale plan),
+    summed over a notebook's workloads whose step count is known; {} when there is none."""
+    plans = sorted((root / "benchmarks" / "gpu").glob("*paper-plan.json"))
+    if not plans:
+        return {}
+    hours: dict[str, float] = {}
+    known: dict[str, bool] = {}
+    for row in _read(plans[-1]):
+        stem = row["notebook"]
+        known[stem] = known.get(stem, True) and row.get("hours") is not None
+        hours[stem] = hours.get(stem, 0.0) + float(row.get("hours") or 0.0)
+    return {stem: h for stem, h in hours.items() if known[stem]}
+
+
+def notebook_infos(root: Path | None = None) -> list[NotebookInfo]:
+    """Every committed notebook with a committed default-scale run, in the papers' order, with its measured
+    times and claim counts (see the module's text for the sources)."""
+    root = Path(root or repo_root())
+    gpu = paper_gpu_hours(root)
+    out = []
+    for p in PAPERS:
+        for path in sorted((root / "notebooks" / p.key).glob("*.ipynb")):
+            metrics_path = root / "figures" / p.key / path.stem / "metrics.json"
+            if not metrics_path.is_file():
+                continue
+            nb, metrics = _read(path), _read(metrics_path)
+            ref = root / "tests" / "notebooks" / p.key / path.name
+            smoke = ((_read(ref).get("metadata", {}).get("papermill") or {}).get("duration")
+                     if ref.is_file() else None)
+            recorded = metrics.get("claims", {})
+            out.append(NotebookInfo(p.key, path.stem, title_of(nb), None if smoke is None else float(smoke),
+                                    _default_seconds(nb, metrics), gpu.get(path.stem),
+                                    sum(bool(c.get("holds")) for c in recorded.values()), len(recorded)))
+    if not out:
+        raise ValueError(f"no notebook with a committed run under {root / 'notebooks'}")
+    return out
+
+
+def duration(seconds: float | None) -> str:
+    """``"12 s"``, ``"4.5 min"``, or ``"–"`` for a time not measured."""
+    if seconds is None:
+        return "–"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def hours(h: float | None) -> str:
+    """``"0.35 h"`` of GPU, or ``"–"`` for a time not measured."""
+    return "–" if h is None else (f"{h:.2f} h" if h < 10 else f"{h:.0f} h")
+
+
+def time_table(infos: list[NotebookInfo], link) -> str:
+    """The notebooks as a Markdown table: link (``link(info)`` gives the target), title, the three times, claims."""
+    rows = [[f"[`{i.stem.split('_')[0]}`]({link(i)})", markup.cell(_short(i.title)), duration(i.smoke_seconds),
+             duration(i.default_seconds), hours(i.paper_gpu_hours),
+             f"{i.claims_hold} of {i.claims_total}" if i.claims_total else "–"] for i in infos]
+    return markup.table(["notebook", "what it reproduces", "smoke", "default (CPU)", "paper (GPU, measured)",
+                         "claims hold"], rows, raw=True)
+
+
+def _short(title: str) -> str:
+    """A notebook title without its parenthesised figure list (kept on its own page)."""
+    return re.sub(r"\s*\([^()]*\)\s*$", "", title)
+
+
+def totals(infos: list[NotebookInfo]) -> tuple[int, int]:
+    """(claims that hold, claims) over ``infos``."""
+    return sum(i.claims_hold for i in infos), sum(i.claims_total for i in infos)
+
+
+def readme_section(root: Path | None = None) -> str:
+    """The README's generated block: the claim count and the notebook table."""
+    infos = notebook_infos(root)
+    held, total = totals(infos)
+    when = ("Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
+            "run; t02–t06 read t01's ViT and show their time with it cached); paper is GPU hours on one H100, "
+            "where measured (`benchmarks/PAPER_SCALE.md` has every notebook).")
+    return "\n".join([f"**{held} of {total} claims hold** at the default scale; the book's claims audit page lists "
+                      "every one with its value and, where it misses, why.", "",
+                      time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb"), "", when])
+
+
+def replace_block(text: str, block: str) -> str:
+    """``text`` with what lies between :data:`START` and :data:`END` replaced by ``block``; a ``ValueError`` when
+    the markers are missing or out of order."""
+    i, j = text.find(START), text.find(END)
+    if i < 0 or j < i:
+        raise ValueError(f"the README needs the two lines {START!r} and {END!r}, in this order")
+    return text[:i + len(START)] + "\n" + block.strip("\n") + "\n" + text[j:]
+
+
+# ----------------------------------------------------------------------------- generated pages
+
+def _anchor(heading: str) -> str:
+    """The anchor MyST gives a heading (``myst_heading_anchors``): lower case, punctuation dropped, spaces to -."""
+    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return slug.replace(" ", "-")
+
+
+def statements_anchor(nb: dict) -> str | None:
+    """The anchor of the notebook's statements section, or None when it has none."""
+    for cell in nb.get("cells", []):
+        m = STATEMENTS_HEADING.search(_source(cell)) if cell.get("cell_type") == "markdown" else None
+        if m:
+            return _anchor(m.group(0).lstrip("#"))
+    return None
+
+
+def _stand_in(metrics: dict) -> str:
+    """The run's data and model settings that say what stands in for the paper's (a short list of its params)."""
+    params = metrics.get("params", {})
+    keys = ("dataset", "model", "encoder", "pretrained", "source", "tasks", "depth", "embed_dim", "n_train", "epochs",
+            "steps")
+    shown = []
+    for k in keys:
+        v = params.get(k)
+        if v is None:
+            continue
+        v = ", ".join(v) if isinstance(v, dict) else v
+        shown.append(f"{k} {v}")
+    return "; ".join(shown)
+
+
+def audit_page(root: Path | None = None) -> str:
+    """The claims audit (MyST Markdown): counts per paper, then per notebook every claim with what it tests, its
+    threshold, value, verdict over the seeds, the diagnosis where it misses (with the larger run of a *scale*
+    diagnosis) and a link to the section that tests it. Built from :func:`layersim.tools.claims.collect`."""
+    root = Path(root or repo_root())
+    rows = [r for r in claims.collect(root / "figures") if (root / "notebooks" / f"{r.notebook}.ipynb").is_file()]
+    sections, counts = [], []
+    for p in PAPERS:
+        mine = [r for r in rows if r.notebook.split("/")[0] == p.key]
+        held = sum(bool(r.claim["holds"]) for r in mine)
+        counts.append([f"[{p.title}](#{_anchor(p.title)})", str(len(mine)), str(held), str(len(mine) - held)])
+        sections += [f"## {p.title}", "", f"{p.citation()} [{p.url}]({p.url})", ""]
+        for notebook in dict.fromkeys(r.notebook for r in mine):
+            nb = _read(root / "notebooks" / f"{notebook}.ipynb")
+            metrics = _read(root / "figures" / notebook / "metrics.json")
+            said, anchor = statements(nb), statements_anchor(nb)
+            target = f"notebooks/{notebook}.ipynb" + (f"#{anchor}" if anchor else "")
+            table = [[f"[`{r.name}`]({target})", markup.cell(said.get(r.name, r.claim.get("note", ""))), r.threshold,
+                      format_value(r.claim["value"]),
+                      ("holds" if r.claim["holds"] else "**misses**") + f" ({seeds.verdict(r.claim)})",
+                      markup.cell(r.why)] for r in mine if r.notebook == notebook]
+            stand_in = _stand_in(metrics)
+            sections += [f"### {markup.cell(title_of(nb))}", "",
+                         f"[{notebook}]({target}) · scale: {metrics.get('scale', '?')}"
+                         + (f" · {markup.cell(stand_in)}" if stand_in else ""), "",
+                         markup.table(["claim", "what is tested", "threshold", "value", "verdict (k/n seeds)",
+                                       "why it misses"], table, raw=True), ""]
+    held = sum(bool(r.claim["holds"]) for r in rows)
+    intro = [
+        "# Claims audit", "",
+        f"**{held} of {len(rows)} claims hold** at the default scale.", "",
+        "Every claim is one of a paper's statements, fixed in its notebook (definition and threshold) before the run "
+        "that tests it, and judged over several seeds: it holds when it holds on most of them (*k/n*: the seeds on "
+        "which it holds). A claim that misses on any seed carries a diagnosis written before that run: *definition* "
+        "(the claim as fixed did not test the paper's statement), *scale* (our stand-in is too small to show the "
+        "effect; the verdict of the notebook's larger run follows), *paper* (the paper's own numbers disagree) or "
+        "*does not replicate*. This page is generated from every `figures/<paper>/<stem>/metrics.json` when the book "
+        "is built; the claim names link to the section of the notebook that defines them.", "",
+        markup.table(["paper", "claims", "hold", "miss"],
+                     counts + [["all", str(len(rows)), str(held), str(len(rows) - held)]], raw=True), ""]
+    return "\n".join(intro + sections)
+
+
+def paper_page(key: str, infos: list[NotebookInfo]) -> str:
+    """The page of one paper: citation, its question, its notebooks with their times and claims, and the toctree."""
+    p = paper(key)
+    mine = [i for i in infos if i.paper == key]
+    held, total = totals(mine)
+    return "\n".join([
+        f"# {p.title}", "", f"{p.citation()} [{p.url}]({p.url})", "", f"**The question.** {p.question}", "",
+        f"{len(mine)} notebooks; {held} of {total} of their claims hold at the default scale "
+        f"([claims audit](../claims.md#{_anchor(p.title)})).", "",
+        time_table(mine, lambda i: f"{i.stem}.ipynb"), "",
+        "```{toctree}", ":hidden:", ":maxdepth: 1", "", *[f"{i.stem}.ipynb" for i in mine], "```", ""])
+
+
+def landing_page(infos: list[NotebookInfo]) -> str:
+    """The book's first page: what the papers ask, how to read the book, a reading order and every notebook."""
+    held, total = totals(infos)
+    papers = [f"- **[{p.title}]({p.key}/index.md)** — {p.citation()} {p.question}" for p in PAPERS]
+    by_name = {i.name: i for i in infos}
+    order = [f"{k}. [{_short(by_name[nb].title)}]({nb}.ipynb) — {why}"
+             for k, (nb, why) in enumerate(READING_ORDER, 1) if nb in by_name]
+    return "\n".join([
+        "# layersim: how representations evolve across layers, reproduced", "",
+        "Four papers ask how the representation of an input changes from one layer of a network to the next. Each "
+        "figure or table we reproduce is one notebook: it states the paper's claim, runs it on models and data that "
+        "fit a laptop (the *default* scale; the papers' own models and data at `scale=\"paper\"`), draws the figure "
+        "and records whether each claim held, with the measured value.", "",
+        "## The papers", "", *papers, "",
+        "## How to read this book", "",
+        "Each notebook is rendered with the outputs of its committed default-scale run: read the statement, the "
+        "figure and the section *What we found*. The [claims audit](claims.md) lists every claim with its verdict "
+        f"({held} of {total} hold). To rerun or change a notebook, see [Reproduce](reproduce.md).", "",
+        "## A reading order for a course", "", *order, "",
+        "## Every notebook", "",
+        time_table(infos, lambda i: f"{i.paper}/{i.stem}.ipynb"), "",
+        "Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
+        "run, the one that trained its models where one did; t02–t06 read t01's ViT and show their time with it "
+        "cached); paper is GPU hours on one H100 from the measured paper-scale plan, where it reaches.", "",
+        "```{toctree}", ":hidden:", ":maxdepth: 2", "",
+        *[f"{p.key}/index" for p in PAPERS], "claims", "report/index", "reproduce", "library", "data", "```", ""])
+
+
+def report_page(root: Path) -> str:
+    """The layer report examples: the committed ``figures/report/<model>__<data>/layer_report.ipynb``."""
+    examples = sorted(p.parent.name for p in (root / "figures" / "report").glob("*/layer_report.ipynb"))
+    return "\n".join([
+        "# The layer report: every lens on any model", "",
+        "`python -m layersim report --model MODEL --data DATA` reads every layer of a model once and applies every "
+        "lens of the four papers that the inputs allow. The committed examples, rendered:", "",
+        "```{toctree}", ":maxdepth: 1", "", *[f"{e}" for e in examples], "```", ""])
+
+
+# ----------------------------------------------------------------------------- staging and building
+
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def relink(text: str, exists) -> str:
+    """Markdown ``text`` with every relative link whose target the book does not contain (``exists(path)`` is
+    False; anchors and external URLs are kept) replaced by its label: a page moved from the repository may name
+    files that the book does not carry."""
+    def fix(m: re.Match) -> str:
+        bang, label, target = m.groups()
+        if re.match(r"^[a-z]+:", target) or target.startswith("#") or exists(target.split("#")[0]):
+            return m.group(0)
+        return label if not bang else f"*(image: {label})*"
+    return _LINK.sub(fix, text)
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def without_widgets(nb: dict) -> dict:
+    """``nb`` without Jupyter widget state and widget outputs (the progress bars a run leaves): offline they render
+    as nothing, and their state makes the page load the widget scripts from a CDN."""
+    nb = json.loads(json.dumps(nb))
+    nb.get("metadata", {}).pop("widgets", None)
+    for cell in nb.get("cells", []):
+        outputs = []
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if isinstance(data, dict) and WIDGET_VIEW in data:
+                data.pop(WIDGET_VIEW)
+                if set(data) <= {"text/plain"}:
+                    continue  # only the widget's text stand-in ("HBox(...)") is left: drop the output
+            outputs.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = outputs
+    return nb
+
+
+def _copy_notebook(src: Path, dest: Path) -> None:
+    dest.write_text(json.dumps(without_widgets(_read(src)), ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def mathjax_folder() -> Path:
+    """MathJax 3 as the ``sphinx-mathjax-offline`` package ships it (the book renders formulas offline with its
+    ``tex-svg.js``)."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("sphinx-mathjax-offline")
+    except metadata.PackageNotFoundError:
+        raise ValueError("the book needs the package sphinx-mathjax-offline (MathJax offline): run `make setup`") from None
+    folder = Path(dist.locate_file("sphinx-mathjax-offline/static/mathjax"))
+    if not (folder / "tex-svg.js").is_file():
+        raise ValueError(f"no tex-svg.js in {folder}")
+    return folder
+
+
+def stage(dest: Path, root: Path | None = None) -> Path:
+    """Write the book's source tree into ``dest`` (emptied first) and return it."""
+    root = Path(root or repo_root())
+    dest = Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    infos = notebook_infos(root)
+    for p in PAPERS:
+        (dest / p.key).mkdir()
+        for i in (i for i in infos if i.paper == p.key):
+            _copy_notebook(root / "notebooks" / p.key / f"{i.stem}.ipynb", dest / p.key / f"{i.stem}.ipynb")
+        (dest / p.key / "index.md").write_text(paper_page(p.key, infos), encoding="utf-8")
+    (dest / "report").mkdir()
+    for nb in sorted((root / "figures" / "report").glob("*/layer_report.ipynb")):
+        _copy_notebook(nb, dest / "report" / f"{nb.parent.name}.ipynb")
+    (dest / "report" / "index.md").write_text(report_page(root), encoding="utf-8")
+    (dest / "index.md").write_text(landing_page(infos), encoding="utf-8")
+    (dest / "claims.md").write_text(
+        audit_page(root).replace("](notebooks/", "]("), encoding="utf-8")
+    for name in ("conf.py", "favicon.svg"):
+        shutil.copy2(root / DOCS / name, dest / name)
+    shutil.copytree(mathjax_folder(), dest / "_static" / "mathjax")
+    for page in sorted((root / DOCS).glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        (dest / page.name).write_text(relink(text, lambda t: (dest / t).exists()), encoding="utf-8")
+    data_card = (root / "data" / "README.md").read_text(encoding="utf-8")
+    (dest / "data.md").write_text(relink(data_card, lambda t: (dest / t).exists()), encoding="utf-8")
+    return dest
+
+
+def build(out: Path | None = None, root: Path | None = None, quiet: bool = True) -> Path:
+    """Stage the book into ``<out>/src`` and render it into ``<out>/html`` with Sphinx (nothing executed); returns
+    the HTML folder. A ``RuntimeError`` carries Sphinx's output when the build fails."""
+    root = Path(root or repo_root())
+    out = Path(out or root / "runs" / "site")
+    src = stage(out / "src", root)
+    html = out / "html"
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-j", "1", "-E", *(["-q"] if quiet else []), str(src),
+           str(html)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"sphinx failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    warnings = [line for line in done.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
+    writers.write_text(out / "warnings.txt", "\n".join(warnings) + ("\n" if warnings else ""))
+    return html
+
+
+def serve(html: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
+    """Serve ``html`` on ``http://host:port/`` until interrupted."""
+    if not (Path(html) / "index.html").is_file():
+        raise ValueError(f"no built site in {html}: run `make site` first")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
+    with http.server.ThreadingHTTPServer((host, port), handler) as httpd:
+        print(f"serving {html} at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+        httpd.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.site", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="stage and render the book into OUT/html (default runs/site)")
+    b.add_argument("--out", default=None)
+    s = sub.add_parser("serve", help="serve a built book")
+    s.add_argument("--out", default=None)
+    s.add_argument("--port", type=int, default=8000)
+    r = sub.add_parser("readme", help="write the README's generated notebook table")
+    r.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
+    args = ap.parse_args(argv)
+    root = repo_root()
+    if args.command == "build":
+        html = build(args.out and Path(args.out))
+        warnings = (html.parent / "warnings.txt").read_text().strip()
+        print(f"built {html / 'index.html'}" + (f"\n{warnings}" if warnings else ""))
+        return 0
+    if args.command == "serve":
+        serve(Path(args.out or root / "runs" / "site") / "html", args.port)
+        return 0
+    readme = root / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    new = replace_block(text, readme_section(root))
+    if args.check:
+        if new != text:
+            print("README.md's notebook table is out of date: run `python -m layersim.tools.site readme`",
+                  file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        writers.write_text(readme, new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
