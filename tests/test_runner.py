@@ -184,7 +184,10 @@ def test_refs_keep_only_the_checked_outputs(fake_repo):
     assert outputs["print('noise')"] == []
     assert "".join(outputs["6 * 7"][0]["data"]["text/plain"]) == "42"
     assert 'scale = "smoke"' in "".join(ref["cells"][1]["source"])  # the injected parameters
-    assert "papermill" not in ref["metadata"]
+    seconds = ref["metadata"]["papermill"]
+    assert set(seconds) == {"duration"}, "of papermill's run metadata only the wall time is kept"
+    assert 0 < seconds["duration"] < 600 and seconds["duration"] == round(seconds["duration"], 1)
+    assert all("papermill" not in c["metadata"] and "execution" not in c["metadata"] for c in ref["cells"])
 
 
 @pytest.mark.slow
