@@ -81,3 +81,11 @@ def test_finish_saves_and_closes_and_record_writes_the_metrics(out, capsys):
 def test_the_style_file_is_a_valid_matplotlib_style():
     with plt.style.context(STYLE):
         assert plt.rcParams["legend.frameon"] is False and plt.rcParams["grid.alpha"] == 0.3
+
+
+def test_a_path_in_the_repository_is_shown_relative_to_it(tmp_path):
+    from layersim.core.paths import repo_root
+    from layersim.notebook.run import shown_path
+
+    assert shown_path(repo_root() / "figures" / "tracing" / "t01") == "figures/tracing/t01"
+    assert shown_path(tmp_path) == str(tmp_path)  # outside the repository: as it is

@@ -19,7 +19,7 @@ from urllib.parse import unquote, urljoin, urlparse
 import pytest
 
 from layersim.core.references import PAPERS
-from layersim.tools import site
+from layersim.tools import runner, site
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,12 +230,12 @@ def test_widget_state_and_widget_outputs_are_left_out_of_the_book():
     view = {"model_id": "x", "version_major": 2, "version_minor": 0}
     nb = {"metadata": {"widgets": {"state": {}}, "kernelspec": {}},
           "cells": [{"cell_type": "code", "outputs": [
-              {"output_type": "display_data", "data": {site.WIDGET_VIEW: view, "text/plain": "HBox()"}},
-              {"output_type": "display_data", "data": {site.WIDGET_VIEW: view, "image/png": "AA=="}},
+              {"output_type": "display_data", "data": {runner.WIDGET_VIEW: view, "text/plain": "HBox()"}},
+              {"output_type": "display_data", "data": {runner.WIDGET_VIEW: view, "image/png": "AA=="}},
               {"output_type": "stream", "name": "stdout", "text": "kept"}]},
               {"cell_type": "markdown", "source": "text"}]}
-    got = site.without_widgets(nb)
+    got = runner.without_widgets(nb)
     assert "widgets" not in got["metadata"] and "kernelspec" in got["metadata"]
     assert got["cells"][0]["outputs"] == [{"output_type": "display_data", "data": {"image/png": "AA=="}},
                                           {"output_type": "stream", "name": "stdout", "text": "kept"}]
-    assert site.WIDGET_VIEW in nb["cells"][0]["outputs"][0]["data"]  # the input is not changed
+    assert runner.WIDGET_VIEW in nb["cells"][0]["outputs"][0]["data"]  # the input is not changed

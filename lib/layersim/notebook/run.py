@@ -77,6 +77,17 @@ class Run:
         return claims
 
 
+def shown_path(path: Path) -> str:
+    """``path`` as a reader should see it in a notebook's output: relative to the repository when it lies inside it
+    (``figures/tracing/t01_cos_vs_cka``), else as it is."""
+    from layersim.core.paths import repo_root
+
+    try:
+        return Path(path).resolve().relative_to(repo_root().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def split_name(notebook: str) -> tuple[str, str]:
     """``"<paper>/<stem>"`` -> ``(paper, stem)``; a ``ValueError`` for anything else."""
     paper, sep, stem = notebook.partition("/")
@@ -112,6 +123,6 @@ def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mappi
 
         plt.style.use(STYLE)
     if announce:
-        print(f"scale={scale}, writing to {out}")
+        print(f"scale={scale}, writing to {shown_path(out)}")
     return Run(notebook=notebook, scale=scale, P=P, seed=int(seed), device=settings.check_value("device", device),
                out=out)

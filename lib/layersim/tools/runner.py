@@ -259,8 +259,10 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
                 return Outcome(nb, False, time.perf_counter() - t0,
                                f"{exc}: a smoke reference needs the run's results.write_metrics")
     if target.publish is not None:
+        clean = without_widgets(json.loads(Path(target.executed).read_text(encoding="utf-8")))
         with writers.atomic_path(target.publish) as tmp:
-            shutil.copyfile(target.executed, tmp)
+            Path(tmp).write_text(json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
+                                 encoding="utf-8")
     return Outcome(nb, True, time.perf_counter() - t0)
 
 
@@ -372,6 +374,29 @@ def strip_reference(path: Path) -> None:
     if seconds is not None:
         nb.metadata["papermill"] = {"duration": round(float(seconds), 1)}
     nbformat.write(nb, str(path))
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def without_widgets(nb: dict) -> dict:
+    """``nb`` (a notebook's JSON) without Jupyter widget state and widget outputs (the progress bars a run leaves):
+    outside a live kernel they render as nothing, and their state makes a rendered page load the widget scripts from
+    a CDN. The committed notebooks are published through it, and the book renders them through it."""
+    nb = json.loads(json.dumps(nb))
+    nb.get("metadata", {}).pop("widgets", None)
+    for cell in nb.get("cells", []):
+        outputs = []
+        for out in cell.get("outputs", []):
+            data = out.get("data")
+            if isinstance(data, dict) and WIDGET_VIEW in data:
+                data.pop(WIDGET_VIEW)
+                if set(data) <= {"text/plain"}:
+                    continue  # only the widget's text stand-in ("HBox(...)") is left: drop the output
+            outputs.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = outputs
+    return nb
 
 
 def parse_value(text: str):

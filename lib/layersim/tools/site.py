@@ -42,7 +42,7 @@ from layersim.core.paths import repo_root
 from layersim.notebook import seeds
 from layersim.notebook.results import format_value
 from layersim.core.references import PAPERS, paper
-from layersim.tools import claims
+from layersim.tools import claims, runner
 
 #: the README's generated block sits between these two lines
 START = "<!-- notebook table: written by `python -m layersim.tools.site readme` from the runs; do not edit by hand -->"
@@ -366,30 +366,8 @@ def relink(text: str, exists) -> str:
     return _LINK.sub(fix, text)
 
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-def without_widgets(nb: dict) -> dict:
-    """``nb`` without Jupyter widget state and widget outputs (the progress bars a run leaves): offline they render
-    as nothing, and their state makes the page load the widget scripts from a CDN."""
-    nb = json.loads(json.dumps(nb))
-    nb.get("metadata", {}).pop("widgets", None)
-    for cell in nb.get("cells", []):
-        outputs = []
-        for out in cell.get("outputs", []):
-            data = out.get("data")
-            if isinstance(data, dict) and WIDGET_VIEW in data:
-                data.pop(WIDGET_VIEW)
-                if set(data) <= {"text/plain"}:
-                    continue  # only the widget's text stand-in ("HBox(...)") is left: drop the output
-            outputs.append(out)
-        if "outputs" in cell:
-            cell["outputs"] = outputs
-    return nb
-
-
 def _copy_notebook(src: Path, dest: Path) -> None:
-    dest.write_text(json.dumps(without_widgets(_read(src)), ensure_ascii=False, indent=1), encoding="utf-8")
+    dest.write_text(json.dumps(runner.without_widgets(_read(src)), ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 def mathjax_folder() -> Path:
