@@ -115,6 +115,10 @@ def test_tick_positions_thin_long_layer_axes_and_keep_both_ends(n):
 def test_layer_heatmap_of_31_layers_labels_every_other_layer():
     import matplotlib.pyplot as plt
 
-    ax = plotting.layer_heatmap(np.eye(31), layers=list(range(31)))
+    ax = plotting.layer_heatmap(np.eye(31), layers=list(range(31)), label="linear CKA")
     assert [t.get_text() for t in ax.get_xticklabels()] == [str(i) for i in range(0, 31, 2)]
+    colour_bar = ax.figure.axes[-1]  # the colour bar's own axes, added beside the heatmap
+    assert colour_bar.get_ylabel() == "linear CKA"
+    with pytest.raises(TypeError, match="label"):
+        plotting.layer_heatmap(np.eye(3))  # every colour bar says what it measures
     plt.close("all")

@@ -57,10 +57,11 @@ def tick_positions(n: int, most: int = 16) -> list[int]:
 
 def layer_heatmap(matrix, layers: Sequence[int] | None = None, ax=None, title: str | None = None,
                   vmin: float | None = None, vmax: float = 1.0, cmap: str = "viridis", annotate: bool | None = None,
-                  columns: Sequence[int] | None = None, xlabel: str = "layer", ylabel: str = "layer", fmt: str = ".2f"):
-    """A layer-by-layer heatmap with a colour bar; the first layer at the top left. ``layers`` label
-    the rows (and the columns, unless ``columns`` does: two models compared, e.g. FT vs ORIG);
-    NaN cells (no value, e.g. below a skip grid's diagonal) are left blank."""
+                  columns: Sequence[int] | None = None, xlabel: str = "layer", ylabel: str = "layer", fmt: str = ".2f",
+                  *, label: str):
+    """A layer-by-layer heatmap with a colour bar labelled ``label`` (what the colour measures: every caller names
+    it); the first layer at the top left. ``layers`` label the rows (and the columns, unless ``columns`` does: two
+    models compared, e.g. FT vs ORIG); NaN cells (no value, e.g. below a skip grid's diagonal) are left blank."""
     import matplotlib.pyplot as plt
 
     ax = _axes(ax, figsize=(4.5, 4))
@@ -80,7 +81,7 @@ def layer_heatmap(matrix, layers: Sequence[int] | None = None, ax=None, title: s
                 if np.isfinite(m[i, j]):
                     ax.text(j, i, format(m[i, j], fmt), ha="center", va="center", fontsize=6,
                             color="white" if m[i, j] < (vmin + vmax) / 2 else "black")
-    plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    plt.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=label)
     if title:
         ax.set_title(title)
     return ax

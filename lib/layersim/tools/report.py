@@ -683,6 +683,8 @@ def output_folder(out: str | os.PathLike | None, scale: str) -> Path:
 
 
 #: per-layer lenses drawn against the layer, with their axis label
+#: what the colour of each all-pairs matrix of the report measures
+MATRIX_LABELS = {"cka/matrix": "linear CKA", "cos/matrix": "COS"}
 _PER_LAYER = {"cos/to_last": "COS with the last layer", "cka/to_last": "CKA with the last layer",
               "alignment/area": "alignment area", "probe/accuracy": "linear-probe accuracy",
               "logit_lens/accuracy": "logit-lens accuracy", "collapse/nc1": "NC1 (log scale)"}
@@ -712,7 +714,7 @@ def figures(report: Report, title: str = "") -> dict[str, Any]:
         fig, axes = plt.subplots(1, len(mats), figsize=(6.2 * len(mats), 5), squeeze=False)
         for ax, name in zip(axes[0], mats):
             plotting.layer_heatmap(res[name], layers=layers, ax=ax, title=name, vmin=None,
-                                   annotate=len(layers) <= 13)
+                                   annotate=len(layers) <= 13, label=MATRIX_LABELS[name])
         fig.suptitle(title)
         out["matrices"] = fig
     for key, table, xs in (("per_layer", _PER_LAYER, np.asarray(layers)),

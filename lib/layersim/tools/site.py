@@ -65,6 +65,10 @@ STATEMENTS_HEADING = re.compile(r"^#+\s+(?:The paper's )?[Ss]tatements?,? tested
 
 _CLAIM_LINE = re.compile(r"^\s*(?:[*-]\s+)?`([A-Za-z0-9_]+)`[^:\n]*:\s*", re.M)
 
+#: what a default time means for a notebook whose models were trained before it ran
+CACHED_NOTE = ("a notebook whose models an earlier notebook or run had trained, such as t02 with t01's ViT, shows its "
+               "time with them cached")
+
 #: the folder of the hand-written pages and the Sphinx configuration
 DOCS = "docs"
 
@@ -207,8 +211,8 @@ def readme_section(root: Path | None = None) -> str:
     infos = notebook_infos(root)
     held, total = totals(infos)
     when = ("Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
-            "run; t02–t06 read t01's ViT and show their time with it cached); paper is GPU hours on one H100, "
-            "where measured (`benchmarks/PAPER_SCALE.md` has every notebook).")
+            f"run; {CACHED_NOTE}); paper is GPU hours on one H100, where measured (`benchmarks/PAPER_SCALE.md` has "
+            "every notebook).")
     return "\n".join([f"**{held} of {total} claims hold** at the default scale; the book's claims audit page lists "
                       "every one with its value and, where it misses, why.", "",
                       time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb"), "", when])
@@ -333,8 +337,8 @@ def landing_page(infos: list[NotebookInfo]) -> str:
         "## Every notebook", "",
         time_table(infos, lambda i: f"{i.paper}/{i.stem}.ipynb"), "",
         "Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
-        "run, the one that trained its models where one did; t02–t06 read t01's ViT and show their time with it "
-        "cached); paper is GPU hours on one H100 from the measured paper-scale plan, where it reaches.", "",
+        f"run, the one that trained its models where one did; {CACHED_NOTE}); paper is GPU hours on one H100 from "
+        "the measured paper-scale plan, where it reaches.", "",
         "```{toctree}", ":hidden:", ":maxdepth: 2", "",
         *[f"{p.key}/index" for p in PAPERS], "claims", "report/index", "reproduce", "library", "data", "```", ""])
 

@@ -62,7 +62,7 @@ def skip_grid_figure(grids: Mapping[str, np.ndarray], base: Mapping[str, Mapping
         blocks = np.arange(1, len(G) + 1)
         plotting.layer_heatmap(G, layers=blocks, ax=ax, vmin=b["majority"], vmax=max(b["full"], np.nanmax(G)),
                                cmap="magma", xlabel="last skipped block", ylabel="first skipped block",
-                               title=f"{key} (full {b['full']:.2f})")
+                               title=f"{key} (full {b['full']:.2f})", label="validation score, span skipped")
     fig.tight_layout()
     return fig
 
@@ -81,7 +81,7 @@ def cka_maps_figure(maps: Mapping[str, np.ndarray], title: str):
     for ax, (kind, M) in zip(axes[0], maps.items()):
         ylabel, xlabel = MAP_LABELS.get(kind, ("block", "block"))
         plotting.layer_heatmap(M, layers=np.arange(1, M.shape[0] + 1), columns=np.arange(1, M.shape[1] + 1), ax=ax,
-                               vmin=0.0, vmax=1.0, title=kind, xlabel=xlabel, ylabel=ylabel)
+                               vmin=0.0, vmax=1.0, title=kind, xlabel=xlabel, ylabel=ylabel, label="linear CKA")
     fig.suptitle(title)
     fig.tight_layout()
     return fig

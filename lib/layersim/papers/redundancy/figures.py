@@ -71,7 +71,8 @@ def block_cosine_grid(cos: Mapping[tuple[str, str], np.ndarray]):
                 ax.axis("off")
                 continue
             M = cos[(name, sets[c])]
-            plotting.layer_heatmap(M, layers=np.arange(1, len(M) + 1), ax=ax, title=f"{name} on {sets[c]}")
+            plotting.layer_heatmap(M, layers=np.arange(1, len(M) + 1), ax=ax, title=f"{name} on {sets[c]}",
+                                   label="cosine of the [CLS] token")
     fig.suptitle("cosine similarity of the [CLS] token between blocks", y=1.0)
     fig.tight_layout()
     return fig
@@ -145,7 +146,7 @@ def lm_cosine_and_br(cos: np.ndarray, br: np.ndarray, name: str = "SmolLM2"):
     L = len(br)
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     plotting.layer_heatmap(cos, layers=np.arange(1, L + 1), ax=axes[0], annotate=False,
-                           title=f"{name}: cosine of the last token between blocks")
+                           title=f"{name}: cosine of the last token between blocks", label="cosine")
     axes[1].plot(np.arange(1, L + 1), br, marker="o", ms=3)
     axes[1].set(xlabel="block", ylabel="Block Redundancy (eq. 1)", title="Block Redundancy, last token")
     axes[1].grid(True)

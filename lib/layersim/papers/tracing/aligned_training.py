@@ -192,7 +192,8 @@ def fig4_heatmaps(R: Mapping[str, Mapping]):
         if name is None:
             ax.axis("off")
             continue
-        plotting.layer_heatmap(R[name]["cos_mat"], layers=ids, ax=ax, title=f"COS, all pairs: {name}", vmin=-0.2)
+        plotting.layer_heatmap(R[name]["cos_mat"], layers=ids, ax=ax, title=f"COS, all pairs: {name}", vmin=-0.2,
+                               label="COS")
     return fig
 
 

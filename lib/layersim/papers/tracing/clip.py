@@ -314,6 +314,6 @@ def layer_cosine_figure(within_vision: np.ndarray, within_text: np.ndarray, cros
                                                  (cross, "(c) vision (rows) vs text (columns)", "text block",
                                                   "vision block")]):
         plotting.layer_heatmap(M, layers=blocks, ax=ax, vmin=min(0.0, float(np.min(M))), title=title, xlabel=xl,
-                               ylabel=yl)
+                               ylabel=yl, label="COS")
     fig.tight_layout()
     return fig

@@ -70,9 +70,10 @@ def curves_figure(panels: Sequence[tuple[str, Mapping[str, Sequence[float]]]], l
     return fig
 
 
-def heatmap_grid(rows: Sequence[Sequence[tuple[np.ndarray, str]]], layers: Sequence[int], panel_size=(5.5, 4.6)):
+def heatmap_grid(rows: Sequence[Sequence[tuple[np.ndarray, str]]], layers: Sequence[int], panel_size=(5.5, 4.6),
+                 label: str = "similarity (1: identical)"):
     """All-pairs layer heatmaps on a grid: ``rows`` of ``(matrix, title)`` (the tracing paper's Fig. 2 c: COS
-    and CKA side by side; one row per model). Returns the figure."""
+    and CKA side by side; one row per model), every colour bar labelled ``label``. Returns the figure."""
     import matplotlib.pyplot as plt
 
     if not rows or any(len(r) != len(rows[0]) or not r for r in rows):
@@ -81,7 +82,7 @@ def heatmap_grid(rows: Sequence[Sequence[tuple[np.ndarray, str]]], layers: Seque
                              squeeze=False)
     for row, panels in zip(axes, rows):
         for ax, (matrix, title) in zip(row, panels):
-            plotting.layer_heatmap(matrix, layers=layers, ax=ax, title=title)
+            plotting.layer_heatmap(matrix, layers=layers, ax=ax, title=title, label=label)
     fig.tight_layout()
     return fig
 
