@@ -248,3 +248,32 @@ def test_the_line_counter_skips_blanks_comments_and_injected_parameters(tmp_path
     path = tmp_path / "n.ipynb"
     path.write_text(json.dumps(nb))
     assert code_lines(path) == 3
+
+
+def figure_cells_without_caption(path):
+    """Indices of the code cells that draw a figure (``run.finish``) and are not followed by their caption: an
+    italic Markdown cell (its text starts with ``*``) that says what the figure shows and what to look at."""
+    cs = cells(path)
+    return [i for i, c in enumerate(cs)
+            if c["cell_type"] == "code" and "run.finish(" in "".join(c["source"])
+            and not (i + 1 < len(cs) and cs[i + 1]["cell_type"] == "markdown"
+                     and "".join(cs[i + 1]["source"]).lstrip().startswith("*"))]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
+def test_every_figure_has_a_caption(nb):
+    missing = figure_cells_without_caption(nb)
+    assert not missing, f"{nb.stem}: the figure cells {missing} have no caption cell after them (CONTRIBUTING, step 4)"
+
+
+def test_the_caption_check_finds_a_figure_without_one(tmp_path):
+    def md(text):
+        return {"cell_type": "markdown", "metadata": {}, "source": [text]}
+
+    def code(text):
+        return {"cell_type": "code", "metadata": {}, "source": [text], "outputs": []}
+
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps({"cells": [code("run.finish(fig, 'a')"), md("*Figure a: look here.*"),
+                                          code("run.finish(fig, 'b')"), md("## Next section"), code("x = 1")]}))
+    assert figure_cells_without_caption(path) == [2]
