@@ -239,3 +239,17 @@ def test_widget_state_and_widget_outputs_are_left_out_of_the_book():
     assert got["cells"][0]["outputs"] == [{"output_type": "display_data", "data": {"image/png": "AA=="}},
                                           {"output_type": "stream", "name": "stdout", "text": "kept"}]
     assert runner.WIDGET_VIEW in nb["cells"][0]["outputs"][0]["data"]  # the input is not changed
+
+
+def test_the_book_folds_the_plumbing_and_leaves_the_notebook_alone():
+    def code(text, *tags):
+        return {"cell_type": "code", "metadata": {"tags": list(tags)}, "source": [text], "outputs": []}
+
+    nb = {"metadata": {}, "cells": [code("scale = 'default'", "parameters"), code("scale = 'smoke'", "injected-parameters"),
+                                    code("PRESETS = {}\nrun = start('p/s', PRESETS, globals())\nP = run.P"),
+                                    code("x = measure(P)"), {"cell_type": "markdown", "metadata": {}, "source": ["text"]}]}
+    got = site.folded(nb)
+    assert [c["source"][0] for c in got["cells"]] == ["scale = 'default'", "PRESETS = {}\nrun = start('p/s', PRESETS, "
+                                                      "globals())\nP = run.P", "x = measure(P)", "text"]
+    assert [c["metadata"]["tags"] for c in got["cells"]] == [["parameters", "hide-input"], ["hide-input"], [], []]
+    assert len(nb["cells"]) == 5 and nb["cells"][0]["metadata"]["tags"] == ["parameters"]  # the input is not changed

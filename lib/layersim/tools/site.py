@@ -370,8 +370,27 @@ def relink(text: str, exists) -> str:
     return _LINK.sub(fix, text)
 
 
+def folded(nb: dict) -> dict:
+    """``nb`` as the book shows it: the plumbing out of sight. papermill's injected-parameters cell is removed; the
+    parameters cell and the settings cell (presets and the ``start(...)`` call) get myst-nb's ``hide-input`` tag, so
+    their code is folded behind a toggle and their output stays visible. The notebook files are not changed."""
+    nb = json.loads(json.dumps(nb))
+    kept = []
+    for cell in nb.get("cells", []):
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if cell.get("cell_type") == "code":
+            if "injected-parameters" in tags:
+                continue
+            if "parameters" in tags or re.search(r"^run = start\(", _source(cell), re.M):
+                tags.append("hide-input")
+        kept.append(cell)
+    nb["cells"] = kept
+    return nb
+
+
 def _copy_notebook(src: Path, dest: Path) -> None:
-    dest.write_text(json.dumps(runner.without_widgets(_read(src)), ensure_ascii=False, indent=1), encoding="utf-8")
+    nb = folded(runner.without_widgets(_read(src)))
+    dest.write_text(json.dumps(nb, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 def mathjax_folder() -> Path:
