@@ -177,6 +177,11 @@ def visit(browser, url: str) -> dict:
                            "document.querySelector('mjx-container svg'))", timeout=20000)
     page.wait_for_timeout(100)
     typeset = page.eval_on_selector_all("mjx-container", "els => els.length")
+    # a TeX error is typeset as an merror node; a formula MathJax could not even parse stays raw inside its span
+    math_errors = page.eval_on_selector_all("mjx-merror, [data-mml-node='merror']",
+                                            "els => els.map(e => e.getAttribute('data-mjx-error'))")
+    math_errors += page.eval_on_selector_all("span.math, div.math", r"els => els.filter(e => /\\[(\[]/.test("
+                                             "e.textContent)).map(e => 'untypeset: ' + e.textContent.slice(0, 60))")
     broken = page.eval_on_selector_all("img", "els => els.filter(i => !(i.complete && i.naturalWidth > 0))"
                                               ".map(i => i.getAttribute('src'))")
     links = page.eval_on_selector_all("a[href]", "els => els.map(a => a.getAttribute('href'))")
@@ -185,7 +190,7 @@ def visit(browser, url: str) -> dict:
     rows = page.eval_on_selector_all("main table tbody tr", "els => els.length")
     page.close()
     return {"status": response.status, "errors": errors, "broken": broken, "links": links, "ids": ids, "text": text,
-            "rows": rows, "typeset": typeset}
+            "rows": rows, "typeset": typeset, "math_errors": math_errors}
 
 
 def test_every_page_loads_without_errors_and_every_image_and_internal_link_resolves(built, server, browser):
@@ -199,6 +204,7 @@ def test_every_page_loads_without_errors_and_every_image_and_internal_link_resol
         assert got["status"] == 200, rel
         assert not got["errors"], f"{rel}: console errors {got['errors'][:3]}"
         assert not got["broken"], f"{rel}: images that did not load {got['broken'][:3]}"
+        assert not got["math_errors"], f"{rel}: formulas MathJax could not typeset {got['math_errors'][:3]}"
         for href in got["links"]:
             if re.match(r"^[a-z]+:", href):
                 continue  # external: not followed offline
@@ -253,3 +259,12 @@ def test_the_book_folds_the_plumbing_and_leaves_the_notebook_alone():
                                                       "globals())\nP = run.P", "x = measure(P)", "text"]
     assert [c["metadata"]["tags"] for c in got["cells"]] == [["parameters", "hide-input"], ["hide-input"], [], []]
     assert len(nb["cells"]) == 5 and nb["cells"][0]["metadata"]["tags"] == ["parameters"]  # the input is not changed
+
+
+def test_a_statement_stays_markdown_on_one_table_cell():
+    from layersim.core import markup
+
+    text = "|aligned - standard| is at most $0.02$;\nthe norm $\\|y\\|^2$ and `a|b`"
+    got = markup.markdown_cell(text)
+    assert got == "\\|aligned - standard\\| is at most $0.02$; the norm $\\|y\\|^2$ and `a\\|b`"
+    assert "\n" not in got and "&" not in got  # no HTML entities: formulas keep their characters

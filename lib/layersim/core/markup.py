@@ -5,16 +5,18 @@ executed notebook to ``report.html``, where Markdown may carry raw HTML: a data 
 ``imgs_<svg onload=alert(1)>`` would run as a script when the page is opened. :func:`cell` makes a
 string inert (HTML special characters as entities, so Markdown shows them as typed) and keeps it
 on one table cell (``|`` and line breaks escaped); :func:`table` builds a whole Markdown table of
-such cells. The report's HTML export also runs nbconvert's sanitizer (``report.export_html``).
+such cells. :func:`markdown_cell` is for the project's own Markdown (a notebook's wording of a claim, with its
+formulas), which must stay Markdown: only kept on one cell. The report's HTML export also runs nbconvert's sanitizer (``report.export_html``).
 """
 
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["cell", "code", "table"]
+__all__ = ["cell", "code", "markdown_cell", "table"]
 
 
 def cell(value: Any) -> str:
@@ -23,6 +25,14 @@ def cell(value: Any) -> str:
     text = html.escape(str(value), quote=True)
     text = text.replace("|", "&#124;").replace("`", "&#96;")
     return " ".join(text.splitlines())
+
+
+def markdown_cell(text: str) -> str:
+    """The project's own Markdown ``text`` (formulas and code spans included) kept on one Markdown table cell: line
+    breaks as spaces and every unescaped ``|`` escaped as ``\\|`` (a table would split the cell there; ``\\|`` that
+    is already escaped, such as a norm ``$\\|y\\|$`` in LaTeX, is left as it is). Nothing else changes, so the text
+    renders as Markdown: never use it for a string a user can influence (:func:`cell` is for those)."""
+    return re.sub(r"(?<!\\)\|", r"\\|", " ".join(str(text).splitlines()))
 
 
 def code(value: Any) -> str:

@@ -276,7 +276,8 @@ def audit_page(root: Path | None = None) -> str:
             metrics = _read(root / "figures" / notebook / "metrics.json")
             said, anchor = statements(nb), statements_anchor(nb)
             target = f"notebooks/{notebook}.ipynb" + (f"#{anchor}" if anchor else "")
-            table = [[f"[`{r.name}`]({target})", markup.cell(said.get(r.name, r.claim.get("note", ""))), r.threshold,
+            table = [[f"[`{r.name}`]({target})", markup.markdown_cell(said.get(r.name, r.claim.get("note", ""))),
+                      r.threshold,
                       format_value(r.claim["value"]),
                       ("holds" if r.claim["holds"] else "**misses**") + f" ({seeds.verdict(r.claim)})",
                       markup.cell(r.why)] for r in mine if r.notebook == notebook]
