@@ -86,6 +86,8 @@ def test_the_readme_table_is_the_one_the_runs_give():
     assert words <= 1000, f"the README's own text is {words} words"
     for p in PAPERS:
         assert p.title in readme and p.url in readme
+    for nb in sorted(ROOT.glob("notebooks/*/*.ipynb")):  # every notebook has its row, the layer report too
+        assert f"]({nb.relative_to(ROOT).as_posix()})" in readme, nb.name
 
 
 def test_the_readme_check_fails_on_a_stale_table(tmp_path, monkeypatch):

@@ -65,6 +65,9 @@ STATEMENTS_HEADING = re.compile(r"^#+\s+(?:The paper's )?[Ss]tatements?,? tested
 
 _CLAIM_LINE = re.compile(r"^\s*(?:[*-]\s+)?`([A-Za-z0-9_]+)`[^:\n]*:\s*", re.M)
 
+#: the folders of ``notebooks/`` the tables list, in order: the four papers, then the layer report
+NOTEBOOK_GROUPS = (*(p.key for p in PAPERS), "report")
+
 #: what a default time means for a notebook whose models were trained before it ran
 CACHED_NOTE = ("a notebook whose models an earlier notebook or run had trained, such as t02 with t01's ViT, shows its "
                "time with them cached")
@@ -90,6 +93,13 @@ class NotebookInfo:
     @property
     def name(self) -> str:
         return f"{self.paper}/{self.stem}"
+
+    @property
+    def label(self) -> str:
+        """The short name a table shows: ``t01`` for ``t01_cos_vs_cka``, the whole stem for a notebook without such
+        a prefix (``layer_report``)."""
+        m = re.match(r"[a-z]\d+(?=_)", self.stem)
+        return m.group(0) if m else self.stem
 
 
 def _read(path: Path) -> dict:
@@ -152,22 +162,22 @@ def paper_gpu_hours(root: Path) -> dict[str, float]:
 
 
 def notebook_infos(root: Path | None = None) -> list[NotebookInfo]:
-    """Every committed notebook with a committed default-scale run, in the papers' order, with its measured
-    times and claim counts (see the module's text for the sources)."""
+    """Every committed notebook with a committed default-scale run (:data:`NOTEBOOK_GROUPS`: the papers' order, then
+    the layer report), with its measured times and claim counts (see the module's text for the sources)."""
     root = Path(root or repo_root())
     gpu = paper_gpu_hours(root)
     out = []
-    for p in PAPERS:
-        for path in sorted((root / "notebooks" / p.key).glob("*.ipynb")):
-            metrics_path = root / "figures" / p.key / path.stem / "metrics.json"
+    for group in NOTEBOOK_GROUPS:
+        for path in sorted((root / "notebooks" / group).glob("*.ipynb")):
+            metrics_path = root / "figures" / group / path.stem / "metrics.json"
             if not metrics_path.is_file():
                 continue
             nb, metrics = _read(path), _read(metrics_path)
-            ref = root / "tests" / "notebooks" / p.key / path.name
+            ref = root / "tests" / "notebooks" / group / path.name
             smoke = ((_read(ref).get("metadata", {}).get("papermill") or {}).get("duration")
                      if ref.is_file() else None)
             recorded = metrics.get("claims", {})
-            out.append(NotebookInfo(p.key, path.stem, title_of(nb), None if smoke is None else float(smoke),
+            out.append(NotebookInfo(group, path.stem, title_of(nb), None if smoke is None else float(smoke),
                                     _default_seconds(nb, metrics), gpu.get(path.stem),
                                     sum(bool(c.get("holds")) for c in recorded.values()), len(recorded)))
     if not out:
@@ -189,7 +199,7 @@ def hours(h: float | None) -> str:
 
 def time_table(infos: list[NotebookInfo], link) -> str:
     """The notebooks as a Markdown table: link (``link(info)`` gives the target), title, the three times, claims."""
-    rows = [[f"[`{i.stem.split('_')[0]}`]({link(i)})", markup.cell(_short(i.title)), duration(i.smoke_seconds),
+    rows = [[f"[`{i.label}`]({link(i)})", markup.cell(_short(i.title)), duration(i.smoke_seconds),
              duration(i.default_seconds), hours(i.paper_gpu_hours),
              f"{i.claims_hold} of {i.claims_total}" if i.claims_total else "–"] for i in infos]
     return markup.table(["notebook", "what it reproduces", "smoke", "default (CPU)", "paper (GPU, measured)",
@@ -336,7 +346,8 @@ def landing_page(infos: list[NotebookInfo]) -> str:
         f"({held} of {total} hold). To rerun or change a notebook, see [Reproduce](reproduce.md).", "",
         "## A reading order for a course", "", *order, "",
         "## Every notebook", "",
-        time_table(infos, lambda i: f"{i.paper}/{i.stem}.ipynb"), "",
+        # the book renders the layer report's committed examples (report/index), not its bare notebook
+        time_table(infos, lambda i: f"{i.paper}/{i.stem}.ipynb" if i.paper != "report" else "report/index.md"), "",
         "Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
         f"run, the one that trained its models where one did; {CACHED_NOTE}); paper is GPU hours on one H100 from "
         "the measured paper-scale plan, where it reaches.", "",
