@@ -18,8 +18,11 @@
 #   6. the logit lens beside plain transformers (bench lens; needs the provisioned SmolLM2 asset, or
 #      LENS_RANDOM=<folder with its config.json and tokenizer> for random weights: timings only);
 #   7. one alignment notebook (a04) at the default scale, one seed, timed (needs papermill: make setup);
-#   8. the alignment notebooks at the default scale side by side on Ray (--jobs 8), against their serial times.
-# QUICK=1 runs shorter versions of 2-4 (for a first look within a few minutes of device time).
+#   8. the alignment notebooks a01-a07 at the default scale side by side, against their serial times on 2 CPU
+#      cores (606 s, 2026-11-26): on Ray (--jobs 7) where ray is installed, else as 7 runner processes of 2 threads.
+# QUICK=1 runs shorter versions of 2-4 (for a first look within a few minutes of device time); STEPS="7 8" runs only
+# the checks named (their numbers; 2 includes 2b, 5 includes 5b). On a machine without papermill or the data,
+# scripts/gpu_carry.sh brings both.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
@@ -46,6 +49,7 @@ export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}  # an offline GPU machine: fail at on
 check() {  # check NAME LIMIT_SECONDS COMMAND...
   local name=$1 limit=$(( $2 * SCALE )) start rc
   shift 2
+  if [ -n "${STEPS:-}" ] && ! [[ " $STEPS " == *" ${name%%[a-z.]*} "* ]]; then return 0; fi
   echo "== $name (limit ${limit} s)" >&2
   start=$(date +%s)
   { echo "## $name"; echo; echo '```'; echo "\$ $*"; } >> "$REPORT"
@@ -74,11 +78,19 @@ check "5b. training throughput, bf16 + torch.compile" 300 "$PY" -m layersim.tool
 LENS=(--device cuda)  # LENS_RANDOM=DIR: the model from DIR's config.json and tokenizer, random weights
 [ -n "${LENS_RANDOM:-}" ] && LENS+=(--random-weights "$LENS_RANDOM")
 check "6. logit lens" 180 "$PY" -m layersim.tools.bench lens "${LENS[@]}"
-if "$PY" -c "import papermill, ray" 2>/dev/null; then
+ALIGN="a01 a02 a03 a04 a05 a06 a07"
+if "$PY" -c "import papermill" 2>/dev/null; then
   check "7. a04 at the default scale, one seed" 600 "$PY" -m layersim.tools.runner --scale default --nb a04 --seeds 1
-  check "8. the alignment notebooks at the default scale side by side (--jobs 8, one seed)" 900 \
-    "$PY" -m layersim.tools.runner --scale default --nb alignment --seeds 1 --jobs 8
+  if "$PY" -c "import ray" 2>/dev/null; then
+    check "8. a01-a07 at the default scale side by side (on Ray, --jobs 7, one seed)" 900 \
+      "$PY" -m layersim.tools.runner --scale default --nb "${ALIGN// /,}" --seeds 1 --jobs 7
+  else
+    check "8. a01-a07 at the default scale side by side (7 processes of 2 threads, one seed)" 900 \
+      env OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 xargs -P 7 -I NB \
+      "$PY" -m layersim.tools.runner --scale default --nb NB --seeds 1 <<< "${ALIGN// /$'\n'}"
+  fi
 else
-  echo "## 7-8. the default-scale notebooks: skipped (papermill or ray is not installed; run make setup)" >> "$REPORT"
+  echo "## 7-8. the default-scale notebooks: skipped (papermill is not installed: make setup, or scripts/gpu_carry.sh)" \
+    >> "$REPORT"
 fi
 echo "report: $REPORT" >&2

@@ -250,6 +250,23 @@ def test_the_line_counter_skips_blanks_comments_and_injected_parameters(tmp_path
     assert code_lines(path) == 3
 
 
+def settings_cells(path):
+    """The code cells that set a notebook up (the presets and ``run = start(...)``), with whether Jupyter shows their
+    input collapsed (``metadata.jupyter.source_hidden``)."""
+    return [bool(c["metadata"].get("jupyter", {}).get("source_hidden")) for c in cells(path)
+            if c["cell_type"] == "code" and re.search(r"^run = start\(", "".join(c["source"]), re.M)]
+
+
+@pytest.mark.parametrize("nb", [p for p in NOTEBOOKS if p.parent.name != "report"],
+                         ids=[i for i in IDS if not i.startswith("report/")])
+def test_the_settings_cell_is_collapsed_and_the_parameters_are_not(nb):
+    """The plumbing out of sight: one settings cell, its input collapsed in Jupyter (and folded in the book); the
+    parameters cell, which a reader changes, stays open."""
+    assert settings_cells(nb) == [True], f"{nb.stem}: set metadata.jupyter.source_hidden on its settings cell"
+    (params,) = tagged(nb, "parameters")
+    assert not params["metadata"].get("jupyter", {}).get("source_hidden"), f"{nb.stem}: the parameters cell is hidden"
+
+
 def figure_cells_without_caption(path):
     """Indices of the code cells that draw a figure (``run.finish``) and are not followed by their caption: an
     italic Markdown cell (its text starts with ``*``) that says what the figure shows and what to look at."""

@@ -55,6 +55,26 @@ def test_smoke_run_never_touches_notebooks(fake_repo):
     assert (fake_repo / "runs" / "smoke" / "p" / "n" / "n.ipynb").is_file()
 
 
+@pytest.mark.slow
+def test_a_relative_path_variable_means_the_same_inside_the_kernel(fake_repo, monkeypatch):
+    """papermill starts the kernel in the notebook's folder: a relative LAYERSIM_CACHE given to the runner is
+    made absolute first, so the kernel's cache is the one named from where the runner was started."""
+    monkeypatch.chdir(fake_repo)
+    monkeypatch.setenv("LAYERSIM_CACHE", "my/cache")
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "env.ipynb",
+                        ["import os, pathlib\npathlib.Path('seen.txt').write_text(os.environ['LAYERSIM_CACHE'])"])
+    assert runner.main(["--scale", "smoke", "--nb", "env"]) == 0
+    assert (nb.parent / "seen.txt").read_text() == str(fake_repo / "my" / "cache")
+
+
+def test_only_relative_path_variables_are_rewritten(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"LAYERSIM_CACHE": "c", "LAYERSIM_DATA": "/abs/data", "LAYERSIM_OUT": "", "OTHER": "rel"}
+    assert runner.absolute_path_variables(env) == {"LAYERSIM_CACHE": str(tmp_path / "c")}
+    assert env == {"LAYERSIM_CACHE": str(tmp_path / "c"), "LAYERSIM_DATA": "/abs/data", "LAYERSIM_OUT": "",
+                   "OTHER": "rel"}
+
+
 def test_empty_selection(fake_repo, capsys):
     write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
     assert runner.main(["--nb", "zzz"]) == 2

@@ -253,9 +253,11 @@ def test_the_book_folds_the_plumbing_and_leaves_the_notebook_alone():
     def code(text, *tags):
         return {"cell_type": "code", "metadata": {"tags": list(tags)}, "source": [text], "outputs": []}
 
+    settings = code("PRESETS = {}\nrun = start('p/s', PRESETS, globals())\nP = run.P")
+    settings["metadata"]["jupyter"] = {"source_hidden": True}  # collapsed in the notebook itself
     nb = {"metadata": {}, "cells": [code("scale = 'default'", "parameters"), code("scale = 'smoke'", "injected-parameters"),
-                                    code("PRESETS = {}\nrun = start('p/s', PRESETS, globals())\nP = run.P"),
-                                    code("x = measure(P)"), {"cell_type": "markdown", "metadata": {}, "source": ["text"]}]}
+                                    settings, code("x = measure(P)"),
+                                    {"cell_type": "markdown", "metadata": {}, "source": ["text"]}]}
     got = site.folded(nb)
     assert [c["source"][0] for c in got["cells"]] == ["scale = 'default'", "PRESETS = {}\nrun = start('p/s', PRESETS, "
                                                       "globals())\nP = run.P", "x = measure(P)", "text"]

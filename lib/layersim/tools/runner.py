@@ -193,6 +193,23 @@ def temporary_environ(**values: str | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
+#: The path variables a kernel reads (:mod:`layersim.core.paths`, :mod:`layersim.notebook.results`).
+PATH_VARIABLES = ("LAYERSIM_ROOT", "LAYERSIM_DATA", "LAYERSIM_CACHE", "LAYERSIM_OUT")
+
+
+def absolute_path_variables(environ: dict | None = None) -> dict[str, str]:
+    """Make every relative :data:`PATH_VARIABLES` entry of ``environ`` (default ``os.environ``) absolute, from the
+    current directory, in place; returns the ones rewritten.
+
+    papermill starts each kernel in its notebook's folder, so ``LAYERSIM_CACHE=runs/cache`` given to the runner
+    would otherwise mean ``notebooks/<paper>/runs/cache`` inside the kernel: one cache per folder, none where the
+    user looks."""
+    environ = os.environ if environ is None else environ
+    changed = {k: os.path.abspath(v) for k in PATH_VARIABLES if (v := environ.get(k)) and not os.path.isabs(v)}
+    environ.update(changed)
+    return changed
+
+
 def notebook_parameters(nb: Path) -> list[str]:
     """The names in ``nb``'s ``parameters`` cell (papermill's inspection; nothing is executed).
 
@@ -571,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         ap.error(f"-p {', '.join(repeated)} given more than once")
+    absolute_path_variables()
     notebooks = discover(args.nb)
     if args.scale_check:
         notebooks = [nb for nb in notebooks if nb.stem in seeds.SCALE_CHECKS]

@@ -384,16 +384,19 @@ def relink(text: str, exists) -> str:
 
 def folded(nb: dict) -> dict:
     """``nb`` as the book shows it: the plumbing out of sight. papermill's injected-parameters cell is removed; the
-    parameters cell and the settings cell (presets and the ``start(...)`` call) get myst-nb's ``hide-input`` tag, so
-    their code is folded behind a toggle and their output stays visible. The notebook files are not changed."""
+    parameters cell and every cell whose input the notebook itself collapses (``metadata.jupyter.source_hidden``,
+    which JupyterLab honours: the settings cell with the presets and the ``start(...)`` call) get myst-nb's
+    ``hide-input`` tag, so their code is folded behind a toggle and their output stays visible. The notebook files
+    are not changed."""
     nb = json.loads(json.dumps(nb))
     kept = []
     for cell in nb.get("cells", []):
-        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        meta = cell.setdefault("metadata", {})
+        tags = meta.setdefault("tags", [])
         if cell.get("cell_type") == "code":
             if "injected-parameters" in tags:
                 continue
-            if "parameters" in tags or re.search(r"^run = start\(", _source(cell), re.M):
+            if "parameters" in tags or meta.get("jupyter", {}).get("source_hidden"):
                 tags.append("hide-input")
         kept.append(cell)
     nb["cells"] = kept
