@@ -30,6 +30,25 @@ def test_resources_follow_the_table_and_the_cluster():
     assert set(batch.NEEDS) <= {p.stem for p in REPO.glob("notebooks/*/*.ipynb")}
 
 
+def test_a_group_that_shares_a_model_starts_with_its_trainer_and_the_others_wait_for_it():
+    nbs = [Path(f"notebooks/{n}.ipynb") for n in ("alignment/a01_x", "alignment/a10_negative_transfer",
+                                                  "clusters/c01_cka_structure", "clusters/c02_truncation",
+                                                  "redundancy/r02_block_redundancy", "tracing/t01_cos_vs_cka",
+                                                  "tracing/t09_aligned_bert")]
+    a01, a10, c01, c02, r02, t01, t09 = nbs
+    order, waits = batch.schedule(nbs)
+    # the first of each group in the batch trains (a10 alone of its group here: it trains a09's network itself)
+    assert order == [a10, c01, r02, a01, c02, t01, t09]
+    assert waits == {a01: set(), a10: set(), c01: set(), c02: {c01}, t09: {c01}, r02: set(), t01: {r02}}
+    assert batch.schedule([t01]) == ([t01], {t01: set()})
+
+
+def test_the_shared_model_groups_name_real_notebooks_once():
+    stems = {p.stem for p in REPO.glob("notebooks/*/*.ipynb")}
+    members = [m for group in batch.SHARED_MODELS.values() for m in group]
+    assert set(members) <= stems and len(members) == len(set(members))
+
+
 def _root(tmp_path: Path, names: list[str]) -> Path:
     """A repository root holding copies of ``names`` (the data read from the real one), for runs that must not
     touch the real runs/ folder."""
@@ -80,6 +99,12 @@ def test_notebooks_side_by_side_give_the_serial_results_and_share_a_checkpoint(t
     lines = [line for name in SHARED[:2]
              for line in _trained_lines(ray_root / "runs" / "smoke" / f"{name}" / f"{name.split('/')[1]}.ipynb")]
     assert len(lines) == 2 and sum("(from the cache)" not in line for line in lines) == 1, lines
+    # scheduled as SHARED_MODELS says: t01 trains it, t02 starts after t01 ended (meanwhile a03 runs beside t01)
+    out = side.stdout
+    assert out.index("tracing/t01_cos_vs_cka: ok") < out.index("[started] tracing/t02_saturation_events"), out
+    assert out.index("[started] alignment/a03_circle") < out.index("tracing/t01_cos_vs_cka: ok"), out
+    assert "(from the cache)" in "".join(_trained_lines(ray_root / "runs" / "smoke" / SHARED[1] /
+                                                        "t02_saturation_events.ipynb")), lines
 
 
 KILL_WORKER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"

@@ -104,11 +104,21 @@ def test_cached_multi_exit_model_keeps_its_heads(tmp_cache):
         torch.testing.assert_close(a, b)
 
 
-def test_cpu_for_small_models():
+def test_cpu_for_small_models_never_takes_more_threads_than_the_process_was_given(monkeypatch):
     before = torch.get_num_threads()
     try:
-        training.cpu_for_small_models(1)
-        assert torch.get_num_threads() == 1
+        assert training.cpu_for_small_models(1) == 1 and torch.get_num_threads() == 1
+        # a notebook asking for two threads gets one where its share is one (a batch of two on two cores) ...
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert training.cpu_for_small_models(2) == 1 and torch.get_num_threads() == 1
+        # ... and two where it was given three, or, with no OMP_NUM_THREADS, where PyTorch has two
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert training.cpu_for_small_models(2) == 2
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        torch.set_num_threads(2)
+        assert training.cpu_for_small_models(4) == 2
+        monkeypatch.setenv("OMP_NUM_THREADS", "two")  # not a count: PyTorch's
+        assert training.thread_share() == torch.get_num_threads()
         with pytest.raises(ValueError):
             training.cpu_for_small_models(0)
     finally:

@@ -13,9 +13,12 @@ the same way (a notebook's run is published only when it succeeded).
   memory); Ray places it on a node with those free. Its BLAS and torch threads are set from its CPU share
   (``OMP_NUM_THREADS`` and friends in its kernel's environment): several processes each using every core slowed
   small models 10-25x on two cores.
-- Notebooks that share a trained model (t01's standard ViT is read by t02-t06 and the redundancy notebooks) do not
+- Notebooks that share a trained model (the tracing ViTs are read by t01-t06 and the redundancy notebooks) do not
   train it twice: the first to need it claims the checkpoint and trains it, the others wait on the claim and load
-  it (:func:`layersim.train.training.cached_model`, :func:`layersim.core.paths.claim`); no order is imposed.
+  it (:func:`layersim.train.training.cached_model`, :func:`layersim.core.paths.claim`). So that a reader does not
+  hold a CPU while it waits, the groups of :data:`SHARED_MODELS` are also scheduled (:func:`schedule`): the first
+  notebook of a group in the batch (its trainer in a serial run) starts first, the group's other notebooks only
+  after it ended, and notebooks that share nothing fill the CPUs meanwhile.
 - One notebook's failure, or the death of the worker running it, is reported with its error and the others go on
   (no retries: a notebook writes files). The driver prints a line per finished notebook and a summary table
   (notebook, node, seconds, outcome) at the end.
@@ -63,6 +66,44 @@ NEEDS: dict[str, Needs] = {
     "r03_rba_classification": Needs(gpus=1.0, memory_gb=100),
     "r04_skip_vs_approx": Needs(gpus=1.0, memory_gb=100),
 }
+
+#: Notebooks that read the same trained models through the checkpoint cache (a description -> the notebooks).
+#: In a batch the first of a group (in the batch's order, the serial runner's) trains them and the others start after
+#: it ended (:func:`schedule`). A reader missing here is still correct (the checkpoint's claim makes it wait or
+#: train), only idle while it waits.
+SHARED_MODELS: dict[str, tuple[str, ...]] = {
+    "the tracing ViTs, standard and aligned (presets.tracing_vit)": (
+        "r01_block_similarity", "r02_block_redundancy", "r03_rba_classification", "r04_skip_vs_approx",
+        "r05_llm_redundancy", "t01_cos_vs_cka", "t02_saturation_events", "t03_aligned_training", "t04_early_exit",
+        "t06_transfer"),
+    "MiniLM-L6 fine-tuned on the Austen tasks (presets.CLUSTERS_FINETUNE)": (
+        "c01_cka_structure", "c02_truncation", "c03_layer_skipping", "t09_aligned_bert"),
+    "the clothing network of a09, a10's None network (transfer.none_network)": (
+        "a09_source_similarity", "a10_negative_transfer"),
+}
+
+
+def schedule(notebooks: Sequence[Path]) -> tuple[list[Path], dict[Path, set[Path]]]:
+    """The order in which a batch submits ``notebooks`` and, for each, the notebooks it waits for.
+
+    For every group of :data:`SHARED_MODELS` with members in the batch, its first member (in ``notebooks``' order)
+    trains the models: it goes to the front of the queue, and the group's other members wait for it to end. The
+    rest keep their order. Notebooks outside every group wait for nothing."""
+    trainers: list[Path] = []
+    waits: dict[Path, set[Path]] = {nb: set() for nb in notebooks}
+    for members in SHARED_MODELS.values():
+        present = [nb for nb in notebooks if nb.stem in members]
+        if not present:
+            continue
+        trainer = present[0]
+        if trainer not in trainers:
+            trainers.append(trainer)
+        for nb in present[1:]:
+            waits[nb].add(trainer)
+    trainers.sort(key=list(notebooks).index)
+    order = trainers + [nb for nb in notebooks if nb not in trainers]
+    return order, waits
+
 
 #: the thread-count variables a notebook's kernel gets from its CPU share
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -120,12 +161,16 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
         say(f"{len(notebooks)} notebooks on Ray ({'a local instance' if started_here else address}: "
             f"{int(cluster.get('CPU', 0))} CPUs, {int(cluster.get('GPU', 0))} GPUs), at most {limit} at once")
         pending: dict = {}
-        queue = list(notebooks)
+        queue, waits = schedule(notebooks)
         results: dict[Path, dict] = {}
         t0 = time.perf_counter()
         while queue or pending:
             while queue and len(pending) < limit:
-                nb = queue.pop(0)
+                ready = [nb for nb in queue if waits[nb] <= results.keys()]
+                if not ready and pending:
+                    break  # every queued notebook waits for a trainer still running
+                nb = (ready or queue)[0]
+                queue.remove(nb)
                 opts = resources(nb.stem, scale, cluster)
                 ref = task.options(max_retries=0, **opts).remote(work, str(nb), opts["num_cpus"], root)
                 pending[ref] = (nb, time.perf_counter())

@@ -156,16 +156,32 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def cpu_for_small_models(threads: int = 1) -> None:
-    """Set PyTorch for training small MLPs on a shared CPU: ``threads`` intra-op threads (one is as
-    fast as two for batch-64 MLPs and far faster when other processes hold the cores) and denormal
-    numbers flushed to zero (tiny gradients late in training otherwise slow every step down)."""
+def thread_share() -> int:
+    """The intra-op threads this process was given: ``OMP_NUM_THREADS`` when it is a positive integer (the batch
+    runner sets it from a notebook's CPU share, ``make test`` to 1), else PyTorch's current count."""
+    import torch
+
+    try:
+        given = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        given = 0
+    return given if given >= 1 else torch.get_num_threads()
+
+
+def cpu_for_small_models(threads: int = 1) -> int:
+    """Set PyTorch for training small models on a shared CPU: at most ``threads`` intra-op threads, and never more
+    than the process was given (:func:`thread_share`: two notebooks side by side on two cores must not each take
+    two), and denormal numbers flushed to zero (tiny gradients late in training otherwise slow every step down).
+    One thread is as fast as two for batch-64 MLPs and far faster when other processes hold the cores. Returns the
+    thread count set."""
     import torch
 
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
-    torch.set_num_threads(int(threads))
+    n = min(int(threads), thread_share())
+    torch.set_num_threads(n)
     torch.set_flush_denormal(True)
+    return n
 
 
 #: the ``precision`` settings of the training loops: "auto" = bf16 autocast on a CUDA device that
