@@ -37,7 +37,7 @@ pack() {
     local tree; tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
     local carry; carry=$(du -cb "$CARRY/wheels" "$CARRY/fashion-mnist" | tail -1 | cut -f1)
     echo "wheels $(ls "$CARRY/wheels" | wc -l) files; repository $((tree >> 20)) MiB + carried $((carry >> 20)) MiB" \
-        "= $(((tree + carry) >> 20)) MiB of the 64 a call carries (other untracked files count too)"
+        "= $(((tree + carry) >> 20)) MiB (keep it under 64; other untracked files count too)"
     echo "carry: [\"$CARRY/wheels\", \"$CARRY/fashion-mnist\"]"
 }
 

@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown setting(s) {unknown}: choose from {', '.join(SETTINGS)}")
     root = repo_root()
     refs = root / "tests" / "notebooks"
-    work = Path(args.work).resolve() if args.work else root / "runs" / "portable"  # kernels run elsewhere
+    work = Path(args.work) if args.work else root / "runs" / "portable"
     outs = {}
     for name in chosen:
         if args.reuse:
