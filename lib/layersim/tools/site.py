@@ -68,9 +68,13 @@ _CLAIM_LINE = re.compile(r"^\s*(?:[*-]\s+)?`([A-Za-z0-9_]+)`[^:\n]*:\s*", re.M)
 #: the folders of ``notebooks/`` the tables list, in order: the four papers, then the layer report
 NOTEBOOK_GROUPS = (*(p.key for p in PAPERS), "report")
 
-#: what a default time means for a notebook whose models were trained before it ran
-CACHED_NOTE = ("a notebook whose models an earlier notebook or run had trained, such as t02 with t01's ViT, shows its "
-               "time with them cached")
+#: the sentence under both notebook time tables (the README's and the landing page's): where each column comes from
+TIMES_NOTE = ("Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
+              "run, the one that trained its models where one did; a notebook whose models an earlier notebook had "
+              "trained, such as t02 with t01's ViT, shows its time with them cached); paper is GPU hours on one H100 "
+              "from the measured paper-scale plan (`python -m layersim.tools.bench paper`), for the notebooks whose "
+              "every workload it times (`benchmarks/PAPER_SCALE.md` has every notebook).")
+
 
 #: the folder of the hand-written pages and the Sphinx configuration
 DOCS = "docs"
@@ -220,12 +224,9 @@ def readme_section(root: Path | None = None) -> str:
     """The README's generated block: the claim count and the notebook table."""
     infos = notebook_infos(root)
     held, total = totals(infos)
-    when = ("Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
-            f"run; {CACHED_NOTE}); paper is GPU hours on one H100, where measured (`benchmarks/PAPER_SCALE.md` has "
-            "every notebook).")
     return "\n".join([f"**{held} of {total} claims hold** at the default scale; the book's claims audit page lists "
                       "every one with its value and, where it misses, why.", "",
-                      time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb"), "", when])
+                      time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb"), "", TIMES_NOTE])
 
 
 def replace_block(text: str, block: str) -> str:
@@ -348,9 +349,7 @@ def landing_page(infos: list[NotebookInfo]) -> str:
         "## Every notebook", "",
         # the book renders the layer report's committed examples (report/index), not its bare notebook
         time_table(infos, lambda i: f"{i.paper}/{i.stem}.ipynb" if i.paper != "report" else "report/index.md"), "",
-        "Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
-        f"run, the one that trained its models where one did; {CACHED_NOTE}); paper is GPU hours on one H100 from "
-        "the measured paper-scale plan, where it reaches.", "",
+        TIMES_NOTE, "",
         "```{toctree}", ":hidden:", ":maxdepth: 2", "",
         *[f"{p.key}/index" for p in PAPERS], "claims", "report/index", "reproduce", "library", "data", "```", ""])
 
