@@ -268,11 +268,12 @@ def test_the_settings_cell_is_collapsed_and_the_parameters_are_not(nb):
 
 
 def figure_cells_without_caption(path):
-    """Indices of the code cells that draw a figure (``run.finish``) and are not followed by their caption: an
-    italic Markdown cell (its text starts with ``*``) that says what the figure shows and what to look at."""
+    """Indices of the code cells that draw a figure (``run.finish``, or ``results.save_figure`` in the layer report)
+    and are not followed by their caption: an italic Markdown cell (its text starts with ``*``) that says what the
+    figure shows and what to look at."""
     cs = cells(path)
     return [i for i, c in enumerate(cs)
-            if c["cell_type"] == "code" and "run.finish(" in "".join(c["source"])
+            if c["cell_type"] == "code" and any(f in "".join(c["source"]) for f in ("run.finish(", "save_figure("))
             and not (i + 1 < len(cs) and cs[i + 1]["cell_type"] == "markdown"
                      and "".join(cs[i + 1]["source"]).lstrip().startswith("*"))]
 
