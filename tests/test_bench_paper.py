@@ -94,3 +94,12 @@ def test_the_crossover_check_times_each_model_and_names_autos_pick(capsys):
     rows = bench_train.crossover(quick=True, steps=1, log=lambda _: None)
     assert [r["auto"] for r in rows] == ["cpu", "cpu"] or torch.cuda.is_available()
     assert all(r["ms"]["cpu"] > 0 for r in rows)
+
+
+def test_notebook_hours_sums_the_known_workloads_and_can_leave_out_partial_notebooks():
+    rows = [{"notebook": "t01", "hours": 0.25}, {"notebook": "t01", "hours": 0.5},
+            {"notebook": "c03", "hours": 1.0}, {"notebook": "c03", "hours": None},
+            {"notebook": "r01", "hours": None}]
+    assert bench_paper.notebook_hours(rows) == {"t01": 0.75, "c03": 1.0}
+    assert bench_paper.notebook_hours(rows, complete_only=True) == {"t01": 0.75}
+    assert bench_paper.notebook_hours([]) == {}

@@ -276,13 +276,23 @@ def plan(device: str | torch.device = "auto", tiny: bool = False, only: str = ""
         steps_txt = f"{w.steps:,}" if w.steps is not None else f"per 1,000: {m['seconds'] * 1000 / 3600:.2f} h"
         log(f"| {w.notebook} | {w.label} | {m['precision']} | {m['seconds']:.4f} | {steps_txt} | "
             f"{'' if hours is None else f'{hours:.2f}'} | {peak} |")
-    totals: dict[str, float] = {}
-    for r in rows:
-        if r["hours"] is not None:
-            totals[r["notebook"]] = totals.get(r["notebook"], 0.0) + r["hours"]
     log("\nMeasured hours per notebook (the workloads with known step counts): "
-        + "; ".join(f"{k} {v:.2f} h" for k, v in totals.items()))
+        + "; ".join(f"{k} {v:.2f} h" for k, v in notebook_hours(rows).items()))
     return rows
+
+
+def notebook_hours(rows: list[dict], complete_only: bool = False) -> dict[str, float]:
+    """``{notebook: GPU hours}`` from :func:`plan`'s rows: the sum of the notebook's workloads whose step count is
+    known. With ``complete_only``, only the notebooks whose every workload has one (a partial sum would understate
+    the notebook; the book's table shows those as unmeasured)."""
+    hours: dict[str, float] = {}
+    partial: set[str] = set()
+    for r in rows:
+        if r.get("hours") is None:
+            partial.add(r["notebook"])
+        else:
+            hours[r["notebook"]] = hours.get(r["notebook"], 0.0) + float(r["hours"])
+    return {k: v for k, v in hours.items() if not (complete_only and k in partial)}
 
 
 def main(argv: list[str] | None = None) -> int:

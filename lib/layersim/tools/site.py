@@ -151,18 +151,15 @@ def _default_seconds(nb: dict, metrics: dict) -> float | None:
 
 
 def paper_gpu_hours(root: Path) -> dict[str, float]:
-    """``{stem: GPU hours}`` of the newest ``benchmarks/gpu/*paper-plan.json`` (the measured paper-scale plan),
-    summed over a notebook's workloads whose step count is known; {} when there is none."""
+    """``{stem: GPU hours}`` of the newest ``benchmarks/gpu/*paper-plan.json`` (the measured paper-scale plan), for
+    the notebooks whose every workload has a known step count (:func:`layersim.tools.bench_paper.notebook_hours`);
+    {} when there is none."""
     plans = sorted((root / "benchmarks" / "gpu").glob("*paper-plan.json"))
     if not plans:
         return {}
-    hours: dict[str, float] = {}
-    known: dict[str, bool] = {}
-    for row in _read(plans[-1]):
-        stem = row["notebook"]
-        known[stem] = known.get(stem, True) and row.get("hours") is not None
-        hours[stem] = hours.get(stem, 0.0) + float(row.get("hours") or 0.0)
-    return {stem: h for stem, h in hours.items() if known[stem]}
+    from layersim.tools.bench_paper import notebook_hours  # it imports torch: only when there is a plan to read
+
+    return notebook_hours(_read(plans[-1]), complete_only=True)
 
 
 def notebook_infos(root: Path | None = None) -> list[NotebookInfo]:
