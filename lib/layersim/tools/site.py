@@ -75,7 +75,6 @@ TIMES_NOTE = ("Times: smoke and default are wall times on 2 CPU cores (default: 
               "from the measured paper-scale plan (`python -m layersim.tools.bench paper`), for the notebooks whose "
               "every workload it times (`benchmarks/PAPER_SCALE.md` has every notebook).")
 
-
 #: the folder of the hand-written pages and the Sphinx configuration
 DOCS = "docs"
 
