@@ -56,6 +56,23 @@ def test_smoke_run_never_touches_notebooks(fake_repo):
 
 
 @pytest.mark.slow
+def test_the_kernel_logs_only_errors_and_the_cells_keep_their_warnings(fake_repo, capfd):
+    """The kernel's own log (ipykernel's start-up warning about unencrypted local TCP, once per notebook) stays
+    out of the runner's output; a warning that a cell raises is still in the executed notebook."""
+    write_notebook(fake_repo / "notebooks" / "p" / "k.ipynb",
+                   ["from ipykernel.kernelapp import IPKernelApp\n"
+                    "print('kernel log level', IPKernelApp.instance().log_level)",
+                    "import warnings\nwarnings.warn('a cell warning')"])
+    assert runner.main(["--scale", "smoke", "--nb", "k"]) == 0
+    captured = capfd.readouterr()
+    assert "without encryption" not in captured.out + captured.err
+    cells = json.loads((fake_repo / "runs" / "smoke" / "p" / "k" / "k.ipynb").read_text())["cells"]
+    texts = ["".join(o.get("text", "")) for c in cells for o in c.get("outputs", [])]
+    assert "kernel log level 40\n" in texts  # logging.ERROR
+    assert any("UserWarning: a cell warning" in t for t in texts)
+
+
+@pytest.mark.slow
 def test_a_relative_path_variable_means_the_same_inside_the_kernel(fake_repo, monkeypatch):
     """papermill starts the kernel in the notebook's folder: a relative LAYERSIM_CACHE given to the runner is
     made absolute first, so the kernel's cache is the one named from where the runner was started."""

@@ -49,7 +49,7 @@ from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
 from layersim.notebook.presets import TRACING_VIT
-from layersim.tools.runner import describe_failure, temporary_environ
+from layersim.tools.runner import describe_failure, kernel_options, temporary_environ
 from layersim.train import training
 
 __all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
@@ -868,8 +868,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {args.model} on {args.data} -> {out}", flush=True)
     try:
         with temporary_environ(**{writers.SWITCH: switch}):
-            pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, kernel_name="python3",
-                                progress_bar=False, cwd=str(root / NOTEBOOK.parent))
+            pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, progress_bar=False,
+                                cwd=str(root / NOTEBOOK.parent), **kernel_options())
             html = export_html(executed, out / "report.html")
     except Exception as exc:  # noqa: BLE001 - papermill's error for a failed cell: one line, the notebook kept
         print(f"report failed at {describe_failure(exc)} -- see {executed}", file=sys.stderr)

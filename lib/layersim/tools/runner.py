@@ -70,6 +70,15 @@ from layersim.tools import claims, compare
 KERNEL = "python3"
 
 
+def kernel_options() -> dict:
+    """What every papermill run of the project passes to its kernel: the ``python3`` kernel, whose own log is kept
+    to errors. ipykernel 7 warns at each start that its sockets are unencrypted TCP (they listen on 127.0.0.1 and
+    every message is signed with the connection file's key), once per notebook in a batch's output; the cells'
+    output, warnings and tracebacks are not the kernel's log and are unaffected. A fresh list each call: nbclient
+    appends to it."""
+    return {"kernel_name": KERNEL, "extra_arguments": ["--IPKernelApp.log_level=ERROR"]}
+
+
 @dataclass
 class Outcome:
     notebook: Path
@@ -263,7 +272,7 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
             with temporary_environ(**env):
                 pm.execute_notebook(
                     str(nb), str(target.executed), parameters={"scale": scale, **(params or {})},
-                    kernel_name=KERNEL, progress_bar=False, cwd=str(nb.parent),
+                    progress_bar=False, cwd=str(nb.parent), **kernel_options(),
                 )
         except Exception as exc:  # papermill raises on the first failing cell
             error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
