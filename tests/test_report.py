@@ -179,6 +179,32 @@ def test_command_line_writes_notebook_html_figures_and_metrics(tmp_path, capsys)
     assert "report.html" in capsys.readouterr().out
 
 
+@needs_minilm
+def test_a_committed_example_names_no_machine_folder(tmp_path, monkeypatch):
+    """A report written into the committed results (a repository of its own here) keeps no absolute path of
+    the repository: not in the executed notebook (parameters, outputs, papermill's metadata), not in its HTML."""
+    import shutil
+
+    from layersim.__main__ import main
+    from layersim.core.paths import cache_dir, repo_root
+
+    fake = tmp_path / "repo"
+    (fake / "lib" / "layersim").mkdir(parents=True)
+    (fake / "pyproject.toml").write_text("")
+    (fake / report.NOTEBOOK).parent.mkdir(parents=True)
+    shutil.copy(repo_root() / report.NOTEBOOK, fake / report.NOTEBOOK)
+    monkeypatch.setenv("LAYERSIM_CACHE", str(cache_dir()))  # the installed model, from the real repository
+    monkeypatch.setenv("LAYERSIM_ROOT", str(fake))
+    out = fake / "figures" / "report" / "example"
+    assert main(["report", "--model", MINILM, "--data", "austen", "--scale", "smoke", "--n", "16", "--out", str(out),
+                 "--update-committed"]) == 0
+    executed = (out / "layer_report.ipynb").read_text()
+    assert str(fake) not in executed and str(fake) not in (out / "report.html").read_text()
+    nb = json.loads(executed)
+    assert nb["metadata"]["papermill"]["parameters"]["out"] == "figures/report/example"
+    assert nb["metadata"]["papermill"]["input_path"] == "notebooks/report/layer_report.ipynb"
+
+
 def test_command_line_bad_input_is_one_usage_error(capsys):
     from layersim.__main__ import main
 

@@ -40,6 +40,8 @@ def test_default_run_publishes_in_place_and_failures_name_the_cell(fake_repo, ca
     # the good notebook ran with the injected scale, in its own folder, and was published in place
     assert json.loads((good.parent / "out.json").read_text()) == "default"
     published = json.loads(good.read_text())
+    assert str(fake_repo) not in good.read_text()  # papermill's own paths, made relative to the repository
+    assert published["metadata"]["papermill"]["input_path"] == "notebooks/p/good.ipynb"
     assert any("injected-parameters" in c["metadata"].get("tags", []) for c in published["cells"])
     # the failed one is left as it was; its executed copy is under runs/
     assert "injected-parameters" not in bad.read_text()
@@ -82,6 +84,25 @@ def test_a_relative_path_variable_means_the_same_inside_the_kernel(fake_repo, mo
                         ["import os, pathlib\npathlib.Path('seen.txt').write_text(os.environ['LAYERSIM_CACHE'])"])
     assert runner.main(["--scale", "smoke", "--nb", "env"]) == 0
     assert (nb.parent / "seen.txt").read_text() == str(fake_repo / "my" / "cache")
+
+
+def test_without_root_makes_paths_in_the_repository_relative_and_leaves_the_rest(tmp_path):
+    root = tmp_path / "repo"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "repo2").mkdir()
+    root.mkdir()
+    (root / "link").symlink_to(root)  # a root reached through a link is the same root
+    nb = {"metadata": {"papermill": {"input_path": f"{root}/notebooks/p/n.ipynb", "parameters": {"n": 3}}},
+          "cells": [{"cell_type": "code", "source": [f'out = "{root / "link"}/figures/p/n"\n'],
+                     "outputs": [{"output_type": "stream", "text": [f"writing to {root.resolve()}/runs/x\n",
+                                                                      f"cache {tmp_path}/elsewhere/c\n",
+                                                                      f"sibling {tmp_path}/repo2/f\n"]}]}]}
+    got = runner.without_root(nb, root / "link")
+    assert got["metadata"]["papermill"] == {"input_path": "notebooks/p/n.ipynb", "parameters": {"n": 3}}
+    assert got["cells"][0]["source"] == ['out = "figures/p/n"\n']
+    assert got["cells"][0]["outputs"][0]["text"] == ["writing to runs/x\n", f"cache {tmp_path}/elsewhere/c\n",
+                                                     f"sibling {tmp_path}/repo2/f\n"]
+    assert nb["cells"][0]["source"][0].startswith('out = "/')  # the input is not changed
 
 
 def test_only_relative_path_variables_are_rewritten(tmp_path, monkeypatch):

@@ -33,6 +33,7 @@ other modality — runs in :func:`check` before any model or data is loaded, and
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -49,7 +50,7 @@ from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
 from layersim.notebook.presets import TRACING_VIT
-from layersim.tools.runner import describe_failure, kernel_options, temporary_environ
+from layersim.tools.runner import describe_failure, kernel_options, temporary_environ, without_root
 from layersim.train import training
 
 __all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
@@ -646,8 +647,6 @@ def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: A
 
 def _is_report_folder(folder: Path) -> bool:
     """Whether ``folder`` holds what a report writes (its executed notebook or its metrics.json)."""
-    import json
-
     if (folder / NOTEBOOK.name).is_file():
         return True
     try:
@@ -870,6 +869,10 @@ def main(argv: list[str] | None = None) -> int:
         with temporary_environ(**{writers.SWITCH: switch}):
             pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, progress_bar=False,
                                 cwd=str(root / NOTEBOOK.parent), **kernel_options())
+            if args.update_committed:  # a committed example names no machine's folders
+                nb = without_root(json.loads(executed.read_text(encoding="utf-8")), root)
+                with writers.atomic_path(executed) as tmp:
+                    Path(tmp).write_text(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             html = export_html(executed, out / "report.html")
     except Exception as exc:  # noqa: BLE001 - papermill's error for a failed cell: one line, the notebook kept
         print(f"report failed at {describe_failure(exc)} -- see {executed}", file=sys.stderr)

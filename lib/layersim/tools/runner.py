@@ -285,7 +285,7 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
                 return Outcome(nb, False, time.perf_counter() - t0,
                                f"{exc}: a smoke reference needs the run's results.write_metrics")
     if target.publish is not None:
-        clean = without_widgets(json.loads(Path(target.executed).read_text(encoding="utf-8")))
+        clean = without_root(without_widgets(json.loads(Path(target.executed).read_text(encoding="utf-8"))), root)
         with writers.atomic_path(target.publish) as tmp:
             Path(tmp).write_text(json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
                                  encoding="utf-8")
@@ -423,6 +423,26 @@ def without_widgets(nb: dict) -> dict:
         if "outputs" in cell:
             cell["outputs"] = outputs
     return nb
+
+
+def without_root(nb: dict, root: Path) -> dict:
+    """``nb`` (a notebook's JSON) with the repository's absolute location taken out of every string: ``<root>/x``
+    becomes ``x`` (papermill's input and output paths, an injected folder parameter, a printed folder), so that a
+    committed notebook names no machine's folders. Paths outside the repository stay as they are."""
+    prefixes = sorted({str(Path(root)) + os.sep, str(Path(root).resolve()) + os.sep}, key=len, reverse=True)
+
+    def walk(x):
+        if isinstance(x, str):
+            for prefix in prefixes:
+                x = x.replace(prefix, "")
+            return x
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        return x
+
+    return walk(nb)
 
 
 def parse_value(text: str):
