@@ -199,7 +199,10 @@ def test_a_committed_example_names_no_machine_folder(tmp_path, monkeypatch):
     assert main(["report", "--model", MINILM, "--data", "austen", "--scale", "smoke", "--n", "16", "--out", str(out),
                  "--update-committed"]) == 0
     executed = (out / "layer_report.ipynb").read_text()
-    assert str(fake) not in executed and str(fake) not in (out / "report.html").read_text()
+    for name in ("report.html", "metrics.json"):
+        assert str(fake) not in (out / name).read_text(), name
+    assert str(fake) not in executed
+    assert json.loads((out / "metrics.json").read_text())["params"]["out"] == "figures/report/example"
     nb = json.loads(executed)
     assert nb["metadata"]["papermill"]["parameters"]["out"] == "figures/report/example"
     assert nb["metadata"]["papermill"]["input_path"] == "notebooks/report/layer_report.ipynb"

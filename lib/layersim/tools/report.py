@@ -49,6 +49,7 @@ from layersim.inputs import assets, data, text_tasks
 from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
+from layersim.notebook.run import shown_path
 from layersim.notebook.presets import TRACING_VIT
 from layersim.tools.runner import describe_failure, kernel_options, temporary_environ, without_root
 from layersim.train import training
@@ -643,6 +644,14 @@ def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: A
     (``layersim.notebook.settings.pick``; one ``ValueError`` naming a bad value). The notebook and the command
     line both call it, so the command line refuses a bad value before anything executes."""
     return settings.pick(PRESETS, scale, seed=seed, device=device, rules=RULES, **overrides)
+
+
+def recorded_settings(P: dict, seed: int) -> dict:
+    """The settings as ``metrics.json`` records them: ``P`` (:func:`settings_for`) with the seed, and a given output
+    folder as a reader sees it (relative to the repository when it lies inside it,
+    ``layersim.notebook.run.shown_path``), so that a committed report names no machine's folders."""
+    out = P.get("out")
+    return {**P, "seed": seed, "out": None if out is None else shown_path(Path(out))}
 
 
 def _is_report_folder(folder: Path) -> bool:
