@@ -51,7 +51,8 @@ from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
 from layersim.notebook.run import shown_path
 from layersim.notebook.presets import TRACING_VIT
-from layersim.tools.runner import describe_failure, kernel_options, temporary_environ, without_root
+from layersim.tools.runner import (describe_failure, kernel_options, temporary_environ, without_root,
+                                    without_widgets)
 from layersim.train import training
 
 __all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
@@ -878,8 +879,8 @@ def main(argv: list[str] | None = None) -> int:
         with temporary_environ(**{writers.SWITCH: switch}):
             pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, progress_bar=False,
                                 cwd=str(root / NOTEBOOK.parent), **kernel_options())
-            if args.update_committed:  # a committed example names no machine's folders
-                nb = without_root(json.loads(executed.read_text(encoding="utf-8")), root)
+            if args.update_committed:  # a committed example: no progress bars, no machine's folders (as the runner)
+                nb = without_root(without_widgets(json.loads(executed.read_text(encoding="utf-8"))), root)
                 with writers.atomic_path(executed) as tmp:
                     Path(tmp).write_text(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             html = export_html(executed, out / "report.html")
