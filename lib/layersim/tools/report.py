@@ -881,8 +881,9 @@ def main(argv: list[str] | None = None) -> int:
                                 cwd=str(root / NOTEBOOK.parent), **kernel_options())
             if args.update_committed:  # a committed example: no progress bars, no machine's folders (as the runner)
                 nb = without_root(without_widgets(json.loads(executed.read_text(encoding="utf-8"))), root)
+                text = json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
                 with writers.atomic_path(executed) as tmp:
-                    Path(tmp).write_text(json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+                    Path(tmp).write_text(text, encoding="utf-8")
             html = export_html(executed, out / "report.html")
     except Exception as exc:  # noqa: BLE001 - papermill's error for a failed cell: one line, the notebook kept
         print(f"report failed at {describe_failure(exc)} -- see {executed}", file=sys.stderr)
