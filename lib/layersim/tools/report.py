@@ -51,8 +51,7 @@ from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
 from layersim.notebook.run import shown_path
 from layersim.notebook.presets import TRACING_VIT
-from layersim.tools.runner import (describe_failure, kernel_options, temporary_environ, without_root,
-                                    without_widgets)
+from layersim.tools.runner import describe_failure, kernel_options, publish, temporary_environ
 from layersim.train import training
 
 __all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
@@ -879,11 +878,8 @@ def main(argv: list[str] | None = None) -> int:
         with temporary_environ(**{writers.SWITCH: switch}):
             pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, progress_bar=False,
                                 cwd=str(root / NOTEBOOK.parent), **kernel_options())
-            if args.update_committed:  # a committed example: no progress bars, no machine's folders (as the runner)
-                nb = without_root(without_widgets(json.loads(executed.read_text(encoding="utf-8"))), root)
-                text = json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-                with writers.atomic_path(executed) as tmp:
-                    Path(tmp).write_text(text, encoding="utf-8")
+            if args.update_committed:  # a committed example: no progress bars, no machine's folders
+                publish(executed, executed, root)
             html = export_html(executed, out / "report.html")
     except Exception as exc:  # noqa: BLE001 - papermill's error for a failed cell: one line, the notebook kept
         print(f"report failed at {describe_failure(exc)} -- see {executed}", file=sys.stderr)

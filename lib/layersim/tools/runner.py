@@ -285,11 +285,19 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
                 return Outcome(nb, False, time.perf_counter() - t0,
                                f"{exc}: a smoke reference needs the run's results.write_metrics")
     if target.publish is not None:
-        clean = without_root(without_widgets(json.loads(Path(target.executed).read_text(encoding="utf-8"))), root)
-        with writers.atomic_path(target.publish) as tmp:
-            Path(tmp).write_text(json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
-                                 encoding="utf-8")
+        publish(target.executed, target.publish, root)
     return Outcome(nb, True, time.perf_counter() - t0)
+
+
+def publish(executed: Path, dest: Path, root: Path) -> None:
+    """Write the executed notebook ``executed`` to ``dest`` (it may be the same file) as a committed copy: without
+    widgets (:func:`without_widgets`) and without the repository's absolute location (:func:`without_root`), in the
+    layout of the committed notebooks, whole or not at all. The runner publishes through it, and the report its
+    committed examples."""
+    clean = without_root(without_widgets(json.loads(Path(executed).read_text(encoding="utf-8"))), root)
+    text = json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+    with writers.atomic_path(dest) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
 
 
 def own_seed(nb: Path, params: dict | None = None) -> int:
