@@ -12,11 +12,13 @@ NB      ?=
 STAMP   := $(VENV)/.layersim-installed
 ASSETS  := data/system/.provisioned
 
-.PHONY: all setup venv assets browser reproduce test test-gpu unit notebooks-smoke smoke-refs test-portable compare report site serve lock clean-runs help
+.PHONY: all setup venv assets browser reproduce recover test test-all test-gpu unit notebooks-smoke smoke-refs test-portable compare report site serve lock clean-runs help
 
 help:
 	@echo "make reproduce  run every notebook at SCALE=$(SCALE) (NB=pattern for a subset), writing figures/"
 	@echo "make test       unit tests + every notebook at smoke scale with nbval regression checks"
+	@echo "make test-all   make test, then the slower checks (runs stopped by signals at every phase; what CI runs)"
+	@echo "make recover    put back committed results that a hard-killed make reproduce left half-written"
 	@echo "make smoke-refs refresh the smoke-scale nbval references under tests/notebooks/ (deliberately)"
 	@echo "make test-portable  the most kernel-sensitive smoke notebooks under other CPU kernels and thread counts"
 	@echo "make compare    how close a run came to the committed results (RUN=figures REF=git:HEAD)"
@@ -77,10 +79,16 @@ reproduce: setup
 # TEST_WORKERS pytest processes (pytest-xdist; each notebook's cells stay together on one), each with
 # one torch/BLAS thread unless OMP_NUM_THREADS is set: two workers of one thread fill two cores without
 # oversubscribing them. TEST_WORKERS=0 runs everything in one process.
+# Tests marked `full` (a real runner stopped by every signal at every phase, ...) are left to make test-all.
 TEST_WORKERS ?= 2
 test: setup
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile \
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile -m "not full" \
 	  --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+# What CI runs: make test, then the slower checks marked `full` (make test stays within ten minutes on 2 cores).
+test-all: test
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile -m full \
+	  -p no:cacheprovider
 
 # CUDA against the CPU (tests/test_gpu.py, skipped without a GPU): on a machine with one.
 test-gpu: setup
@@ -120,6 +128,10 @@ site: setup
 PORT ?= 8000
 serve: setup
 	$(PYTHON) -m layersim.tools.site serve --port $(PORT)
+
+# After a hard kill (SIGKILL, a power loss) of make reproduce: every run also does this before it starts.
+recover: venv
+	$(PYTHON) -m layersim.tools.runner --recover
 
 clean-runs:
 	rm -rf runs/

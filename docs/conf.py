@@ -4,6 +4,8 @@ The book renders the committed, executed notebooks as they are (``nb_execution_m
 the landing page, the per-paper pages and the claims audit are generated from the results when the site is
 staged (:mod:`layersim.tools.site`). Sphinx with myst-nb and the book theme was chosen over Jupyter Book 2 (MyST
 on Node) because it is pure Python: it installs from PyPI with the rest of the environment and builds offline.
+Raw HTML that a notebook or a page carries is shown inert: no script of theirs runs in a reader's browser
+(:func:`setup`).
 """
 
 project = "layersim"
@@ -35,3 +37,13 @@ html_context = {"default_mode": "light"}  # the theme's script logs an error whe
 html_favicon = "favicon.svg"  # also spares the browser a request for /favicon.ico that would fail
 html_show_sourcelink = False
 html_last_updated_fmt = None
+
+
+def setup(app):
+    """Raw HTML in the book is made inert (:func:`layersim.tools.site.inert_doctree`): in a notebook's Markdown and
+    outputs, in a directive's body, in a page. Once each page is read, before Sphinx collects its title for the
+    navigation (priority 100 runs before the collectors' 500), and again once it is resolved, before it is written."""
+    from layersim.tools.site import inert_doctree
+
+    app.connect("doctree-read", lambda _app, doctree: inert_doctree(doctree), priority=100)
+    app.connect("doctree-resolved", lambda _app, doctree, _docname: inert_doctree(doctree))

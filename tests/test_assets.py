@@ -322,3 +322,33 @@ def test_smollm2_loads_from_the_safetensors_cache_and_predicts_berlin():
         out = model(**ids, output_hidden_states=True)
     assert len(out.hidden_states) == 31 and out.hidden_states[-1].shape[-1] == 576
     assert tok.decode(out.logits[0, -1].argmax()) == " Berlin"
+
+
+# ----- derived cache files ------------------------------------------------------------------
+
+
+def test_a_checksum_mismatch_is_never_recorded_over(tmp_cache):
+    """A cache file that no longer matches its recorded sha256 raises (both checksums named) and is never
+    re-recorded as it is: ``cached`` moves it aside with a warning naming it and rebuilds it from its source."""
+    import hashlib
+    import warnings
+
+    from layersim.core.paths import CacheWarning
+
+    path = tmp_cache / "derived" / "values.txt"
+    read, write = (lambda p: p.read_text()), (lambda value, tmp: tmp.write_text(value))
+    assert assets.cached(path, read, lambda: "built", write) == "built"
+    record = assets.sha256_record(path)
+    built = record.read_text()
+    path.write_text("tampered")  # the content changes, its record stays
+    tampered = hashlib.sha256(b"tampered").hexdigest()
+    with pytest.raises(ValueError, match=rf"sha256 {tampered[:16]}\.\.\. differs from the recorded {built[:16]}"):
+        assets._read_checked(path, read)
+    assert record.read_text() == built, "the record of the intact file stays"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert assets.cached(path, read, lambda: "rebuilt", write) == "rebuilt"
+    assert any(issubclass(w.category, CacheWarning) and str(path) in str(w.message) and "sha256" in str(w.message)
+               for w in caught)
+    assert record.read_text().split()[0] == hashlib.sha256(b"rebuilt").hexdigest() != tampered
+    assert [p.read_text() for p in path.parent.glob("values.txt.corrupt-*")] == ["tampered"]

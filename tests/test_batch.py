@@ -159,6 +159,21 @@ def test_bad_batch_arguments(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def _wait_for(address: str, process: subprocess.Popen, seconds: float = 120) -> None:
+    """Wait until something listens at ``address`` (:func:`batch.check_address`), while ``process`` runs."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            batch.check_address(address, timeout=1)
+            return
+        except ValueError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def test_the_runner_submits_to_a_running_ray_cluster(tmp_path):
     """--address: a Ray head started apart (as the Slurm recipe starts one) runs the notebooks; the runner leaves
     the cluster running, and --jobs beside it starts an instance of its own rather than joining it."""
@@ -179,8 +194,9 @@ def test_the_runner_submits_to_a_running_ray_cluster(tmp_path):
     head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
                              "--include-dashboard=false"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        _wait_for(f"{ip}:{port}", head)  # the head takes a few seconds to come up; the runner refuses it until then
         got = None
-        for _ in range(3):  # the head takes a few seconds to come up
+        for _ in range(3):  # listening is not yet serving: a few tries more
             got = subprocess.run([sys.executable, "-m", "layersim.tools.runner", "--scale", "smoke", "--address",
                                   f"{ip}:{port}"], env=env, capture_output=True, text=True, timeout=120, cwd=root)
             if got.returncode == 0:

@@ -47,6 +47,25 @@ def test_relative_difference_is_symmetric_and_bounded():
     assert compare.relative_difference(-1.0, 1.0) == 2.0
 
 
+def test_numbers_that_are_not_finite_are_the_same_only_as_themselves():
+    nan, inf = math.nan, math.inf
+    assert compare.same_number(nan, nan) and compare.same_number(inf, inf) and compare.same_number(-inf, -inf)
+    assert not compare.same_number(nan, 1.0) and not compare.same_number(inf, -inf)
+    assert compare.relative_difference(nan, nan) == compare.relative_difference(inf, inf) == 0
+    assert compare.relative_difference(nan, 0.5) == compare.relative_difference(0.5, inf) == math.inf
+    tol = Tolerance(rtol=0.5, atol=1.0)
+    assert tol.allows(nan, nan) and tol.allows(inf, inf)
+    assert not any(tol.allows(a, b) for a, b in [(0.5, nan), (nan, 0.5), (inf, 5.0), (5.0, inf), (inf, -inf)])
+    assert compare.strict_json({"a": [nan, (inf, -inf)], "b": 1.5}) == {"a": ["NaN", ["Infinity", "-Infinity"]],
+                                                                       "b": 1.5}
+
+
+def test_a_nan_setting_is_the_same_as_itself():
+    c = compare.compare_metrics(metrics(params={"depth": math.nan, "seed": 0}),
+                                metrics(params={"depth": math.nan, "seed": 0}), Tolerance())
+    assert c.ok(), c.problems()
+
+
 @pytest.mark.parametrize("rtol, atol", [(-1e-3, 0), (0, math.nan), (math.inf, 0), ("0.1", 0)])
 def test_a_tolerance_must_be_finite_and_not_negative(rtol, atol):
     with pytest.raises(ValueError, match="tolerance"):

@@ -123,17 +123,28 @@ def test_report_on_an_image_folder_named_with_html(tmp_path, capsys):
 # ----------------------------------------------------------------------------- committed results
 
 
-@pytest.mark.parametrize("spelling", ["absolute", "relative", "dotdot", "symlink"])
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "dotdot", "symlink", "symlink then dotdot", "home"])
 def test_every_spelling_of_a_path_into_figures_is_refused(repo, monkeypatch, spelling):
+    """``symlink then dotdot``: with ``deep`` -> ``figures/p``, the operating system reads ``deep/../p/n`` as
+    ``figures/p/n``; a guard that collapsed ``..`` before following the link read ``p/n`` and let the write in."""
     monkeypatch.chdir(repo)
+    monkeypatch.setenv("HOME", str(repo))
     (repo / "elsewhere").mkdir()
     (repo / "link").symlink_to(repo / "figures")
+    (repo / "deep").symlink_to(repo / "figures" / "p")
     path = {"absolute": repo / "figures" / "p" / "n", "relative": Path("figures/p/n"),
-            "dotdot": Path("elsewhere/../figures/p/n"), "symlink": Path("link/p/n")}[spelling]
+            "dotdot": Path("elsewhere/../figures/p/n"), "symlink": Path("link/p/n"),
+            "symlink then dotdot": Path("deep/../p/n"), "home": Path("~/figures/p/n")}[spelling]
     with pytest.raises(writers.ProtectedPath, match="committed results"):
         writers.check_target(path)
     with pytest.raises(ValueError, match="committed results"):
         results.write_metrics(path, "p/n", "default", {}, {})
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure()
+    with pytest.raises(ValueError, match="committed results"):
+        results.save_figure(fig, path, "f")
+    plt.close(fig)
     with pytest.raises(ValueError, match="committed results"):
         report.check_out(path)
     monkeypatch.setenv(writers.SWITCH, "1")  # the one switch lets it through
@@ -182,6 +193,59 @@ def test_report_refuses_committed_and_foreign_folders_in_one_line(repo, monkeypa
     _one_line_error(capsys.readouterr().err, "holds files that no report wrote")
     assert (repo / "mine" / "thesis.tex").read_text() == "my own work"
     assert _files(repo / "figures") == before
+
+
+def test_a_folder_of_the_users_files_is_never_cleared(repo, tmp_path, monkeypatch, capsys):
+    """A run cleared every ``*.png`` and ``metrics.json`` of its output folder, whoever's they were: pointed at a
+    folder of one's own pictures (``LAYERSIM_OUT=~/Pictures``, ``-p out``), it deleted them. A folder layersim did
+    not make (no marker file, outside the repository's ``figures/`` and ``runs/``) is refused unless empty."""
+    mine = tmp_path / "Pictures" / "p" / "n"
+    mine.mkdir(parents=True)
+    (mine / "holiday.png").write_bytes(b"mine")
+    monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "Pictures"))
+    with pytest.raises(ValueError, match=r"already holds files that layersim did not write \(holiday.png\)"):
+        results.output_dir("p", "n", "default")
+    _notebook(repo / "notebooks" / "p" / "n.ipynb", [WRITES])
+    with pytest.raises(SystemExit) as exc:  # the runner refuses before anything runs
+        runner.main(["--scale", "smoke", "--nb", "p/n"])
+    assert exc.value.code == 2
+    _one_line_error(capsys.readouterr().err, "holiday.png", "did not write")
+    assert _files(tmp_path / "Pictures") == {"p/n/holiday.png": b"mine"}
+    fresh = tmp_path / "fresh"  # a new folder is made and marked, and the next run may clear it
+    monkeypatch.setenv("LAYERSIM_OUT", str(fresh))
+    out = results.output_dir("p", "n", "default")
+    (out / "old.png").write_bytes(b"an earlier run's")
+    assert results.output_dir("p", "n", "default") == out and not (out / "old.png").exists()
+    assert (out / writers.MARKER).is_file()
+
+
+def test_the_executed_notebook_follows_layersim_out(repo, tmp_path, monkeypatch):
+    """Two runners with their own LAYERSIM_OUT wrote the same executed notebook under runs/."""
+    nb = _notebook(repo / "notebooks" / "p" / "n.ipynb", [WRITES])
+    monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "a"))
+    target = runner.plan(nb, "smoke", params={})
+    assert target.executed == tmp_path / "a" / "p" / "n" / "n.ipynb"
+    assert runner.seed_plan(nb, "default", 1, repo, base=runner.seed_base(target, repo)).executed.is_relative_to(
+        tmp_path / "a" / "seeds")
+
+
+@pytest.mark.parametrize("writer, target", [("tolerances", "README.md"), ("readme", "tests/notebooks/tolerances.json"),
+                                            ("smoke-refs", "figures/p/n/metrics.json"), ("results", "lib/x.py"),
+                                            ("results", "../elsewhere.ipynb"), ("smoke-refs", "tests/test_x.py")])
+def test_each_writer_of_committed_files_writes_only_its_own(repo, writer, target):
+    with pytest.raises(writers.ProtectedPath, match="write only"):
+        writers.write_committed(repo / target, "x", writer, repo)
+    assert not (repo / "lib" / "x.py").exists() and not (repo / "README.md").exists()
+    with pytest.raises(ValueError, match="unknown writer"):
+        writers.write_committed(repo / "README.md", "x", "anyone", repo)
+    writers.write_committed(repo / "tests" / "notebooks" / "tolerances.json", "{}", "tolerances", repo)
+
+
+@pytest.mark.parametrize("where", ["lib/layersim", "tests/notebooks/p", "docs", "README.md"])
+def test_no_output_folder_inside_the_sources(repo, monkeypatch, where):
+    monkeypatch.setenv(writers.SWITCH, "1")  # not even with the switch of the committed results
+    with pytest.raises(writers.ProtectedPath, match="committed sources"):
+        writers.check_target(repo / where / "out")
 
 
 # ----------------------------------------------------------------------------- safe writes
@@ -339,7 +403,7 @@ def test_report_folder_of_an_earlier_report_is_reused_without_its_old_figures(tm
     (out / "per_step.png").write_bytes(b"old")
     (out / "report.html").write_text("old")
     assert report.output_folder(out, "smoke") == out
-    assert sorted(p.name for p in out.iterdir()) == ["layer_report.ipynb"]
+    assert sorted(p.name for p in out.iterdir()) == [writers.MARKER, "layer_report.ipynb"]  # adopted as layersim's
 
 
 # ----------------------------------------------------------------------------- other command lines

@@ -83,3 +83,20 @@ def test_measure_and_check_runs(tmp_path):
     (tmp_path / "empty").mkdir()
     assert portable.check_run(tmp_path / "empty", refs) == {}
     assert portable.check_run(tmp_path / "empty", refs, ["toy/t01"]) == {"toy/t01": "did not run (see the log)"}
+
+
+def test_tolerances_are_measured_only_from_runs_that_all_succeeded(tmp_path):
+    refs = tmp_path / "refs"
+    good = portable.check_run(_run(tmp_path, "good", acc=[0.51, 0.25]), refs, tolerances=False)
+    assert good["toy/t01"].outside == [] and portable.why_not_measurable({"default-1t": good}) == ""
+    assert "no run to measure from" in portable.why_not_measurable({})
+    assert "no run to measure from" in portable.why_not_measurable({"default-1t": {}})
+    assert portable.why_not_measurable({"default-1t": good, "avx2-3t": {}}) == (
+        "the run avx2-3t holds none of the smoke notebooks")
+    failed = {"toy/t01": "did not run (see the log)"}
+    assert portable.why_not_measurable({"default-1t": good, "avx2-3t": failed}) == (
+        "the run avx2-3t of toy/t01 did not succeed: did not run (see the log)")
+    short = portable.check_run(_run(tmp_path, "short", acc=[0.5]), refs, tolerances=False)
+    assert "acc[1]: only in the reference" in portable.why_not_measurable({"default-1t": short})
+    nan = portable.check_run(_run(tmp_path, "nan", acc=[float("nan"), 0.25]), refs, tolerances=False)
+    assert "not a finite number: acc[0]" in portable.why_not_measurable({"default-1t": nan})

@@ -254,3 +254,21 @@ def test_streamed_report_equals_the_in_memory_one(tmp_path):
     assert part.data.n_samples == 12 and part.results["probe/accuracy"].shape == full.results["probe/accuracy"].shape
     with pytest.raises(ValueError, match="cosine similarity is undefined"):
         report.streamed_similarity(np.ones((2, 5, 3), np.float32), [0, 1])
+
+
+@needs_minilm
+def test_a_subset_of_lenses_runs_to_the_end_and_reports_only_those(tmp_path):
+    """``--lenses`` naming two lenses (neither of the two the last cell used to show) runs every cell, and the page,
+    ``metrics.json`` and the last cell hold those lenses alone."""
+    from layersim.__main__ import main
+
+    out = tmp_path / "rep"
+    assert main(["report", "--model", MINILM, "--data", "austen", "--scale", "smoke", "--n", "8", "--n-surgery", "0",
+                 "--lenses", "cos/adjacent,residual/*", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["lenses"]) == {"cos/adjacent", "residual/norm_ratio"} and metrics["skipped"] == {}
+    html = (out / "report.html").read_text()
+    rows = {name for name in lenses.names() if f"<td><code>{name}</code></td>" in html}  # the table of lenses run
+    assert rows == {"cos/adjacent", "residual/norm_ratio"}
+    last = json.loads((out / "layer_report.ipynb").read_text())["cells"][-1]["outputs"][0]["data"]["text/plain"]
+    assert "'ran': ['cos/adjacent', 'residual/norm_ratio']" in "".join(last) and "cka_to_last" not in "".join(last)

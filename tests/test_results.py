@@ -95,3 +95,16 @@ def test_claims_table_lists_every_claim_with_its_verdict():
 def test_claims_table_shows_tiny_values():
     table = results.claims_table({"exact": results.claim(6.5e-11, 1e-8, op="<=")})
     assert "| 6.5e-11 | <= 1e-08 |" in table
+
+
+def test_numbers_that_are_not_finite_are_formatted_as_what_they_are():
+    assert results.format_value(0.5) == "0.500" and results.format_value(2e-5) == "2e-05"
+    assert [results.format_value(v) for v in (math.nan, math.inf, -math.inf, None)] == ["NaN", "inf", "-inf", "none"]
+    assert results.format_threshold(0.9) == "0.9" and results.format_threshold(math.nan) == "NaN"
+
+
+def test_a_threshold_that_is_not_a_finite_number_is_refused():
+    for threshold in (math.nan, math.inf, None, "0.5"):
+        with pytest.raises(ValueError, match="threshold"):
+            results.claim(0.5, threshold)
+    assert results.claim(0.5, np.float32(0.25))["holds"] and results.claim(1, 0, ">")["holds"]

@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from layersim.core import writers  # noqa: E402
 from layersim.notebook import results, settings  # noqa: E402
 from layersim.notebook.run import STYLE, split_name, start  # noqa: E402
 
@@ -26,6 +27,7 @@ def out(tmp_path, monkeypatch):
 def test_start_reads_the_notebook_variables_validates_them_and_prepares_the_folder(out):
     stale = out / "toy" / "n01_toy"
     stale.mkdir(parents=True)
+    (stale / writers.MARKER).write_text("")  # an earlier run's folder: layersim made it
     (stale / "old.png").write_bytes(b"x")
     params = {"scale": "smoke", "seed": 3, "device": "cpu", "n": None, "lr": 0.5, "unrelated": object()}
     run = start("toy/n01_toy", PRESETS, params, rules=RULES, announce=False)

@@ -115,3 +115,21 @@ def test_every_committed_reference_has_metrics_and_a_measured_tolerance():
         assert key in tolerances["notebooks"], f"{key} has no measured tolerance in tolerances.json"
         metrics = json.loads(nb.with_suffix(".metrics.json").read_text())
         assert metrics["scale"] == "smoke" and "claims" in metrics and "png_files" in metrics
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"default": {"rtol": 0, "atol": 0}, "notebooks": {"p/s": {"rtol": NaN, "atol": 0}}}', "finite"),
+    ('{"default": {"rtol": 0, "atol": Infinity}, "notebooks": {}}', "finite"),
+    ('{"notebooks": {}}', "no 'default'"),
+    ('{"default": {"rtol": 0, "atol": 0}}', "no 'notebooks'"),
+    ("not json", "Expecting value"),
+])
+def test_a_tolerances_file_that_is_not_one_is_named(tmp_path, text, words):
+    """A NaN or infinite tolerance (or a damaged file) is one ValueError naming the file and the notebook."""
+    from layersim.tools import smoke_check
+
+    path = tmp_path / "tolerances.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="tolerances.json: the tolerance of p/s cannot be read") as err:
+        smoke_check.tolerance_for("p/s", path)
+    assert words in str(err.value) and "\n" not in str(err.value)

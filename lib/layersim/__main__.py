@@ -1,18 +1,32 @@
 """``python -m layersim <command>``: ``report`` (every lens on one model: :mod:`layersim.tools.report`),
 ``compare`` (a run's metrics against the committed ones: :mod:`layersim.tools.compare`) and ``claims``
-(every claim with its verdict over the seeds: :mod:`layersim.tools.claims`)."""
+(every claim with its verdict over the seeds: :mod:`layersim.tools.claims`). No command, or an unknown one, is one
+``error:`` line on standard error and exit 2."""
 
 import sys
 
+USAGE = ("usage: python -m layersim report --model MODEL --data DATA [options]   (report --help for the options)\n"
+         "       python -m layersim compare [RUN] [REFERENCE] [options]   (compare --help)\n"
+         "       python -m layersim claims [FOLDER] [--readme | --check]   (claims --help)\n"
+         "       python -m layersim.tools.runner ...   (run notebooks)   python -m layersim.tools.bench ...   (benchmarks)")
+COMMANDS = ("report", "compare", "claims")
+
+
+def usage_error(message: str) -> int:
+    """Print the usage and one ``python -m layersim: error: <message>`` line to standard error; return 2."""
+    print(USAGE, file=sys.stderr)
+    print(f"python -m layersim: error: {message}", file=sys.stderr)
+    return 2
+
 
 def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``argv`` (default ``sys.argv[1:]``) to its command's ``main``; return the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m layersim report --model MODEL --data DATA [options]   (report --help for the options)\n"
-              "       python -m layersim compare [RUN] [REFERENCE] [options]   (compare --help)\n"
-              "       python -m layersim claims [FOLDER] [--readme | --check]   (claims --help)\n"
-              "       python -m layersim.tools.runner ...   (run notebooks)   python -m layersim.tools.bench ...   (benchmarks)")
-        return 0 if argv else 2
+    if argv and argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    if not argv:
+        return usage_error(f"give a command: {', '.join(COMMANDS)}")
     if argv[0] == "report":
         from layersim.tools.report import main as report_main
 
@@ -25,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         from layersim.tools.claims import main as claims_main
 
         return claims_main(argv[1:])
-    print(f"unknown command {argv[0]!r}; the commands are: report, compare, claims", file=sys.stderr)
-    return 2
+    return usage_error(f"unknown command {argv[0]!r}; the commands are: {', '.join(COMMANDS)}")
 
 
 if __name__ == "__main__":

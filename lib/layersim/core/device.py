@@ -1,7 +1,10 @@
 """Where the library's tensors run, and in what float32 precision they run on a GPU.
 
+- :func:`check_device`: a device name is checked against this machine before any work (``"cuda:x"``, ``"gpu"``,
+  ``""``, ``"cuda:99"`` on a machine with two GPUs, ``"cuda"`` without CUDA, ``"mps"`` off Apple silicon: one
+  ``ValueError`` naming the device and what the machine has).
 - :func:`resolve_device`: ``"auto"`` → CUDA when a GPU is there, except for work too small to gain from
-  it (:data:`GPU_MIN_WORK`); any other value is taken as given, so a user can always force a device.
+  it (:data:`GPU_MIN_WORK`); any other (checked) value is taken as given, so a user can always force a device.
 - :func:`training_work`: the size of one training step, trainable parameters x batch size, that the
   ``"auto"`` rule reads.
 - :func:`evaluation_autocast`: the precision of a read-only forward pass (reading every layer), float32
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 
 import torch
@@ -128,17 +132,56 @@ def training_work(model: torch.nn.Module, batch_size: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad) * int(batch_size)
 
 
+#: a device name: ``auto``, or a device type this library runs on with an optional index
+_NAME = re.compile(r"auto|(?P<kind>cpu|cuda|mps)(?::(?P<index>\d+))?")
+
+
+def available_devices() -> list[str]:
+    """The device names this machine runs: ``"auto"``, ``"cpu"``, then ``"cuda"`` and ``"cuda:0"`` ... where CUDA is
+    available, ``"mps"`` where MPS is."""
+    out = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        out += ["cuda", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+    if torch.backends.mps.is_available():
+        out.append("mps")
+    return out
+
+
+def check_device(device: str | torch.device) -> str:
+    """``device`` as a name (a ``torch.device`` as its string) if this machine can run on it: ``"auto"``, ``"cpu"``,
+    ``"cuda"`` or ``"cuda:N"`` with CUDA available and N below its device count, ``"mps"`` with MPS available.
+    Anything else raises one ``ValueError`` naming the device and the names available here (:func:`available_devices`),
+    before a tensor is moved."""
+    name = str(device) if isinstance(device, torch.device) else device
+    match = _NAME.fullmatch(name) if isinstance(name, str) else None
+    have = f"available here: {', '.join(map(repr, available_devices()))}"
+    if match is None or (match["kind"] in ("cpu", "mps") and match["index"] not in (None, "0")):
+        raise ValueError(f"device {name!r} is not a device name: use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps' ({have})")
+    if match["kind"] == "cuda":
+        if not torch.cuda.is_available():
+            why = "this torch is built without CUDA" if torch.version.cuda is None else "no GPU or driver is found"
+            raise ValueError(f"device {name!r}: this machine has no CUDA device ({why}); {have}")
+        count = torch.cuda.device_count()
+        if match["index"] is not None and int(match["index"]) >= count:
+            plural = "" if count == 1 else "s"
+            raise ValueError(f"device {name!r}: this machine has {count} CUDA device{plural}; {have}")
+    if match["kind"] == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {name!r}: this machine has no MPS device (Apple silicon); {have}")
+    return name
+
+
 def resolve_device(device: str | torch.device = "auto", work: int | None = None) -> torch.device:
-    """The device to run on.
+    """The device to run on, after :func:`check_device` (a device this machine lacks is a ``ValueError``).
 
     ``"auto"``: CUDA when available, unless ``work`` (:func:`training_work`) is given and below
     :data:`GPU_MIN_WORK`, then the CPU; without CUDA the CPU. Anything else is ``torch.device(device)``,
     as given. A CUDA device comes with the float32 switch applied (module docstring)."""
-    if str(device) == "auto":
+    name = check_device(device)
+    if name == "auto":
         use_gpu = torch.cuda.is_available() and (work is None or work >= GPU_MIN_WORK)
         dev = torch.device("cuda" if use_gpu else "cpu")
     else:
-        dev = torch.device(device)
+        dev = torch.device(name)
     if dev.type == "cuda":
         apply_float32()
     return dev

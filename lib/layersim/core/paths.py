@@ -7,6 +7,12 @@ notebooks at a bigger disk without editing them:
 - ``LAYERSIM_DATA``  the data folder (default: ``<root>/data``);
 - ``LAYERSIM_CACHE`` caches of trained models and features (default: ``<data>/cache``).
 
+Each is read the way the operating system reads a path (:func:`resolved`: ``~`` expanded, a relative path taken
+from the working directory, symlinks followed), the rule of :func:`layersim.core.writers.resolved`, so that every
+command means the same folder by the same spelling. A cache never goes into the repository's committed folders
+(:data:`COMMITTED_FOLDERS`): :func:`cache_dir` refuses one there before anything is written
+(:func:`check_locations` says so before a command starts any work).
+
 A cache entry that cannot be read is moved aside with :func:`quarantine` (never deleted) and rebuilt; one that
 several runs need at once is made by the first that :func:`claim` s it.
 """
@@ -24,11 +30,32 @@ from pathlib import Path
 _MARKER = "pyproject.toml"
 
 
+#: the location variables, in the order they depend on each other
+VARIABLES = ("LAYERSIM_ROOT", "LAYERSIM_DATA", "LAYERSIM_CACHE", "LAYERSIM_OUT")
+#: folders of the repository whose files are committed: no cache may be written inside them
+COMMITTED_FOLDERS = ("figures", "notebooks", "tests/notebooks")
+
+
+def resolved(path: str | os.PathLike) -> Path:
+    """``path`` as the operating system reads it: ``~`` expanded, made absolute against the working directory,
+    symlinks followed component by component (``os.path.realpath``): the one rule of every path layersim reads
+    or writes (:func:`layersim.core.writers.resolved` is this)."""
+    return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
+
+
+def resolved_variables(environ: dict | None = None) -> dict[str, str]:
+    """The set :data:`VARIABLES` of ``environ`` (default ``os.environ``), each :func:`resolved` to an absolute path:
+    what a process started elsewhere (a notebook's kernel runs in the notebook's folder) must be given so that it
+    reads the folders this process means."""
+    environ = os.environ if environ is None else environ
+    return {name: str(resolved(environ[name])) for name in VARIABLES if environ.get(name)}
+
+
 def repo_root() -> Path:
-    """The repository root: ``$LAYERSIM_ROOT`` or the first parent holding ``pyproject.toml``."""
+    """The repository root: ``$LAYERSIM_ROOT`` (:func:`resolved`) or the first parent holding ``pyproject.toml``."""
     env = os.environ.get("LAYERSIM_ROOT")
     if env:
-        return Path(env).resolve()
+        return resolved(env)
     for start in (Path.cwd(), Path(__file__).resolve().parent):
         for folder in (start, *start.parents):
             if (folder / _MARKER).is_file() and (folder / "lib" / "layersim").is_dir():
@@ -40,16 +67,58 @@ def repo_root() -> Path:
 
 
 def data_dir() -> Path:
-    """The data folder: ``$LAYERSIM_DATA`` or ``<root>/data``."""
+    """The data folder: ``$LAYERSIM_DATA`` (:func:`resolved`) or ``<root>/data``."""
     env = os.environ.get("LAYERSIM_DATA")
-    return Path(env).resolve() if env else repo_root() / "data"
+    return resolved(env) if env else repo_root() / "data"
+
+
+def committed_folder(path: str | os.PathLike) -> Path | None:
+    """The folder of :data:`COMMITTED_FOLDERS` of the repository that ``path`` (:func:`resolved`) lies in, or None
+    (also when there is no repository to find)."""
+    try:
+        root = resolved(repo_root())
+    except FileNotFoundError:
+        return None
+    real = resolved(path)
+    for name in COMMITTED_FOLDERS:
+        folder = resolved(root / name)
+        if real == folder or real.is_relative_to(folder):
+            return folder
+    return None
+
+
+def refuse_committed(path: str | os.PathLike, what: str) -> Path:
+    """``path`` :func:`resolved`, unless it lies in a committed folder (:func:`committed_folder`): then one
+    ``ValueError`` naming ``what`` and the folder. No switch lets a cache in: committed folders hold results."""
+    inside = committed_folder(path)
+    if inside is not None:
+        raise ValueError(f"{what} is inside {inside} (committed files): refused; point it at a folder outside "
+                         f"{', '.join(n + '/' for n in COMMITTED_FOLDERS)}")
+    return resolved(path)
+
+
+def cache_root() -> Path:
+    """The cache folder, not created: ``$LAYERSIM_CACHE`` or ``<data>/cache`` (each :func:`resolved`); ValueError
+    naming the variable that put it inside a committed folder (:func:`refuse_committed`)."""
+    env = os.environ.get("LAYERSIM_CACHE")
+    if env:
+        return refuse_committed(env, f"LAYERSIM_CACHE={env}")
+    data = os.environ.get("LAYERSIM_DATA")
+    base = data_dir() / "cache"
+    return refuse_committed(base, f"LAYERSIM_DATA={data} (the cache is its cache/ folder)" if data else
+                            f"the cache {base}")
+
+
+def check_locations() -> Path:
+    """Check the location variables before a command starts any work: the cache (:func:`cache_root`) must lie
+    outside the committed folders. Returns the cache folder; nothing is created."""
+    return cache_root()
 
 
 def cache_dir(*parts: str) -> Path:
-    """A sub-folder of the cache (``$LAYERSIM_CACHE`` or ``<data>/cache``), created on demand."""
-    env = os.environ.get("LAYERSIM_CACHE")
-    base = Path(env).resolve() if env else data_dir() / "cache"
-    path = base.joinpath(*parts)
+    """A sub-folder of the cache (:func:`cache_root`), created on demand; ValueError, with nothing created, when
+    the cache lies inside a committed folder."""
+    path = cache_root().joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -6,8 +6,9 @@ Three rules, each in one place:
   default-scale results) and ``notebooks/`` (the notebooks, committed with the outputs of their
   last default-scale run) are written only when the one switch is on: the environment variable
   ``LAYERSIM_UPDATE_COMMITTED=1``, which ``make reproduce`` (``python -m layersim.tools.runner
-  --update-committed``) sets for its runs. Paths are compared after resolving symlinks and
-  ``..``, so no spelling of a path (absolute, relative, through a link) gets past the guard.
+  --update-committed``) sets for its runs. Paths are resolved the way the operating system
+  resolves them (:func:`resolved`: each symlink followed before the ``..`` after it), so no
+  spelling of a path (absolute, relative, ``~``, through a link, ``link/..``) gets past the guard.
 - **A file appears whole or not at all** (:func:`atomic_path`, :func:`write_text`): it is written
   under a hidden temporary name in the same folder and renamed into place; on any failure,
   Ctrl-C included, the temporary file is removed. A full disk is reported as ``disk full at PATH``
@@ -15,24 +16,34 @@ Three rules, each in one place:
 - **An output folder holds one run** (:func:`prepare_folder`): it is checked before any work
   (protected? writable?), and the figures and ``metrics.json`` of an earlier run in it are
   removed, so that a reader never mistakes an old figure for a new one.
+- **layersim deletes only what it made** (:func:`claim_folder`, :func:`owns`): a folder that a
+  command creates, clears or replaces carries the marker file :data:`MARKER`; a folder without it
+  is the user's, and a command refuses to clear it unless it is empty. The repository's own
+  ``figures/`` and ``runs/`` are layersim's by definition (:func:`owns`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import os
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from layersim.core import locks, paths
 from layersim.core.paths import repo_root
 
 #: the environment variable that allows writing into the committed results
 SWITCH = "LAYERSIM_UPDATE_COMMITTED"
 #: folders of the repository that hold committed results
 COMMITTED = ("figures", "notebooks")
+#: what else of the repository layersim never writes except through :data:`WRITERS`: the smoke references,
+#: the generated README table, the sources, docs, data card and tests
+SOURCES = ("tests", "lib", "docs", "scripts", "benchmarks", "README.md", "CONTRIBUTING.md", "data/README.md")
 #: what an earlier run left in an output folder and :func:`prepare_folder` removes
 RUN_OUTPUTS = ("*.png", "metrics.json", "report.html")
 
@@ -59,8 +70,11 @@ def committed_roots(root: Path | None = None) -> tuple[Path, ...]:
 
 
 def resolved(path: str | os.PathLike) -> Path:
-    """``path`` made absolute against the working directory, ``~`` expanded, symlinks and ``..`` resolved."""
-    return Path(os.path.abspath(Path(path).expanduser())).resolve()
+    """``path`` as the operating system reads it (:func:`layersim.core.paths.resolved`): ``~`` expanded, made
+    absolute against the working directory and resolved component by component (``os.path.realpath``), so that
+    ``link/..`` is the folder above the link's *target*, not the folder holding the link (``os.path.abspath`` would
+    collapse the ``..`` first and let ``link/../x`` name a different file than the one a write reaches)."""
+    return paths.resolved(path)
 
 
 def protected_root(path: str | os.PathLike, root: Path | None = None) -> Path | None:
@@ -69,6 +83,16 @@ def protected_root(path: str | os.PathLike, root: Path | None = None) -> Path | 
     for folder in committed_roots(root):
         if real == folder or real.is_relative_to(folder):
             return folder
+    return None
+
+
+def source_root(path: str | os.PathLike, root: Path | None = None) -> Path | None:
+    """The part of the repository's sources (:data:`SOURCES`) that ``path`` lies in, or None."""
+    real = resolved(path)
+    base = resolved(root or repo_root())
+    for name in SOURCES:
+        if real == base / name or real.is_relative_to(base / name):
+            return base / name
     return None
 
 
@@ -83,7 +107,56 @@ def check_target(path: str | os.PathLike, what: str = "output", root: Path | Non
         raise ProtectedPath(
             f"{what} {path} is inside {inside} (committed results): refused; choose another folder, or update "
             f"the committed results on purpose with `make reproduce` (it sets {SWITCH}=1)")
+    source = source_root(real, root)
+    if source is not None:
+        raise ProtectedPath(f"{what} {path} is inside {source} (the repository's committed sources, written only "
+                            "by the commands CONTRIBUTING lists): refused; choose another folder")
     return real
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One of the few commands allowed to write committed files other than the results: what it writes
+    (``targets``, glob patterns relative to the repository root) and the command that runs it."""
+
+    name: str
+    command: str
+    targets: tuple[str, ...]
+
+
+#: every writer of committed files; the results in ``figures/`` and ``notebooks/`` are written under the switch
+#: :data:`SWITCH` (:func:`check_target`), the rest through :func:`write_committed` with one of these
+WRITERS = {
+    "results": Writer("the committed results", "make reproduce (runner --update-committed; report --update-committed)",
+                      ("figures/**", "notebooks/*/*.ipynb")),
+    "smoke-refs": Writer("the smoke references", "make smoke-refs (runner --refs)",
+                         ("tests/notebooks/*/*.ipynb", "tests/notebooks/*/*.metrics.json")),
+    "tolerances": Writer("the measured smoke tolerances", "python -m layersim.tools.portable --measure",
+                         ("tests/notebooks/tolerances.json",)),
+    "readme": Writer("the README's notebook table", "python -m layersim.tools.site readme", ("README.md",)),
+}
+
+
+def committed_target(path: str | os.PathLike, writer: str, root: Path | None = None) -> Path:
+    """``path`` (resolved) if the writer ``writer`` of :data:`WRITERS` may write it: inside the repository and
+    matching one of its targets; :class:`ProtectedPath` else (an unknown writer: ``ValueError``)."""
+    if writer not in WRITERS:
+        raise ValueError(f"unknown writer {writer!r}: one of {', '.join(WRITERS)}")
+    real = resolved(path)
+    base = resolved(root or repo_root())
+    rel = real.relative_to(base).as_posix() if real.is_relative_to(base) else None
+    known = WRITERS[writer]
+    if rel is None or not any(fnmatch.fnmatchcase(rel, pattern) for pattern in known.targets):
+        raise ProtectedPath(f"{known.name} ({known.command}) write only {', '.join(known.targets)}: {path} refused")
+    return real
+
+
+def write_committed(path: str | os.PathLike, text: str, writer: str, root: Path | None = None) -> Path:
+    """Write ``text`` to the committed file ``path`` as ``writer`` (:func:`committed_target`), whole or not at
+    all (:func:`write_text`)."""
+    real = committed_target(path, writer, root)
+    real.parent.mkdir(parents=True, exist_ok=True)
+    return write_text(real, text)
 
 
 def _fail(exc: OSError, path: Path) -> OSError:
@@ -166,11 +239,82 @@ def previous_outputs(folder: Path, patterns: Iterable[str] = RUN_OUTPUTS) -> lis
     return sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()})
 
 
+#: the file that marks a folder as made by layersim (:func:`claim_folder`); what it holds is for people
+MARKER = ".layersim-made"
+#: folders of the repository that are layersim's own, whole (what a run or a build writes)
+OWNED = ("figures", "runs")
+
+
+def _in_owned(real: Path, root: Path | None = None) -> bool:
+    root = resolved(root or repo_root())
+    return any(real.is_relative_to(root / name) for name in OWNED)
+
+
+def owns(folder: str | os.PathLike, root: Path | None = None) -> bool:
+    """Whether ``folder`` is layersim's to clear: it carries :data:`MARKER`, or lies inside the repository's
+    ``figures/`` or ``runs/`` (:data:`OWNED`)."""
+    real = resolved(folder)
+    return (real / MARKER).is_file() or _in_owned(real, root)
+
+
+#: files of layersim's own that do not make a folder the user's: its marker and a run's lock (:mod:`layersim.core.locks`)
+_OURS = (MARKER, locks.NAME)
+
+
+def _listing(folder: Path, n: int = 3) -> str:
+    names = sorted(p.name for p in folder.iterdir() if p.name not in _OURS)
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def claim_folder(folder: str | os.PathLike, what: str = "output folder", root: Path | None = None) -> Path:
+    """Make ``folder`` layersim's and return it (resolved): created, with :data:`MARKER` unless it lies in the
+    repository's ``figures/`` or ``runs/``, if it is new or empty; kept if layersim owns it already (:func:`owns`). A non-empty folder that layersim did not make raises
+    ``ValueError`` naming a few of its files, before anything in it is touched: a command that clears or replaces
+    its folder must never delete a user's files."""
+    real = resolved(folder)
+    if real.exists() and not real.is_dir():
+        raise ValueError(f"{what} {folder} is a file, not a folder")
+    if real.is_dir() and not owns(real, root) and any(p.name not in _OURS for p in real.iterdir()):
+        raise ValueError(f"{what} {folder} already holds files that layersim did not write ({_listing(real)}): "
+                         "refused, so that nothing in it is deleted; choose a new or empty folder")
+    try:
+        real.mkdir(parents=True, exist_ok=True)
+        if not _in_owned(real, root) and not (real / MARKER).is_file():
+            write_text(real / MARKER, "This folder was made by layersim, which may clear or replace what is in it.\n")
+    except DiskFull as exc:
+        raise ValueError(f"cannot write to {folder}: disk full") from exc
+    except OSError as exc:
+        raise ValueError(f"cannot write to {folder}: {exc.strerror or exc}") from exc
+    return real
+
+
+def adopt_folder(folder: str | os.PathLike) -> Path:
+    """Mark ``folder`` as layersim's (:data:`MARKER`) and return it (resolved): for a caller that has recognised the
+    folder as its own earlier output, written before folders were marked (the report knows its own folder by its
+    executed notebook and ``metrics.json``)."""
+    real = resolved(folder)
+    if real.is_dir() and not owns(real):
+        write_text(real / MARKER, "This folder was made by layersim, which may clear or replace what is in it.\n")
+    return real
+
+
+def replace_folder(folder: str | os.PathLike, what: str = "output folder", root: Path | None = None) -> Path:
+    """Empty ``folder`` for a new build and return it (resolved), only if layersim made it (:func:`claim_folder`
+    refuses a user's non-empty folder); its :data:`MARKER` stays."""
+    real = claim_folder(folder, what, root)
+    for entry in real.iterdir():
+        if entry.name != MARKER:
+            _remove(entry)
+    return real
+
+
 def prepare_folder(folder: str | os.PathLike, what: str = "output folder") -> Path:
     """Make ``folder`` ready for one run and return it (resolved): not committed (:func:`check_target`),
-    writable (:func:`check_writable`), and without an earlier run's figures, ``metrics.json`` and
-    ``report.html`` (:func:`previous_outputs`; other files are left alone)."""
+    layersim's (:func:`claim_folder`: a user's non-empty folder is refused), writable (:func:`check_writable`),
+    and without an earlier run's figures, ``metrics.json`` and ``report.html`` (:func:`previous_outputs`; other
+    files are left alone)."""
     real = check_target(folder, what)
+    claim_folder(real, what)
     check_writable(real)
     for old in previous_outputs(real):
         old.unlink(missing_ok=True)

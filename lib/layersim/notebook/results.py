@@ -90,12 +90,25 @@ def compare(value: float, threshold: float, op: str) -> bool:
     """``value <op> threshold`` where a value equal to the threshold up to float rounding (relative
     :data:`ROUNDING`) *is* equal: an accuracy difference of 12 of 600 examples is -0.02 exactly, though
     ``0.935 - 0.955`` gives -0.020000000000000018; it meets ``>= -0.02`` and does not meet ``< -0.02``.
-    A threshold of 0 is only met by an exact 0 (no absolute tolerance)."""
+    A threshold of 0 is only met by an exact 0 (no absolute tolerance). A NaN value or threshold meets no
+    comparison; an infinity equals only itself."""
     if op not in _OPS:
         raise ValueError(f"unknown comparison {op!r}; use one of {sorted(_OPS)}")
+    if math.isnan(value) or math.isnan(threshold):
+        return False
     if math.isclose(value, threshold, rel_tol=ROUNDING):
         return op in (">=", "<=")
     return bool(_OPS[op](value, threshold))
+
+
+def _finite_scalar(x: Any) -> bool:
+    """Whether ``x`` is one finite number (a Python, numpy or 0-d torch scalar; not a string)."""
+    if isinstance(x, (str, bytes)):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, *, kind: str | None = None,
@@ -103,13 +116,16 @@ def claim(value: float, threshold: float, op: str = ">=", note: str | None = Non
     """A paper's statement tested on this run: ``holds = value <op> threshold`` (:func:`compare`: a value equal to
     its threshold up to float rounding counts as equal).
 
-    ``value`` must be a finite number measured by the run; a NaN raises ``ValueError`` instead
-    of being recorded as a claim that does not hold. ``kind`` (one of :data:`DIAGNOSES`) and ``reason``
-    (one line) say why the claim misses at our scale; they come together, written before the run.
+    ``value`` must be a finite number measured by the run; a NaN (or an infinity) raises ``ValueError``
+    instead of being recorded as a claim that does not hold, and so does a ``threshold`` that is not a finite
+    number. ``kind`` (one of :data:`DIAGNOSES`) and ``reason`` (one line) say why the claim misses at our
+    scale; they come together, written before the run.
     """
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
+    if not _finite_scalar(threshold):
+        raise ValueError(f"claim threshold is {threshold!r}: a threshold is a finite number")
     out = {"holds": compare(value, threshold, op), "value": value, "threshold": threshold, "op": op}
     if note:
         out["note"] = note
@@ -195,23 +211,35 @@ def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
     return out
 
 
-def format_value(value: float) -> str:
-    """Three decimals, or three significant digits for values too small to show that way."""
+def format_value(value: float | None) -> str:
+    """Three decimals, or three significant digits for values too small to show that way; ``NaN``, ``inf`` or
+    ``-inf`` for a number that is not finite, and ``none`` for a value that is missing (``null``)."""
+    if not seeds.is_finite_number(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return "none" if value is None else markup.cell(repr(value))
     return f"{value:.3f}" if value == 0 or abs(value) >= 1e-3 else f"{value:.3g}"
+
+
+def format_threshold(threshold: float | None) -> str:
+    """A threshold as ``:g`` writes it (``0.9``, ``1e-05``); ``NaN``, ``inf`` or ``none`` as :func:`format_value`."""
+    return f"{threshold:g}" if seeds.is_finite_number(threshold) else format_value(threshold)
 
 
 def claims_table(claims: dict) -> str:
     """A Markdown table of the claims: name, verdict with the seeds on which it holds (``k/n``,
     :mod:`layersim.notebook.seeds`), measured value (the median over the seeds, with their range when
     there are several), threshold, and the note with the diagnosis of a miss (every string escaped,
-    :mod:`layersim.core.markup`)."""
+    :mod:`layersim.core.markup`). A claim whose value is not a finite number is shown as not holding
+    (:func:`layersim.notebook.seeds.holds`), and its note says so."""
     rows = []
     for name, c in claims.items():
-        value = format_value(c["value"])
-        if len(c.get("values", ())) > 1:
-            value += f" ({format_value(min(c['values']))} to {format_value(max(c['values']))})"
-        threshold = f"{c.get('op', '>=')} {c['threshold']:g}" if "threshold" in c else ""  # a known operator and a number
-        note = c.get("note", "")
+        value = format_value(c.get("value"))
+        values = c.get("values", ())
+        if len(values) > 1 and all(seeds.is_finite_number(v) for v in values):
+            value += f" ({format_value(min(values))} to {format_value(max(values))})"
+        threshold = f"{c.get('op', '>=')} {format_threshold(c['threshold'])}" if "threshold" in c else ""
+        note = "; ".join(filter(None, [seeds.value_problem(c), c.get("note", "")]))
         if "kind" in c and seeds.misses_somewhere(c):
             note = (f"{note}; " if note else "") + f"why it misses: {c['kind']} ({c['reason']})"
         rows.append([markup.code(name), seeds.verdict(c), value, threshold, markup.cell(note)])

@@ -15,6 +15,9 @@ Every recorded claim then carries, besides ``threshold``, ``op`` and ``note``:
 - ``value``: the median of ``values``, and ``holds``: ``k > n / 2``, the claim holds on most seeds.
   For an odd ``n`` the two agree: the median passes the threshold exactly when most seeds do.
 
+A claim whose value is not a finite number (NaN, an infinity, or none) is a failed measurement: it never
+holds, whatever its recorded ``holds`` says (:func:`holds`), and a seed run that recorded one is refused.
+
 The other numbers of ``metrics.json`` (curves, accuracies, timings) and the figures are those of the
 notebook's own seed. Runs are folded in only when they are the same notebook at the same scale with
 the same settings but the seed (a ``ValueError`` names what differs), so that ``k / n`` never mixes two
@@ -24,6 +27,7 @@ experiments.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -98,11 +102,12 @@ def seed_list(first: int, n: int) -> list[int]:
     return [int(first) + i for i in range(int(n))]
 
 
-def seed_folder(root: Path, scale: str, seed: int, variant: str = "") -> Path:
+def seed_folder(root: Path, scale: str, seed: int, variant: str = "", base: Path | None = None) -> Path:
     """Where the run of one extra seed writes: ``<root>/runs/<scale>/seeds/seed-<seed>`` (as ``$LAYERSIM_OUT``:
     the notebook writes ``<paper>/<stem>/`` below it); a ``variant`` of the notebook's settings (a scale check)
-    writes ``<root>/runs/<scale>/seeds/<variant>/seed-<seed>``."""
-    base = Path(root) / "runs" / scale / "seeds"
+    writes ``<root>/runs/<scale>/seeds/<variant>/seed-<seed>``. ``base``: a run's own output folder (the user's
+    ``$LAYERSIM_OUT``) instead of ``<root>/runs/<scale>``, so that runs into different folders share nothing."""
+    base = (Path(base) if base is not None else Path(root) / "runs" / scale) / "seeds"
     return (base / variant if variant else base) / f"seed-{int(seed)}"
 
 
@@ -197,6 +202,10 @@ def combine(notebook: str, scale: str, params: Mapping[str, Any], claims: Mappin
                 raise ValueError(f"claim {name!r} is tested against {other.get('op')} {other.get('threshold')} at "
                                  f"seed {r['params'].get('seed')} but {c.get('op')} {c.get('threshold')} here")
             per_seed.append(other)
+        for seed, x in zip(seeds, per_seed):
+            if not is_finite_number(x.get("value")):
+                raise ValueError(f"the run at seed {seed} recorded claim {name!r} with the value {x.get('value')!r}: "
+                                 "its measurement failed, it cannot be judged")
         values = [float(x["value"]) for x in per_seed]
         verdicts = [bool(x["holds"]) for x in per_seed]
         k, n = sum(verdicts), len(verdicts)
@@ -212,18 +221,50 @@ def combine(notebook: str, scale: str, params: Mapping[str, Any], claims: Mappin
     return out
 
 
-def fraction(c: Mapping) -> str:
-    """``"k/n"`` of a recorded claim; a claim recorded without them is one seed's (``"1/1"`` or ``"0/1"``)."""
+def is_finite_number(v: Any) -> bool:
+    """Whether ``v`` is a real number that is neither NaN nor infinite (``bool`` and ``None`` are not numbers)."""
+    return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+            and math.isfinite(v))
+
+
+def holds(c: Mapping) -> bool:
+    """Whether a recorded claim holds: its ``holds`` says so and its ``value`` is a finite number. A NaN or infinite
+    value (or none) is a measurement that failed, which never holds, whatever the record says."""
+    return bool(c.get("holds")) and is_finite_number(c.get("value"))
+
+
+def value_problem(c: Mapping) -> str:
+    """Why a recorded claim's value cannot be judged (``"its value NaN is not a finite number"``), or ""."""
+    v = c.get("value")
+    if is_finite_number(v):
+        return ""
+    shown = "NaN" if isinstance(v, float) and math.isnan(v) else repr(v)
+    return f"its value {shown} is not a finite number: the measurement failed"
+
+
+def seed_verdicts(c: Mapping) -> list[bool]:
+    """Whether a recorded claim holds on each of its seeds (one verdict for a one-seed record): a seed whose value
+    is not a finite number does not hold."""
     if "verdicts" not in c:
-        return f"{int(bool(c['holds']))}/1"
-    return f"{int(c['k'])}/{int(c['n'])}"
+        return [holds(c)]
+    values = c.get("values")
+    if not isinstance(values, Sequence) or len(values) != len(c["verdicts"]):
+        return [bool(v) for v in c["verdicts"]]
+    return [bool(v) and is_finite_number(x) for v, x in zip(c["verdicts"], values)]
+
+
+def fraction(c: Mapping) -> str:
+    """``"k/n"`` of a recorded claim (:func:`seed_verdicts`); a claim recorded without them is one seed's
+    (``"1/1"`` or ``"0/1"``)."""
+    verdicts = seed_verdicts(c)
+    return f"{sum(verdicts)}/{len(verdicts)}"
 
 
 def verdict(c: Mapping) -> str:
-    """``"yes (k/n)"`` or ``"**no** (k/n)"`` of a recorded claim (Markdown)."""
-    return ("yes" if c["holds"] else "**no**") + f" ({fraction(c)})"
+    """``"yes (k/n)"`` or ``"**no** (k/n)"`` of a recorded claim (Markdown; :func:`holds`)."""
+    return ("yes" if holds(c) else "**no**") + f" ({fraction(c)})"
 
 
 def misses_somewhere(c: Mapping) -> bool:
     """Whether a recorded claim fails on at least one of its seeds (its only seed, for a one-seed record)."""
-    return not all(c.get("verdicts", [c["holds"]]))
+    return not all(seed_verdicts(c))

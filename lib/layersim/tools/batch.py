@@ -8,7 +8,9 @@ the same way (a notebook's run is published only when it succeeded).
 - ``--jobs N`` alone starts a local Ray instance of ``N`` CPUs for the batch and stops it at the end;
   ``--address`` (``auto``, ``host:port``, ``ray://host:port``) submits to an existing cluster instead, whose
   nodes must see the repository and the data cache at the same path (a shared file system) and hold the same
-  environment; ``--jobs`` then caps how many notebooks run at once.
+  environment; ``--jobs`` then caps how many notebooks run at once. The address is checked before any work
+  (:func:`check_address`): a malformed one is refused at once, and one where nothing accepts a TCP connection
+  within seconds is refused with one line, instead of Ray retrying the connection for minutes.
 - What a notebook needs is declared once, in :data:`NEEDS` (:class:`Needs`: CPUs, a GPU at the paper scale,
   memory); Ray places it on a node with those free. Its BLAS and torch threads are set from its CPU share
   (``OMP_NUM_THREADS`` and friends in its kernel's environment): several processes each using every core slowed
@@ -28,13 +30,18 @@ file is whole (the library's writers write to a temporary name and rename), and 
 is neither saved nor locked (its claim dies with it). Its executed copy under ``runs/`` stops where it died; in a
 run that replaces the committed results its ``figures/<paper>/<stem>/`` holds what it wrote before dying (the
 folder is cleared when a run starts) until the runner puts back the outputs it kept aside before the run
-(``runner.snapshot`` / ``restore``, on the driver, which also does it for a failed notebook and for a batch
-interrupted before the notebook ended).
+(:mod:`layersim.tools.committed`, on the driver, which also does it for a failed notebook and for a batch
+stopped before the notebook ended: the running tasks are cancelled first, :func:`run`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import socket
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +130,87 @@ def resources(stem: str, scale: str, cluster: Mapping[str, float] | None = None)
     return out
 
 
+#: how long :func:`check_address` waits for a TCP connection to a cluster's address (seconds)
+CONNECT_TIMEOUT = 3.0
+#: ``host:port`` or ``ray://host:port``: a host name, an IPv4 address or a bracketed IPv6 address, then the port
+_ADDRESS = re.compile(r"(?P<scheme>ray://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>[0-9]+)")
+_FORMS = "give 'auto', 'host:port' or 'ray://host:port' (port 1-65535)"
+
+
+def ray_address_file() -> Path:
+    """Where ``ray start`` records the address of the cluster it started, which ``ray.init(address="auto")`` reads:
+    ``ray_current_cluster`` in Ray's temporary folder (``$RAY_TMPDIR/ray``, else ``$TMPDIR/ray`` on Linux, else
+    ``/tmp/ray``)."""
+    base = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
+    if not base:
+        base = "/tmp" if sys.platform.startswith(("linux", "darwin")) else tempfile.gettempdir()
+    return Path(base) / "ray" / "ray_current_cluster"
+
+
+def found_address() -> tuple[str, str]:
+    """The address ``--address auto`` means, as Ray finds it, and where it was found: ``$RAY_ADDRESS`` if set, else
+    the address :func:`ray_address_file` holds. ``ValueError`` when there is none."""
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if env and env != "auto":
+        return env, f"RAY_ADDRESS={env!r}"
+    path = ray_address_file()
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        text = ""
+    if not text:
+        raise ValueError(f"--address auto: there is no Ray cluster to find (RAY_ADDRESS is unset and {path} does not "
+                         "name one, which `ray start --head` writes); start one, or give host:port")
+    return text, f"found in {path}"
+
+
+def _parse(address: str, origin: str = "") -> tuple[str, int]:
+    """The host and port of ``host:port`` or ``ray://host:port``; ValueError naming ``address`` otherwise."""
+    where = f" ({origin})" if origin else ""
+    match = _ADDRESS.fullmatch(address)
+    if match is None:
+        raise ValueError(f"Ray address {address!r}{where} is not an address: {_FORMS}")
+    port = int(match["port"])
+    if not 1 <= port <= 65535:
+        raise ValueError(f"Ray address {address!r}{where}: the port must be 1-65535")
+    return match["host"].strip("[]"), port
+
+
+def _reachable(host: str, port: int, timeout: float, origin: str = "") -> None:
+    """Open and close one TCP connection to ``host:port`` within ``timeout`` seconds; ValueError saying that
+    nothing listens there (and why), or that the host is unknown, if it fails."""
+    where = f"; {origin}" if origin else ""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except socket.gaierror as err:
+        raise ValueError(f"Ray address {host}:{port}: no host {host!r} is known ({err.strerror}{where}); fix "
+                         "--address") from None
+    except OSError as err:
+        why = f"no answer within {timeout:g} s" if isinstance(err, TimeoutError) else err.strerror or type(err).__name__
+        raise ValueError(f"nothing listens at {host}:{port} ({why}{where}): start the cluster there (ray start "
+                         "--head) or fix --address") from None
+
+
+def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT) -> str | None:
+    """``address`` (stripped) if a batch can submit to it, checked in seconds before any work: None (a local
+    instance) as it is; ``host:port`` and ``ray://host:port`` well formed and accepting a TCP connection within
+    ``timeout`` seconds; ``auto`` when Ray finds a cluster's address (:func:`found_address`) that accepts one.
+    Anything else raises one ``ValueError`` naming the address."""
+    if address is None:
+        return None
+    address = str(address).strip()
+    if not address:
+        raise ValueError(f"the Ray address is empty: {_FORMS}")
+    origin = ""
+    target = address
+    if address == "auto":
+        target, origin = found_address()
+    host, port = _parse(target, origin)
+    _reachable(host, port, timeout, origin)
+    return address
+
+
 def _run_on_worker(work: Callable[..., dict], nb: str, cpus: int, root: str) -> dict:
     """One notebook on a Ray worker: its threads set from ``cpus``, then ``work(notebook, say)``. Returns what
     ``work`` returned, with the node's name and the lines ``work`` said."""
@@ -142,7 +230,9 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
     """Run ``work(notebook, say) -> {"ok", "seconds", "error", "claims"}`` for each of ``notebooks`` as a Ray task
     (module docstring; the runner's work is :func:`layersim.tools.runner.batch_work`) and return the results, each
     with its ``node``, in the order given. ``jobs``: the CPUs of the local instance (or, with ``address``, the most
-    notebooks at once). ``on_done(notebook, result)`` is called on the driver as each notebook ends."""
+    notebooks at once). ``on_done(notebook, result)`` is called on the driver as each notebook ends. ``address``
+    is checked first (:func:`check_address`: one ``ValueError`` in seconds, before Ray is imported)."""
+    address = check_address(address)
     import ray
 
     say = say or (lambda line: print(line, flush=True))
@@ -153,6 +243,7 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
                  runtime_env={"env_vars": {"LAYERSIM_ROOT": root}})
     else:
         ray.init(address=address, log_to_driver=False)
+    pending: dict = {}
     try:
         cluster = ray.cluster_resources()
         limit = jobs or len(notebooks)
@@ -160,7 +251,6 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
         names = {nb: nb.relative_to(Path(root) / "notebooks").with_suffix("").as_posix() for nb in notebooks}
         say(f"{len(notebooks)} notebooks on Ray ({'a local instance' if started_here else address}: "
             f"{int(cluster.get('CPU', 0))} CPUs, {int(cluster.get('GPU', 0))} GPUs), at most {limit} at once")
-        pending: dict = {}
         queue, waits = schedule(notebooks)
         results: dict[Path, dict] = {}
         t0 = time.perf_counter()
@@ -199,5 +289,10 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
             say(f"| {names[nb]} | {r['node']} | {r['seconds']:.1f} | {'ok' if r['ok'] else 'failed: ' + r['error']} |")
         say(f"\nwall time of the batch: {time.perf_counter() - t0:.0f} s")
         return [results[nb] for nb in notebooks]
-    finally:
+    finally:  # stopped or failed with notebooks running: end them (a cluster's tasks outlive the driver otherwise)
+        for ref in pending:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        if pending and not started_here:
+            time.sleep(2)  # a cancelled worker's kernel follows it out within a second (ipykernel's parent poller)
         ray.shutdown()

@@ -21,7 +21,7 @@ from layersim.core import markup
 from layersim.core.paths import repo_root
 from layersim.notebook import seeds
 from layersim.core import references
-from layersim.notebook.results import format_value
+from layersim.notebook.results import format_threshold, format_value
 
 #: the folder of the scale checks under the results folder (:data:`layersim.notebook.seeds.SCALE_CHECKS`)
 SCALE_CHECK_FOLDER = "scale_checks"
@@ -48,20 +48,22 @@ class Row:
     def threshold(self) -> str:
         """``">= 0.9"``, or "" for a claim recorded without one."""
         c = self.claim
-        return f"{c['op']} {c['threshold']:g}" if "threshold" in c and "op" in c else ""
+        return f"{c['op']} {format_threshold(c['threshold'])}" if "threshold" in c and "op" in c else ""
 
     @property
     def why(self) -> str:
         """The diagnosis of a claim that misses on some seed (``"kind: reason"``, and for a *scale* diagnosis the
-        verdict of the larger run); "" for a claim that holds on every seed."""
+        verdict of the larger run); "" for a claim that holds on every seed. A value that is not a finite number
+        comes first (:func:`layersim.notebook.seeds.value_problem`)."""
         c = self.claim
+        failed = seeds.value_problem(c)
         if not (self.misses_somewhere and "kind" in c):
-            return ""
+            return failed
         why = f"{c['kind']}: {c['reason']}"
         if c["kind"] == "scale":
-            why += (f"; at the larger run: {seeds.verdict(self.larger)}, {format_value(self.larger['value'])}"
+            why += (f"; at the larger run: {seeds.verdict(self.larger)}, {format_value(self.larger.get('value'))}"
                     if self.larger else "; the larger run is still to be made")
-        return why
+        return f"{failed}; {why}" if failed else why
 
 
 def _order(path: Path) -> tuple:
@@ -88,15 +90,15 @@ def collect(folder: Path | None = None) -> list[Row]:
 
 def markdown(rows: list[Row]) -> str:
     """The claims as a Markdown table, with the count of those that hold above it (every string escaped)."""
-    holding = sum(bool(r.claim["holds"]) for r in rows)
+    holding = sum(seeds.holds(r.claim) for r in rows)
     counts = sorted({len(r.claim.get("verdicts", [None])) for r in rows})
     lines = [f"**{holding} of {len(rows)} claims hold** (a claim holds when it holds on most of its seeds; "
              f"k/n: the seeds on which it holds, of the {' or '.join(map(str, counts))} it was tested on).", ""]
     table = []
     for r in rows:
         c = r.claim
-        table.append([markup.code(r.notebook), markup.code(r.name), seeds.verdict(c), format_value(c["value"]),
-                      r.threshold, markup.cell(r.why)])
+        table.append([markup.code(r.notebook), markup.code(r.name), seeds.verdict(c), format_value(c.get("value")),
+                      markup.cell(r.threshold), markup.cell(r.why)])
     lines.append(markup.table(["notebook", "claim", "holds (k/n)", "value", "threshold", "why it misses"], table,
                               raw=True))
     return "\n".join(lines)

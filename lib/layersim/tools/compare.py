@@ -17,7 +17,11 @@ For every notebook present on both sides it reports
   compared as text);
 - with a :class:`Tolerance`, the numbers outside it; a verdict that flipped while the claim's value
   lies within the tolerance of its threshold is *fragile*: reported, and not counted as a failure
-  by :meth:`Comparison.ok` (a value that close to its threshold is decided by rounding).
+  by :meth:`Comparison.ok` (a value that close to its threshold is decided by rounding);
+- numbers that are not finite: a NaN or an infinity where the other side has another number is a
+  difference with or without a tolerance (NaN against NaN, and an infinity against the same one, are the
+  same), and a claim whose value is not a finite number does not hold, whatever its recorded ``holds``
+  says (:func:`layersim.notebook.seeds.holds`).
 
 What is not a result is left out: timings (keys containing ``seconds``), weight checksums
 (``sha256``) and cache hits (``from_cache``) describe the run, not what it measured.
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from layersim.core.paths import repo_root
+from layersim.notebook import seeds
 
 #: keys that describe the run rather than its results: timings, weight checksums, cache hits
 RUN_FACTS = re.compile(r"seconds|sha256|from_cache")
@@ -51,7 +56,8 @@ RUN_FACTS = re.compile(r"seconds|sha256|from_cache")
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Two numbers agree when ``|new - ref| <= atol + rtol * |ref|`` (numpy's ``isclose``)."""
+    """Two numbers agree when ``|new - ref| <= atol + rtol * |ref|`` (numpy's ``isclose``); a number that is not
+    finite agrees only with itself (NaN with NaN, an infinity with the same one: :func:`same_number`)."""
 
     rtol: float = 0.0
     atol: float = 0.0
@@ -64,6 +70,8 @@ class Tolerance:
 
     def allows(self, ref: float, new: float) -> bool:
         """Whether ``new`` agrees with ``ref`` within this tolerance."""
+        if not (math.isfinite(ref) and math.isfinite(new)):
+            return same_number(ref, new)
         return abs(new - ref) <= self.atol + self.rtol * abs(ref)
 
 
@@ -93,8 +101,13 @@ class Tolerances:
 
 
 def is_number(v: Any) -> bool:
-    """A JSON number (``bool`` is not one)."""
+    """A JSON number (``bool`` is not one), NaN and infinities included."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def same_number(a: float, b: float) -> bool:
+    """Whether two numbers are the same: equal, or both NaN (``nan == nan`` is false)."""
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def flatten(metrics: Any, prefix: str = "") -> dict[str, Any]:
@@ -137,9 +150,13 @@ def without_run_facts(metrics: Any) -> Any:
 
 
 def relative_difference(a: float, b: float) -> float:
-    """``|a - b| / max(|a|, |b|)``: 0 for equal numbers, at most 2; symmetric."""
-    if a == b:
+    """``|a - b| / max(|a|, |b|)``: 0 for the same numbers (:func:`same_number`), at most 2 for finite ones;
+    symmetric. ``inf`` when one of them is not finite and they differ (NaN against a number, an infinity
+    against another number): no finite distance describes that."""
+    if same_number(a, b):
         return 0.0
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.inf
     return abs(a - b) / max(abs(a), abs(b))
 
 
@@ -152,6 +169,7 @@ class Comparison:
     fragile: list[str] = field(default_factory=list)
     structure: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
+    not_finite: list[str] = field(default_factory=list)  # a NaN or an infinity against another number
     claims_rel: float = 0.0
     claims_key: str = ""
     claims_pair: tuple = ()
@@ -163,27 +181,30 @@ class Comparison:
     tolerance_used: float = 0.0  # the largest |difference| / allowed difference (<= 1 within the tolerance)
 
     def ok(self) -> bool:
-        """Same structure, every verdict the same (fragile flips aside), every number within tolerance."""
-        return not (self.structure or self.outside or set(self.flipped) - set(self.fragile))
+        """Same structure, every verdict the same (fragile flips aside), every number finite where the other
+        side's is, and within tolerance."""
+        return not (self.structure or self.not_finite or self.outside or set(self.flipped) - set(self.fragile))
 
     def problems(self) -> list[str]:
         """One line per reason :meth:`ok` is false."""
         hard = [c for c in self.flipped if c not in self.fragile]
         return ([f"verdict flipped: {c}" for c in hard] + self.structure
+                + [f"not a finite number: {o}" for o in self.not_finite]
                 + [f"outside the tolerance: {o}" for o in self.outside])
 
 
 def _fragile(claim: dict, tol: Tolerance) -> bool:
     """Whether the claim's value lies within ``tol`` of its threshold (its verdict is decided by rounding)."""
     t, v = claim.get("threshold"), claim.get("value")
-    return is_number(t) and is_number(v) and tol.allows(t, v)
+    return seeds.is_finite_number(t) and seeds.is_finite_number(v) and tol.allows(t, v)
 
 
 def flipped_claims(ref: dict, new: dict) -> list[str]:
-    """The claims of both payloads whose verdict (``holds``) differs, sorted."""
+    """The claims of both payloads whose verdict differs, sorted: a claim holds when its ``holds`` says so and its
+    value is a finite number (:func:`layersim.notebook.seeds.holds`)."""
     ref_claims, new_claims = ref.get("claims") or {}, new.get("claims") or {}
     return sorted(n for n in ref_claims.keys() & new_claims.keys()
-                  if bool(ref_claims[n].get("holds")) != bool(new_claims[n].get("holds")))
+                  if seeds.holds(ref_claims[n]) != seeds.holds(new_claims[n]))
 
 
 def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | None = None,
@@ -198,9 +219,11 @@ def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | No
     out = Comparison(notebook or str(ref.get("notebook", "")))
     ref_claims, new_claims = ref.get("claims") or {}, new.get("claims") or {}
     out.flipped = flipped_claims(ref, new)
-    if tolerance is not None:
-        out.fragile = [name for name in out.flipped if any(
-            _fragile(c[name], tolerance.for_key(f"claims.{name}.value")) for c in (ref_claims, new_claims))]
+    if tolerance is not None:  # a flip is fragile only between two measured (finite) values
+        out.fragile = [name for name in out.flipped
+                       if all(seeds.is_finite_number(c[name].get("value")) for c in (ref_claims, new_claims))
+                       and any(_fragile(c[name], tolerance.for_key(f"claims.{name}.value"))
+                               for c in (ref_claims, new_claims))]
     fa, fb = flatten(ref), flatten(new)
     for key in sorted(fa.keys() - fb.keys()):
         out.structure.append(f"{key}: only in the reference")
@@ -219,6 +242,10 @@ def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | No
                 out.claims_rel, out.claims_key, out.claims_pair = rel, key, (a, b)
             if rel > out.all_rel:
                 out.all_rel, out.all_key, out.all_pair = rel, key, (a, b)
+            if not (math.isfinite(a) and math.isfinite(b)):  # with a tolerance or without
+                if not same_number(a, b):
+                    out.not_finite.append(f"{key}: {a!r} -> {b!r}")
+                continue
             tol = tolerance.for_key(key) if tolerance is not None else None
             if tol is not None and a != b:
                 allowed, diff = tol.atol + tol.rtol * abs(a), abs(b - a)
@@ -228,7 +255,7 @@ def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | No
         elif isinstance(a, str) and isinstance(b, str):
             if mask_numbers(a) != mask_numbers(b):  # a note's numbers are measured, its words are not
                 out.structure.append(f"{key}: {a!r} -> {b!r}")
-        elif type(a) is not type(b) or a != b:
+        elif type(a) is not type(b) or not (same_number(a, b) if is_number(a) else a == b):
             out.structure.append(f"{key}: {a!r} -> {b!r}")
     return out
 
@@ -342,13 +369,15 @@ def spread(runs: list[dict]) -> dict[str, Any]:
     Returns ``{"atol": largest |a - b| among values with |first| < 1, "rtol": largest |a - b| / |first|
     among values with |first| >= 1, "worst_abs", "worst_rel": their keys, "flipped": claims whose verdict
     differs from the first run, "groups": {group: {"atol", "rtol"}} the same per group of keys}``: what a
-    tolerance must cover for these runs to agree (settings, ``params``, are not measured).
+    tolerance must cover for these runs to agree (settings, ``params``, are not measured). A number that is not
+    finite where the first run has another one raises ``ValueError`` naming its key: no tolerance covers it
+    (NaN against NaN, and an infinity against the same one, did not move).
     """
     if len(runs) < 2:
         raise ValueError("spread needs at least two runs")
     base = flatten(runs[0])
     out = {"atol": 0.0, "rtol": 0.0, "worst_abs": "", "worst_rel": "", "flipped": [], "groups": {}}
-    for other in runs[1:]:
+    for i, other in enumerate(runs[1:], 1):
         out["flipped"] = sorted(set(out["flipped"]) | set(flipped_claims(runs[0], other)))
         flat = flatten(other)
         for key, a in base.items():
@@ -356,6 +385,11 @@ def spread(runs: list[dict]) -> dict[str, Any]:
             if key.startswith("params.") or not (is_number(a) and is_number(b)):
                 continue
             group = out["groups"].setdefault(group_of(key), {"atol": 0.0, "rtol": 0.0})
+            if not (math.isfinite(a) and math.isfinite(b)):
+                if not same_number(a, b):
+                    raise ValueError(f"{key} is {b!r} in run {i} but {a!r} in the first run: "
+                                     "a number that is not finite is not a spread a tolerance can cover")
+                continue
             d = abs(float(b) - float(a))
             if abs(a) < 1:
                 group["atol"] = max(group["atol"], d)
@@ -376,6 +410,18 @@ def _diff(rel: float, key: str, pair: tuple) -> str:
     if not rel:
         return "0"
     return f"{rel:.1e} ({pair[0]:.4g} -> {pair[1]:.4g}) `{key}`"
+
+
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every float that is not finite written as the string ``"NaN"``, ``"Infinity"`` or
+    ``"-Infinity"``: strict JSON has no such numbers, and its readers refuse Python's ``NaN``."""
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if math.isnan(obj) else ("Infinity" if obj > 0 else "-Infinity")
+    return obj
 
 
 def table(comparisons: list[Comparison]) -> str:
@@ -422,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no notebook of {args.run} is in {args.reference}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps([c.__dict__ | {"ok": c.ok()} for c in comparisons], indent=2))
+        print(json.dumps(strict_json([c.__dict__ | {"ok": c.ok()} for c in comparisons]), indent=2, allow_nan=False))
     else:
         print(f"{args.run} against {args.reference}" + (f", tolerance rtol={tol.rtol:g} atol={tol.atol:g}" if tol else ""))
         print()

@@ -15,7 +15,9 @@ per notebook and per group of keys (a claim, or a top-level key of ``metrics.jso
 is :data:`SAFETY` times the (lower) median spread of its groups that moved, and a group that moved more (here,
 or as reported from another machine: kept in the file under ``reported``) gets :data:`SAFETY` times its
 own; rounded up, never below :data:`FLOOR` (:func:`notebook_entry`).
-Runs made by hand under other settings can be added with ``--also NAME=FOLDER``.
+Runs made by hand under other settings can be added with ``--also NAME=FOLDER``. The file is written only when
+every run it is measured from succeeded, and there is at least one (:func:`why_not_measurable`); otherwise
+nothing is written, one ``error:`` line says why, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from layersim.core import machine
+from layersim.core import machine, writers
 from layersim.core.paths import cache_dir, repo_root
 from layersim.tools import compare, smoke_check
 from layersim.tools.runner import discover
@@ -133,9 +135,12 @@ def run_setting(name: str, env: dict, notebooks: str, work: Path) -> Path:
     return out
 
 
-def check_run(out: Path, refs: Path, expected: list[str] | None = None) -> dict[str, compare.Comparison | str]:
+def check_run(out: Path, refs: Path, expected: list[str] | None = None,
+              tolerances: bool = True) -> dict[str, compare.Comparison | str]:
     """Every notebook of the smoke run ``out`` against its reference under ``refs`` (``tests/notebooks``);
-    a notebook of ``expected`` (``<paper>/<stem>`` keys) without an output folder did not run."""
+    a notebook of ``expected`` (``<paper>/<stem>`` keys) without an output folder did not run.
+    ``tolerances=False``: compared without the committed ``tolerances.json`` (numbers measured, not failed),
+    as the runs that measure it are."""
     results: dict[str, compare.Comparison | str] = {}
     for nb in sorted(refs.rglob("*.ipynb")):
         key = f"{nb.parent.name}/{nb.stem}"
@@ -145,8 +150,13 @@ def check_run(out: Path, refs: Path, expected: list[str] | None = None) -> dict[
                 results[key] = "did not run (see the log)"
             continue
         try:
-            results[key] = smoke_check.compare_with_reference(nb, folder)
-        except smoke_check.SmokeMismatch as exc:
+            if tolerances:
+                results[key] = smoke_check.compare_with_reference(nb, folder)
+            else:
+                run = compare.record(folder)
+                ref = json.loads(nb.with_suffix(".metrics.json").read_text())
+                results[key] = compare.compare_metrics(ref, run, notebook=key)
+        except (smoke_check.SmokeMismatch, ValueError) as exc:
             results[key] = f"failed to run ({exc})"
     return results
 
@@ -182,6 +192,27 @@ def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> 
         "default": {"rtol": FLOOR, "atol": FLOOR},
         "notebooks": dict(sorted(notebooks.items())),
     }
+
+
+def why_not_measurable(results: dict[str, dict[str, compare.Comparison | str]]) -> str:
+    """Why tolerances cannot be measured from the checked runs ``{setting: check_run(...)}``, or "" when they can:
+    at least one notebook ran, and every run of every setting succeeded: it ran, wrote a ``metrics.json`` of
+    its reference's structure, and every number that is finite in the reference is finite in the run (a
+    tolerance covers numbers that moved, not a run that failed)."""
+    failed = [(s, k, c) for s, r in results.items() for k, c in sorted(r.items())
+              if isinstance(c, str) or c.structure or c.not_finite]
+    if not any(isinstance(c, compare.Comparison) for r in results.values() for c in r.values()):
+        first = f" ({failed[0][0]}: {failed[0][1]} {failed[0][2]})" if failed else ""
+        return f"no run to measure from: none of the settings ran a smoke notebook{first}"
+    empty = [s for s, r in results.items() if not r]
+    if empty:
+        return f"the run {empty[0]} holds none of the smoke notebooks"
+    if failed:
+        setting, key, c = failed[0]
+        what = c if isinstance(c, str) else (c.structure + [f"not a finite number: {x}" for x in c.not_finite])[0]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return f"the run {setting} of {key} did not succeed: {what}{more}"
+    return ""
 
 
 def report(results: dict[str, dict[str, compare.Comparison | str]]) -> str:
@@ -240,12 +271,24 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not Path(folder).is_dir():
             ap.error(f"--also {extra!r}: give NAME=FOLDER with an existing folder")
         outs[name] = Path(folder)
+    expected = [p.relative_to(root / "notebooks").with_suffix("").as_posix() for p in discover(args.nb)]
     if args.measure:
         path = refs / smoke_check.TOLERANCES
-        previous = json.loads(path.read_text()) if path.is_file() else None
-        path.write_text(json.dumps(measure(outs, refs, previous), indent=1) + "\n")
+        checked = {name: check_run(out, refs, expected if name in chosen else None, tolerances=False)
+                   for name, out in outs.items()}
+        why = why_not_measurable(checked)
+        if not why:
+            try:
+                previous = json.loads(path.read_text()) if path.is_file() else None
+                text = json.dumps(measure(outs, refs, previous), indent=1, allow_nan=False) + "\n"
+            except ValueError as exc:
+                why = str(exc)
+        if why:
+            why = " ".join(why.splitlines())
+            print(f"error: tolerances not measured, {path.relative_to(root)} left as it was: {why}", file=sys.stderr)
+            return 1
+        writers.write_committed(path, text, "tolerances")
         print(f"wrote {path.relative_to(root)}")
-    expected = [p.relative_to(root / "notebooks").with_suffix("").as_posix() for p in discover(args.nb)]
     results = {name: check_run(out, refs, expected if name in chosen else None) for name, out in outs.items()}
     print(report(results))
     bad = [(s, k) for s, r in results.items() for k, c in r.items() if isinstance(c, str) or not c.ok()]

@@ -28,7 +28,9 @@ one text per line (no labels).
 
 Every check that can fail — an unknown name, a model family without an adapter, a data set of the
 other modality — runs in :func:`check` before any model or data is loaded, and raises one
-``ValueError`` that says what to do.
+``ValueError`` that says what to do. A model folder, an image folder or a text file is named by the path the
+operating system reads (``~`` expanded, relative to the working directory: :func:`local_path`), and the command
+line hands the notebook's kernel, which runs in ``notebooks/report/``, that absolute path.
 """
 
 from __future__ import annotations
@@ -43,19 +45,21 @@ from typing import Any
 
 import numpy as np
 
-from layersim.core import markup, writers
-from layersim.core.paths import cache_dir, repo_root
+from layersim.core import locks, markup, writers
+from layersim.core.device import check_device
+from layersim.core.paths import cache_dir, check_locations, repo_root, resolved_variables
 from layersim.inputs import assets, data, text_tasks
 from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
 from layersim.notebook.run import shown_path
 from layersim.notebook.presets import TRACING_VIT
-from layersim.tools.runner import describe_failure, kernel_options, publish, temporary_environ
+from layersim.tools import committed
+from layersim.tools.runner import describe_failure, kernel_options, lock_place, publish, temporary_environ
 from layersim.train import training
 
 __all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
-           "describe_model", "extract", "load_data", "load_model", "run_lenses", "slug"]
+           "describe_model", "extract", "key_numbers", "load_data", "load_model", "local_path", "run_lenses", "slug"]
 
 #: offline and paper-scale image data sets a report reads (the test split), and the text sources
 IMAGE_SETS = ("fashion-mnist", "digits", "mnist", "cifar10", "cifar100")
@@ -98,6 +102,43 @@ def slug(name: str) -> str:
 # ----------------------------------------------------------------------------- what a name means
 
 
+def _shown(name: str, limit: int = 120) -> str:
+    """``name`` quoted for a message, cut after ``limit`` characters."""
+    return repr(name) if len(name) <= limit else f"{name[:limit]!r}... ({len(name)} characters)"
+
+
+def _path_like(name: str) -> bool:
+    """Whether ``name`` is spelt as a path (a separator, a leading ``~`` or ``.``, a ``.txt`` suffix): such a name
+    that names nothing is reported as a missing file, not as an unknown registered name."""
+    return "/" in name or os.sep in name or name.startswith(("~", ".")) or name.lower().endswith(".txt")
+
+
+def local_path(name: str, what: str) -> Path | None:
+    """The file or folder ``name`` names, resolved the way the operating system reads it
+    (:func:`layersim.core.writers.resolved`: ``~`` expanded, relative to the working directory, symlinks followed),
+    or None when there is none (or no file can have that name). ``ValueError`` starting with ``what`` when the
+    system cannot look it up (a name too long, a folder it may not enter)."""
+    try:
+        path = writers.resolved(name)
+        return path if path.exists() else None
+    except ValueError:  # a NUL byte: no file has this name
+        return None
+    except OSError as err:
+        raise ValueError(f"{what} {_shown(name)}: {err.strerror or err}") from None
+
+
+def _missing(name: str, what: str, instead: str) -> ValueError | None:
+    """The error for a path-like ``name`` (:func:`_path_like`) where nothing is, naming the path looked at and what
+    else the name could be (``instead``)."""
+    if not _path_like(name):
+        return None
+    try:
+        where = writers.resolved(name)
+    except ValueError:
+        return None
+    return ValueError(f"{what} {_shown(name)}: no file or folder at {where} (or give {instead})")
+
+
 def describe_model(name: str) -> ModelSpec:
     """The kind and modality of ``name`` (module docstring), from names and files only; ValueError
     naming the accepted forms when it is none of them."""
@@ -113,8 +154,11 @@ def describe_model(name: str) -> ModelSpec:
     if name.startswith("timm:"):
         timm_adapter(name[5:])
         return ModelSpec(name, "timm", "image", name[5:])
-    path = Path(name).expanduser()
-    if path.is_dir():
+    path = local_path(name, "unknown model")
+    if path is not None and not path.is_dir() and _path_like(name):
+        raise ValueError(f"{_shown(name)} is a file; a model folder holds a Hugging Face config.json and the weights "
+                         "(model.save_pretrained(folder))")
+    if path is not None and path.is_dir():
         if not (path / "config.json").is_file():
             raise ValueError(f"{name!r} is a folder without a Hugging Face config.json; save the model with "
                              "model.save_pretrained(folder) (and its tokenizer) first")
@@ -123,10 +167,13 @@ def describe_model(name: str) -> ModelSpec:
             raise ValueError(f"{name!r} holds a config.json but no weights ({', '.join(WEIGHT_FILES)}); save the "
                              "model with model.save_pretrained(folder) first")
         return ModelSpec(name, "folder", "text" if adapter.inputs == "text" else "image", str(path))
+    missing = _missing(name, "unknown model", "a registered model, tracing-vit[:scale] or timm:<name>")
+    if missing:
+        raise missing
     try:
         asset = assets.get_asset(name)
     except ValueError as err:
-        raise ValueError(f"unknown model {name!r}: use a registered model ({', '.join(a.name for a in assets.list_assets('model'))}), "
+        raise ValueError(f"unknown model {_shown(name)}: use a registered model ({', '.join(a.name for a in assets.list_assets('model'))}), "
                          f"tracing-vit[:scale], a folder with a Hugging Face config.json, or timm:<name> ({err})") from None
     if asset.kind != "model":
         raise ValueError(f"{name!r} is a data set; pass it as the data set (--data) and choose a model")
@@ -194,17 +241,23 @@ def describe_data(name: str) -> DataSpec:
         return DataSpec(key, "text-source", "text", False)
     if key in text_tasks.OFFLINE_TASKS or key in text_tasks.PAPER_TASKS:
         return DataSpec(key, "text-task", "text", True)
-    path = Path(name).expanduser()
-    if path.is_dir():
-        classes = [p for p in sorted(path.iterdir()) if p.is_dir()]
+    path = local_path(name, "unknown data set")
+    if path is not None and path.is_dir():
+        try:
+            classes = [p for p in sorted(path.iterdir()) if p.is_dir()]
+        except OSError as err:
+            raise ValueError(f"{name!r}: cannot read the folder {path} ({err.strerror or err})") from None
         if not classes:
             raise ValueError(f"{name!r}: an image folder needs one sub-folder of images per class")
         return DataSpec(str(path), "image-folder", "image", True)
-    if path.is_file():
+    if path is not None:
         if path.suffix.lower() != ".txt":
             raise ValueError(f"{name!r}: a text file must be a .txt file with one text per line")
         return DataSpec(str(path), "text-file", "text", False)
-    raise ValueError(f"unknown data set {name!r}: use one of {', '.join(DATA_SETS)}, a text task "
+    missing = _missing(name, "unknown data set", f"one of {', '.join(DATA_SETS)} or a text task")
+    if missing:
+        raise missing
+    raise ValueError(f"unknown data set {_shown(name)}: use one of {', '.join(DATA_SETS)}, a text task "
                      f"({', '.join(text_tasks.OFFLINE_TASKS)}, or a GLUE name), a folder of images in one "
                      "sub-folder per class, or a .txt file with one text per line")
 
@@ -617,6 +670,19 @@ def summary_table(report: Report) -> str:
     return intro + "\n\n" + markup.table(["lens", "paper", "result"], rows, raw=True)
 
 
+#: the per-layer lenses whose values the report's last cell shows, by the key it shows them under
+KEY_LENSES = {"cka_to_last": "cka/to_last", "cos_to_last": "cos/to_last"}
+
+
+def key_numbers(report: Report) -> dict[str, Any]:
+    """What the report's last cell shows (``results.summary``'s numbers): the number of layers, the lenses that ran
+    and those skipped, and each lens of :data:`KEY_LENSES` that ran; a report on a subset of lenses shows only
+    those it ran."""
+    out = {"layers": len(report.data.layers), "ran": sorted(report.results), "skipped": sorted(report.skipped)}
+    out.update({key: report.results[name] for key, name in KEY_LENSES.items() if name in report.results})
+    return out
+
+
 #: the report's settings at each scale (``None``: the model's default token, every lens, the notebook's own folder)
 PRESETS = {
     "smoke": dict(model="all-minilm-l6-v2", dataset="austen", token=None, n_samples=48, lenses=None, max_length=32,
@@ -671,9 +737,23 @@ def check_out(out: str | os.PathLike) -> Path:
     path = writers.check_target(out, "the report folder")
     if path.exists() and not path.is_dir():
         raise ValueError(f"the report folder {out} is a file")
-    if path.is_dir() and any(path.iterdir()) and not _is_report_folder(path):
+    try:  # layersim's own bookkeeping (.layersim-*: the mark of a folder it made, a run's lock) is no one's file
+        entries = [p for p in path.iterdir() if not p.name.startswith(".layersim-")] if path.is_dir() else []
+    except OSError as err:
+        raise ValueError(f"the report folder {out} cannot be read ({err.strerror or err})") from None
+    if entries and not _is_report_folder(path):
         raise ValueError(f"the report folder {out} holds files that no report wrote: choose a new or empty folder")
     return path
+
+
+def ready_out(out: str | os.PathLike) -> Path:
+    """``out`` made ready for a report (:func:`check_out`, then :func:`layersim.core.writers.prepare_folder`): an
+    earlier report's folder is adopted as layersim's (:func:`layersim.core.writers.adopt_folder`) and its figures,
+    ``metrics.json`` and ``report.html`` removed."""
+    path = check_out(out)
+    if path.is_dir() and _is_report_folder(path):
+        writers.adopt_folder(path)
+    return writers.prepare_folder(path, "the report folder")
 
 
 def output_folder(out: str | os.PathLike | None, scale: str) -> Path:
@@ -683,7 +763,7 @@ def output_folder(out: str | os.PathLike | None, scale: str) -> Path:
     ``results.output_dir("report", "layer_report", scale)`` (``figures/report/layer_report`` for the
     committed default-scale run, ``runs/<scale>/report/layer_report`` else)."""
     if out:
-        return writers.prepare_folder(check_out(out), "the report folder")
+        return ready_out(out)
     return results.output_dir("report", "layer_report", scale)
 
 
@@ -821,15 +901,28 @@ def default_out(model: str, data: str) -> Path:
     return base / "report" / f"{slug(model)}__{slug(data)}"
 
 
+#: the kinds of model and data set whose name is a path on this machine
+LOCAL_KINDS = ("folder", "image-folder", "text-file")
+
+
+def kernel_name(spec: ModelSpec | DataSpec, given: str) -> str:
+    """The model or data set name to hand the report's kernel, which runs in ``notebooks/report/``: the resolved
+    absolute path of a local folder or file (:data:`LOCAL_KINDS`), else the name ``given``."""
+    if spec.kind not in LOCAL_KINDS:
+        return given
+    return spec.detail if isinstance(spec, ModelSpec) else spec.name
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m layersim report --model M --data D [...]`` (module docstring): checks the names, the
     settings and the output folder, executes the report notebook with papermill into ``--out`` (default
     :func:`default_out`) and exports it to ``report.html`` there. Exit 2 with one line for a bad name,
-    value or folder (before anything runs), 1 with one line naming the failed cell."""
+    value, device, cache or folder (before anything runs), 1 with one line naming the failed cell. The kernel gets
+    absolute paths (:func:`kernel_name`, ``layersim.core.paths.resolved_variables``): a relative ``--data`` or
+    ``LAYERSIM_CACHE`` means the same file to it as to the command. A stop (Ctrl-C, SIGTERM, SIGHUP) while it
+    rewrites a committed example (``--update-committed``) leaves that folder as it was
+    (:mod:`layersim.tools.committed`); one folder has one report at a time (:mod:`layersim.core.locks`)."""
     import argparse
-    import time
-
-    import papermill as pm
 
     ap = argparse.ArgumentParser(prog="python -m layersim report",
                                  description="every lens of the four papers on one model and data set")
@@ -852,6 +945,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--update-committed", action="store_true",
                     help="allow --out inside figures/ (the committed report examples)")
     args = ap.parse_args(argv)
+    if args.out is not None and not args.out.strip():
+        ap.error("--out is empty: give a folder, or leave --out out for runs/report/<model>__<data>")
     lens_list = None
     if args.lenses is not None:
         lens_list = [x.strip() for x in args.lenses.split(",") if x.strip()]
@@ -864,21 +959,60 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with temporary_environ(**{writers.SWITCH: switch}):
             settings_for(args.scale, device=args.device, model=args.model, dataset=args.data, **overrides)
-            check(args.model, args.data, lens_list)
+            spec, data_spec, _ = check(args.model, args.data, lens_list)
+            check_device(args.device)
+            check_locations()
             out = check_out(args.out or default_out(args.model, args.data))
-            writers.check_writable(out)
     except ValueError as err:
         ap.error(str(err).splitlines()[0])
-    params = {"scale": args.scale, "model": args.model, "dataset": args.data, "device": args.device, "out": str(out),
-              **{k: v for k, v in overrides.items() if v is not None}}
+    params = {"scale": args.scale, "model": kernel_name(spec, args.model), "dataset": kernel_name(data_spec, args.data),
+              "device": args.device, "out": str(out), **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        with committed.stops(), locks.hold([lock_place(out)], "python -m layersim report"):
+            committed.recover()
+            # a committed example is kept aside before its folder is cleared, and put back unless the report ends
+            keep = committed.snapshot(out) if args.update_committed else None
+            try:
+                with temporary_environ(**{writers.SWITCH: switch}):
+                    ready_out(out)
+                code = _execute(root, out, params, switch, args.update_committed)
+            except BaseException:
+                with committed.shielded():
+                    committed.end_children()
+                    if keep is not None:
+                        committed.restore(keep)
+                raise
+            if keep is not None:
+                if code == 0:
+                    committed.drop(keep)
+                else:
+                    committed.restore(keep)
+            return code
+    except ValueError as err:  # a lock held by a live run, a folder that is not layersim's
+        print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, committed.Stopped) as exc:
+        print(f"report {exc or 'stopped by SIGINT'}: {out} is as it was" if args.update_committed else
+              f"report {exc or 'stopped by SIGINT'}", file=sys.stderr)
+        return exc.exit_code if isinstance(exc, committed.Stopped) else 130
+
+
+def _execute(root: Path, out: Path, params: dict, switch: str, update: bool) -> int:
+    """Run the layer report notebook with ``params`` into ``out`` (the executed notebook, figures, ``metrics.json``,
+    ``report.html``); a committed example (``update``) is published without progress bars or machine paths.
+    Returns the command's exit code: 0, or 1 for a failed cell (one line naming it)."""
+    import time
+
+    import papermill as pm
+
     executed = out / NOTEBOOK.name
     t0 = time.perf_counter()
-    print(f"report: {args.model} on {args.data} -> {out}", flush=True)
+    print(f"report: {params['model']} on {params['dataset']} -> {out}", flush=True)
     try:
-        with temporary_environ(**{writers.SWITCH: switch}):
+        with temporary_environ(**{writers.SWITCH: switch}, **resolved_variables()):
             pm.execute_notebook(str(root / NOTEBOOK), str(executed), parameters=params, progress_bar=False,
                                 cwd=str(root / NOTEBOOK.parent), **kernel_options())
-            if args.update_committed:  # a committed example: no progress bars, no machine's folders
+            if update:  # a committed example: no progress bars, no machine's folders
                 publish(executed, executed, root)
             html = export_html(executed, out / "report.html")
     except Exception as exc:  # noqa: BLE001 - papermill's error for a failed cell: one line, the notebook kept

@@ -53,7 +53,6 @@ import fnmatch
 import functools
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -61,11 +60,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from layersim.core import writers
+from layersim.core import locks, paths, writers
 from layersim.core.paths import repo_root
 from layersim.notebook import seeds
 from layersim.notebook.results import SCALES
-from layersim.tools import claims, compare
+from layersim.tools import claims, committed, compare
 
 KERNEL = "python3"
 
@@ -134,6 +133,7 @@ class Plan:
     publish: Path | None
     out_root: Path | None
     committed: bool = False  # a scale check's evidence, written into figures/scale_checks/
+    reference: Path | None = None  # a smoke reference's place under tests/notebooks/, written after a success
 
     @property
     def environment(self) -> dict[str, str | None]:
@@ -166,11 +166,11 @@ def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, r
                          "default, without -p and without --refs")
     rel = nb.relative_to(root / "notebooks")
     paper, stem = rel.parent.as_posix(), nb.stem
-    if refs:
-        return Plan(root / "tests" / "notebooks" / paper / nb.name, None, None)
-    executed = root / "runs" / scale / paper / stem / nb.name
+    if refs:  # executed under runs/, then written whole into tests/notebooks/ (write_reference)
+        return Plan(root / "runs" / "smoke" / "refs" / paper / stem / nb.name, None, None,
+                    reference=root / "tests" / "notebooks" / paper / nb.name)
     if update:
-        return Plan(executed, nb, None)
+        return Plan(root / "runs" / scale / paper / stem / nb.name, nb, None)
     user_out = os.environ.get("LAYERSIM_OUT")
     out_root = writers.resolved(user_out) if user_out else root / "runs" / scale
     if writers.protected_root(out_root / paper, root) is not None:
@@ -180,7 +180,7 @@ def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, r
     if isinstance(params.get("out"), str) and writers.protected_root(params["out"], root) is not None:
         raise writers.ProtectedPath(f"-p out {params['out']} points into the committed results, which only "
                                     "--update-committed (make reproduce) writes")
-    return Plan(executed, None, out_root)
+    return Plan(out_root / paper / stem / nb.name, None, out_root)
 
 
 @contextlib.contextmanager
@@ -203,18 +203,20 @@ def temporary_environ(**values: str | None) -> Iterator[None]:
 
 
 #: The path variables a kernel reads (:mod:`layersim.core.paths`, :mod:`layersim.notebook.results`).
-PATH_VARIABLES = ("LAYERSIM_ROOT", "LAYERSIM_DATA", "LAYERSIM_CACHE", "LAYERSIM_OUT")
+PATH_VARIABLES = paths.VARIABLES
 
 
 def absolute_path_variables(environ: dict | None = None) -> dict[str, str]:
-    """Make every relative :data:`PATH_VARIABLES` entry of ``environ`` (default ``os.environ``) absolute, from the
-    current directory, in place; returns the ones rewritten.
+    """Make every :data:`PATH_VARIABLES` entry of ``environ`` (default ``os.environ``) absolute, from the current
+    directory with ``~`` expanded (:func:`layersim.core.paths.resolved_variables`), in place; returns the ones
+    rewritten.
 
     papermill starts each kernel in its notebook's folder, so ``LAYERSIM_CACHE=runs/cache`` given to the runner
     would otherwise mean ``notebooks/<paper>/runs/cache`` inside the kernel: one cache per folder, none where the
     user looks."""
     environ = os.environ if environ is None else environ
-    changed = {k: os.path.abspath(v) for k in PATH_VARIABLES if (v := environ.get(k)) and not os.path.isabs(v)}
+    resolved = paths.resolved_variables(environ)
+    changed = {k: v for k, v in resolved.items() if k in PATH_VARIABLES and v != environ.get(k)}
     environ.update(changed)
     return changed
 
@@ -261,6 +263,7 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
     target = target or plan(nb, scale, refs, params, root, update)
     t0 = time.perf_counter()
     try:
+        writers.claim_folder(target.executed.parent, "the output folder")
         writers.check_writable(target.executed.parent)
     except ValueError as exc:
         return Outcome(nb, False, 0.0, str(exc))
@@ -280,24 +283,26 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         if refs:
             strip_reference(target.executed)
             try:
-                write_reference_metrics(Path(fresh) / nb.parent.name / nb.stem, target.executed)
+                write_reference(Path(fresh) / nb.parent.name / nb.stem, target.executed, target.reference, root)
             except ValueError as exc:
                 return Outcome(nb, False, time.perf_counter() - t0,
                                f"{exc}: a smoke reference needs the run's results.write_metrics")
     if target.publish is not None:
+        committed.phase("publishing")
         publish(target.executed, target.publish, root)
+        committed.phase("published")
     return Outcome(nb, True, time.perf_counter() - t0)
 
 
 def publish(executed: Path, dest: Path, root: Path) -> None:
     """Write the executed notebook ``executed`` to ``dest`` (it may be the same file) as a committed copy: without
     widgets (:func:`without_widgets`) and without the repository's absolute location (:func:`without_root`), in the
-    layout of the committed notebooks, whole or not at all. The runner publishes through it, and the report its
-    committed examples."""
+    layout of the committed notebooks, whole or not at all, as the ``results`` writer
+    (:data:`layersim.core.writers.WRITERS`: nowhere but ``notebooks/`` and ``figures/``). The runner publishes through
+    it, and the report its committed examples."""
     clean = without_root(without_widgets(json.loads(Path(executed).read_text(encoding="utf-8"))), root)
     text = json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-    with writers.atomic_path(dest) as tmp:
-        Path(tmp).write_text(text, encoding="utf-8")
+    writers.write_committed(dest, text, "results", root)
 
 
 def own_seed(nb: Path, params: dict | None = None) -> int:
@@ -313,13 +318,24 @@ def own_seed(nb: Path, params: dict | None = None) -> int:
     return parse_value(found["default"])
 
 
-def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None, variant: str = "") -> Plan:
+def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None, variant: str = "",
+              base: Path | None = None) -> Plan:
     """Where the run of ``nb`` at one of the extra seeds writes: its own folder under
-    ``runs/<scale>/seeds/[<variant>/]seed-<seed>/`` (:func:`layersim.notebook.seeds.seed_folder`), never
-    committed results."""
+    ``runs/<scale>/seeds/[<variant>/]seed-<seed>/``, or ``<base>/seeds/...`` (:func:`seed_base`;
+    :func:`layersim.notebook.seeds.seed_folder`), never committed results."""
     root = root or repo_root()
-    out_root = seeds.seed_folder(root, scale, seed, variant)
+    out_root = seeds.seed_folder(root, scale, seed, variant, base=base)
     return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root)
+
+
+def seed_base(target: Plan, root: Path | None = None) -> Path | None:
+    """The folder under which the other seeds' runs of a run planned as ``target`` go: the run's own output folder
+    when it is not the repository's (``$LAYERSIM_OUT``: runs into different folders share nothing), else None
+    (``runs/<scale>/``)."""
+    root = root or repo_root()
+    if target.publish is not None or target.committed or target.out_root is None:
+        return None
+    return None if writers.resolved(target.out_root).is_relative_to(writers.resolved(root)) else target.out_root
 
 
 def scale_check_plan(nb: Path, root: Path | None = None, update: bool = False) -> Plan:
@@ -344,13 +360,13 @@ def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, roo
     target = target or plan(nb, scale, False, params, root, update)  # refuse a clobbering run before anything runs
     outcomes, folders = [], []
     for s in (seeds.seed_list(first, n)[1:] if n > 1 else []):
-        out = run_notebook(nb, scale, params={**params, "seed": s}, root=root,
-                           target=seed_plan(nb, scale, s, root, variant))
+        where = seed_plan(nb, scale, s, root, variant, seed_base(target, root))
+        out = run_notebook(nb, scale, params={**params, "seed": s}, root=root, target=where)
         say(f"    seed {s}: {'ok' if out.ok else 'FAILED at ' + out.error} ({out.seconds:.1f} s)")
         outcomes.append(out)
         if not out.ok:
             return outcomes
-        folder = seeds.seed_folder(root, scale, s, variant) / nb.parent.name / nb.stem
+        folder = where.executed.parent
         seeds.write_wall_time(folder, out.seconds)
         folders.append(folder)
     outcomes.append(run_notebook(nb, scale, params=params, root=root, update=update, seed_runs=folders,
@@ -378,16 +394,22 @@ def claims_line(path: Path) -> str:
     found = json.loads(path.read_text()).get("claims", {})
     if not found:
         return ""
-    holding = sum(bool(c["holds"]) for c in found.values())
-    each = ", ".join(f"{name} {seeds.fraction(c)}" + ("" if c["holds"] else " (misses)") for name, c in found.items())
+    holding = sum(seeds.holds(c) for c in found.values())
+    each = ", ".join(f"{name} {seeds.fraction(c)}" + ("" if seeds.holds(c) else " (misses)") for name, c in found.items())
     return f"claims: {holding} of {len(found)} hold: {each}"
 
 
-def write_reference_metrics(run: Path, reference: Path) -> Path:
-    """Save the smoke run's ``metrics.json`` and figure names (run facts such as timings left out) as
-    ``<stem>.metrics.json`` beside the reference notebook: what ``layersim.tools.smoke_check`` compares with."""
+def write_reference(run: Path, executed: Path, reference: Path, root: Path | None = None) -> Path:
+    """Write a smoke reference into ``tests/notebooks/`` (``reference``: ``<paper>/<stem>.ipynb``) as the
+    ``smoke-refs`` writer (:data:`layersim.core.writers.WRITERS`): the run's ``metrics.json`` and figure names from
+    its output folder ``run`` (run facts such as timings left out) as ``<stem>.metrics.json``, what
+    ``layersim.tools.smoke_check`` compares with, then the stripped executed notebook ``executed``
+    (:func:`strip_reference`), each file whole. A run without ``metrics.json`` raises ``ValueError`` before either is
+    written."""
     data = compare.without_run_facts(compare.record(run))
-    return writers.write_text(reference.with_suffix(".metrics.json"), json.dumps(data, indent=1) + "\n")
+    writers.write_committed(reference.with_suffix(".metrics.json"), json.dumps(data, indent=1) + "\n", "smoke-refs",
+                            root)
+    return writers.write_committed(reference, executed.read_text(encoding="utf-8"), "smoke-refs", root)
 
 
 def strip_reference(path: Path) -> None:
@@ -494,59 +516,52 @@ def committed_outputs(nb: Path, job: Job, root: Path | None = None) -> Path | No
     return root / "figures" / nb.parent.name / nb.stem
 
 
-def snapshot(folder: Path | None, root: Path | None = None) -> Path | None:
-    """Copy the run outputs of committed ``folder`` (``layersim.core.writers.RUN_OUTPUTS``) aside, under
-    ``runs/.restore/``, before a run rewrites them; returns the copy's folder (None: nothing to keep)."""
-    if folder is None:
-        return None
-    root = root or repo_root()
-    keep = root / "runs" / ".restore" / folder.relative_to(root)
-    shutil.rmtree(keep, ignore_errors=True)
-    keep.mkdir(parents=True)
-    for f in writers.previous_outputs(folder):
-        shutil.copy2(f, keep / f.name)
-    return keep
-
-
-def restore(folder: Path | None, keep: Path | None) -> None:
-    """Put back the committed outputs that :func:`snapshot` kept, after a run that did not finish (it failed, was
-    interrupted, or its worker died): the run's partial outputs go, the kept ones return, each file renamed into
-    place; ``keep`` is removed."""
-    if folder is None or keep is None:
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    for f in writers.previous_outputs(folder):
-        f.unlink(missing_ok=True)
-    for f in sorted(keep.iterdir()):
-        tmp = folder / f".{f.name}.restore-{os.getpid()}"
-        shutil.copy2(f, tmp)
-        os.replace(tmp, folder / f.name)
-    shutil.rmtree(keep, ignore_errors=True)
-
-
 class CommittedGuard:
-    """The committed outputs of the notebooks a run rewrites, kept aside from the moment each starts
-    (:meth:`keep`: :func:`snapshot`) until it ends (:meth:`settle`: dropped after a success, put back by
-    :func:`restore` otherwise); :meth:`settle_all` puts back those of the notebooks that had not ended when the run
-    was interrupted. A no-op for a run that writes nothing committed."""
+    """The committed outputs of the notebooks a run rewrites, kept aside from the moment each starts (:meth:`keep`:
+    :func:`layersim.tools.committed.snapshot` of its figures folder and committed notebook) until it ends
+    (:meth:`settle`: dropped after a success, put back by :func:`layersim.tools.committed.restore` otherwise);
+    :meth:`settle_all` puts back those of the notebooks that had not ended when the run stopped. A no-op for a run
+    that writes nothing committed."""
 
-    def __init__(self, job: Job):
-        self.job, self.kept = job, {}
+    def __init__(self, job: Job, say=print):
+        self.job, self.kept, self.say = job, {}, say
 
     def keep(self, nb: Path) -> None:
-        self.kept[nb] = snapshot(committed_outputs(nb, self.job))
+        folder = committed_outputs(nb, self.job)
+        if folder is None:
+            return
+        committed.phase("locked")
+        self.kept[nb] = committed.snapshot(folder, None if self.job.scale_check else nb, say=self.say)
+        committed.phase("kept")
 
     def settle(self, nb: Path, ok: bool) -> None:
-        keep = self.kept.pop(nb)
+        keep = self.kept.pop(nb, None)
+        if keep is None:
+            return
         if ok:
-            if keep is not None:
-                shutil.rmtree(keep, ignore_errors=True)
+            committed.drop(keep)
         else:
-            restore(committed_outputs(nb, self.job), keep)
+            committed.restore(keep)
 
-    def settle_all(self) -> None:
+    def settle_all(self) -> list[Path]:
+        """Put back every notebook's committed outputs still kept; returns their folders."""
+        back = []
         for nb in list(self.kept):
+            back.append(committed_outputs(nb, self.job))
             self.settle(nb, False)
+        return back
+
+
+def seed_count(nb: Path, job: Job, parameters: list[str]) -> int:
+    """How many seeds the run of ``nb`` under ``job`` takes (``parameters``: the notebook's parameter names): one for
+    a reference, a notebook without ``seed`` or a scale check without ``--seeds``, else
+    :func:`layersim.notebook.seeds.seeds_for` unless ``--seeds``."""
+    if job.refs:
+        return 1
+    if job.scale_check:
+        return job.seeds or 1
+    n = job.seeds or seeds.seeds_for(nb.stem, job.scale)
+    return 1 if "seed" not in parameters else n
 
 
 def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
@@ -555,19 +570,48 @@ def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
     name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
     if job.refs:
         return run_notebook(nb, job.scale, refs=True)
+    n = seed_count(nb, job, parameters)
     if job.scale_check:
-        n = job.seeds or 1
         target = scale_check_plan(nb, update=job.update)
         say(f"    scale check: {seeds.SCALE_CHECKS[nb.stem]}, {n} seed(s), into {target.out_root}")
         return overall(nb, run_with_seeds(nb, job.scale, n, seeds.SCALE_CHECKS[nb.stem], target=target,
                                           variant=claims.SCALE_CHECK_FOLDER, say=say))
-    n = job.seeds or seeds.seeds_for(nb.stem, job.scale)
-    if n > 1 and "seed" not in parameters:
+    if n == 1 and (job.seeds or seeds.seeds_for(nb.stem, job.scale)) > 1:
         say(f"    one run: {name} has no seed parameter")
-        n = 1
     elif n > 1:
         say(f"    {n} seeds: its claims are judged over all of them")
     return overall(nb, run_with_seeds(nb, job.scale, n, job.params, update=job.update, say=say))
+
+
+def folders_written(nb: Path, job: Job, parameters: list[str], root: Path | None = None) -> list[Path]:
+    """Every folder that the run of ``nb`` under ``job`` writes: its executed notebook's, its outputs' and each other
+    seed's (:func:`seed_plan`); a reference run's is its place under ``tests/notebooks/``. What the runner locks
+    before any work (:func:`lock_place`)."""
+    root = root or repo_root()
+    if job.refs:
+        return [plan(nb, job.scale, refs=True, root=root).executed.parent]
+    target = job.target(nb)
+    found = [target.executed.parent]
+    if target.out_root is not None:
+        found.append(target.out_root / nb.parent.name / nb.stem)
+    n = seed_count(nb, job, parameters)
+    if n > 1:
+        params = seeds.SCALE_CHECKS[nb.stem] if job.scale_check else job.params
+        variant = claims.SCALE_CHECK_FOLDER if job.scale_check else ""
+        for s in seeds.seed_list(own_seed(nb, params), n)[1:]:
+            found.append(seed_plan(nb, job.scale, s, root, variant, seed_base(target, root)).executed.parent)
+    return list(dict.fromkeys(found))
+
+
+def lock_place(folder: Path, root: Path | None = None) -> Path:
+    """Where the lock of ``folder`` lives (:mod:`layersim.core.locks`): in the folder itself, except for a folder of
+    the repository outside ``runs/`` (the committed ``figures/``, ``notebooks/``, ``tests/notebooks/``), whose lock
+    goes to ``runs/.locks/<its path>`` so that no lock file ever lands among committed files."""
+    root = writers.resolved(root or repo_root())
+    real = writers.resolved(folder)
+    if real.is_relative_to(root) and not real.is_relative_to(root / "runs"):
+        return root / "runs" / ".locks" / real.relative_to(root)
+    return real
 
 
 def batch_work(nb: Path, say, job: Job, parameters: dict[Path, list[str]]) -> dict:
@@ -576,6 +620,37 @@ def batch_work(nb: Path, say, job: Job, parameters: dict[Path, list[str]]) -> di
     out = run_one(nb, job, parameters[nb], say=say)
     claims = claims_line(metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
     return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "claims": claims}
+
+
+def run_all(readable: list[Path], job: Job, parameters: dict[Path, list[str]], guard: CommittedGuard,
+            outcomes: list[Outcome], scale: str, jobs: int | None, address: str | None, say) -> None:
+    """Run every notebook of ``readable`` under ``job`` -- one after another, or on Ray with ``jobs``/``address``
+    (:mod:`layersim.tools.batch`) -- keeping each one's committed outputs through ``guard`` from its start to its
+    end; appends an :class:`Outcome` per notebook to ``outcomes`` as each ends."""
+    if jobs is None and address is None:
+        for i, nb in enumerate(readable, 1):
+            name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
+            say(f"[{i}/{len(readable)}] {name} (scale={scale}) ...")
+            guard.keep(nb)
+            got = batch_work(nb, say, job, parameters)
+            guard.settle(nb, got["ok"])
+            status = "ok" if got["ok"] else f"FAILED at {got['error']}"
+            say(f"[{i}/{len(readable)}] {name}: {status} ({got['seconds']:.1f} s)")
+            if got["claims"]:
+                say(f"    {got['claims']}")
+            outcomes.append(Outcome(nb, got["ok"], got["seconds"], got["error"]))
+        return
+    from layersim.tools import batch
+
+    for nb in readable:
+        guard.keep(nb)
+    work = functools.partial(batch_work, job=job, parameters=parameters)
+
+    def done(nb: Path, got: dict) -> None:
+        guard.settle(nb, got["ok"])
+        outcomes.append(Outcome(nb, got["ok"], got["seconds"], got["error"]))
+
+    batch.run(readable, work, scale, jobs=jobs, address=address, on_done=done)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -597,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
                     "default scale with larger settings, one seed unless --seeds) into runs/default/scale_checks/, "
                     "or figures/scale_checks/ with --update-committed")
     ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
+    ap.add_argument("--recover", action="store_true",
+                    help="put back the committed results that a hard-killed run (SIGKILL, a power loss) left "
+                    "half-written, from their copies under runs/.restore/, and exit (every run does this first)")
     ap.add_argument("--jobs", type=int, default=None, metavar="N",
                     help="run up to N notebooks at once on a local Ray instance that the runner starts and stops "
                     "(layersim.tools.batch; default: one after another, without Ray)")
@@ -626,6 +704,11 @@ def main(argv: list[str] | None = None) -> int:
     if repeated:
         ap.error(f"-p {', '.join(repeated)} given more than once")
     absolute_path_variables()
+    if args.recover:
+        back = committed.recover()
+        print(f"{len(back)} committed folder(s) put back" + (": " if back else "; nothing was left half-written")
+              + ", ".join(str(f.relative_to(repo_root())) for f in back))
+        return 0
     notebooks = discover(args.nb)
     if args.scale_check:
         notebooks = [nb for nb in notebooks if nb.stem in seeds.SCALE_CHECKS]
@@ -663,32 +746,49 @@ def main(argv: list[str] | None = None) -> int:
         print(f"this run writes {where} and leaves notebooks/ and figures/ as they are "
               "(--update-committed, as make reproduce passes, replaces the committed results)", flush=True)
     job = Job(scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
-    guard = CommittedGuard(job)
     parameters = {nb: known[nb] for nb in readable}
-    try:
-        if args.jobs is None and args.address is None:
-            for i, nb in enumerate(readable, 1):
-                name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
-                print(f"[{i}/{len(readable)}] {name} (scale={scale}) ...", flush=True)
-                guard.keep(nb)
-                got = batch_work(nb, lambda line: print(line, flush=True), job, parameters)
-                guard.settle(nb, got["ok"])
-                status = "ok" if got["ok"] else f"FAILED at {got['error']}"
-                print(f"[{i}/{len(readable)}] {name}: {status} ({got['seconds']:.1f} s)", flush=True)
-                if got["claims"]:
-                    print(f"    {got['claims']}", flush=True)
-                outcomes.append(Outcome(nb, got["ok"], got["seconds"], got["error"]))
-        else:
+    try:  # every folder the run writes is the project's (a user's non-empty folder is refused) and locked, up front
+        places = {}
+        for nb in readable:
+            for folder in folders_written(nb, job, parameters[nb]):
+                if not job.refs:
+                    writers.claim_folder(folder, "the output folder")
+                places[lock_place(folder)] = None
+        if args.address is not None:
             from layersim.tools import batch
 
-            for nb in readable:
-                guard.keep(nb)
-            work = functools.partial(batch_work, job=job, parameters=parameters)
-            results = batch.run(readable, work, scale, jobs=args.jobs, address=args.address,
-                                on_done=lambda nb, got: guard.settle(nb, got["ok"]))
-            outcomes += [Outcome(nb, got["ok"], got["seconds"], got["error"]) for nb, got in zip(readable, results)]
-    finally:  # interrupted: the notebooks that had not ended get their committed outputs back
-        guard.settle_all()
+            batch.check_address(args.address)
+        paths.check_locations()
+        if "device" in params:  # torch is imported only then
+            from layersim.core import device
+
+            device.check_device(params["device"])
+    except ValueError as exc:
+        ap.error(str(exc))
+    guard = CommittedGuard(job)
+    say = functools.partial(print, flush=True)
+    stopped = None
+    try:
+        with committed.stops(), locks.hold(places, f"python -m layersim.tools.runner --nb {args.nb or '*'}"):
+            committed.recover()
+            run_all(readable, job, parameters, guard, outcomes, scale, args.jobs, args.address, say)
+    except locks.Busy as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except (KeyboardInterrupt, committed.Stopped) as exc:
+        stopped = exc
+    finally:  # stopped: end the kernels this run started, then put back the committed outputs of the unfinished
+        with committed.shielded():
+            if guard.kept:
+                committed.end_children()
+                for folder in guard.settle_all():
+                    print(f"put back {folder.relative_to(repo_root())} as it was", file=sys.stderr, flush=True)
+    if stopped is not None:
+        why = str(stopped) if isinstance(stopped, committed.Stopped) else "stopped by SIGINT"
+        ended = sum(o.notebook in parameters for o in outcomes)
+        print(f"{why}: {ended} of {len(readable)} notebooks had ended; every committed folder is as it was "
+              "or complete and new", file=sys.stderr, flush=True)
+        return stopped.exit_code if isinstance(stopped, committed.Stopped) else 130
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
     print(f"{len(outcomes) - len(failed)} notebooks ok, {len(failed)} failed, {total:.0f} s in all")

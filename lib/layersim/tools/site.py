@@ -16,6 +16,16 @@ with the outputs of their committed default-scale run. The staged tree holds
 :data:`START` and :data:`END`; ``readme --check`` exits 1 when it is out of date (the tests run it).
 ``serve`` serves a built site on localhost.
 
+What the book may delete, and what a reader's browser runs: ``build`` writes only into a folder that layersim made
+(:func:`layersim.core.writers.claim_folder`; a user's non-empty ``--out`` is refused with one line, nothing
+deleted), and clears ``src/`` and ``html/`` in it only through :func:`layersim.core.writers.replace_folder`. Every
+name that becomes a page (a notebook's stem, a layer report example's folder) is checked by :func:`page_name`,
+since the theme writes it into a JavaScript string; every string of a run (titles, notes, values) reaches the
+generated pages through :mod:`layersim.core.markup`; and raw HTML, in a notebook's Markdown or in its outputs, is
+made inert: :func:`folded` passes ``text/html`` outputs through :func:`inert_html`, drops script outputs and the
+metadata that would change the build (myst-nb's ``execution_mode``), and ``docs/conf.py`` passes every raw HTML node
+Sphinx renders through :func:`inert_doctree`.
+
 Where the times come from (:func:`notebook_infos`): smoke, the wall time papermill recorded in the smoke reference
 ``tests/notebooks/<paper>/<stem>.ipynb``; default, the longest wall time among the notebook's seed runs in its
 committed default-scale run (the committed notebook's own run and the seed runs noted in ``metrics.json``: the
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import html
 import http.server
 import json
 import re
@@ -35,6 +46,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 from layersim.core import markup, writers
@@ -77,6 +89,20 @@ TIMES_NOTE = ("Times: smoke and default are wall times on 2 CPU cores (default: 
 
 #: the folder of the hand-written pages and the Sphinx configuration
 DOCS = "docs"
+
+#: what a page name (a notebook's stem, a layer report example's folder) may be: it becomes a file name, a link, a
+#: toctree entry and, in the theme, a JavaScript string (``DOCUMENTATION_OPTIONS.pagename = '...'``)
+PAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def page_name(name: str, where: str) -> str:
+    """``name`` if it can name a page of the book (:data:`PAGE_NAME`: letters, digits, ``.``, ``_``, ``-``), else a
+    ``ValueError`` naming ``where`` it comes from: a quote or ``<`` in a page name would end the theme's JavaScript
+    string or a toctree entry, so such a name is refused rather than escaped."""
+    if not PAGE_NAME.fullmatch(name):
+        raise ValueError(f"{where}: the name {name!r} cannot be a page of the book, which takes only letters, digits, "
+                         "'.', '_' and '-': rename it")
+    return name
 
 
 @dataclass(frozen=True)
@@ -169,6 +195,7 @@ def notebook_infos(root: Path | None = None) -> list[NotebookInfo]:
     out = []
     for group in NOTEBOOK_GROUPS:
         for path in sorted((root / "notebooks" / group).glob("*.ipynb")):
+            page_name(path.stem, f"notebooks/{group}/{path.name}")
             metrics_path = root / "figures" / group / path.stem / "metrics.json"
             if not metrics_path.is_file():
                 continue
@@ -179,7 +206,7 @@ def notebook_infos(root: Path | None = None) -> list[NotebookInfo]:
             recorded = metrics.get("claims", {})
             out.append(NotebookInfo(group, path.stem, title_of(nb), None if smoke is None else float(smoke),
                                     _default_seconds(nb, metrics), gpu.get(path.stem),
-                                    sum(bool(c.get("holds")) for c in recorded.values()), len(recorded)))
+                                    sum(seeds.holds(c) for c in recorded.values()), len(recorded)))
     if not out:
         raise ValueError(f"no notebook with a committed run under {root / 'notebooks'}")
     return out
@@ -204,6 +231,11 @@ def time_table(infos: list[NotebookInfo], link) -> str:
              f"{i.claims_hold} of {i.claims_total}" if i.claims_total else "–"] for i in infos]
     return markup.table(["notebook", "what it reproduces", "smoke", "default (CPU)", "paper (GPU, measured)",
                          "claims hold"], rows, raw=True)
+
+
+def _label(text: str) -> str:
+    """``text`` as inert text for a Markdown link's label: :func:`layersim.core.markup.cell`, brackets escaped."""
+    return markup.cell(text).replace("[", "\\[").replace("]", "\\]")
 
 
 def _short(title: str) -> str:
@@ -275,26 +307,29 @@ def audit_page(root: Path | None = None) -> str:
     sections, counts = [], []
     for p in PAPERS:
         mine = [r for r in rows if r.notebook.split("/")[0] == p.key]
-        held = sum(bool(r.claim["holds"]) for r in mine)
+        held = sum(seeds.holds(r.claim) for r in mine)
         counts.append([f"[{p.title}](#{_anchor(p.title)})", str(len(mine)), str(held), str(len(mine) - held)])
         sections += [f"## {p.title}", "", f"{p.citation()} [{p.url}]({p.url})", ""]
         for notebook in dict.fromkeys(r.notebook for r in mine):
+            page_name(notebook.split("/", 1)[-1], f"the claims of {notebook}")
             nb = _read(root / "notebooks" / f"{notebook}.ipynb")
             metrics = _read(root / "figures" / notebook / "metrics.json")
             said, anchor = statements(nb), statements_anchor(nb)
             target = f"notebooks/{notebook}.ipynb" + (f"#{anchor}" if anchor else "")
-            table = [[f"[`{r.name}`]({target})", markup.markdown_cell(said.get(r.name, r.claim.get("note", ""))),
-                      r.threshold,
-                      format_value(r.claim["value"]),
-                      ("holds" if r.claim["holds"] else "**misses**") + f" ({seeds.verdict(r.claim)})",
+            # the notebook's own wording stays Markdown (formulas); what the run recorded is escaped
+            table = [[f"[{markup.code(r.name)}]({target})",
+                      markup.markdown_cell(said[r.name]) if r.name in said else markup.cell(r.claim.get("note", "")),
+                      markup.cell(html.unescape(r.threshold)),  # escaped once (a threshold that is no number was)
+                      format_value(r.claim["value"]),  # a value that is not a number comes escaped
+                      ("holds" if seeds.holds(r.claim) else "**misses**") + f" ({seeds.verdict(r.claim)})",
                       markup.cell(r.why)] for r in mine if r.notebook == notebook]
             stand_in = _stand_in(metrics)
             sections += [f"### {markup.cell(title_of(nb))}", "",
-                         f"[{notebook}]({target}) · scale: {metrics.get('scale', '?')}"
+                         f"[{notebook}]({target}) · scale: {markup.cell(metrics.get('scale', '?'))}"
                          + (f" · {markup.cell(stand_in)}" if stand_in else ""), "",
                          markup.table(["claim", "what is tested", "threshold", "value", "verdict (k/n seeds)",
                                        "why it misses"], table, raw=True), ""]
-    held = sum(bool(r.claim["holds"]) for r in rows)
+    held = sum(seeds.holds(r.claim) for r in rows)
     intro = [
         "# Claims audit", "",
         f"**{held} of {len(rows)} claims hold** at the default scale.", "",
@@ -328,7 +363,7 @@ def landing_page(infos: list[NotebookInfo]) -> str:
     held, total = totals(infos)
     papers = [f"- **[{p.title}]({p.key}/index.md)** — {p.citation()} {p.question}" for p in PAPERS]
     by_name = {i.name: i for i in infos}
-    order = [f"{k}. [{_short(by_name[nb].title)}]({nb}.ipynb) — {why}"
+    order = [f"{k}. [{_label(_short(by_name[nb].title))}]({nb}.ipynb) — {why}"
              for k, (nb, why) in enumerate(READING_ORDER, 1) if nb in by_name]
     return "\n".join([
         "# layersim: how representations evolve across layers, reproduced", "",
@@ -350,9 +385,18 @@ def landing_page(infos: list[NotebookInfo]) -> str:
         *[f"{p.key}/index" for p in PAPERS], "claims", "report/index", "reproduce", "library", "data", "```", ""])
 
 
+def report_examples(root: Path) -> list[Path]:
+    """The committed layer report examples, ``figures/report/<model>__<data>/layer_report.ipynb``, sorted; a
+    ``ValueError`` for a folder whose name cannot be a page (:func:`page_name`)."""
+    found = sorted((Path(root) / "figures" / "report").glob("*/layer_report.ipynb"))
+    for nb in found:
+        page_name(nb.parent.name, f"figures/report/{nb.parent.name}/")
+    return found
+
+
 def report_page(root: Path) -> str:
     """The layer report examples: the committed ``figures/report/<model>__<data>/layer_report.ipynb``."""
-    examples = sorted(p.parent.name for p in (root / "figures" / "report").glob("*/layer_report.ipynb"))
+    examples = [nb.parent.name for nb in report_examples(root)]
     return "\n".join([
         "# The layer report: every lens on any model", "",
         "`python -m layersim report --model MODEL --data DATA` reads every layer of a model once and applies every "
@@ -377,13 +421,157 @@ def relink(text: str, exists) -> str:
     return _LINK.sub(fix, text)
 
 
+#: the HTML elements that raw HTML in the book keeps live (a notebook's Markdown, its outputs, such as pandas tables);
+#: every other tag is shown as text
+HTML_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details", "div", "dl",
+    "dt", "em", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p", "pre", "s", "samp", "small", "span", "strong",
+    "style", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul", "var"})
+#: the attributes they keep (``href`` and ``src`` only with a :func:`safe_url`, ``style`` only without
+#: :data:`_CSS_OUT`); every other attribute, ``on...`` handlers included, is left out
+HTML_ATTRIBUTES = frozenset({
+    "align", "alt", "border", "class", "colspan", "halign", "height", "href", "id", "open", "rowspan", "scope",
+    "scoped", "src", "start", "style", "title", "type", "valign", "width"})
+#: elements without content, written ``<br />``
+_VOID = frozenset({"br", "col", "hr", "img"})
+#: URL schemes a link or an image may use; a URL without a scheme is relative to the book
+URL_SCHEMES = ("http", "https", "mailto")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+#: CSS that could load or run something (``url(...)``, ``expression(...)``, ``@import``, escapes that hide either)
+_CSS_OUT = re.compile(r"url\s*\(|expression\s*\(|@import|javascript:|behavior\s*:|-moz-binding|\\", re.I)
+
+
+def safe_url(url: str) -> bool:
+    """Whether ``url`` may be a link or an image source in the book: relative, or with a scheme of
+    :data:`URL_SCHEMES` (not ``javascript:``, ``data:``, ...). Spaces and control characters, which a browser drops
+    from a scheme (``java\tscript:``), are dropped before the scheme is read."""
+    m = _SCHEME.match(re.sub(r"[\x00-\x20\x7f]+", "", url))
+    return m is None or m.group(1).lower() in URL_SCHEMES
+
+
+def _attribute_kept(name: str, value: str | None) -> bool:
+    if name not in HTML_ATTRIBUTES:
+        return False
+    if name in ("href", "src"):
+        return value is not None and safe_url(value)
+    return name != "style" or not _CSS_OUT.search(value or "")
+
+
+class _Inert(HTMLParser):
+    """The parser behind :func:`inert_html`: it writes anew every tag it keeps, from the attributes it checked."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.out: list[str] = []
+        self.css: list[str] | None = None  # the text of an open <style>, checked whole at its end
+
+    def _tag(self, tag: str, attrs: list, closed: bool) -> str:
+        if tag not in HTML_TAGS:
+            return html.escape(self.get_starttag_text() or f"<{tag}>", quote=False)
+        kept = "".join(f" {k}" if v is None else f' {k}="{html.escape(v, quote=True)}"'
+                       for k, v in attrs if _attribute_kept(k, v))
+        if closed:  # a browser ignores the / of <div/>: an element that has content is closed by its end tag
+            return f"<{tag}{kept} />" if tag in _VOID else f"<{tag}{kept}></{tag}>"
+        if tag == "style":
+            self.css = []
+        return f"<{tag}{kept}>"
+
+    def handle_starttag(self, tag, attrs):
+        self._end_css()
+        self.out.append(self._tag(tag, attrs, closed=False))
+
+    def handle_startendtag(self, tag, attrs):
+        self._end_css()
+        self.out.append(self._tag(tag, attrs, closed=True))
+
+    def handle_endtag(self, tag):
+        if tag == "style" and self.css is not None:
+            self._end_css()
+            return
+        self.out.append(f"</{tag}>" if tag in HTML_TAGS else f"&lt;/{html.escape(tag)}&gt;")
+
+    def handle_data(self, data):
+        (self.out if self.css is None else self.css).append(data.replace("<", "&lt;"))
+
+    def handle_entityref(self, name):
+        self.handle_data(f"&{name};")
+
+    def handle_charref(self, name):
+        self.handle_data(f"&#{name};")
+
+    # comments, declarations and processing instructions are left out
+
+    def _end_css(self) -> None:
+        if self.css is not None:
+            css = "".join(self.css)
+            self.out.append(("" if _CSS_OUT.search(css) else css) + "</style>")
+            self.css = None
+
+    def result(self) -> str:
+        self.close()
+        self._end_css()
+        return "".join(self.out)
+
+
+def inert_html(text: str) -> str:
+    """HTML ``text`` as the book may show it: the tags of :data:`HTML_TAGS` written anew with only the attributes of
+    :data:`HTML_ATTRIBUTES` (no ``on...`` handler; a link or image only with a :func:`safe_url`; CSS only without
+    ``url(...)``, ``@import`` and the like), every other tag escaped so that it shows as text (``<script>``,
+    ``<svg onload=...>``, ``<iframe>``), comments left out. Text stays as it is, a stray ``<`` escaped. What it
+    returns comes back unchanged when passed again; the pandas tables of the committed notebooks keep their markup."""
+    parser = _Inert()
+    parser.feed(text)
+    return parser.result()
+
+
+def inert_doctree(doctree) -> None:
+    """Make a Sphinx/docutils doctree safe to show (``docs/conf.py`` calls it on every page): the text of every raw
+    HTML node (raw HTML in a notebook's Markdown or a page's, in a directive's body, an HTML or Markdown output)
+    through :func:`inert_html`, and every link whose URL is not a :func:`safe_url` (``javascript:`` in a
+    reStructuredText link) replaced by its text."""
+    from docutils import nodes
+
+    for node in list(doctree.findall(nodes.raw)):
+        if "html" in node.get("format", "").split():
+            text = node.astext()
+            safe = inert_html(text)
+            if safe != text:
+                node.clear()
+                node += nodes.Text(safe)
+    for ref in list(doctree.findall(nodes.reference)):
+        if "refuri" in ref and not safe_url(ref["refuri"]):
+            ref.replace_self(nodes.inline("", "", *ref.children))
+
+
+#: notebook outputs that would run a script in the book: left out of it
+SCRIPT_OUTPUTS = ("application/javascript", "text/javascript", "application/x-javascript")
+
+
+def inert_outputs(cell: dict) -> None:
+    """The outputs of a code ``cell`` (changed in place) as the book may show them: each ``text/html`` through
+    :func:`inert_html`, the script outputs of :data:`SCRIPT_OUTPUTS` left out."""
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        for mime in SCRIPT_OUTPUTS:
+            data.pop(mime, None)
+        if "text/html" in data:
+            data["text/html"] = inert_html(_source({"source": data["text/html"]}))
+
+
+#: the notebook metadata the book keeps; any other key is left out: ``mystnb`` and ``myst`` would change how the book
+#: is built (``{"mystnb": {"execution_mode": "force"}}`` runs the notebook's code while the book is built)
+NOTEBOOK_METADATA = ("kernelspec", "language_info", "papermill")
+
+
 def folded(nb: dict) -> dict:
     """``nb`` as the book shows it: the plumbing out of sight. papermill's injected-parameters cell is removed; the
     parameters cell and every cell whose input the notebook itself collapses (``metadata.jupyter.source_hidden``,
     which JupyterLab honours: the settings cell with the presets and the ``start(...)`` call) get myst-nb's
-    ``hide-input`` tag, so their code is folded behind a toggle and their output stays visible. The notebook files
-    are not changed."""
+    ``hide-input`` tag, so their code is folded behind a toggle and their output stays visible. Outputs are made
+    inert (:func:`inert_outputs`), and the notebook's metadata is cut to :data:`NOTEBOOK_METADATA`, so that the book's
+    settings stay those of ``docs/conf.py``. The notebook files are not changed."""
     nb = json.loads(json.dumps(nb))
+    nb["metadata"] = {k: v for k, v in nb.get("metadata", {}).items() if k in NOTEBOOK_METADATA}
     kept = []
     for cell in nb.get("cells", []):
         meta = cell.setdefault("metadata", {})
@@ -393,6 +581,7 @@ def folded(nb: dict) -> dict:
                 continue
             if "parameters" in tags or meta.get("jupyter", {}).get("source_hidden"):
                 tags.append("hide-input")
+            inert_outputs(cell)
         kept.append(cell)
     nb["cells"] = kept
     return nb
@@ -419,20 +608,20 @@ def mathjax_folder() -> Path:
 
 
 def stage(dest: Path, root: Path | None = None) -> Path:
-    """Write the book's source tree into ``dest`` (emptied first) and return it."""
+    """Write the book's source tree into ``dest`` and return it (resolved). ``dest`` is emptied first, and only if
+    layersim made it (:func:`layersim.core.writers.replace_folder`: a user's non-empty folder raises ``ValueError``
+    and nothing in it is deleted); the names that become pages are checked before (:func:`page_name`)."""
     root = Path(root or repo_root())
-    dest = Path(dest)
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
     infos = notebook_infos(root)
+    examples = report_examples(root)
+    dest = writers.replace_folder(dest, "book source folder", root)
     for p in PAPERS:
         (dest / p.key).mkdir()
         for i in (i for i in infos if i.paper == p.key):
             _copy_notebook(root / "notebooks" / p.key / f"{i.stem}.ipynb", dest / p.key / f"{i.stem}.ipynb")
         (dest / p.key / "index.md").write_text(paper_page(p.key, infos), encoding="utf-8")
     (dest / "report").mkdir()
-    for nb in sorted((root / "figures" / "report").glob("*/layer_report.ipynb")):
+    for nb in examples:
         _copy_notebook(nb, dest / "report" / f"{nb.parent.name}.ipynb")
     (dest / "report" / "index.md").write_text(report_page(root), encoding="utf-8")
     (dest / "index.md").write_text(landing_page(infos), encoding="utf-8")
@@ -451,19 +640,23 @@ def stage(dest: Path, root: Path | None = None) -> Path:
 
 def build(out: Path | None = None, root: Path | None = None, quiet: bool = True) -> Path:
     """Stage the book into ``<out>/src`` and render it into ``<out>/html`` with Sphinx (nothing executed); returns
-    the HTML folder. A ``RuntimeError`` carries Sphinx's output when the build fails."""
+    the HTML folder. ``out`` (default ``runs/site``) is claimed before anything is written
+    (:func:`layersim.core.writers.claim_folder`): a user's non-empty folder, or one inside the committed results,
+    raises ``ValueError`` and nothing is deleted; ``src/`` and ``html/`` in it are replaced only if layersim made them.
+    A ``RuntimeError`` carries Sphinx's output when the build fails."""
     root = Path(root or repo_root())
     out = Path(out or root / "runs" / "site")
+    out = writers.claim_folder(writers.check_target(out, "book folder", root), "book folder", root)
     src = stage(out / "src", root)
-    html = out / "html"
+    pages = writers.replace_folder(out / "html", "book folder", root)
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-j", "1", "-E", *(["-q"] if quiet else []), str(src),
-           str(html)]
+           str(pages)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"sphinx failed ({done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
     warnings = [line for line in done.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
     writers.write_text(out / "warnings.txt", "\n".join(warnings) + ("\n" if warnings else ""))
-    return html
+    return pages
 
 
 def serve(html: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
@@ -477,6 +670,8 @@ def serve(html: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; a ``ValueError`` (a folder that is not layersim's, a name that cannot be a page, no built
+    site to serve) is one ``error:`` line on stderr and exit status 2."""
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.site", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="stage and render the book into OUT/html (default runs/site)")
@@ -487,11 +682,18 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("readme", help="write the README's generated notebook table")
     r.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
     args = ap.parse_args(argv)
-    root = repo_root()
+    try:
+        return _command(args, repo_root())
+    except ValueError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace, root: Path) -> int:
     if args.command == "build":
-        html = build(args.out and Path(args.out))
-        warnings = (html.parent / "warnings.txt").read_text().strip()
-        print(f"built {html / 'index.html'}" + (f"\n{warnings}" if warnings else ""))
+        pages = build(args.out and Path(args.out))
+        warnings = (pages.parent / "warnings.txt").read_text().strip()
+        print(f"built {pages / 'index.html'}" + (f"\n{warnings}" if warnings else ""))
         return 0
     if args.command == "serve":
         serve(Path(args.out or root / "runs" / "site") / "html", args.port)
@@ -506,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if new != text:
-        writers.write_text(readme, new)
+        writers.write_committed(readme, new, "readme", root)
     return 0
 
 

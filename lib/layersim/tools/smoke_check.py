@@ -49,9 +49,15 @@ def reference_of(notebook: Path) -> tuple[Path, Path] | None:
 
 
 def tolerance_for(key: str, tolerances_file: Path) -> compare.Tolerances:
-    """The notebook's measured tolerances, or the file's ``default`` for a notebook not measured yet."""
-    data = json.loads(Path(tolerances_file).read_text())
-    return compare.Tolerances.from_json(data["notebooks"].get(key) or data["default"])
+    """The notebook's measured tolerances, or the file's ``default`` for a notebook not measured yet; one
+    ``ValueError`` naming the file and the notebook when the entry is missing or not a tolerance (a NaN, an
+    infinity or a negative number is none)."""
+    try:
+        data = json.loads(Path(tolerances_file).read_text())
+        return compare.Tolerances.from_json(data["notebooks"].get(key) or data["default"])
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise ValueError(f"{tolerances_file}: the tolerance of {key} cannot be read: {what}") from None
 
 
 def compare_with_reference(notebook: Path, folder: Path, since: float | None = None) -> compare.Comparison:

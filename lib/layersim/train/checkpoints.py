@@ -5,8 +5,8 @@ A trained model lives in ``<cache>/checkpoints/<prefix>-<key>/`` (``layersim.cor
 description, so every setting change trains a new model. The folder holds ``model.safetensors`` and
 ``meta.json`` with ``weights_sha256``. :func:`save` writes a hidden temporary sibling and renames it
 into place, so an interrupted save leaves no checkpoint (and leftovers of killed saves are removed by
-the next one); :func:`load` refuses weights that do not match their sha256. What to train on a miss is
-the caller's: :func:`layersim.train.training.cached_model`.
+the next one); :func:`load` refuses weights that do not match their sha256. No checkpoint is written inside the
+repository's committed folders. What to train on a miss is the caller's: :func:`layersim.train.training.cached_model`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from torch import nn
 
-from layersim.core.paths import CacheWarning, sha256_of
+from layersim.core.paths import CacheWarning, refuse_committed, sha256_of
 from layersim.core.writers import write_text
 
 #: bump when a change to this module changes what a cached checkpoint would contain
@@ -89,10 +89,12 @@ def save(folder: Path, model: nn.Module, meta: dict, replace: bool = False) -> s
     The files go to a hidden temporary sibling (with the umask's permissions, like its files) that is renamed into
     place, so an interrupted save leaves no checkpoint; leftovers of killed saves are removed first
     (:func:`_remove_stale_temps`). If ``folder`` exists by then (an identical training finished first in
-    another process), it is kept, unless ``replace``.
+    another process), it is kept, unless ``replace``. A folder inside the repository's committed folders is refused
+    with one ``ValueError`` before anything is written (:func:`layersim.core.paths.refuse_committed`).
     """
     from safetensors.torch import save_model
 
+    refuse_committed(folder, f"the checkpoint {folder}")
     folder.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(folder.parent)
     tmp = _temp_path(folder)
