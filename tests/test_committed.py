@@ -323,3 +323,21 @@ def test_a_report_stopped_while_it_rewrites_a_committed_example_puts_it_back(tmp
         assert main(argv) == (130 if stop is KeyboardInterrupt else 128 + signal.SIGTERM)
     assert _tree(example) == before
     assert committed.leftovers(root) == [] and not list((root / "runs").rglob(locks.NAME))
+
+
+@pytest.mark.full
+def test_a_batch_on_ray_stopped_by_sigterm_cancels_its_notebooks_and_puts_the_results_back(repo, tmp_path):
+    """``--jobs``: the notebooks run in Ray workers; a stop cancels them before the driver puts the committed
+    outputs back, so no worker writes into a folder that was just restored."""
+    mark = tmp_path / "mark"
+    cmd = [sys.executable, "-m", "layersim.tools.runner", "--update-committed", "--nb", "p/n", "--seeds", "1",
+           "--jobs", "1"]
+    err = open(repo.parent / "stderr", "w")  # noqa: SIM115
+    proc = subprocess.Popen(cmd, cwd=repo, env=_environment(repo, MARK=str(mark)), stdout=subprocess.PIPE,
+                            stderr=err, text=True)
+    _reach(proc, mark.is_file, timeout=180)
+    proc.send_signal(signal.SIGTERM)
+    done = _finish(proc, repo)
+    assert done.returncode == 128 + signal.SIGTERM, done.stdout + done.stderr
+    time.sleep(3)  # a worker that outlived the stop would write its metrics.json now
+    _as_it_was(repo)

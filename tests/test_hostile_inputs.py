@@ -456,3 +456,19 @@ def test_a_count_the_data_cannot_give_is_refused_before_anything_loads(override,
                       checks=[presets.check_vit_shape], **override)
     message = str(info.value)
     assert "\n" not in message and all(w in message for w in words), message
+
+
+@pytest.mark.parametrize("command", ["runner", "portable"])
+@pytest.mark.parametrize("selection", [",", " , ", ",,"])
+def test_a_selection_that_names_no_notebook_is_not_every_notebook(repo, capsys, command, selection):
+    """``--nb ","`` (a typo, an empty shell variable joined with commas) selected every notebook: with
+    --update-committed, a 50-minute job instead of a one-line refusal."""
+    from layersim.tools import portable
+
+    _notebook(repo / "notebooks" / "p" / "n.ipynb", [WRITES])
+    main = runner.main if command == "runner" else portable.main
+    with pytest.raises(SystemExit) as exc:
+        main(["--nb", selection])
+    assert exc.value.code == 2
+    _one_line_error(capsys.readouterr().err, "names no notebook")
+    assert not (repo / "runs").exists()

@@ -39,15 +39,18 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from layersim.core.paths import repo_root
+from layersim.tools import committed
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,25 @@ def _run_on_worker(work: Callable[..., dict], nb: str, cpus: int, root: str) -> 
     return {**got, "node": socket.gethostname(), "lines": lines}
 
 
+#: seconds of one wait for the next finished notebook (:func:`run`): how late a stop is taken at most
+WAIT_SLICE = 1.0
+
+
+def _signal_handlers(restore: dict | None = None) -> dict:
+    """The Python handlers of SIGINT, SIGTERM and SIGHUP (main thread only), or, given ``restore``, put those back:
+    the runner's (:func:`layersim.tools.committed.stops`) must stay in force while Ray runs, so that a stop cancels
+    the notebooks and puts the committed results back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    if restore is not None:
+        for signum, handler in restore.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        return restore
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    return {getattr(signal, n): signal.getsignal(getattr(signal, n)) for n in names if hasattr(signal, n)}
+
+
 def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: int | None = None,
         address: str | None = None, say: Callable[[str], None] | None = None,
         on_done: Callable[[Path, dict], None] | None = None) -> list[dict]:
@@ -238,11 +260,13 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
     say = say or (lambda line: print(line, flush=True))
     root = str(repo_root())
     started_here = address is None
+    handlers = _signal_handlers()
     if started_here:
         ray.init(address="local", num_cpus=jobs, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"LAYERSIM_ROOT": root}})
     else:
         ray.init(address=address, log_to_driver=False)
+    _signal_handlers(handlers)  # ray.init replaces the driver's SIGTERM handler with one that exits at once
     pending: dict = {}
     try:
         cluster = ray.cluster_resources()
@@ -254,35 +278,41 @@ def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: 
         queue, waits = schedule(notebooks)
         results: dict[Path, dict] = {}
         t0 = time.perf_counter()
-        while queue or pending:
-            while queue and len(pending) < limit:
-                ready = [nb for nb in queue if waits[nb] <= results.keys()]
-                if not ready and pending:
-                    break  # every queued notebook waits for a trainer still running
-                nb = (ready or queue)[0]
-                queue.remove(nb)
-                opts = resources(nb.stem, scale, cluster)
-                ref = task.options(max_retries=0, **opts).remote(work, str(nb), opts["num_cpus"], root)
-                pending[ref] = (nb, time.perf_counter())
-                say(f"[started] {names[nb]} (scale={scale}, {opts['num_cpus']} CPU"
-                    f"{', 1 GPU' if opts['num_gpus'] else ''})")
-            done, _ = ray.wait(list(pending), num_returns=1)
-            nb, t_start = pending.pop(done[0])
-            try:
-                got = ray.get(done[0])
-            except Exception as exc:  # noqa: BLE001 - a task error or a dead worker: reported, the others go on
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                got = {"ok": False, "seconds": time.perf_counter() - t_start, "error": f"{type(exc).__name__}: {first}",
-                       "claims": "", "node": "(lost)", "lines": []}
-            results[nb] = got
-            if on_done is not None:
-                on_done(nb, got)
-            for line in got["lines"]:
-                say(line)
-            status = "ok" if got["ok"] else f"FAILED at {got['error']}"
-            say(f"[{len(results)}/{len(notebooks)}] {names[nb]}: {status} ({got['seconds']:.1f} s on {got['node']})")
-            if got["claims"]:
-                say(f"    {got['claims']}")
+        # a stop is taken between waits: raised inside Ray's wait, a signal's exception would break its C call
+        with committed.shielded() as stops:
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    ready = [nb for nb in queue if waits[nb] <= results.keys()]
+                    if not ready and pending:
+                        break  # every queued notebook waits for a trainer still running
+                    nb = (ready or queue)[0]
+                    queue.remove(nb)
+                    opts = resources(nb.stem, scale, cluster)
+                    ref = task.options(max_retries=0, **opts).remote(work, str(nb), opts["num_cpus"], root)
+                    pending[ref] = (nb, time.perf_counter())
+                    say(f"[started] {names[nb]} (scale={scale}, {opts['num_cpus']} CPU"
+                        f"{', 1 GPU' if opts['num_gpus'] else ''})")
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_SLICE)
+                if stops:
+                    raise KeyboardInterrupt if stops[0] == signal.SIGINT else committed.Stopped(stops[0])
+                if not done:
+                    continue
+                nb, t_start = pending.pop(done[0])
+                try:
+                    got = ray.get(done[0])
+                except Exception as exc:  # noqa: BLE001 - a task error or a dead worker: reported, the others go on
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    got = {"ok": False, "seconds": time.perf_counter() - t_start, "error": f"{type(exc).__name__}: {first}",
+                           "claims": "", "node": "(lost)", "lines": []}
+                results[nb] = got
+                if on_done is not None:
+                    on_done(nb, got)
+                for line in got["lines"]:
+                    say(line)
+                status = "ok" if got["ok"] else f"FAILED at {got['error']}"
+                say(f"[{len(results)}/{len(notebooks)}] {names[nb]}: {status} ({got['seconds']:.1f} s on {got['node']})")
+                if got["claims"]:
+                    say(f"    {got['claims']}")
         say("\n| notebook | node | seconds | outcome |\n|---|---|---:|---|")
         for nb in notebooks:
             r = results[nb]

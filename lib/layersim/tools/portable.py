@@ -254,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not (chosen or args.also):
         ap.error(f"unknown setting(s) {unknown}: choose from {', '.join(SETTINGS)}")
     root = repo_root()
+    try:  # a selection that names nothing is refused before any setting runs
+        selected = discover(args.nb)
+    except ValueError as exc:
+        ap.error(str(exc))
     refs = root / "tests" / "notebooks"
     work = Path(args.work) if args.work else root / "runs" / "portable"
     outs = {}
@@ -271,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not Path(folder).is_dir():
             ap.error(f"--also {extra!r}: give NAME=FOLDER with an existing folder")
         outs[name] = Path(folder)
-    expected = [p.relative_to(root / "notebooks").with_suffix("").as_posix() for p in discover(args.nb)]
+    expected = [p.relative_to(root / "notebooks").with_suffix("").as_posix() for p in selected]
     if args.measure:
         path = refs / smoke_check.TOLERANCES
         checked = {name: check_run(out, refs, expected if name in chosen else None, tolerances=False)

@@ -97,6 +97,9 @@ def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
     found = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     patterns = [p.strip() for p in pattern.split(",") if p.strip()]
     if not patterns:
+        if pattern.strip():  # "," or " , ": a selection that names nothing is a mistake, not "every notebook"
+            raise ValueError(f"--nb {pattern!r} names no notebook: give globs or substrings separated by commas, "
+                             "or leave --nb out for all")
         return found
 
     def match(p: Path, pat: str) -> bool:
@@ -709,7 +712,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(back)} committed folder(s) put back" + (": " if back else "; nothing was left half-written")
               + ", ".join(str(f.relative_to(repo_root())) for f in back))
         return 0
-    notebooks = discover(args.nb)
+    try:
+        notebooks = discover(args.nb)
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.scale_check:
         notebooks = [nb for nb in notebooks if nb.stem in seeds.SCALE_CHECKS]
     if not notebooks:

@@ -265,8 +265,9 @@ def loader_settings(device: str | torch.device, workers: int | None = None) -> d
     """DataLoader keywords for training on ``device``: on CUDA, ``workers`` worker processes (default:
     all CPU cores but one, at most 8), pinned memory and persistent workers, so that decoding and the
     per-image transforms keep up with the GPU; on the CPU the main process (``workers`` or 0), as
-    before."""
-    dev = resolve_device(device)
+    before. A pure function of the device's name: ``"cuda"`` gives CUDA's settings on any machine (only ``"auto"`` looks
+    at this one's)."""
+    dev = resolve_device(device) if str(device) == "auto" else torch.device(device)
     if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     if dev.type != "cuda":
