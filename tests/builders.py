@@ -279,3 +279,14 @@ def write_notebook(path, cells, params='scale = "default"'):
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
+
+
+def one_line_error(err: str, *words: str) -> str:
+    """The message of a command line's ``prog: error: ...`` (or ``error: ...``) output: exactly one such line, no
+    traceback, containing every one of ``words``. What the hostile-input suites mean by a clean refusal."""
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1, err
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]

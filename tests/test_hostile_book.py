@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import one_line_error
 from layersim.core import writers
 from layersim.tools import site
 
@@ -47,15 +48,6 @@ PAYLOADS = {
 # ----------------------------------------------------------------------------- helpers
 
 
-def _one_line_error(err: str, *words: str) -> str:
-    """The message of an ``error: ...`` output: exactly one such line, no traceback, with every one of ``words``
-    (as ``tests/test_hostile_inputs.py`` checks the other command lines)."""
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1, err
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -165,7 +157,7 @@ def test_build_refuses_an_out_folder_with_the_users_files_and_deletes_nothing(re
     code = site.main(["build", "--out", str(project)])
     assert _files(project) == before and not no_sphinx
     assert code == 2
-    _one_line_error(capsys.readouterr().err, str(project), "README.md", "src", "refused")
+    one_line_error(capsys.readouterr().err, str(project), "README.md", "src", "refused")
     with pytest.raises(ValueError, match="layersim did not write"):  # the staging alone refuses it as well
         site.stage(project / "src", repo)
     assert _files(project) == before
@@ -174,7 +166,7 @@ def test_build_refuses_an_out_folder_with_the_users_files_and_deletes_nothing(re
 def test_build_refuses_the_committed_results(repo, no_sphinx, capsys):
     before = _files(repo / "figures")
     assert site.main(["build", "--out", str(repo / "figures" / "book")]) == 2
-    _one_line_error(capsys.readouterr().err, "committed results")
+    one_line_error(capsys.readouterr().err, "committed results")
     assert _files(repo / "figures") == before and not no_sphinx
 
 
@@ -208,7 +200,7 @@ def test_a_report_example_whose_name_cannot_be_a_page_is_refused(repo, tmp_path,
         site.report_page(repo)
     out = tmp_path / "book"
     assert site.main(["build", "--out", str(out)]) == 2
-    _one_line_error(capsys.readouterr().err, repr(name), "figures/report/")
+    one_line_error(capsys.readouterr().err, repr(name), "figures/report/")
     assert not (out / "src").exists() and not no_sphinx  # refused before anything is staged
 
 

@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 import torch
 
+from builders import one_line_error
 from layersim.core import device, paths, writers
 from layersim.notebook import lenses
 from layersim.tools import batch, report
-from test_hostile_inputs import _files, _one_line_error, _temporaries
+from test_hostile_inputs import _files, _temporaries
 
 MINILM = "all-minilm-l6-v2"
 REPORT = ["report", "--model", MINILM, "--data", "austen"]
@@ -59,7 +60,7 @@ def _refused(argv: list[str], capsys, *words: str) -> str:
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    return _one_line_error(capsys.readouterr().err, *words)
+    return one_line_error(capsys.readouterr().err, *words)
 
 
 @pytest.fixture
@@ -204,6 +205,26 @@ def test_the_batch_refuses_a_closed_port_before_ray_starts(monkeypatch):
         batch.run([Path("notebooks/p/n.ipynb")], lambda nb, say: {}, "smoke", jobs=2,
                   address=f"127.0.0.1:{_closed_port()}")
     assert time.perf_counter() - t0 < 3.5
+
+
+def test_the_runner_refuses_a_closed_port_in_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    """``runner --address host:port`` of a closed port repeated a connection error for minutes."""
+    from builders import write_notebook
+    from layersim.tools import runner
+
+    root = tmp_path / "repo"
+    (root / "lib" / "layersim").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    write_notebook(root / "notebooks" / "p" / "n.ipynb", ["1"])
+    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
+    monkeypatch.delenv("LAYERSIM_OUT", raising=False)
+    t0 = time.perf_counter()
+    with pytest.raises(SystemExit) as exc:
+        runner.main(["--scale", "smoke", "--jobs", "2", "--address", f"127.0.0.1:{_closed_port()}"])
+    assert exc.value.code == 2 and time.perf_counter() - t0 < 5
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len([line for line in err.splitlines() if "error:" in line]) == 1
+    assert "nothing listens" in err and not (root / "runs").exists()
 
 
 # ----------------------------------------------------------------------------- devices
@@ -360,16 +381,16 @@ def test_no_command_and_an_unknown_command_are_one_error_line(capsys):
     from layersim.__main__ import main
 
     assert main([]) == 2
-    _one_line_error(capsys.readouterr().err, "give a command", "report")
+    one_line_error(capsys.readouterr().err, "give a command", "report")
     assert main(["reprot"]) == 2
-    _one_line_error(capsys.readouterr().err, "unknown command 'reprot'", "report, compare, claims")
+    one_line_error(capsys.readouterr().err, "unknown command 'reprot'", "report, compare, claims")
     assert main(["--help"]) == 0 and "usage:" in capsys.readouterr().out
 
 
 def test_the_module_itself_exits_2_with_one_line():
     run = subprocess.run([sys.executable, "-m", "layersim", "reprot"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
-    _one_line_error(run.stderr, "unknown command 'reprot'")
+    one_line_error(run.stderr, "unknown command 'reprot'")
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from builders import write_notebook
+from builders import one_line_error, write_notebook
 from layersim.core import markup, writers
 from layersim.notebook import results
 from layersim.tools import report, runner
@@ -40,15 +40,6 @@ def _temporaries(folder: Path) -> list[str]:
     return [p.name for p in folder.rglob("*") if ".tmp-" in p.name]
 
 
-def _one_line_error(err: str, *words: str) -> str:
-    """The message of an argparse-style ``prog: error: ...`` (or ``error: ...``) output: exactly one such
-    line, no traceback, containing every one of ``words``."""
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1, err
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -158,13 +149,13 @@ def test_runner_refuses_out_and_layersim_out_into_figures_before_running(repo, m
     with pytest.raises(SystemExit) as exc:  # an absolute -p out into figures/
         runner.main(["--scale", "smoke", "-p", "out", str(repo / "figures" / "p" / "n")])
     assert exc.value.code == 2
-    _one_line_error(capsys.readouterr().err, "-p out", "committed results")
+    one_line_error(capsys.readouterr().err, "-p out", "committed results")
     (repo / "link").symlink_to(repo / "figures")
     monkeypatch.setenv("LAYERSIM_OUT", str(repo / "link"))
     with pytest.raises(SystemExit) as exc:  # LAYERSIM_OUT through a symlink
         runner.main(["--scale", "default", "-p", "n", "3"])
     assert exc.value.code == 2
-    _one_line_error(capsys.readouterr().err, "LAYERSIM_OUT", "committed results")
+    one_line_error(capsys.readouterr().err, "LAYERSIM_OUT", "committed results")
     assert _files(repo / "figures") == before and not (repo / "runs").exists()
 
 
@@ -184,13 +175,13 @@ def test_report_refuses_committed_and_foreign_folders_in_one_line(repo, monkeypa
             main(["report", "--model", "all-minilm-l6-v2", "--data", "austen", *argv])
         assert exc.value.code == 2
         err = capsys.readouterr().err
-        _one_line_error(err, "committed results")
+        one_line_error(err, "committed results")
     monkeypatch.delenv("LAYERSIM_OUT")
     (repo / "mine").mkdir()
     (repo / "mine" / "thesis.tex").write_text("my own work")
     with pytest.raises(SystemExit):
         main(["report", "--model", "all-minilm-l6-v2", "--data", "austen", "--out", "mine"])
-    _one_line_error(capsys.readouterr().err, "holds files that no report wrote")
+    one_line_error(capsys.readouterr().err, "holds files that no report wrote")
     assert (repo / "mine" / "thesis.tex").read_text() == "my own work"
     assert _files(repo / "figures") == before
 
@@ -209,7 +200,7 @@ def test_a_folder_of_the_users_files_is_never_cleared(repo, tmp_path, monkeypatc
     with pytest.raises(SystemExit) as exc:  # the runner refuses before anything runs
         runner.main(["--scale", "smoke", "--nb", "p/n"])
     assert exc.value.code == 2
-    _one_line_error(capsys.readouterr().err, "holiday.png", "did not write")
+    one_line_error(capsys.readouterr().err, "holiday.png", "did not write")
     assert _files(tmp_path / "Pictures") == {"p/n/holiday.png": b"mine"}
     fresh = tmp_path / "fresh"  # a new folder is made and marked, and the next run may clear it
     monkeypatch.setenv("LAYERSIM_OUT", str(fresh))
@@ -379,7 +370,7 @@ def test_report_refuses_bad_values_before_executing(repo, capsys, argv, words):
     with pytest.raises(SystemExit) as exc:
         main(args + argv)
     assert exc.value.code == 2
-    _one_line_error(capsys.readouterr().err, *words)
+    one_line_error(capsys.readouterr().err, *words)
     assert not (repo / "out").exists()
 
 
@@ -393,7 +384,7 @@ def test_report_refuses_a_model_folder_without_weights(repo, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["report", "--model", str(repo / "bert"), "--data", "austen", "--out", str(repo / "out")])
     assert exc.value.code == 2
-    _one_line_error(capsys.readouterr().err, "no weights")
+    one_line_error(capsys.readouterr().err, "no weights")
 
 
 def test_report_folder_of_an_earlier_report_is_reused_without_its_old_figures(tmp_path):
@@ -417,7 +408,7 @@ def test_compare_names_a_missing_run(argv, words, capsys):
     from layersim.__main__ import main
 
     assert main(argv) == 2
-    _one_line_error(capsys.readouterr().err, *words)
+    one_line_error(capsys.readouterr().err, *words)
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -433,7 +424,7 @@ def test_bench_refuses_bad_arguments(argv, words, capsys):
     with pytest.raises(SystemExit) as exc:
         bench.main(argv)
     assert exc.value.code == 2
-    _one_line_error(capsys.readouterr().err, *words)
+    one_line_error(capsys.readouterr().err, *words)
 
 
 # ----------------------------------------------------------------------------- counts
@@ -470,5 +461,5 @@ def test_a_selection_that_names_no_notebook_is_not_every_notebook(repo, capsys, 
     with pytest.raises(SystemExit) as exc:
         main(["--nb", selection])
     assert exc.value.code == 2
-    _one_line_error(capsys.readouterr().err, "names no notebook")
+    one_line_error(capsys.readouterr().err, "names no notebook")
     assert not (repo / "runs").exists()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import one_line_error
 from layersim.notebook import results, seeds
 from layersim.tools import claims, compare, portable, smoke_check
 
@@ -24,14 +25,6 @@ NAN, INF = math.nan, math.inf
 # ----------------------------------------------------------------------------- helpers
 
 
-def _one_line_error(err: str, *words: str) -> str:
-    """The one ``error:`` line of a command's stderr (no traceback), containing every one of ``words``."""
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1, err
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 def _metrics(value: float = 0.8, holds: bool = True, curve: list | None = None) -> dict:
@@ -237,7 +230,7 @@ def test_portable_measure_writes_nothing_unless_every_run_succeeded(portable_rep
     _settings_leave(monkeypatch, outputs)
     status = portable.main(["--nb", "t01", "--settings", settings, "--measure", "--work", str(portable_repo / "w")])
     assert status != 0
-    _one_line_error(capsys.readouterr().err, "not measured", *words)
+    one_line_error(capsys.readouterr().err, "not measured", *words)
     assert _tolerances(portable_repo) == before
 
 
@@ -245,7 +238,7 @@ def test_portable_measure_from_nothing_reused_writes_nothing(portable_repo, caps
     before = _tolerances(portable_repo)
     status = portable.main(["--nb", "t01", "--reuse", "--measure", "--work", str(portable_repo / "nothing")])
     assert status != 0
-    _one_line_error(capsys.readouterr().err, "not measured")
+    one_line_error(capsys.readouterr().err, "not measured")
     assert _tolerances(portable_repo) == before
 
 

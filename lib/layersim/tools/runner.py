@@ -753,13 +753,8 @@ def main(argv: list[str] | None = None) -> int:
               "(--update-committed, as make reproduce passes, replaces the committed results)", flush=True)
     job = Job(scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
     parameters = {nb: known[nb] for nb in readable}
-    try:  # every folder the run writes is the project's (a user's non-empty folder is refused) and locked, up front
-        places = {}
-        for nb in readable:
-            for folder in folders_written(nb, job, parameters[nb]):
-                if not job.refs:
-                    writers.claim_folder(folder, "the output folder")
-                places[lock_place(folder)] = None
+    try:  # the cluster, the cache and the device first (nothing written), then every folder the run writes is made
+        # the project's (a user's non-empty folder is refused) and locked below, all before any work
         if args.address is not None:
             from layersim.tools import batch
 
@@ -769,6 +764,12 @@ def main(argv: list[str] | None = None) -> int:
             from layersim.core import device
 
             device.check_device(params["device"])
+        places = {}
+        for nb in readable:
+            for folder in folders_written(nb, job, parameters[nb]):
+                if not job.refs:
+                    writers.claim_folder(folder, "the output folder")
+                places[lock_place(folder)] = None
     except ValueError as exc:
         ap.error(str(exc))
     guard = CommittedGuard(job)
