@@ -98,7 +98,7 @@ def markdown(rows: list[Row]) -> str:
     for r in rows:
         c = r.claim
         table.append([markup.code(r.notebook), markup.code(r.name), seeds.verdict(c), format_value(c.get("value")),
-                      markup.cell(r.threshold), markup.cell(r.why)])
+                      r.threshold, markup.cell(r.why)])
     lines.append(markup.table(["notebook", "claim", "holds (k/n)", "value", "threshold", "why it misses"], table,
                               raw=True))
     return "\n".join(lines)
