@@ -1,0 +1,154 @@
+"""The claims registry: every claim the notebooks test, fixed as data before it is judged.
+
+One file per paper, ``lib/layersim/papers/<paper>/claims.json``, holds the paper's text file (name and
+SHA-256) and one entry per claim:
+
+- ``id`` (``<stem>/<claim>``), ``notebook`` (``<paper>/<stem>``) and ``claim`` (the key in ``metrics.json``);
+- ``quote``: the paper's sentence the claim tests, **verbatim** -- ``text``, ``where`` (section, figure or
+  table), ``offset`` (its place in the paper's text after :func:`normalise`) and, for a claim that rests on a
+  figure or a table the extracted text lacks, ``reading``: what the project reads off the figure (the quote is
+  then its caption, marked ``"caption": true``);
+- ``measured``: what is measured, in words; ``op`` and ``threshold``; ``threshold_reason``: why that threshold
+  (the paper's own numbers where it gives them; for the claims registered before the registry, the reason as it
+  was -- "a round number fixed before the run" included);
+- ``registered``: the date the claim was first defined, ``origin``: one of :data:`ORIGINS`, and ``revisions``:
+  every later change of its definition (date, commit, old -> new, why, whether a result of it had been seen);
+- ``audit``: whether the test means what the sentence means (:data:`AUDITS`), with a note where it does not.
+
+:func:`check_quote` matches a quote exactly against the paper's text after one normalisation
+(:func:`normalise`); the texts are read from ``$LAYERSIM_PAPERS`` (default ``../shared/papers`` beside the
+repository), and a check without them says it skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from layersim.core.paths import repo_root, resolved
+
+#: the papers, in the order the project shows them
+PAPERS = ("tracing", "alignment", "redundancy", "clusters")
+#: where a claim's definition comes from, relative to its first committed result
+ORIGINS = ("before its first result", "with its first result", "after a miss")
+#: how faithfully a claim's test reads the paper's sentence
+AUDITS = ("faithful", "weaker", "different", "near-circular")
+#: the environment variable naming the folder of the papers' text files
+PAPERS_ENV = "LAYERSIM_PAPERS"
+
+_MARGIN = re.compile(r"^[ \t]*\d{1,4}[ \t]*$", re.M)  # a review copy's margin line numbers, one per line
+_HYPHEN = re.compile(r"(?<=\w)-\n[ \t]*(?=\w)")  # a word hyphenated across a line break
+
+
+def normalise(text: str) -> str:
+    """The one normalisation under which a quote must match the paper's text exactly (and its ``offset`` counts):
+    Unicode NFKC (ligatures such as ``ﬁ`` become ``fi``), the review copy's margin line numbers (lines holding
+    only a number) dropped, a word hyphenated across a line break joined, and every run of whitespace made one
+    space (leading and trailing whitespace removed). Markup (LaTeX, Markdown) is kept as the text has it."""
+    text = unicodedata.normalize("NFKC", text).replace("\r\n", "\n")
+    text = _MARGIN.sub("", text)
+    text = _HYPHEN.sub("", text)
+    return " ".join(text.split())
+
+
+def papers_folder() -> Path:
+    """The folder of the papers' text files: ``$LAYERSIM_PAPERS``, else ``shared/papers`` beside the repository."""
+    env = os.environ.get(PAPERS_ENV)
+    return resolved(env) if env else repo_root().parent / "shared" / "papers"
+
+
+def registry_path(paper: str) -> Path:
+    """The registry file of ``paper``: ``lib/layersim/papers/<paper>/claims.json`` (package data)."""
+    if paper not in PAPERS:
+        raise ValueError(f"unknown paper {paper!r}: one of {', '.join(PAPERS)}")
+    return Path(__file__).resolve().parents[1] / "papers" / paper / "claims.json"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """One paper's registry: its text file (``file``, ``sha256``) and its claims (dicts, see the module)."""
+
+    paper: str
+    file: str
+    sha256: str
+    claims: tuple[dict, ...]
+
+    def by_id(self) -> dict[str, dict]:
+        return {c["id"]: c for c in self.claims}
+
+
+def load(paper: str) -> Registry:
+    """Read and check the registry of ``paper``; a ``ValueError`` names the first entry that lacks a field, has an
+    unknown origin or audit, or repeats an id."""
+    path = registry_path(paper)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    claims = tuple(data["claims"])
+    seen = set()
+    for c in claims:
+        missing = [k for k in ("id", "notebook", "claim", "quote", "measured", "op", "threshold", "threshold_reason",
+                               "registered", "origin", "revisions", "audit") if k not in c]
+        if missing:
+            raise ValueError(f"{path}: claim {c.get('id', '?')} lacks {', '.join(missing)}")
+        if c["origin"] not in ORIGINS:
+            raise ValueError(f"{path}: claim {c['id']}: origin {c['origin']!r} is not one of {ORIGINS}")
+        if c["audit"]["verdict"] not in AUDITS:
+            raise ValueError(f"{path}: claim {c['id']}: audit {c['audit']['verdict']!r} is not one of {AUDITS}")
+        if c["id"] in seen:
+            raise ValueError(f"{path}: claim {c['id']} is registered twice")
+        seen.add(c["id"])
+    return Registry(paper, data["file"], data["sha256"], claims)
+
+
+def load_all() -> dict[str, dict]:
+    """Every registered claim by its notebook and claim name, ``{"<paper>/<stem>": {claim: entry}}``."""
+    out: dict[str, dict] = {}
+    for paper in PAPERS:
+        if registry_path(paper).is_file():
+            for c in load(paper).claims:
+                out.setdefault(c["notebook"], {})[c["claim"]] = c
+    return out
+
+
+def paper_text(registry: Registry, folder: Path | None = None) -> str | None:
+    """The normalised text of ``registry``'s paper (:func:`normalise`), or None when the file is not there. A file
+    whose SHA-256 differs from the registered one raises ``ValueError``: quotes and offsets hold for that text."""
+    path = Path(folder or papers_folder()) / registry.file
+    if not path.is_file():
+        return None
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != registry.sha256:
+        raise ValueError(f"{path} has SHA-256 {digest[:16]}..., the registry of {registry.paper} was written against "
+                         f"{registry.sha256[:16]}...: another version of the paper's text")
+    return normalise(raw.decode("utf-8"))
+
+
+def check_quote(claim: dict, text: str) -> str | None:
+    """Why ``claim``'s quote does not match the normalised paper ``text`` at its offset, or None when it does."""
+    q = claim["quote"]
+    quote = normalise(q["text"])
+    if not quote:
+        return f"{claim['id']}: no quote"
+    at = q.get("offset")
+    if not isinstance(at, int) or text[at:at + len(quote)] != quote:
+        found = text.find(quote)
+        where = f" (it is at offset {found})" if found >= 0 else " (not in the paper's text)"
+        return f"{claim['id']}: the quote is not at offset {at}{where}: {quote[:80]!r}"
+    return None
+
+
+def locate(quote: str, text: str) -> int:
+    """The offset of ``quote`` in the normalised paper ``text`` (:func:`normalise` applied to both); ``ValueError``
+    when it is not there or not once."""
+    q = normalise(quote)
+    first = text.find(q)
+    if first < 0:
+        raise ValueError(f"not in the paper's text: {q[:80]!r}")
+    if text.find(q, first + 1) >= 0:
+        raise ValueError(f"found more than once, quote more of the sentence: {q[:80]!r}")
+    return first
