@@ -4,8 +4,13 @@ import json
 
 import pytest
 
-from layersim.notebook import results, seeds
+from layersim.notebook import registry, results, seeds
 from layersim.tools import claims
+
+
+def _rows(text: str) -> list[str]:
+    """The table rows of the claims command's output (its header and separator left out)."""
+    return [line for line in text.splitlines() if line.startswith("| ")][1:]
 
 
 def write_run(folder, notebook, claims_):
@@ -26,7 +31,7 @@ def test_the_table_counts_the_claims_and_shows_k_of_n_and_diagnoses(tmp_path):
                                                    ("alignment/a01_y", "c")]  # the README's order of papers
     text = claims.markdown(rows)
     assert text.startswith("**2 of 3 claims hold**") and "of the 1 or 2 it was tested on" in text
-    a, b, c = [line for line in text.splitlines() if line.startswith("| `")]
+    a, b, c = _rows(text)
     assert "**no** (1/2)" in a and "scale: 30k images, not 1.2M" in a  # an even split does not hold
     assert "yes (2/2)" in b and "yes (1/1)" in c and "never shown" not in c  # no miss, no diagnosis shown
 
@@ -35,7 +40,7 @@ def test_a_scale_diagnosis_shows_the_larger_run(tmp_path):
     write_run(tmp_path, "tracing/t01_x", {"a": results.claim(0.1, 0.5, kind="scale", reason="30k images"),
                                           "b": results.claim(0.1, 0.5, kind="scale", reason="3 epochs")})
     write_run(tmp_path / "scale_checks", "tracing/t01_x", {"a": results.claim(0.7, 0.5)})
-    a, b = [line for line in claims.markdown(claims.collect(tmp_path)).splitlines() if line.startswith("| `")]
+    a, b = _rows(claims.markdown(claims.collect(tmp_path)))
     assert "scale: 30k images; at the larger run: yes (1/1), 0.700" in a
     assert "the larger run is still to be made" in b
 
@@ -66,3 +71,38 @@ def test_every_committed_miss_is_diagnosed():
     found = {(r.notebook.split("/")[1], r.name) for r in claims.collect()
              if r.misses_somewhere and "kind" not in r.claim}
     assert not found, f"misses without a diagnosis: {sorted(found)}"
+
+
+def test_the_command_prints_plain_text_without_html_entities(tmp_path):
+    """The claims command printed ``&lt;=``, ``&#x27;`` and ``&#124;`` into Markdown meant for a terminal."""
+    write_run(tmp_path, "tracing/t01_x", {"a": results.claim(0.1, 0.5, "<=", note="n"),
+                                          "b": results.claim(0.1, 0.5, kind="definition",
+                                                             reason="'most' read as > 0.5 | half")})
+    text = claims.markdown(claims.collect(tmp_path))
+    a, b = _rows(text)
+    assert "<= 0.5" in a and "'most' read as > 0.5 \\| half" in b
+    assert "&" not in text
+
+
+def test_the_headline_counts_by_origin_diagnosis_and_scale_status(tmp_path):
+    write_run(tmp_path, "tracing/t01_x", {"a": results.claim(0.1, 0.5, kind="scale", reason="small"),
+                                          "b": results.claim(0.1, 0.5, kind="scale", reason="small"),
+                                          "c": results.claim(0.7, 0.5)})
+    write_run(tmp_path / "scale_checks", "tracing/t01_x", {"a": results.claim(0.7, 0.5), "b": results.claim(0.1, 0.5)})
+    rows = claims.collect(tmp_path)
+    rows = [claims.Row(r.notebook, r.name, r.claim, r.larger, {"origin": registry.ORIGINS[i % 2]})
+            for i, r in enumerate(rows)]
+    first, origins, kinds, scale = claims.headline(rows)
+    assert first == "1 of 3 claims hold"
+    assert origins == "by origin: 1 of 2 defined before their first result; 0 of 1 defined with their first result"
+    assert kinds == "the 2 misses by diagnosis: scale 2"
+    assert scale == "the 2 scale misses at their larger runs: confirmed 1, not supported 1"
+
+
+@pytest.mark.parametrize("default, larger, status", [
+    (0.1, None, "not yet retested"), (0.1, 0.7, "confirmed"), (0.1, 0.4, "trending"), (0.1, 0.12, "not supported"),
+    (0.1, 0.0, "not supported")])
+def test_a_scale_miss_status_follows_its_larger_run(default, larger, status):
+    claim = {**results.claim(default, 0.5), "seed_std": 0.05}
+    big = None if larger is None else {**results.claim(larger, 0.5), "seed_std": 0.05}
+    assert seeds.scale_status(claim, big) == status

@@ -7,6 +7,8 @@ string inert (HTML special characters as entities, so Markdown shows them as typ
 on one table cell (``|`` and line breaks escaped); :func:`table` builds a whole Markdown table of
 such cells. :func:`markdown_cell` is for the project's own Markdown (a notebook's wording of a claim, with its
 formulas), which must stay Markdown: only kept on one cell. The report's HTML export also runs nbconvert's sanitizer (``report.export_html``).
+:func:`plain_cell` and :func:`plain_table` are for Markdown read as text (a terminal, a file nobody renders): no
+HTML entities, only what keeps a cell on its cell; escaping for HTML belongs to the writers of HTML.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["cell", "code", "markdown_cell", "table"]
+__all__ = ["cell", "code", "markdown_cell", "plain_cell", "plain_table", "table"]
 
 
 def cell(value: Any) -> str:
@@ -52,4 +54,19 @@ def table(header: Iterable[Any], rows: Iterable[Iterable[Any]], raw: bool = Fals
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         lines.append("| " + " | ".join(str(c) if raw else cell(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def plain_cell(value: Any) -> str:
+    """``value`` for a Markdown table read as plain text: ``|`` as ``\\|`` and line breaks as spaces, nothing else
+    changed (no HTML entities: ``<= 0.5`` stays ``<= 0.5``). Not for Markdown that a browser renders (:func:`cell`)."""
+    return " ".join(str(value).replace("|", "\\|").splitlines())
+
+
+def plain_table(header: Iterable[Any], rows: Iterable[Iterable[Any]]) -> str:
+    """A Markdown table of :func:`plain_cell` s, for a terminal."""
+    header = list(header)
+    lines = ["| " + " | ".join(plain_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        lines.append("| " + " | ".join(plain_cell(c) for c in row) + " |")
     return "\n".join(lines)

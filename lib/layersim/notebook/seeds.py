@@ -268,3 +268,26 @@ def verdict(c: Mapping) -> str:
 def misses_somewhere(c: Mapping) -> bool:
     """Whether a recorded claim fails on at least one of its seeds (its only seed, for a one-seed record)."""
     return not all(seed_verdicts(c))
+
+
+#: what a *scale* miss's larger runs say of it, one set used everywhere (the claims command, the book, the README):
+#: no larger run yet; the claim holds at a larger run (by the same majority-of-seeds rule as every claim); it moves
+#: toward its threshold by more than the seeds' spread; no such move (then it does not replicate at the scale we
+#: can reach)
+SCALE_STATUSES = ("not yet retested", "confirmed", "trending", "not supported")
+
+
+def scale_status(claim: Mapping, larger: Mapping | None) -> str:
+    """The status (:data:`SCALE_STATUSES`) of a claim diagnosed *scale*, from its default run ``claim`` and its
+    larger run ``larger`` (``None``: not run yet). *trending* when the larger run's value lies closer to the
+    threshold than the default run's by more than the seeds' spread (the larger of the two runs' ``seed_std``)."""
+    if larger is None:
+        return SCALE_STATUSES[0]
+    if holds(larger):
+        return SCALE_STATUSES[1]
+    if not (is_finite_number(claim.get("value")) and is_finite_number(larger.get("value"))):
+        return SCALE_STATUSES[3]
+    t = float(claim["threshold"])
+    closer = abs(float(claim["value"]) - t) - abs(float(larger["value"]) - t)
+    spread = max(float(claim.get("seed_std") or 0.0), float(larger.get("seed_std") or 0.0))
+    return SCALE_STATUSES[2] if closer > spread else SCALE_STATUSES[3]

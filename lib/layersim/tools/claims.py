@@ -19,8 +19,8 @@ from pathlib import Path
 
 from layersim.core import markup
 from layersim.core.paths import repo_root
-from layersim.notebook import seeds
 from layersim.core import references
+from layersim.notebook import registry, results, seeds
 from layersim.notebook.results import format_threshold, format_value
 
 #: the folder of the scale checks under the results folder (:data:`layersim.notebook.seeds.SCALE_CHECKS`)
@@ -38,6 +38,20 @@ class Row:
     name: str
     claim: dict
     larger: dict | None = None  # the claim in the notebook's scale check, when one was run
+    registered: dict | None = None  # its entry in the claims registry (layersim.notebook.registry)
+
+    @property
+    def origin(self) -> str:
+        """Where the claim's definition comes from (:data:`layersim.notebook.registry.ORIGINS`), "" if unregistered."""
+        return (self.registered or {}).get("origin", "")
+
+    @property
+    def scale_status(self) -> str:
+        """For a claim that misses with a *scale* diagnosis, what its larger run says
+        (:data:`layersim.notebook.seeds.SCALE_STATUSES`); "" for any other claim."""
+        if seeds.holds(self.claim) or self.claim.get("kind") != "scale":
+            return ""
+        return seeds.scale_status(self.claim, self.larger)
 
     @property
     def misses_somewhere(self) -> bool:
@@ -62,7 +76,7 @@ class Row:
         why = f"{c['kind']}: {c['reason']}"
         if c["kind"] == "scale":
             why += (f"; at the larger run: {seeds.verdict(self.larger)}, {format_value(self.larger.get('value'))}"
-                    if self.larger else "; the larger run is still to be made")
+                    f" ({seeds.scale_status(c, self.larger)})" if self.larger else "; the larger run is still to be made")
         return f"{failed}; {why}" if failed else why
 
 
@@ -79,28 +93,62 @@ def collect(folder: Path | None = None) -> list[Row]:
     if not files:
         raise ValueError(f"{folder} holds no <paper>/<stem>/metrics.json")
     rows = []
+    registered = registry.load_all()
     for path in files:
         data = json.loads(path.read_text())
         check = folder / SCALE_CHECK_FOLDER / path.parent.parent.name / path.parent.name / "metrics.json"
         larger = json.loads(check.read_text()).get("claims", {}) if check.is_file() else {}
-        rows += [Row(data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}"), name, c, larger.get(name))
-                 for name, c in data.get("claims", {}).items()]
+        notebook = data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}")
+        mine = registered.get(notebook, {})
+        rows += [Row(notebook, name, c, larger.get(name), mine.get(name)) for name, c in data.get("claims", {}).items()]
     return rows
 
 
+#: how :func:`headline` names the claims of each origin (:data:`layersim.notebook.registry.ORIGINS`)
+ORIGIN_LABELS = ("defined before their first result", "defined with their first result",
+                 "added after their notebook missed")
+
+
+def headline(rows: list[Row]) -> list[str]:
+    """The counts a reader needs to weigh the verdicts, one line each: how many claims hold, in all and by origin
+    (:data:`layersim.notebook.registry.ORIGINS`: a claim added after its notebook missed is counted apart), the
+    misses by diagnosis, and the *scale* misses by what their larger runs say
+    (:data:`layersim.notebook.seeds.SCALE_STATUSES`)."""
+    held = sum(seeds.holds(r.claim) for r in rows)
+    lines = [f"{held} of {len(rows)} claims hold"]
+    by_origin = []
+    for origin, label in zip(registry.ORIGINS, ORIGIN_LABELS):
+        mine = [r for r in rows if r.origin == origin]
+        if mine:
+            by_origin.append(f"{sum(seeds.holds(r.claim) for r in mine)} of {len(mine)} {label}")
+    unknown = [r for r in rows if not r.origin]
+    if unknown:
+        by_origin.append(f"{sum(seeds.holds(r.claim) for r in unknown)} of {len(unknown)} not yet registered")
+    lines.append("by origin: " + "; ".join(by_origin))
+    misses = [r for r in rows if not seeds.holds(r.claim)]
+    kinds = {k: sum(r.claim.get("kind") == k for r in misses) for k in results.DIAGNOSES}
+    undiagnosed = sum(r.claim.get("kind") not in results.DIAGNOSES for r in misses)
+    lines.append(f"the {len(misses)} misses by diagnosis: " + ", ".join(f"{kind} {n}" for kind, n in kinds.items() if n)
+                 + (f", none recorded {undiagnosed}" if undiagnosed else ""))
+    scale = [r.scale_status for r in misses if r.scale_status]
+    if scale:
+        lines.append(f"the {len(scale)} scale misses at their larger runs: "
+                     + ", ".join(f"{status} {scale.count(status)}" for status in seeds.SCALE_STATUSES
+                                 if scale.count(status)))
+    return lines
+
+
 def markdown(rows: list[Row]) -> str:
-    """The claims as a Markdown table, with the count of those that hold above it (every string escaped)."""
-    holding = sum(seeds.holds(r.claim) for r in rows)
+    """The claims as a Markdown table for a terminal (:func:`layersim.core.markup.plain_table`: no HTML entities),
+    with the counts of :func:`headline` above it."""
     counts = sorted({len(r.claim.get("verdicts", [None])) for r in rows})
-    lines = [f"**{holding} of {len(rows)} claims hold** (a claim holds when it holds on most of its seeds; "
-             f"k/n: the seeds on which it holds, of the {' or '.join(map(str, counts))} it was tested on).", ""]
-    table = []
-    for r in rows:
-        c = r.claim
-        table.append([markup.code(r.notebook), markup.code(r.name), seeds.verdict(c), format_value(c.get("value")),
-                      r.threshold, markup.cell(r.why)])
-    lines.append(markup.table(["notebook", "claim", "holds (k/n)", "value", "threshold", "why it misses"], table,
-                              raw=True))
+    first, *rest = headline(rows)
+    lines = [f"**{first}** (a claim holds when it holds on most of its seeds; k/n: the seeds on which it holds, of "
+             f"the {' or '.join(map(str, counts))} it was tested on).", *[f"- {line}" for line in rest], ""]
+    table = [[r.notebook, r.name, seeds.verdict(r.claim), format_value(r.claim.get("value")), r.threshold,
+              r.origin, r.why] for r in rows]
+    lines.append(markup.plain_table(["notebook", "claim", "holds (k/n)", "value", "threshold", "defined", "why it misses"],
+                                    table))
     return "\n".join(lines)
 
 

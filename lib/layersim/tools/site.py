@@ -252,8 +252,10 @@ def readme_section(root: Path | None = None) -> str:
     """The README's generated block: the claim count and the notebook table."""
     infos = notebook_infos(root)
     held, total = totals(infos)
-    return "\n".join([f"**{held} of {total} claims hold** at the default scale; the book's claims audit page lists "
-                      "every one with its value and, where it misses, why.", "",
+    _, *counts = claims.headline(claims.collect(Path(root or repo_root()) / "figures"))
+    return "\n".join([f"**{held} of {total} claims hold** at the default scale ({'; '.join(counts)}); the book's "
+                      "claims audit page lists every one with the paper's sentence it tests, its value and, where it "
+                      "misses, why.", "",
                       time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb"), "", TIMES_NOTE])
 
 
@@ -328,21 +330,55 @@ def audit_page(root: Path | None = None) -> str:
                          f"[{notebook}]({target}) · scale: {markup.cell(metrics.get('scale', '?'))}"
                          + (f" · {markup.cell(stand_in)}" if stand_in else ""), "",
                          markup.table(["claim", "what is tested", "threshold", "value", "verdict (k/n seeds)",
-                                       "why it misses"], table, raw=True), ""]
-    held = sum(seeds.holds(r.claim) for r in rows)
+                                       "why it misses"], table, raw=True), "",
+                         *[line for r in mine if r.notebook == notebook for line in registered_block(r)]]
+    first, *rest = claims.headline(rows)
     intro = [
         "# Claims audit", "",
-        f"**{held} of {len(rows)} claims hold** at the default scale.", "",
-        "Every claim is one of a paper's statements, fixed in its notebook (definition and threshold) before the run "
-        "that tests it, and judged over several seeds: it holds when it holds on most of them (*k/n*: the seeds on "
-        "which it holds). A claim that misses on any seed carries a diagnosis written before that run: *definition* "
+        f"**{first}** at the default scale.", "", *[f"- {markup.cell(line)}" for line in rest], "",
+        "Every claim is one of a paper's statements, registered in `lib/layersim/papers/<paper>/claims.json` with "
+        "the paper's sentence it tests (quoted verbatim, below each table), the reason for its threshold, an audit "
+        "of how faithfully the test reads the sentence, and its origin, read from the repository's history: defined "
+        "*before* its first committed result, *with* it (the same commit: fixed before the run in the project's "
+        "word only), or *after* its notebook had missed (counted apart), with every later revision. It is judged "
+        "over several seeds: it holds when it holds on most of them (*k/n*: the seeds on which it holds). A claim "
+        "that misses on any seed carries a diagnosis: *definition* "
         "(the claim as fixed did not test the paper's statement), *scale* (our stand-in is too small to show the "
-        "effect; the verdict of the notebook's larger run follows), *paper* (the paper's own numbers disagree) or "
+        "effect; the verdict of the notebook's larger run follows, and its status: confirmed, trending, not supported "
+        "or not yet retested), *paper* (the paper's own numbers disagree) or "
         "*does not replicate*. This page is generated from every `figures/<paper>/<stem>/metrics.json` when the book "
         "is built; the claim names link to the section of the notebook that defines them.", "",
         markup.table(["paper", "claims", "hold", "miss"],
                      counts + [["all", str(len(rows)), str(held), str(len(rows) - held)]], raw=True), ""]
     return "\n".join(intro + sections)
+
+
+def _quoted(text: str) -> str:
+    """A string of the claims registry as inert text in the book: :func:`layersim.core.markup.cell`, and ``$`` escaped
+    so that the LaTeX of a quoted sentence shows as the paper's text has it instead of being typeset."""
+    return markup.cell(text).replace("$", "\\$")
+
+
+def registered_block(row) -> list[str]:
+    """What the claims registry (:mod:`layersim.notebook.registry`) holds of one claim, as Markdown lines for the
+    claims audit: the paper's sentence, quoted (or a figure's caption with the project's reading of it), the
+    threshold's reason, when and how the claim was defined, its revisions, and the audit of the test against the
+    sentence. Every string is escaped (:func:`_quoted`); nothing for an unregistered claim."""
+    c = row.registered
+    if not c:
+        return []
+    q = c["quote"]
+    said = f"> {_quoted(q['text'])}"
+    if q.get("caption"):
+        said += f" *(caption; read as: {_quoted(q['reading'])})*"
+    history = "; ".join(f"{_quoted(r['date'])}: {_quoted(r['change'])} ({_quoted(r['why'])}"
+                        + ("; after results were seen" if r["results_seen"] else "") + ")" for r in c["revisions"])
+    audit = c["audit"]
+    return [f"**{markup.code(row.name)}** — {_quoted(q['where'])}:", "", said, "",
+            f"- threshold {_quoted(html.unescape(row.threshold))}: {_quoted(c['threshold_reason'])}",
+            f"- defined {_quoted(c['registered'])}, {_quoted(c['origin'])}"
+            + (f"; revised {history}" if history else "; never revised"),
+            f"- the test against the sentence: **{_quoted(audit['verdict'])}** — {_quoted(audit['note'])}", ""]
 
 
 def paper_page(key: str, infos: list[NotebookInfo]) -> str:
@@ -358,8 +394,9 @@ def paper_page(key: str, infos: list[NotebookInfo]) -> str:
         "```{toctree}", ":hidden:", ":maxdepth: 1", "", *[f"{i.stem}.ipynb" for i in mine], "```", ""])
 
 
-def landing_page(infos: list[NotebookInfo]) -> str:
-    """The book's first page: what the papers ask, how to read the book, a reading order and every notebook."""
+def landing_page(infos: list[NotebookInfo], counts: list[str] | tuple = ()) -> str:
+    """The book's first page: what the papers ask, how to read the book, a reading order and every notebook.
+    ``counts``: the claims by origin, diagnosis and scale status (:func:`layersim.tools.claims.headline`)."""
     held, total = totals(infos)
     papers = [f"- **[{p.title}]({p.key}/index.md)** — {p.citation()} {p.question}" for p in PAPERS]
     by_name = {i.name: i for i in infos}
@@ -375,7 +412,8 @@ def landing_page(infos: list[NotebookInfo]) -> str:
         "## How to read this book", "",
         "Each notebook is rendered with the outputs of its committed default-scale run: read the statement, the "
         "figure and the section *What we found*. The [claims audit](claims.md) lists every claim with its verdict "
-        f"({held} of {total} hold). To rerun or change a notebook, see [Reproduce](reproduce.md).", "",
+        f"({held} of {total} hold" + (f": {markup.cell('; '.join(counts))}" if counts else "") + "). To rerun or "
+        "change a notebook, see [Reproduce](reproduce.md).", "",
         "## A reading order for a course", "", *order, "",
         "## Every notebook", "",
         # the book renders the layer report's committed examples (report/index), not its bare notebook
@@ -624,7 +662,8 @@ def stage(dest: Path, root: Path | None = None) -> Path:
     for nb in examples:
         _copy_notebook(nb, dest / "report" / f"{nb.parent.name}.ipynb")
     (dest / "report" / "index.md").write_text(report_page(root), encoding="utf-8")
-    (dest / "index.md").write_text(landing_page(infos), encoding="utf-8")
+    counts = claims.headline(claims.collect(root / "figures"))[1:]
+    (dest / "index.md").write_text(landing_page(infos, counts), encoding="utf-8")
     (dest / "claims.md").write_text(
         audit_page(root).replace("](notebooks/", "]("), encoding="utf-8")
     for name in ("conf.py", "favicon.svg"):

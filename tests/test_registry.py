@@ -1,0 +1,108 @@
+"""The claims registry (``layersim.notebook.registry``): every committed claim is registered with the definition it was
+judged by, a verbatim quote of its paper that matches the paper's text exactly at its offset, a threshold reason, an
+origin and an audit; the normalisation is checked on its own, and a quote that moved or is not in the paper fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from layersim.notebook import registry
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _committed_claims() -> dict[str, dict]:
+    out = {}
+    for path in sorted(REPO.glob("figures/*/*/metrics.json")):
+        if path.parent.parent.name in registry.PAPERS:
+            data = json.loads(path.read_text())
+            for name, c in data.get("claims", {}).items():
+                out[f"{data['notebook']}:{name}"] = c
+    return out
+
+
+# ----------------------------------------------------------------------------- the normalisation
+
+
+def test_normalise_joins_what_the_extraction_split_and_nothing_else():
+    raw = "The ﬁrst repre-\nsentation\n054\n055\nis  $\\|y\\|$\tclose.\r\n"
+    assert registry.normalise(raw) == "The first representation is $\\|y\\|$ close."
+    assert registry.normalise("a well-known 12 layers") == "a well-known 12 layers"  # hyphens and numbers in a line
+    assert registry.normalise("Table\n2\nshows") == "Table shows"  # a line of a number alone is a margin number
+
+
+def test_locate_and_check_quote_are_exact():
+    text = registry.normalise("We find that CKA is high. We find that COS is low.\n")
+    assert registry.locate("COS is\nlow.", text) == text.index("COS is low.")
+    with pytest.raises(ValueError, match="more than once"):
+        registry.locate("We find that", text)
+    with pytest.raises(ValueError, match="not in the paper"):
+        registry.locate("CKA is low", text)
+    claim = {"id": "x/y", "quote": {"text": "COS is low.", "offset": text.index("COS is low.")}}
+    assert registry.check_quote(claim, text) is None
+    moved = {**claim, "quote": {**claim["quote"], "offset": 3}}
+    assert "not at offset 3 (it is at offset" in registry.check_quote(moved, text)
+    assert "not in the paper" in registry.check_quote({**claim, "quote": {"text": "CKA is low.", "offset": 0}}, text)
+
+
+# ----------------------------------------------------------------------------- the registry and the runs
+
+
+@pytest.mark.parametrize("paper", registry.PAPERS)
+def test_every_entry_is_complete(paper):
+    reg = registry.load(paper)
+    for c in reg.claims:
+        assert c["quote"]["text"].strip() and c["quote"]["where"].strip(), c["id"]
+        assert c["threshold_reason"].strip() and c["audit"]["note"].strip(), c["id"]
+        assert len(c["registered"]) == 10 and c["registered"][4] == "-", c["id"]
+        if c["quote"].get("caption"):
+            assert c["quote"]["reading"].strip(), f"{c['id']}: a caption's quote says how the figure is read"
+        for rev in c["revisions"]:
+            assert {"date", "commit", "change", "why", "results_seen"} <= set(rev), c["id"]
+
+
+def test_every_committed_claim_is_registered_with_the_definition_it_was_judged_by():
+    committed = _committed_claims()
+    registered = {f"{c['notebook']}:{c['claim']}": c for p in registry.PAPERS for c in registry.load(p).claims}
+    assert sorted(registered) == sorted(committed)
+    for key, c in committed.items():
+        entry = registered[key]
+        assert (entry["op"], entry["threshold"]) == (c["op"], c["threshold"]), key
+
+
+@pytest.mark.parametrize("paper", registry.PAPERS)
+def test_every_quote_is_verbatim_at_its_offset(paper):
+    reg = registry.load(paper)
+    text = registry.paper_text(reg)
+    if text is None:
+        pytest.skip(f"the paper's text {reg.file} is not in {registry.papers_folder()} (set {registry.PAPERS_ENV})")
+    problems = [p for c in reg.claims if (p := registry.check_quote(c, text))]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_registry_entry_without_a_field_or_with_an_unknown_origin_is_refused(tmp_path, monkeypatch):
+    entry = {"id": "t01/x", "notebook": "tracing/t01", "claim": "x", "quote": {"text": "q", "where": "w", "offset": 0},
+             "measured": "m", "op": ">", "threshold": 0, "threshold_reason": "r", "registered": "2026-11-01",
+             "origin": "before its first result", "revisions": [], "audit": {"verdict": "faithful", "note": "n"}}
+    path = tmp_path / "claims.json"
+    monkeypatch.setattr(registry, "registry_path", lambda paper: path)
+    for bad, match in [({k: v for k, v in entry.items() if k != "threshold_reason"}, "lacks threshold_reason"),
+                       ({**entry, "origin": "later"}, "origin 'later'"),
+                       ({**entry, "audit": {"verdict": "fine", "note": ""}}, "audit 'fine'")]:
+        path.write_text(json.dumps({"file": "f", "sha256": "0", "claims": [bad]}))
+        with pytest.raises(ValueError, match=match):
+            registry.load("tracing")
+    path.write_text(json.dumps({"file": "f", "sha256": "0", "claims": [entry, entry]}))
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.load("tracing")
+
+
+def test_another_version_of_the_papers_text_is_named(tmp_path):
+    (tmp_path / "p.txt").write_text("some other text")
+    reg = registry.Registry("tracing", "p.txt", "0" * 64, ())
+    with pytest.raises(ValueError, match="another version of the paper's text"):
+        registry.paper_text(reg, tmp_path)
+    assert registry.paper_text(registry.Registry("tracing", "missing.txt", "0" * 64, ()), tmp_path) is None
