@@ -106,3 +106,82 @@ def test_another_version_of_the_papers_text_is_named(tmp_path):
     with pytest.raises(ValueError, match="another version of the paper's text"):
         registry.paper_text(reg, tmp_path)
     assert registry.paper_text(registry.Registry("tracing", "missing.txt", "0" * 64, ()), tmp_path) is None
+
+
+# ----------------------------------------------------------------------------- no definition moves unseen
+
+
+def test_every_claim_is_judged_by_its_registered_definition_or_a_recorded_revision():
+    """Each claim's op, threshold and the code that measures it (its notebook cell or paper function, hashed) are
+    the registered definition with its revisions applied; any other change fails until a revision records it."""
+    committed = _committed_claims()
+    problems = []
+    for paper in registry.PAPERS:
+        for c in registry.load(paper).claims:
+            problems += registry.unrecorded_changes(c, committed[f"{c['notebook']}:{c['claim']}"], REPO)
+    assert not problems, "\n".join(problems)
+
+
+def test_an_edited_measure_or_threshold_is_an_unrecorded_change(tmp_path):
+    """The check above can fail: the same claim against a changed cell, and against a changed threshold, unless a
+    revision carries the new values."""
+    nb = tmp_path / "notebooks" / "tracing" / "t99_x.ipynb"
+    nb.parent.mkdir(parents=True)
+    cell = 'claims = {"c": results.claim(r, 0.9)}'
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": cell}]}))
+    claim = {"id": "t99/c", "notebook": "tracing/t99_x", "claim": "c", "revisions": [],
+             "definition": {"op": ">=", "threshold": 0.9, "source": "notebooks/tracing/t99_x.ipynb, code cell 1",
+                            "source_sha256": registry.source_sha256(cell)}}
+    committed = {"op": ">=", "threshold": 0.9}
+    assert registry.unrecorded_changes(claim, committed, tmp_path) == []
+    assert "threshold is 0.8" in registry.unrecorded_changes(claim, {**committed, "threshold": 0.8}, tmp_path)[0]
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": cell.replace("r,", "2 * r,")}]}))
+    assert "source_sha256" in registry.unrecorded_changes(claim, committed, tmp_path)[0]
+    revised = {**claim, "revisions": [{"date": "2026-12-01", "commit": "", "change": "value doubled", "why": "w",
+                                       "results_seen": True,
+                                       "new": {"source_sha256": registry.source_sha256(cell.replace("r,", "2 * r,"))}}]}
+    assert registry.unrecorded_changes(revised, committed, tmp_path) == []
+
+
+def _git(*args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True).stdout
+
+
+def _history_available() -> bool:
+    import subprocess
+
+    try:
+        return _git("rev-parse", "--is-shallow-repository").strip() == "false"
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return False
+
+
+@pytest.mark.parametrize("paper", registry.PAPERS)
+def test_registered_definitions_and_revisions_are_never_edited_in_place(paper):
+    """A definition, once committed, stays as committed, and revisions are only appended: editing the stored hash
+    (or threshold) of a registered definition along with the code would otherwise pass the check above. Read from
+    the registry's git history; skipped outside a full git checkout."""
+    if not _history_available():
+        pytest.skip("needs the repository's git history (a full clone)")
+    rel = registry.registry_path(paper).relative_to(REPO).as_posix()
+    first: dict[str, dict] = {}
+    for commit in _git("log", "--reverse", "--format=%H", "--", rel).split():
+        try:
+            data = json.loads(_git("show", f"{commit}:{rel}"))
+        except json.JSONDecodeError:  # a commit where the file did not parse
+            continue
+        for c in data.get("claims", []):
+            if "definition" in c and c["id"] not in first:
+                first[c["id"]] = {"commit": commit[:9], "definition": c["definition"], "revisions": c["revisions"]}
+    problems = []
+    for c in registry.load(paper).claims:
+        was = first.get(c["id"])
+        if was is None:
+            continue  # registered in the working tree, not yet committed
+        if c["definition"] != was["definition"]:
+            problems.append(f"{c['id']}: its definition differs from the one committed in {was['commit']}")
+        if c["revisions"][:len(was["revisions"])] != was["revisions"]:
+            problems.append(f"{c['id']}: its revisions as of {was['commit']} were edited, not appended to")
+    assert not problems, "\n".join(problems)

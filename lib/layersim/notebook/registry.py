@@ -13,7 +13,12 @@ SHA-256) and one entry per claim:
   was -- "a round number fixed before the run" included);
 - ``registered``: the date the claim was first defined, ``origin``: one of :data:`ORIGINS`, and ``revisions``:
   every later change of its definition (date, commit, old -> new, why, whether a result of it had been seen);
-- ``audit``: whether the test means what the sentence means (:data:`AUDITS`), with a note where it does not.
+- ``audit``: whether the test means what the sentence means (:data:`AUDITS`), with a note where it does not;
+- ``definition``: what the claim was registered with -- ``op``, ``threshold``, ``source`` (where the code that
+  measures and judges it lives: the notebook's code cell that builds it, or the function of a paper module) and
+  ``source_sha256`` (:func:`claim_source`) -- and the date it was recorded. A later change of any of these is a
+  revision that carries the new values (:func:`current_definition`); ``tests/test_registry.py`` fails on a change
+  that no revision records, and on a registered definition or revision edited in place (against git history).
 
 :func:`check_quote` matches a quote exactly against the paper's text after one normalisation
 (:func:`normalise`); the texts are read from ``$LAYERSIM_PAPERS`` (default ``../shared/papers`` beside the
@@ -22,6 +27,7 @@ repository), and a check without them says it skipped.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -152,3 +158,88 @@ def locate(quote: str, text: str) -> int:
     if text.find(q, first + 1) >= 0:
         raise ValueError(f"found more than once, quote more of the sentence: {q[:80]!r}")
     return first
+
+
+# ----------------------------------------------------------------------------- what measures a claim
+
+
+def _code_cells(notebook: Path) -> list[str]:
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+
+
+def _builds(node: ast.AST, claim: str) -> bool:
+    """Whether ``node`` holds the claim's name as a string, or an f-string whose literal tail ends the name
+    (``f"{subject}_beats_handcrafted"``)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and sub.value == claim:
+            return True
+        if isinstance(sub, ast.JoinedStr) and sub.values and isinstance(sub.values[-1], ast.Constant):
+            tail = sub.values[-1].value
+            if isinstance(tail, str) and len(tail) >= 5 and claim.endswith(tail):
+                return True
+    return False
+
+
+def claim_source(claim: dict, root: Path | None = None) -> tuple[str, str]:
+    """Where the code that measures and judges ``claim`` lives and that code: the one code cell of its notebook that
+    names it (``notebooks/<paper>/<stem>.ipynb, code cell N``), else the top-level function of its paper's modules
+    (``lib/layersim/papers/<paper>/*.py``) that builds it. ``ValueError`` when neither or several do."""
+    root = Path(root or repo_root())
+    notebook = root / "notebooks" / f"{claim['notebook']}.ipynb"
+    cells = _code_cells(notebook)
+    name = claim["claim"]
+    hits = [i for i, src in enumerate(cells) if f'"{name}"' in src or f"'{name}'" in src]
+    if len(hits) == 1:
+        return f"notebooks/{claim['notebook']}.ipynb, code cell {hits[0] + 1}", cells[hits[0]]
+    if len(hits) > 1:
+        raise ValueError(f"{claim['id']}: named in code cells {[h + 1 for h in hits]} of {notebook.name}")
+    paper = claim["notebook"].split("/")[0]
+    found = []
+    for module in sorted((root / "lib" / "layersim" / "papers" / paper).glob("*.py")):
+        text = module.read_text(encoding="utf-8")
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _builds(node, name):
+                found.append((f"{module.relative_to(root).as_posix()}::{node.name}",
+                              ast.get_source_segment(text, node) or ""))
+    if len(found) != 1:
+        raise ValueError(f"{claim['id']}: {'no' if not found else len(found)} function(s) of papers/{paper}/ build it"
+                         + (f" ({', '.join(w for w, _ in found)})" if found else ""))
+    return found[0]
+
+
+def source_sha256(text: str) -> str:
+    """The SHA-256 of code ``text`` with trailing whitespace and blank lines at either end removed (a re-indented or
+    reformatted body is a change; a trailing space is not)."""
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+#: the fields of a claim's definition that a revision may change
+DEFINITION_FIELDS = ("op", "threshold", "source", "source_sha256")
+
+
+def current_definition(claim: dict) -> dict:
+    """The claim's definition now: its registered ``definition`` with every revision's ``new`` values applied in
+    order (a revision without ``new`` changed nothing of :data:`DEFINITION_FIELDS`)."""
+    out = {k: claim["definition"][k] for k in DEFINITION_FIELDS}
+    for rev in claim["revisions"]:
+        out.update({k: v for k, v in rev.get("new", {}).items() if k in DEFINITION_FIELDS})
+    return out
+
+
+def measured_definition(claim: dict, committed: dict, root: Path | None = None) -> dict:
+    """The claim's definition as the repository holds it today: ``op`` and ``threshold`` from its committed
+    ``metrics.json`` entry ``committed``, ``source`` and ``source_sha256`` from :func:`claim_source`."""
+    where, text = claim_source(claim, root)
+    return {"op": committed["op"], "threshold": committed["threshold"], "source": where,
+            "source_sha256": source_sha256(text)}
+
+
+def unrecorded_changes(claim: dict, committed: dict, root: Path | None = None) -> list[str]:
+    """What differs between the claim's :func:`current_definition` and :func:`measured_definition`, one line each
+    (empty: every change is recorded by a revision)."""
+    now, seen = current_definition(claim), measured_definition(claim, committed, root)
+    return [f"{claim['id']}: {k} is {seen[k]!r}, registered {now[k]!r}: record a revision (date, change, why, "
+            "results_seen, new)" for k in DEFINITION_FIELDS if now[k] != seen[k]]
