@@ -254,6 +254,20 @@ def test_rank_agreement_and_most_redundant_are_the_claims_numbers():
         br.rank_agreement(BR, {("A", "x"): MSE[("A", "x")]})
 
 
+def test_depth_trend_is_the_rank_correlation_of_depth_and_br():
+    """Against scipy's Spearman on hand-made profiles: falling, rising, and a monotone transform changes nothing."""
+    from scipy.stats import spearmanr
+
+    BR = {("A", "x"): np.array([-0.01, -0.02, -0.05, -0.3]), ("B", "y"): np.array([-0.3, -0.1, -0.2, -0.01]),
+          ("C", "z"): np.array([-0.2, -0.1, -0.15, -0.3, -0.05])}
+    rho = br.depth_trend(BR)
+    assert rho["A | x"] == pytest.approx(-1.0) and rho["B | y"] == pytest.approx(0.8)
+    assert rho["C | z"] == pytest.approx(spearmanr(np.arange(5), BR[("C", "z")]).statistic)
+    assert br.depth_trend({k: np.exp(v) for k, v in BR.items()}) == pytest.approx(rho)
+    with pytest.raises(ValueError, match="fewer than three blocks"):
+        br.depth_trend({("D", "w"): np.array([-0.1, -0.2])})
+
+
 def test_br_and_output_mse_figure_has_a_column_per_model():
     BR = {("A", "x"): np.array([-0.3, -0.1]), ("A", "y"): np.array([-0.2, -0.1]), ("B", "x"): np.array([-1.0, -2.0])}
     MSE = {k: -v for k, v in BR.items()}

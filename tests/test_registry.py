@@ -67,7 +67,9 @@ def test_every_entry_is_complete(paper):
 def test_every_committed_claim_is_registered_with_the_definition_it_was_judged_by():
     committed = _committed_claims()
     registered = {f"{c['notebook']}:{c['claim']}": c for p in registry.PAPERS for c in registry.load(p).claims}
-    assert sorted(registered) == sorted(committed)
+    assert not set(committed) - set(registered), "committed claims without a registry entry"
+    pending = set(registered) - set(committed)  # registered, not run yet: they can only be before their first result
+    assert all(registered[k]["origin"] == "before its first result" for k in pending), sorted(pending)
     for key, c in committed.items():
         entry = registered[key]
         assert (entry["op"], entry["threshold"]) == (c["op"], c["threshold"]), key
@@ -118,7 +120,9 @@ def test_every_claim_is_judged_by_its_registered_definition_or_a_recorded_revisi
     problems = []
     for paper in registry.PAPERS:
         for c in registry.load(paper).claims:
-            problems += registry.unrecorded_changes(c, committed[f"{c['notebook']}:{c['claim']}"], REPO)
+            key = f"{c['notebook']}:{c['claim']}"
+            if key in committed:  # a claim registered before its first run is checked once it has one
+                problems += registry.unrecorded_changes(c, committed[key], REPO)
     assert not problems, "\n".join(problems)
 
 

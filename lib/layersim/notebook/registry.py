@@ -17,7 +17,8 @@ SHA-256) and one entry per claim:
 - ``definition``: what the claim was registered with -- ``op``, ``threshold``, ``source`` (where the code that
   measures and judges it lives: the notebook's code cell that builds it, or the function of a paper module) and
   ``source_sha256`` (:func:`claim_source`) -- and the date it was recorded. A later change of any of these is a
-  revision that carries the new values (:func:`current_definition`); ``tests/test_registry.py`` fails on a change
+  revision that carries the new values in ``new`` (:func:`current_definition`; its ``commit`` is empty when it is
+  the commit that records the revision); ``tests/test_registry.py`` fails on a change
   that no revision records, and on a registered definition or revision edited in place (against git history).
 
 :func:`check_quote` matches a quote exactly against the paper's text after one normalisation

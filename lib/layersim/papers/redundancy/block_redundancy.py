@@ -97,6 +97,17 @@ def rank_agreement(br: Mapping[tuple[str, str], np.ndarray],
     return rhos, wins
 
 
+def depth_trend(br: Mapping[tuple[str, str], np.ndarray]) -> dict[str, float]:
+    """The number of the paper's "in most cases, the BR decreases as the block depth increases" (Sec. 4.2, Fig. 3),
+    per ``"<model> | <data>"`` pair of ``br`` (``{(model, data): [L]}``): the Spearman correlation over blocks between
+    the block's depth (1..L) and its BR; negative where BR falls with depth (``br_decreases_with_depth`` counts the
+    pairs where it is). A pair of fewer than three blocks has no trend to read: ``ValueError``."""
+    short = [f"{m} | {d}" for (m, d), v in br.items() if len(v) < 3]
+    if short:
+        raise ValueError(f"fewer than three blocks, no depth trend to read: {short}")
+    return {f"{m} | {d}": trends.spearman(np.arange(1, len(v) + 1), v) for (m, d), v in br.items()}
+
+
 def most_redundant(br: Mapping[tuple[str, str], np.ndarray]) -> dict[str, int]:
     """The most redundant block (1-based, highest BR) per ``"<model> | <data>"`` pair of ``br``."""
     return {f"{m} | {d}": int(np.argmax(v)) + 1 for (m, d), v in br.items()}
