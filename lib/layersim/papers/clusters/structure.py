@@ -102,7 +102,7 @@ def late_restart_margin(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]
     pretrained one, per ``"<model>/<task>"`` of ``maps`` with two restarts: the mean over the late blocks (the last
     third, :func:`early_late`) of the FT[1]-FT[2] diagonal minus the mean over the same blocks of each fine-tuned
     block's *largest* CKA with any pretrained block (the rows of FT-ORIG, restart 1). The paper's Section 3
-    (FT[1]-FT[2], Figs. 1, 6): "the similarity of the CLS representations in the later layers indicates that CKA is able to recover the
+    (FT[1]-FT[2], Figs. 1, 6): "the similarity of the CLS representations in the later layers indicates that CKA is able [to] recover the
     similarity of representations for tackling the same task across random restarts"; positive when it does.
     """
     margin = {}

@@ -1,5 +1,5 @@
 """The redundancy paper's method on a pretrained language model, and on the tracing paper's aligned ViT (notebook
-r05; the paper leaves "different modalities (e.g. text)" to future work).
+r05; the paper leaves "different modalities (e.g., text)" to future work).
 
 On the causal LM ``layersim.papers.redundancy.models.LLM`` (SmolLM2-135M, 30 LLaMA-style blocks): :func:`texts`
 gives the fitting and held-out Austen sentences, :func:`last_token_redundancy` the all-pairs cosine matrix of the
