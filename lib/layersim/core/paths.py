@@ -32,8 +32,11 @@ _MARKER = "pyproject.toml"
 
 #: the location variables, in the order they depend on each other
 VARIABLES = ("LAYERSIM_ROOT", "LAYERSIM_DATA", "LAYERSIM_CACHE", "LAYERSIM_OUT")
+#: folders of the repository that hold committed results, written only under the committed-results switch
+#: (:mod:`layersim.core.writers`)
+COMMITTED = ("figures", "notebooks")
 #: folders of the repository whose files are committed: no cache may be written inside them
-COMMITTED_FOLDERS = ("figures", "notebooks", "tests/notebooks")
+COMMITTED_FOLDERS = (*COMMITTED, "tests/notebooks")
 
 
 def resolved(path: str | os.PathLike) -> Path:

@@ -39,8 +39,8 @@ from layersim.core.paths import repo_root
 
 #: the environment variable that allows writing into the committed results
 SWITCH = "LAYERSIM_UPDATE_COMMITTED"
-#: folders of the repository that hold committed results
-COMMITTED = ("figures", "notebooks")
+#: folders of the repository that hold committed results (:data:`layersim.core.paths.COMMITTED`)
+COMMITTED = paths.COMMITTED
 #: what else of the repository layersim never writes except through :data:`WRITERS`: the smoke references,
 #: the generated README table, the sources, docs, data card and tests
 SOURCES = ("tests", "lib", "docs", "scripts", "benchmarks", "README.md", "CONTRIBUTING.md", "data/README.md")
@@ -261,8 +261,14 @@ def owns(folder: str | os.PathLike, root: Path | None = None) -> bool:
 _OURS = (MARKER, locks.NAME)
 
 
+def foreign_files(folder: str | os.PathLike) -> list[Path]:
+    """The entries of ``folder`` that are not layersim's bookkeeping (its :data:`MARKER`, a run's lock), sorted by
+    name: what makes a folder someone's, for the commands that must not mix their files with them."""
+    return sorted((p for p in Path(folder).iterdir() if p.name not in _OURS), key=lambda p: p.name)
+
+
 def _listing(folder: Path, n: int = 3) -> str:
-    names = sorted(p.name for p in folder.iterdir() if p.name not in _OURS)
+    names = [p.name for p in foreign_files(folder)]
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
@@ -274,7 +280,7 @@ def claim_folder(folder: str | os.PathLike, what: str = "output folder", root: P
     real = resolved(folder)
     if real.exists() and not real.is_dir():
         raise ValueError(f"{what} {folder} is a file, not a folder")
-    if real.is_dir() and not owns(real, root) and any(p.name not in _OURS for p in real.iterdir()):
+    if real.is_dir() and not owns(real, root) and foreign_files(real):
         raise ValueError(f"{what} {folder} already holds files that layersim did not write ({_listing(real)}): "
                          "refused, so that nothing in it is deleted; choose a new or empty folder")
     try:

@@ -737,8 +737,8 @@ def check_out(out: str | os.PathLike) -> Path:
     path = writers.check_target(out, "the report folder")
     if path.exists() and not path.is_dir():
         raise ValueError(f"the report folder {out} is a file")
-    try:  # layersim's own bookkeeping (.layersim-*: the mark of a folder it made, a run's lock) is no one's file
-        entries = [p for p in path.iterdir() if not p.name.startswith(".layersim-")] if path.is_dir() else []
+    try:  # layersim's own bookkeeping (the mark of a folder it made, a run's lock) is no one's file
+        entries = writers.foreign_files(path) if path.is_dir() else []
     except OSError as err:
         raise ValueError(f"the report folder {out} cannot be read ({err.strerror or err})") from None
     if entries and not _is_report_folder(path):
