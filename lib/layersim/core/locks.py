@@ -54,6 +54,13 @@ def alive(pid: int, start: str | None = None) -> bool:
     return start is None or now is None or now == start
 
 
+def identity(what: str) -> dict:
+    """This process as a lock or a kept copy names it: ``pid``, ``host``, ``start`` (:func:`process_start`), ``what``
+    it does and ``since`` when; :func:`stale` reads it back."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "start": process_start(os.getpid()), "what": what,
+            "since": time.time()}
+
+
 def holder(folder: str | os.PathLike) -> dict | None:
     """What the lock of ``folder`` says (``pid``, ``host``, ``start``, ``what``, ``since``), or None without one. An
     unreadable lock (a writer killed between creating and filling it) reads as ``{"pid": 0}``: stale."""
@@ -97,8 +104,7 @@ def acquire(folder: str | os.PathLike, what: str, say=None) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / NAME
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "start": process_start(os.getpid()), "what": what,
-          "since": time.time()}
+    me = identity(what)
     for _ in range(3):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import threading
 import time
@@ -140,11 +139,6 @@ def outputs(folder: Path) -> list[Path]:
     return writers.previous_outputs(Path(folder), OUTPUTS)
 
 
-def _me() -> dict:
-    return {"pid": os.getpid(), "host": socket.gethostname(), "start": locks.process_start(os.getpid()),
-            "since": time.time(), "what": "a run rewriting committed results"}
-
-
 def _copy_in(src: Path, dest: Path) -> None:
     """Copy ``src`` to ``dest`` whole or not at all (a temporary name, then a rename)."""
     tmp = dest.with_name(f".{dest.name}.restore-{os.getpid()}")
@@ -180,7 +174,7 @@ def snapshot(folder: Path, notebook: Path | None = None, root: Path | None = Non
         files.append(f.name)
     if notebook is not None and Path(notebook).is_file():
         shutil.copy2(notebook, tmp / "notebook.ipynb")
-    info = {**_me(), "folder": Path(folder).relative_to(root).as_posix(), "files": files,
+    info = {**locks.identity("a run rewriting committed results"), "folder": Path(folder).relative_to(root).as_posix(), "files": files,
             "notebook": Path(notebook).relative_to(root).as_posix() if notebook is not None else None}
     writers.write_text(tmp / "keep.json", json.dumps(info, indent=1) + "\n")
     os.replace(tmp, keep)  # the copy appears whole
