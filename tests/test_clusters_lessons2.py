@@ -118,6 +118,21 @@ def test_late_restart_margin_compares_restarts_with_the_best_pretrained_match():
     assert margin == pytest.approx({"m/a": 0.495, "m/c": 0.9 - 0.96})
 
 
+def test_late_likeness_to_orig_reads_whole_rows_of_the_late_blocks():
+    """Hand-worked on 4 blocks (late = blocks 3-4): in ("m", "a") block 3's best pretrained match is its own 0.3 and
+    block 4's is pretrained block 1 at 0.6, off the diagonal, so the value is 0.6, though the diagonal says 0.3 and
+    0.1; in ("m", "b") the diagonal's 0.6 and 0.5 give 0.6. Transposing FT-ORIG (pretrained rows) changes it."""
+    ft_orig = np.diag([0.9, 0.8, 0.3, 0.1])
+    ft_orig[3, 0] = 0.6
+    maps = {("m", "a"): {**MAPS[("m", "a")], "FT-ORIG": ft_orig}, ("m", "b"): MAPS[("m", "b")]}
+    assert structure.late_likeness_to_orig(maps) == pytest.approx({"m/a": 0.6, "m/b": 0.6})
+    assert structure.late_likeness_to_orig({("m", "a"): {"FT-ORIG": ft_orig.T}}) == pytest.approx({"m/a": 0.3})
+    six = np.eye(6) * 0.2  # 6 blocks: the last third is blocks 5-6
+    six[4, 1] = 0.7
+    six[2, 0] = 0.95  # block 3 is not late: it does not count
+    assert structure.late_likeness_to_orig({("m", "c"): {"FT-ORIG": six}}) == pytest.approx({"m/c": 0.7})
+
+
 def test_split_table_lists_the_best_split_of_both_matrices():
     splits = structure.split_table(MAPS)
     assert list(splits.columns) == ["model", "task", "matrix", "early cluster: blocks 1 to", "score", "within",

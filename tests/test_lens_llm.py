@@ -79,6 +79,23 @@ def test_token_lens_keeps_the_top_token_of_every_layer_at_every_real_position():
     near_top(lens.top[1], z1)
 
 
+def test_token_lens_names_the_next_token_of_every_real_position():
+    """Against the batch read position by position: the target of a real position is the text's next real token,
+    -1 at the last token of each (right-padded) text; a text without padding ends with -1 too."""
+    t = tiny("llama")
+    model, batch = t.model.eval(), text_batch()
+    lens = readout.token_lens(model, [batch], device="cpu")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    expected = []
+    for row, m in zip(ids.tolist(), mask.tolist()):
+        n = sum(m)
+        expected += row[1:n] + [-1]
+    assert mask.sum(1).min() < mask.shape[1], "the batch needs a padded text"
+    assert lens.target.tolist() == expected
+    nxt = readout.next_tokens(torch.tensor([[5, 6, 7]]), None)
+    assert nxt.tolist() == [[6, 7, -1]]
+
+
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_token_lens_runs_the_model_once_per_batch(arch):
     """The layers and the model's own logits come from one forward pass: the base model is called once per batch,

@@ -268,6 +268,27 @@ def test_depth_trend_is_the_rank_correlation_of_depth_and_br():
         br.depth_trend({("D", "w"): np.array([-0.1, -0.2])})
 
 
+def test_redundant_block_fidelity_is_the_most_redundant_blocks_mse_over_the_spread():
+    """By hand: the most redundant block (highest BR) is block 3 for A, block 1 for B; its MSE over the spread. The
+    spread is what relative_change divides by, so the value equals it on a representation whose MSE is known."""
+    BR = {("A", "x"): np.array([-0.3, -0.2, -0.01]), ("B", "y"): np.array([-0.05, -0.2, -0.3])}
+    MSE = {("A", "x"): np.array([4.0, 2.0, 0.5]), ("B", "y"): np.array([1.0, 3.0, 6.0])}
+    out = br.redundant_block_fidelity(BR, MSE, {("A", "x"): 10.0, ("B", "y"): 4.0})
+    assert out == pytest.approx({"A | x": 0.05, "B | y": 0.25})
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=(50, 4))
+    changed = ref + rng.normal(scale=0.3, size=ref.shape)
+    spread = float(np.mean((ref - ref.mean(0)) ** 2))
+    one = br.redundant_block_fidelity({("C", "z"): np.array([0.0])},
+                                      {("C", "z"): np.array([redundancy.representation_mse(ref, changed)])},
+                                      {("C", "z"): spread})
+    assert one["C | z"] == pytest.approx(redundancy.relative_change(ref, changed))
+    with pytest.raises(ValueError, match="constant"):
+        br.redundant_block_fidelity(BR, MSE, {("A", "x"): 0.0, ("B", "y"): 4.0})
+    with pytest.raises(ValueError, match="no output MSE or spread"):
+        br.redundant_block_fidelity(BR, MSE, {("A", "x"): 1.0})
+
+
 def test_br_and_output_mse_figure_has_a_column_per_model():
     BR = {("A", "x"): np.array([-0.3, -0.1]), ("A", "y"): np.array([-0.2, -0.1]), ("B", "x"): np.array([-1.0, -2.0])}
     MSE = {k: -v for k, v in BR.items()}

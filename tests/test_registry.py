@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from layersim.notebook import registry
+from layersim.notebook import registry, results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,39 @@ def test_every_committed_claim_is_registered_with_the_definition_it_was_judged_b
     assert all(registered[k]["origin"] == "before its first result" for k in pending), sorted(pending)
     for key, c in committed.items():
         entry = registered[key]
-        assert (entry["op"], entry["threshold"]) == (c["op"], c["threshold"]), key
+        now = registry.current_definition(entry)
+        assert (now["op"], now["threshold"]) == (entry["op"], entry["threshold"]) == (c["op"], c["threshold"]), key
+
+
+def test_a_run_judges_its_measurements_by_the_registered_op_and_threshold():
+    rules = registry.rules("tracing/t01_cos_vs_cka")
+    entry = registry.load("tracing").by_id()["t01/cos_tracks_cka"]
+    assert rules["cos_tracks_cka"] == (entry["op"], entry["threshold"])
+    op, threshold = rules["cos_tracks_cka"]
+    above = threshold + 0.01 if op in (">", ">=") else threshold - 0.01
+    judged = registry.judge("tracing/t01_cos_vs_cka", {"cos_tracks_cka": results.measure(above, "r")})
+    assert judged["cos_tracks_cka"] == {"holds": True, "value": above, "threshold": threshold, "op": op, "note": "r"}
+    assert registry.judge("tracing/t01_cos_vs_cka", {"cos_tracks_cka": results.measure(threshold - 1.0)}
+                          )["cos_tracks_cka"]["holds"] is (op in ("<", "<="))
+
+
+def test_a_claim_that_brings_its_own_threshold_or_is_not_registered_is_refused():
+    with pytest.raises(ValueError, match="carries its own threshold"):
+        registry.judge("tracing/t01_cos_vs_cka", {"cos_tracks_cka": results.claim(0.95, 0.5)})
+    with pytest.raises(ValueError, match="'made_up' of tracing/t01_cos_vs_cka is not registered"):
+        registry.judge("tracing/t01_cos_vs_cka", {"made_up": results.measure(0.95)})
+    # a user's own notebook, outside the registry, judges its claims itself, and cannot leave one unjudged
+    own = {"mine": results.claim(0.95, 0.9)}
+    assert registry.judge("mine/x01_own", own) == own and registry.rules("mine/x01_own") == {}
+    with pytest.raises(ValueError, match="not registered"):
+        registry.judge("mine/x01_own", {"mine": results.measure(0.95)})
+
+
+def test_every_registry_entry_states_the_definition_its_revisions_lead_to():
+    for paper in registry.PAPERS:
+        for c in registry.load(paper).claims:
+            now = registry.current_definition(c)
+            assert (now["op"], now["threshold"]) == (c["op"], c["threshold"]), c["id"]
 
 
 @pytest.mark.parametrize("paper", registry.PAPERS)

@@ -48,6 +48,23 @@ def test_claim_is_computed_from_the_value():
         results.claim(1.0, 0.9, op="=>")
 
 
+def test_a_measurement_carries_no_verdict_until_it_is_judged():
+    m = results.measure(np.float32(0.5), "fraction", kind="scale", reason="small data", per_task={"a": 0.5})
+    assert m == {"value": 0.5, "note": "fraction", "kind": "scale", "reason": "small data", "per_task": {"a": 0.5}}
+    c = results.judge(m, 0.4, ">")
+    assert c == {"holds": True, "value": 0.5, "threshold": 0.4, "op": ">", "note": "fraction", "kind": "scale",
+                 "reason": "small data", "per_task": {"a": 0.5}}
+    assert results.judge(m, 0.5, ">")["holds"] is False and results.judge(m, 0.5, ">=")["holds"] is True
+    with pytest.raises(ValueError, match="measurement failed"):
+        results.measure(float("nan"))
+    with pytest.raises(ValueError, match="carries no holds, threshold"):
+        results.measure(1.0, holds=True, threshold=0.5)
+    with pytest.raises(ValueError, match="not a measurement"):
+        results.judge(results.claim(1.0, 0.5), 0.5)
+    with pytest.raises(ValueError, match="diagnosis"):
+        results.measure(1.0, kind="scale")
+
+
 def test_a_value_on_its_threshold_up_to_rounding_is_on_it():
     """12 of 600 examples lost is -0.02 exactly; in floats 0.935 - 0.955 is -0.020000000000000018."""
     drop = 0.935 - 0.955

@@ -76,8 +76,10 @@ def test_finish_saves_and_closes_and_record_writes_the_metrics(out, capsys):
     assert m["notebook"] == "toy/n01_toy" and m["scale"] == "smoke"
     assert list(m["params"]) == ["n", "lr", "seed", "classes"] and m["params"]["seed"] == 2
     assert m["claims"]["rises"]["holds"] is True and m["curve"] == [0.5, 0.7]
-    with pytest.raises(ValueError, match="lacks 'holds'"):
+    with pytest.raises(ValueError, match="'bad' of toy/n01_toy is not registered"):  # a measurement needs a rule
         run.record({"bad": {"value": 1.0}}, show=False)
+    with pytest.raises(ValueError, match="lacks 'holds' or 'value'"):
+        run.record({"bad": {"holds": True}}, show=False)
 
 
 def test_the_style_file_is_a_valid_matplotlib_style():

@@ -137,7 +137,7 @@ def test_record_folds_in_the_runs_named_by_the_environment(tmp_path, monkeypatch
     run.out.mkdir()
     recorded = run.record({"a": results.claim(0.95, 0.9)}, show=False, curve=[1, 2])
     written = json.loads((run.out / "metrics.json").read_text())
-    assert written["claims"] == recorded and recorded["a"]["seeds"] == [0, 1] and recorded["a"]["k"] == 1
+    assert written["claims"] == recorded == run.claims and recorded["a"]["seeds"] == [0, 1] and recorded["a"]["k"] == 1
     assert written["curve"] == [1, 2] and written["params"]["seed"] == 0
     monkeypatch.delenv(seeds.ENV)
     assert run.record({"a": results.claim(0.95, 0.9)}, show=False)["a"]["n"] == 1

@@ -272,3 +272,26 @@ def test_layerwise_figure_draws_both_models_and_the_majority_class():
     plt.close(fig)
     with pytest.raises(ValueError, match="at least one"):
         aligned_bert.layerwise_figure(R, [])
+
+
+def test_stays_correct_counts_correct_predictions_that_stay_correct_at_every_later_layer():
+    """By hand, L = 3 (layers 0..3), four positions with next tokens 1, 2, 3 and none (-1):
+    position 1: top 1,1,1,1 -> correct at 0, 1, 2, all stay (3 cases, 3 stay);
+    position 2: top 2,9,2,2 -> correct at 0 (does not stay: wrong at 1) and 2 (stays): 2 cases, 1 stays;
+    position 3: top 3,3,3,9 -> correct at 0, 1, 2, wrong at the last layer: 3 cases, none stays;
+    position 4: no next token, left out. Fraction 4 / 8; per layer 1/3 (only position 1 stays from layer 0),
+    1/2, 2/3; unconditional: of the 9
+    (position, l < 3) pairs, right from l on: position 1 at l = 0, 1, 2, position 2 at l = 2 -> 4 / 9."""
+    top = np.array([[1, 2, 3, 5], [1, 9, 3, 5], [1, 2, 3, 5], [1, 2, 9, 5]])
+    out = tracing_llm.stays_correct(top, np.array([1, 2, 3, -1]))
+    assert out["fraction"] == pytest.approx(0.5) and out["cases"] == 8
+    np.testing.assert_allclose(out["per_layer"], [1 / 3, 1 / 2, 2 / 3])
+    assert out["unconditional"] == pytest.approx(4 / 9)
+    # a model whose lens is right at every layer: every case stays
+    assert tracing_llm.stays_correct(np.tile([[4, 5]], (3, 1)), np.array([4, 5]))["fraction"] == 1.0
+    with pytest.raises(ValueError, match="no position has a next token"):
+        tracing_llm.stays_correct(top, np.full(4, -1))
+    with pytest.raises(ValueError, match="nothing to test"):
+        tracing_llm.stays_correct(np.array([[0, 0], [1, 1]]), np.array([1, 1]))
+    with pytest.raises(ValueError, match="need top"):
+        tracing_llm.stays_correct(top, np.array([1, 2]))

@@ -153,12 +153,14 @@ def span_changes(model: nn.Module, fit_batches: Any, eval_batches: Any, spans: A
 
 
 def block_approximation_errors(model: nn.Module, fit_batches: Any, eval_batches: Any, blocks: Any = None,
-                               token: Any = None, bias: bool = False, device: Any = "auto") -> dict[int, float]:
+                               token: Any = None, bias: bool = False, device: Any = "auto",
+                               reference: np.ndarray | None = None) -> dict[int, float]:
     """For every block ``k`` of ``blocks`` (default all, 1..L): RBA of that block alone (fitted on
     ``fit_batches``, every block's map from one pass) and the MSE of the approximated model's
     :func:`final_representation` on ``eval_batches`` against the original's (the paper's Figs. 3 and
-    7, which set it beside Block Redundancy): :func:`span_changes` with ``relative=False``. ``{k: mse}``."""
+    7, which set it beside Block Redundancy): :func:`span_changes` with ``relative=False``. ``reference``: the
+    original's final representation, if already computed. ``{k: mse}``."""
     blocks = range(1, models.n_layers(model) + 1) if blocks is None else [int(k) for k in blocks]
     mse = span_changes(model, fit_batches, eval_batches, [(k, k) for k in blocks], "approx", token, bias,
-                       relative=False, device=device)
+                       relative=False, device=device, reference=reference)
     return {int(k): float(v) for k, v in zip(blocks, mse)}

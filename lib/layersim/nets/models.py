@@ -517,12 +517,14 @@ class Batch:
     per-sample ``labels`` (or None), its ``attention_mask`` (text models, or None) and ``output``,
     what the run that was read returned (the adapter's ``run``: a Hugging Face model's base-model
     output, whose ``last_hidden_state`` carries the final norm; timm's ``forward_features``), so
-    that a reader needing the model's own output does not run it again."""
+    that a reader needing the model's own output does not run it again; ``inputs``: what the model was
+    given (a text model's dict with ``input_ids``; an image batch), on the device."""
 
     entries: list[torch.Tensor]
     labels: torch.Tensor | None
     mask: torch.Tensor | None
     output: Any = None
+    inputs: Any = None
 
 
 def stream(
@@ -569,7 +571,7 @@ def stream(
             if precision != "fp32":
                 picked = [p.float() for p in picked]
             mask = inputs.get("attention_mask") if isinstance(inputs, Mapping) else None
-            yield Batch([picked[i] for i in ids], _labels_of(y, picked[0].shape[0], k), mask, output)
+            yield Batch([picked[i] for i in ids], _labels_of(y, picked[0].shape[0], k), mask, output, inputs)
 
 
 def layer_outputs(

@@ -15,7 +15,7 @@ Layer indices follow ``layersim.nets.models``: 0 = embedding output, i = output 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -263,13 +263,24 @@ def _lens_head(model: nn.Module, apply_final_norm: bool = True,
 
 class TokenLens(NamedTuple):
     """The logit lens on every scored token position: ``top`` ``[L+1, N]`` the top-1 token of each
-    layer's readout, ``confidence`` ``[N]`` the model's own probability of its top-1 token, and
+    layer's readout, ``confidence`` ``[N]`` the model's own probability of its top-1 token,
     ``max_error`` the largest ``|lens_L - model logits| / max |model logits|`` seen (the lens on the
-    last layer must reproduce the model)."""
+    last layer must reproduce the model), and ``target`` ``[N]`` the text's next token at each position
+    (the one a correct prediction names; -1 at the last token of a text, which has none)."""
 
     top: np.ndarray
     confidence: np.ndarray
     max_error: float
+    target: np.ndarray | None = None
+
+
+def next_tokens(input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``[B, T]`` the next token of every position of right-padded texts ``input_ids`` (``mask``: 1 on real
+    tokens, None = all real), -1 where the next position is padding or past the end."""
+    real = torch.ones_like(input_ids, dtype=torch.bool) if mask is None else mask.bool()
+    nxt = torch.full_like(input_ids, -1)
+    nxt[:, :-1] = torch.where(real[:, 1:], input_ids[:, 1:], torch.full_like(input_ids[:, 1:], -1))
+    return nxt
 
 
 def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
@@ -283,11 +294,14 @@ def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
     model's own logits are its head on that run's last hidden state (a decoder's base model applies
     its final norm there), exactly what the model's forward computes."""
     norm, head, dev, _ = _lens_head(model)
-    tops, conf, errs = [], [], []
+    tops, conf, errs, targets = [], [], [], []
     for batch in stream(model, batches, token="tokens", device=device):
         first = batch.entries[0]
         keep = batch.mask.bool() if batch.mask is not None else torch.ones(first.shape[:2], dtype=torch.bool)
         rows = keep.flatten().nonzero().squeeze(1).to(first.device)  # the real positions, in boolean-mask order
+        ids = batch.inputs.get("input_ids") if isinstance(batch.inputs, Mapping) else None
+        if ids is not None:
+            targets.append(next_tokens(ids, batch.mask).flatten().index_select(0, rows.to(ids.device)).cpu())
         last = getattr(batch.output, "last_hidden_state", None)
         if last is None:
             raise ValueError(f"{type(model).__name__}: its run returned no last_hidden_state, so token_lens cannot "
@@ -307,7 +321,8 @@ def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
             conf.append((own.max(-1).values - torch.logsumexp(own, -1)).exp())  # max softmax, not materialised
         tops.append(torch.stack(layer_tops).cpu().numpy())
     err = float(torch.stack([e.cpu() for e in errs]).max()) if errs else 0.0
-    return TokenLens(np.concatenate(tops, axis=1), torch.cat([c.cpu() for c in conf]).numpy(), err)
+    target = torch.cat(targets).numpy() if targets and len(targets) == len(tops) else None
+    return TokenLens(np.concatenate(tops, axis=1), torch.cat([c.cpu() for c in conf]).numpy(), err, target)
 
 
 class GreedyLens(NamedTuple):

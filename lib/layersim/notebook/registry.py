@@ -8,7 +8,8 @@ SHA-256) and one entry per claim:
   table), ``offset`` (its place in the paper's text after :func:`normalise`) and, for a claim that rests on a
   figure or a table the extracted text lacks, ``reading``: what the project reads off the figure (the quote is
   then its caption, marked ``"caption": true``);
-- ``measured``: what is measured, in words; ``op`` and ``threshold``; ``threshold_reason``: why that threshold
+- ``measured``: what is measured, in words; ``op`` and ``threshold`` (as they are now, every revision applied:
+  :func:`rules` gives them to the run that judges the claim, :func:`judge`); ``threshold_reason``: why that threshold
   (the paper's own numbers where it gives them; for the claims registered before the registry, the reason as it
   was -- "a round number fixed before the run" included);
 - ``registered``: the date the claim was first defined, ``origin``: one of :data:`ORIGINS`, and ``revisions``:
@@ -118,6 +119,50 @@ def load_all() -> dict[str, dict]:
         if registry_path(paper).is_file():
             for c in load(paper).claims:
                 out.setdefault(c["notebook"], {})[c["claim"]] = c
+    return out
+
+
+def rules(notebook: str) -> dict[str, tuple[str, float]]:
+    """``{claim: (op, threshold)}`` of every claim registered for ``notebook`` (``"<paper>/<stem>"``), each its
+    :func:`current_definition` (the registered one with every revision applied); empty for a notebook of no
+    paper's registry."""
+    paper = notebook.partition("/")[0]
+    if paper not in PAPERS or not registry_path(paper).is_file():
+        return {}
+    out = {}
+    for c in load(paper).claims:
+        if c["notebook"] == notebook:
+            now = current_definition(c)
+            out[c["claim"]] = (now["op"], now["threshold"])
+    return out
+
+
+def judge(notebook: str, claims: dict[str, dict]) -> dict[str, dict]:
+    """``claims`` of a run of ``notebook`` with every measurement (:func:`layersim.notebook.results.measure`)
+    judged against the op and threshold registered for it (:func:`rules`).
+
+    A ``ValueError`` names a measurement that no registry entry defines (register it first: quote, op, threshold
+    and its reason), and, in a notebook that has registered claims, a claim judged by the notebook itself (one
+    with its own ``holds``): its threshold belongs in the registry. A notebook outside the registry (one of a
+    user's own) may judge its claims itself with :func:`layersim.notebook.results.claim`."""
+    from layersim.notebook import results
+
+    registered = rules(notebook)
+    out = {}
+    for name, c in claims.items():
+        if "holds" in c:
+            if registered:
+                raise ValueError(f"claim {name!r} of {notebook} carries its own threshold: its op and threshold are "
+                                 f"registered in {registry_path(notebook.partition('/')[0]).name} of its paper, "
+                                 "build it with results.measure")
+            out[name] = c
+            continue
+        if name not in registered:
+            raise ValueError(f"claim {name!r} of {notebook} is not registered: add it to the claims registry "
+                             f"(lib/layersim/papers/<paper>/claims.json: quote, measured, op, threshold and "
+                             "threshold_reason) before judging it")
+        op, threshold = registered[name]
+        out[name] = results.judge(c, threshold, op)
     return out
 
 

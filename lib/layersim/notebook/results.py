@@ -10,8 +10,9 @@ a run are merged from the presets and validated by :func:`layersim.notebook.sett
 
 ``metrics.json`` is ``{"notebook", "scale", "params", "claims": {name: {"holds", "value",
 "threshold" or "note", ...}}, ...measured numbers}``. A claim is one of the paper's
-statements tested on this run: :func:`claim` builds one from a measured value and a threshold,
-so that ``holds`` is computed, never typed in. Every file is written whole or not at all
+statements tested on this run: a notebook measures it (:func:`measure`) and its run judges it against
+the threshold registered for it (:mod:`layersim.notebook.registry`; :func:`claim` is the judgement), so that
+``holds`` is computed, never typed in. Every file is written whole or not at all
 (:func:`layersim.core.writers.atomic_path`).
 """
 
@@ -132,6 +133,44 @@ def claim(value: float, threshold: float, op: str = ">=", note: str | None = Non
     out.update(diagnosis(kind, reason) if kind is not None or reason is not None else {})
     out.update(extra)
     return out
+
+
+#: the keys a claim's verdict sets (:func:`claim`), which a measurement (:func:`measure`) must not carry
+VERDICT_KEYS = ("holds", "threshold", "op")
+
+
+def measure(value: float, note: str | None = None, *, kind: str | None = None, reason: str | None = None,
+            **extra: Any) -> dict:
+    """A paper's statement measured on this run, not yet judged: ``{"value", "note", ...}`` without a threshold.
+
+    The project's notebooks build their claims with it; :meth:`layersim.notebook.run.Run.record` judges each one
+    against the op and threshold registered for it (:func:`layersim.notebook.registry.judge`), so that no notebook
+    holds a threshold of its own. ``value`` must be a finite number (a NaN or an infinity raises ``ValueError``);
+    ``kind`` and ``reason`` are a diagnosis (:func:`diagnosis`); ``extra`` must not name :data:`VERDICT_KEYS`.
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
+    taken = sorted(set(extra) & set(VERDICT_KEYS))
+    if taken:
+        raise ValueError(f"a measurement carries no {', '.join(taken)}: its verdict comes from the claims registry")
+    out: dict[str, Any] = {"value": value}
+    if note:
+        out["note"] = note
+    out.update(diagnosis(kind, reason) if kind is not None or reason is not None else {})
+    out.update(extra)
+    return out
+
+
+def judge(measured: dict, threshold: float, op: str = ">=") -> dict:
+    """The claim of a measurement (:func:`measure`) judged ``value <op> threshold`` (:func:`claim`), its note,
+    diagnosis and other numbers kept."""
+    taken = sorted(set(measured) & set(VERDICT_KEYS))
+    if taken or "value" not in measured:
+        raise ValueError(f"not a measurement (it {'carries ' + ', '.join(taken) if taken else 'has no value'}): "
+                         "build it with results.measure")
+    rest = {k: v for k, v in measured.items() if k != "value"}
+    return claim(measured["value"], threshold, op, **rest)
 
 
 def diagnosis(kind: str | None, reason: str | None) -> dict:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layersim.notebook import results, seeds, settings
+from layersim.notebook import registry, results, seeds, settings
 from layersim.train.training import seed_everything
 
 #: the project's matplotlib style, applied by :func:`start` (and usable alone: ``plt.style.use(STYLE)``)
@@ -44,6 +44,7 @@ class Run:
     device: str
     out: Path
     figures: list[str] = field(default_factory=list)
+    claims: dict = field(default_factory=dict)  # the claims as :meth:`record` judged and wrote them
 
     def finish(self, fig, name: str, show: bool = True) -> None:
         """Save ``fig`` as ``<out>/<name>.png`` (:func:`layersim.notebook.results.save_figure`), then show it
@@ -60,16 +61,19 @@ class Run:
                show: bool = True, **measured: Any) -> dict:
         """Write ``<out>/metrics.json`` (:func:`layersim.notebook.results.write_metrics`: the settings with
         ``seed`` and ``extra_settings``, the ``claims``, every ``measured`` number) and show the claims
-        table. The claims are judged over this seed and the other seeds' runs that the runner names in
+        table. Each claim is a measurement (:func:`layersim.notebook.results.measure`) that is judged here against
+        the op and threshold registered for it (:func:`layersim.notebook.registry.judge`). The claims are judged over this seed and the other seeds' runs that the runner names in
         ``$LAYERSIM_SEED_RUNS`` (:func:`layersim.notebook.seeds.combine`; none: this seed alone).
-        Returns the claims as recorded."""
+        Returns the claims as recorded (also kept as :attr:`claims`)."""
         params = {**self.P, "seed": self.seed, **(extra_settings or {})}
-        results.check_claims(dict(claims))
+        claims = registry.judge(self.notebook, dict(claims))
+        results.check_claims(claims)
         others = seeds.load_runs(seeds.folders_from_env(os.environ.get(seeds.ENV)))
         claims = seeds.combine(self.notebook, self.scale, results.to_jsonable(params), dict(claims), others)
         if seeds.wall_times(others):
             measured = {**measured, "seed_run_seconds": seeds.wall_times(others)}
         results.write_metrics(self.out, self.notebook, self.scale, params, claims, **measured)
+        self.claims = claims
         if show:
             from IPython.display import Markdown, display
 

@@ -193,12 +193,12 @@ def claims(rows: Mapping[str, dict], network: str = NETWORK, others: Sequence[st
     speed_gap = min(float(np.mean(logtr[k] - logtr[network])) for k in others)
     nn_lowest = float(np.mean(np.all([logtr[network] <= logtr[k] for k in others], axis=0)))
     return {
-        "all_expressive": results.claim(ls_max, 1e-6, "<=", note=f"largest closed-form training MSE {ls_max:.1e}",
-                                        **{f"ls_train_{k}": rows[k]["ls_train"] for k in main}),
-        "nn_aligns_better": results.claim(area_gap, 0.0, ">", note="alignment area, network minus best other",
-                                          fraction_of_thresholds_nn_highest=above,
-                                          **{f"area_{k}": rows[k]["area"] for k in main}),
-        "nn_converges_faster": results.claim(speed_gap, 0.0, ">", note="mean log10 training-MSE gap to the network, "
+        "all_expressive": results.measure(ls_max, note=f"largest closed-form training MSE {ls_max:.1e}",
+                                          **{f"ls_train_{k}": rows[k]["ls_train"] for k in main}),
+        "nn_aligns_better": results.measure(area_gap, note="alignment area, network minus best other",
+                                            fraction_of_thresholds_nn_highest=above,
+                                            **{f"area_{k}": rows[k]["area"] for k in main}),
+        "nn_converges_faster": results.measure(speed_gap, note="mean log10 training-MSE gap to the network, "
                                                                             "worst case of the two others",
                                              fraction_of_steps_nn_lowest=nn_lowest,
                                              **{f"final_train_{k}": rows[k]["gd"]["train"][-1] for k in main}),

@@ -231,8 +231,8 @@ def gap_claim(d, note: str) -> dict:
     error, fraction of runs with ``d > 0`` and every ``d`` are recorded."""
     d = np.asarray(d)
     m, se = trends.mean_se(d)
-    return results.claim(trends.lower_bound(d), 0.0, ">", note=f"{note}; mean {float(m):.3f} ± {float(se):.3f}",
-                         mean=m, standard_error=se, fraction_of_runs=float(np.mean(d > 0)), per_run=d)
+    return results.measure(trends.lower_bound(d), note=f"{note}; mean {float(m):.3f} ± {float(se):.3f}",
+                           mean=m, standard_error=se, fraction_of_runs=float(np.mean(d > 0)), per_run=d)
 
 
 def transfer_claims(areas: Mapping, test_mean: Mapping) -> dict:

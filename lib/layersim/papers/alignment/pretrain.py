@@ -445,16 +445,16 @@ def transfer_claims(runs: Sequence[dict], pretrained: str, init: str, inputs: st
                     for o in others} for loss in LOSSES}
     test_error = {n: float(np.mean([r["gd"][n]["logistic"]["test_error"][-1] for r in runs])) for n in runs[0]["gd"]}
     return {
-        "pretrained_beats_init_and_input": results.claim(
-            float(pre_gap), 0.0, ">", note="alignment area: pre-trained minus max(init, input)",
+        "pretrained_beats_init_and_input": results.measure(
+            float(pre_gap), note="alignment area: pre-trained minus max(init, input)",
             tasks_holding=int(np.sum(A[pretrained] > np.maximum(A[init], A[inputs]))), n_tasks=len(runs),
             area_input=area[inputs], area_init=area[init], area_pretrained=area[pretrained]),
-        f"{subject}_beats_handcrafted": results.claim(
-            float(hand_gap), 0.0, ">", note=f"alignment area: pre-trained minus max({', '.join(hand)})",
+        f"{subject}_beats_handcrafted": results.measure(
+            float(hand_gap), note=f"alignment area: pre-trained minus max({', '.join(hand)})",
             tasks_holding=int(np.sum(A[pretrained] > np.max([A[h] for h in hand], axis=0))),
             area_handcrafted={h: area[h] for h in hand}),
-        f"{subject}_best_test_performance": results.claim(
-            float(test_gap), 0.0, ">",
+        f"{subject}_best_test_performance": results.measure(
+            float(test_gap),
             note=f"final test loss: smallest margin of {', '.join(others)} over the pre-trained (both losses)",
             tasks_holding=best_tasks, train_log10_gap_over_steps=speed, final_test_classification_error=test_error),
     }

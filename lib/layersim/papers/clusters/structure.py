@@ -21,7 +21,8 @@ from layersim.measures import block_structure
 from layersim.papers.clusters import protocol
 from layersim.train import finetune
 
-__all__ = ["early_late", "split_table", "structure_gaps", "task_maps"]
+__all__ = ["early_late", "late_likeness_to_orig", "late_restart_margin", "split_table", "structure_gaps",
+           "task_maps"]
 
 
 def task_maps(model_name: str, task: str, settings: Mapping[str, Any], seed: int = 0,
@@ -95,6 +96,23 @@ def structure_gaps(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]
             e, l = early_late(protocol.diagonal(m["FT[1]-FT[2]"]))
             restart_gap[key] = e - l
     return block_gain, ft_orig_gap, restart_gap
+
+
+def late_likeness_to_orig(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """How much the late fine-tuned blocks resemble *any* pretrained block, per ``"<model>/<task>"`` of ``maps``:
+    the largest, over the late blocks (the last third, as :func:`early_late`), of each fine-tuned block's largest
+    CKA with any pretrained block (the row maximum of FT-ORIG, restart 1). The paper's Section 3 (FT-ORIG, Figs. 1,
+    5): "The `CLS` representations of the later layers in the task-tuned model appear highly dissimilar to any of
+    the untuned model" -- a low value when they do (``late_ft_layers_unlike_any_orig`` reads the largest over
+    the tasks)."""
+    out = {}
+    for (model_name, task), m in maps.items():
+        rows = np.asarray(m["FT-ORIG"]).max(axis=1)
+        if rows.ndim != 1 or len(rows) == 0:
+            raise ValueError(f"{model_name}/{task}: FT-ORIG must be a non-empty [blocks, blocks] map")
+        k = int(np.ceil(len(rows) / 3))
+        out[f"{model_name}/{task}"] = float(rows[-k:].max())
+    return out
 
 
 def late_restart_margin(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]) -> dict[str, float]:

@@ -21,14 +21,16 @@ from layersim.measures import redundancy, trends
 from layersim.nets import linear_maps, surgery
 from layersim.papers.redundancy import models as redundancy_models
 
-__all__ = ["Measured", "measure", "most_redundant", "pca_representations", "rank_agreement", "redundancy_line"]
+__all__ = ["Measured", "depth_trend", "measure", "most_redundant", "pca_representations", "rank_agreement",
+           "redundancy_line", "redundant_block_fidelity"]
 
 
 class Measured(NamedTuple):
     """One model on one data set: ``br`` (``[L]``, entry ``k-1``: block ``k`` against its input), ``mse``
     (``[L]``, entry ``k-1``: the output MSE with block ``k`` approximated), and what they were measured with:
     the ``model``, the ``fit`` batches (RBA maps), the ``held`` batches (BR and MSE) and their ``labels`` (None
-    for texts)."""
+    for texts); ``spread``: the original final representation's mean squared deviation from its mean (its
+    variance per feature), the MSE of a representation that keeps nothing of the input (its mean)."""
 
     br: np.ndarray
     mse: np.ndarray
@@ -36,6 +38,7 @@ class Measured(NamedTuple):
     fit: list
     held: list
     labels: np.ndarray | None
+    spread: float
 
 
 def measure(model: Any, tokenizer: Any, spec: redundancy_models.Spec, dataset: str, settings: Mapping[str, Any],
@@ -52,8 +55,10 @@ def measure(model: Any, tokenizer: Any, spec: redundancy_models.Spec, dataset: s
     held, labels = redundancy_models.inputs(spec, dataset, settings["n_eval"], split="test", **kw)
     H = redundancy_models.block_tokens(model, held, device=device)  # [L+1, N, d], index 0 = embedding output
     br = redundancy.block_redundancy(H)
-    mse = np.array(list(linear_maps.block_approximation_errors(model, fit, held, device=device).values()))
-    return Measured(br, mse, model, fit, held, labels)
+    ref = linear_maps.final_representation(model, held, device=device)
+    mse = np.array(list(linear_maps.block_approximation_errors(model, fit, held, device=device,
+                                                               reference=ref).values()))
+    return Measured(br, mse, model, fit, held, labels, float(np.mean((ref - ref.mean(axis=0)) ** 2)))
 
 
 def redundancy_line(name: str, dataset: str, br: np.ndarray, mse: np.ndarray) -> str:
@@ -95,6 +100,23 @@ def rank_agreement(br: Mapping[tuple[str, str], np.ndarray],
     wins = {f"{m} | {d}": bool(mse[(m, d)][np.argmax(br[(m, d)])] < mse[(m, d)][np.argmin(br[(m, d)])])
             for (m, d) in br}
     return rhos, wins
+
+
+def redundant_block_fidelity(br: Mapping[tuple[str, str], np.ndarray], mse: Mapping[tuple[str, str], np.ndarray],
+                             spread: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    """The number of the paper's takeaway "approximating redundant blocks effectively reduces model parameters and
+    complexity without significantly compromising representation fidelity" (Sec. 4.2), per ``"<model> | <data>"``
+    pair: the output MSE of approximating the most redundant block (highest BR), relative to the original final
+    representation's variance ``spread`` (:class:`Measured`; as ``layersim.measures.redundancy.relative_change``):
+    0 = the final representation unchanged, 1 = as far from it as its mean, which keeps nothing of the input
+    (``redundant_block_approximation_keeps_fidelity`` reads the largest over the pairs)."""
+    missing = [k for k in br if k not in mse or k not in spread]
+    if missing:
+        raise ValueError(f"no output MSE or spread for {missing}")
+    bad = [f"{m} | {d}" for (m, d) in br if not spread[(m, d)] > 0]
+    if bad:
+        raise ValueError(f"the original final representation is constant (spread 0) for {bad}: no relative change")
+    return {f"{m} | {d}": float(mse[(m, d)][np.argmax(br[(m, d)])] / spread[(m, d)]) for (m, d) in br}
 
 
 def depth_trend(br: Mapping[tuple[str, str], np.ndarray]) -> dict[str, float]:

@@ -29,7 +29,7 @@ from layersim.inputs import data
 from layersim.measures import collapse, trends
 from layersim.measures import similarity as sim
 from layersim.nets import readout
-from layersim.notebook import plotting
+from layersim.notebook import plotting, results
 from layersim.notebook.presets import ABL, shallow_depths
 from layersim.train import objectives
 
@@ -104,8 +104,8 @@ def describe_depths(depth: Mapping[tuple[str, str], Any]) -> str:
 
 
 def statistics(R: Mapping[str, Mapping], depth: Mapping[tuple[str, str], Any]) -> dict[str, dict]:
-    """The value, the note and the numbers recorded beside it of each of the paper's statements, by claim name
-    (``value``, ``note``, ``extra``), from the test readings ``R`` (:func:`held_out_readings` by model) and the
+    """Each of the paper's statements measured (:func:`layersim.notebook.results.measure`: its value, its note and
+    the numbers recorded beside it), by claim name, from the test readings ``R`` (:func:`held_out_readings` by model) and the
     :func:`effective_depths`. Blocks ``1..L/2`` are the shallow half.
 
     Full budget: mean shallow accuracy and mean COS to the last block (blocks ``1..L-1``), aligned minus standard;
@@ -118,7 +118,7 @@ def statistics(R: Mapping[str, Mapping], depth: Mapping[tuple[str, str], Any]) -
     half = slice(0, L // 2)
 
     def stat(value, note, **extra):
-        return {"value": value, "note": note, "extra": extra}
+        return results.measure(value, note, **extra)
 
     return {
         "aligned_raises_shallow_accuracy": stat(

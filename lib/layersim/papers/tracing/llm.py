@@ -30,7 +30,7 @@ from layersim.nets import models, readout
 from layersim.notebook import plotting
 
 __all__ = ["MODELS", "PROMPT", "decode", "describe_decoding", "describe_texts", "easy_vs_hard", "lens_table_figure",
-           "load", "read_texts", "records", "saturation_histogram", "statistics", "words"]
+           "load", "read_texts", "records", "saturation_histogram", "statistics", "stays_correct", "words"]
 
 PROMPT = "Simply put, the theory of relativity states"
 
@@ -65,6 +65,36 @@ def easy_vs_hard(saturation: np.ndarray, confidence: np.ndarray) -> dict[str, fl
         raise ValueError("every token has the same confidence: no easy/hard split")
     e, h = float(sat[easy].mean()), float(sat[~easy].mean())
     return {"easy": e, "hard": h, "difference": h - e, "median_confidence": float(np.median(conf))}
+
+
+def stays_correct(top: np.ndarray, target: np.ndarray) -> dict[str, Any]:
+    """The tracing paper's reading of Theorem 2 (§2.2): "if a sample is correctly predicted at the ℓ-th layer, it
+    will continue to be correctly predicted in subsequent layers", on a text set read by the logit lens.
+
+    ``top`` ``[L+1, N]``: each layer's top-1 token at every position (layer 0 = the embedding output);
+    ``target`` ``[N]``: the text's next token (-1 where there is none, left out). A *case* is a pair (position,
+    layer ``l < L``) whose top-1 at ``l`` is the next token; it *stays* when the top-1 is the next token at every
+    layer ``l+1..L``. Returns ``fraction`` (cases that stay over all cases, pooled over the layers), ``cases``,
+    ``per_layer`` (``[L]``, NaN where a layer has no case) and ``unconditional`` (the same pooling without the
+    condition: over every (position, ``l < L``), the fraction whose top-1 is the next token at every layer
+    ``l..L``) -- the rate at which a prediction is right from ``l`` on whatever it was before, beside which
+    ``fraction`` reads."""
+    top, target = np.asarray(top), np.asarray(target)
+    if top.ndim != 2 or target.shape != (top.shape[1],) or top.shape[0] < 2:
+        raise ValueError(f"need top [L+1, N] with L >= 1 and target [N], got {top.shape} and {target.shape}")
+    keep = target >= 0
+    if not keep.any():
+        raise ValueError("no position has a next token to be predicted")
+    correct = top[:, keep] == target[keep][None, :]  # [L+1, M]
+    right_from = np.flip(np.cumprod(np.flip(correct, 0), 0), 0).astype(bool)  # right at every layer l..L
+    case, stay = correct[:-1], right_from[:-1]  # layers 0..L-1
+    cases = int(case.sum())
+    if cases == 0:
+        raise ValueError("no position is predicted correctly at any layer below the last: nothing to test")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_layer = stay.sum(1) / case.sum(1)
+    return {"fraction": float(stay.sum() / cases), "cases": cases, "per_layer": per_layer,
+            "unconditional": float(stay.mean())}
 
 
 def words(tokenizer: Any, ids: np.ndarray) -> np.ndarray:
@@ -118,7 +148,8 @@ def read_texts(model: Any, tokenizer: Any, texts, batch_size: int, max_length: i
     :class:`~layersim.nets.readout.TokenLens`), ``text_saturation`` (``[N]``) and ``easy_hard``."""
     lens = readout.token_lens(model, data.text_batches(texts, tokenizer, batch_size, max_length), device=device)
     sat = readout.saturation_layer(lens.top)
-    return {"text": lens, "text_saturation": sat, "easy_hard": easy_vs_hard(sat, lens.confidence)}
+    return {"text": lens, "text_saturation": sat, "easy_hard": easy_vs_hard(sat, lens.confidence),
+            "stays_correct": stays_correct(lens.top, lens.target)}
 
 
 def describe_texts(name: str, run: dict, n_texts: int) -> str:
@@ -155,13 +186,16 @@ def saturation_histogram(runs: dict[str, dict]):
 def statistics(runs: dict[str, dict]) -> dict[str, dict[str, float]]:
     """Per model, the numbers the tracing paper's statements are tested on: ``error`` (the lens's largest
     relative difference from the model's logits, decoding and texts), ``early`` (the fraction of generated
-    tokens saturating below the last block, App. C.1), ``text_fraction`` (the same over the text positions) and
-    ``gap`` (mean saturation layer of the hard minus the easy text positions, §2.2)."""
+    tokens saturating below the last block, App. C.1), ``text_fraction`` (the same over the text positions),
+    ``gap`` (mean saturation layer of the hard minus the easy text positions, §2.2), ``stays`` and
+    ``stays_unconditional`` (:func:`stays_correct`'s ``fraction`` and ``unconditional``, Theorem 2)."""
     return {
         "error": {n: max(r["greedy"].max_error, r["text"].max_error) for n, r in runs.items()},
         "early": {n: float(np.mean(r["saturation"] < r["L"])) for n, r in runs.items()},
         "text_fraction": {n: float(np.mean(r["text_saturation"] < r["L"])) for n, r in runs.items()},
         "gap": {n: r["easy_hard"]["difference"] for n, r in runs.items()},
+        "stays": {n: r["stays_correct"]["fraction"] for n, r in runs.items()},
+        "stays_unconditional": {n: r["stays_correct"]["unconditional"] for n, r in runs.items()},
     }
 
 
@@ -173,4 +207,4 @@ def records(runs: dict[str, dict]) -> dict[str, dict]:
                 "generated_ids": r["greedy"].tokens, "saturation": r["saturation"], "top_prob": r["greedy"].top_prob,
                 "chosen_prob": r["greedy"].chosen_prob, "text_tokens": int(len(r["text_saturation"])),
                 "text_saturation_counts": np.bincount(r["text_saturation"], minlength=r["L"] + 1),
-                "easy_hard": r["easy_hard"]} for n, r in runs.items()}
+                "easy_hard": r["easy_hard"], "stays_correct": r["stays_correct"]} for n, r in runs.items()}
