@@ -1,6 +1,6 @@
 """The runs that test a claim: several seeds (*holds in k of n*), and a larger run for a *scale* diagnosis.
 
-One run tests each of the paper's statements once (:func:`layersim.notebook.results.claim`); a verdict
+One run tests each of the paper's statements once (:func:`layersim.notebook.registry.judge`); a verdict
 from one seed cannot tell a claim that holds from one that sits on its threshold by chance. So the
 runner (``python -m layersim.tools.runner --seeds N``; ``make reproduce`` uses :func:`seeds_for`) first
 runs a notebook at the seeds after its own, each into its own folder (:func:`seed_folder`), then the
