@@ -13,11 +13,11 @@ lesson:
 * :func:`task_representations` (one task's representations: the input, the hand-crafted features and every
   layer of both networks) and :func:`text_transfer_runs` (every task: alignment, linear models, small training
   sets);
-* :func:`layer_areas` and :func:`token_spreads` -- Figure 19's question across depth, and how much each token
-  varies across the sentences;
+* :func:`layer_areas` and :func:`token_spreads` -- alignment across depth (Section 5, Figure 7), and how much
+  each token varies across the sentences;
 * :func:`depth_claim` and :func:`text_numbers` -- the claim on depth and what ``metrics.json`` records;
-* the figures: :func:`alignment_figure` (Figure 13a, b), :func:`layers_figure` (Figure 19's question) and
-  :func:`learning_figure` (Figure 13c, d and the test error after small training sets).
+* the figures: :func:`alignment_figure` (Figure 13a, b), :func:`layers_figure` (alignment across depth, Section 5,
+  Figure 7) and :func:`learning_figure` (Figure 13c, d and the test error after small training sets).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def text_transfer_runs(pools: Mapping, feats: Mapping, pairs: Sequence, threshol
 
 
 def layer_areas(mean_area: Mapping[str, float], depth: int) -> dict[str, list[float]]:
-    """Figure 19's question across depth: ``{"<state> <token>": [area of layer 0 .. depth - 1]}`` from the mean
+    """alignment across depth (Section 5, Figure 7): ``{"<state> <token>": [area of layer 0 .. depth - 1]}`` from the mean
     areas over the tasks (:func:`layersim.papers.alignment.pretrain.mean_areas`)."""
     return {f"{tag} {tok}": [mean_area[f"{tag} {tok} {layer}"] for layer in range(depth)]
             for tag in STATES for tok in TOKENS}
@@ -204,7 +204,7 @@ def learning_summary(final: Mapping, test_error: Mapping[str, float], err_small:
 
 
 def depth_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
-    """``alignment_rises_with_depth_pretrained`` (Figure 19's question, per layer): the Spearman rank correlation
+    """``alignment_rises_with_depth_pretrained`` (alignment across depth, Section 5, Figure 7): the Spearman rank correlation
     between depth and the pretrained network's mean-pooled area is at least 0.7. Every reading's correlation,
     its last-minus-embedding difference and its best layer are recorded beside it."""
     rho = {k: trends.spearman(np.arange(len(v)), v) for k, v in layer_area.items()}
@@ -262,7 +262,7 @@ def alignment_figure(runs: Sequence[dict], thresholds, depth: int):
 
 
 def layers_figure(layer_area: Mapping[str, Sequence[float]], mean_area: Mapping[str, float]):
-    """Figure 19's question across depth: the alignment area of every layer (0 = embedding output, then the
+    """alignment across depth (Section 5, Figure 7): the alignment area of every layer (0 = embedding output, then the
     blocks), mean over the tasks, pretrained and at initialisation, mean-pooled and at the CLS token
     (:func:`layer_areas`), with the input and the best hand-crafted feature for reference. Returns the figure."""
     depth = len(layer_area["pre-trained mean"])

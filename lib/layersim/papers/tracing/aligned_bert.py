@@ -1,5 +1,5 @@
 """AlignedBERT: an encoder fine-tuned with the standard and with the aligned loss, read at every layer by its
-one shared classifier (tracing paper, §4 and App. C.2, Figures 8 and 21; notebook t09).
+one shared classifier (tracing paper, §3.2 and App. C.2, Figures 8 and 21; notebook t09).
 
 The paper fine-tunes BERT-base twice on each task, with the cross-entropy of the last layer and with eq. (5),
 the cross-entropies of the shared pooler + classifier on every layer's CLS token weighted by
@@ -66,7 +66,7 @@ def _pairs(results: Mapping[str, Mapping]) -> list[str]:
 
 
 def gains(results: Mapping[str, Mapping]) -> tuple[dict[str, float], dict[str, float]]:
-    """The tracing paper's §4 statements on every ``"<model>/<task>"`` of ``results`` (``"<model>/<task>/<name>"``
+    """The tracing paper's §3.2 statements on every ``"<model>/<task>"`` of ``results`` (``"<model>/<task>/<name>"``
     -> a :func:`layerwise` result, both names present): ``mid_gain``, the mean over blocks ``1..⌊L/2⌋`` of the
     aligned minus the standard accuracy, and ``last_gap``, aligned minus standard at block ``L``."""
     mid_gain, last_gap = {}, {}

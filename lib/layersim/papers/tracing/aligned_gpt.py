@@ -1,5 +1,5 @@
 """AlignedGPT: a causal LM trained with the standard and with the aligned loss, read and sampled at every layer
-(tracing paper, §4, App. C.2, Figure 9; notebook t10).
+(tracing paper, §3.2, App. C.2, Figure 9; notebook t10).
 
 The models, their training and the exits are :mod:`layersim.papers.tracing.lm`'s; this module holds the protocol
 around them:
@@ -160,7 +160,7 @@ def describe_samples(prompt_text: Sequence[str], samples: Mapping[str, list[str]
 
 
 def statistics(scores: Mapping[str, Any]) -> dict[str, float]:
-    """The numbers of the paper's statements (§4, Fig. 9 a, b), over the first half of the blocks ``1..L//2``:
+    """The numbers of the paper's statements (§3.2, Fig. 9 a, b), over the first half of the blocks ``1..L//2``:
     ``lower_ppl``, the mean log-perplexity, standard minus aligned; ``higher_acc``, the mean next-token accuracy,
     aligned minus standard; and ``final_ppl_ratio``, the last block's perplexity, aligned over standard."""
     std, ali = scores["standard"], scores["aligned"]

@@ -1,5 +1,5 @@
 """Causal language models trained here, with the standard or the aligned loss (the tracing paper's
-AlignedGPT, §4 and App. C.2; notebook t10).
+AlignedGPT, §3.2 and App. C.2; notebook t10).
 
 The paper fine-tunes pretrained GPT-2 on WikiText-103 (sequences of 256, AdamW 2e-5, batch 8) once
 with the next-token loss on the last layer and once with the **aligned loss**, eq. (5) over the
