@@ -134,6 +134,8 @@ WRITERS = {
     "tolerances": Writer("the measured smoke tolerances", "python -m layersim.tools.portable --measure",
                          ("tests/notebooks/tolerances.json",)),
     "readme": Writer("the README's notebook table", "python -m layersim.tools.site readme", ("README.md",)),
+    "prose": Writer("the numbers in the committed notebooks' prose", "python -m layersim.tools.prose render",
+                    ("notebooks/*/*.ipynb", "figures/scale_checks/*/*/*.ipynb")),
 }
 
 

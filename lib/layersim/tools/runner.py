@@ -62,7 +62,7 @@ from pathlib import Path
 
 from layersim.core import locks, paths, writers
 from layersim.core.paths import repo_root
-from layersim.notebook import seeds
+from layersim.notebook import prose, results, seeds
 from layersim.notebook.results import SCALES
 from layersim.tools import claims, committed, compare
 
@@ -283,6 +283,11 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         except Exception as exc:  # papermill raises on the first failing cell
             error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
             return Outcome(nb, False, time.perf_counter() - t0, error)
+        try:  # the prose's numbers, from the metrics this run wrote (layersim.notebook.prose)
+            with temporary_environ(**env):
+                prose.render_file(target.executed, results.run_folder(nb.parent.name, nb.stem, scale) / "metrics.json")
+        except ValueError as exc:
+            return Outcome(nb, False, time.perf_counter() - t0, f"its prose does not render from the run: {exc}")
         if refs:
             strip_reference(target.executed)
             try:

@@ -52,6 +52,7 @@ from pathlib import Path
 from layersim.core import markup, writers
 from layersim.core.paths import repo_root
 from layersim.notebook import seeds
+from layersim.notebook.prose import duration
 from layersim.notebook.results import format_value
 from layersim.core.references import PAPERS, paper
 from layersim.tools import claims, runner
@@ -210,13 +211,6 @@ def notebook_infos(root: Path | None = None) -> list[NotebookInfo]:
     if not out:
         raise ValueError(f"no notebook with a committed run under {root / 'notebooks'}")
     return out
-
-
-def duration(seconds: float | None) -> str:
-    """``"12 s"``, ``"4.5 min"``, or ``"–"`` for a time not measured."""
-    if seconds is None:
-        return "–"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def hours(h: float | None) -> str:

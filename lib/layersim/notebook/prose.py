@@ -1,0 +1,260 @@
+"""Numbers in a notebook's prose, filled from its run: text that cannot drift from the outputs.
+
+A Markdown cell whose text quotes the run keeps a **template** in its metadata (``metadata["layersim"]["template"]``)
+and shows the template rendered from the run's ``metrics.json``. A *field* ``{{ path | filter : format }}`` in the
+template names one value of ``metrics.json`` and how it is printed:
+
+- ``path``: keys separated by dots, a key holding dots, slashes or spaces in double quotes, a list entry by its index
+  (``claims.br_tracks_final_mse.value``, ``claims.fit.per_pair."ViT | digits"``, ``seed_run_seconds.1``);
+- ``filter`` (none or several, applied left to right): :data:`FILTERS` -- ``min``, ``max``, ``median``, ``mean``,
+  ``range`` (a list's smallest and largest value, printed ``a–b``, or one value where they agree at the printed
+  rounding), ``count``, ``sum``, ``abs``, ``percent`` (times 100), ``duration`` (seconds as ``"12 s"`` or
+  ``"4.5 min"``), ``values`` (a dict's values), ``argmax1`` (the 1-based position of a list's largest entry: a
+  block number);
+- ``format``: a Python format spec (``.2f``, ``.0f``, ``.1e``); a list is printed item by item, joined by ``", "``.
+
+The runner renders every template after it runs a notebook (:func:`render_file`, with the metrics the run wrote), so a
+re-run rewrites the numbers with the interpretation around them untouched, and ``python -m layersim.tools.prose
+render`` re-renders committed notebooks from their committed ``metrics.json`` (no retraining). Numbers the prose
+still holds outside any field are found by :func:`loose_numbers` (formulas, code, citations, dates and names
+left out); ``tests/test_prose.py`` fails on a committed notebook whose rendered text differs from its cells, or whose
+loose numbers are not listed, with their reasons, in ``notebooks/prose_exceptions.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+#: the cell metadata key under which a Markdown cell keeps its template
+KEY = "layersim"
+
+_FIELD = re.compile(r"\{\{(.*?)\}\}", re.S)
+_SEGMENT = re.compile(r'\s*(?:"([^"]*)"|([^."\s]+))\s*(?:\.|$)')
+
+
+def duration(seconds: float | None) -> str:
+    """``"12 s"``, ``"4.5 min"``, or ``"–"`` for a time not measured."""
+    if seconds is None:
+        return "–"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+class _Range(tuple):
+    """A (low, high) pair that prints as ``low–high`` (:func:`format_value`)."""
+
+
+def _numbers(v: Any) -> list[float]:
+    if isinstance(v, Mapping):
+        v = list(v.values())
+    if not isinstance(v, (list, tuple)) or not v:
+        raise ValueError(f"needs a non-empty list of numbers, got {v!r}")
+    return [float(x) for x in v]
+
+
+def _argmax1(v: Any) -> int:
+    xs = _numbers(v)
+    return xs.index(max(xs)) + 1
+
+
+#: the filters a field may apply, by name
+FILTERS: dict[str, Callable[[Any], Any]] = {
+    "min": lambda v: min(_numbers(v)),
+    "max": lambda v: max(_numbers(v)),
+    "median": lambda v: statistics.median(_numbers(v)),
+    "mean": lambda v: statistics.fmean(_numbers(v)),
+    "range": lambda v: _Range((min(_numbers(v)), max(_numbers(v)))),
+    "count": lambda v: len(v),
+    "sum": lambda v: sum(_numbers(v)),
+    "abs": lambda v: abs(float(v)),
+    "percent": lambda v: 100 * float(v),
+    "duration": lambda v: duration(float(v)),
+    "values": lambda v: list(v.values()),
+    "argmax1": _argmax1,
+}
+
+
+def parse_field(text: str) -> tuple[list[str], list[str], str]:
+    """``(keys, filters, format)`` of a field's text ``path | filter ... : format``; ``ValueError`` for an unknown
+    filter or an empty path."""
+    parts, spec, start, quoted = [], "", 0, False
+    for i, ch in enumerate(text):  # filters follow bars, the format the last colon, outside quotes
+        if ch == '"':
+            quoted = not quoted
+        elif ch in "|:" and not quoted:
+            parts.append(text[start:i])
+            start = i + 1
+            if ch == ":":
+                spec = text[start:].strip()
+                break
+    else:
+        parts.append(text[start:])
+    path, *filters = [part.strip() for part in parts]
+    keys, pos = [], 0
+    while pos < len(path):
+        m = _SEGMENT.match(path, pos)
+        if not m or m.end() == pos:
+            raise ValueError(f"cannot read the path {path!r} of the field {{{{{text}}}}}")
+        keys.append(m.group(1) if m.group(1) is not None else m.group(2))
+        pos = m.end()
+    if not keys:
+        raise ValueError(f"the field {{{{{text}}}}} names no value")
+    unknown = [f for f in filters if f not in FILTERS]
+    if unknown:
+        raise ValueError(f"unknown filter {unknown[0]!r} in {{{{{text}}}}}: one of {', '.join(FILTERS)}")
+    return keys, filters, spec
+
+
+def lookup(data: Any, keys: list[str]) -> Any:
+    """The value at ``keys`` in ``data`` (dicts by key, lists by index); ``KeyError`` naming the first key that is
+    not there."""
+    here = data
+    for depth, key in enumerate(keys):
+        if isinstance(here, Mapping) and key in here:
+            here = here[key]
+        elif isinstance(here, list) and key.lstrip("-").isdigit() and -len(here) <= int(key) < len(here):
+            here = here[int(key)]
+        else:
+            where = ".".join(keys[:depth]) or "the metrics"
+            have = ", ".join(map(str, list(here)[:12])) if isinstance(here, Mapping) else f"a {type(here).__name__}"
+            raise KeyError(f"{'.'.join(keys)}: {where} has no {key!r} (it has: {have})")
+    return here
+
+
+def format_value(value: Any, spec: str = "") -> str:
+    """``value`` printed with the format ``spec``: a :data:`FILTERS` ``range`` as ``low–high`` (one value when both
+    print the same), a list item by item joined by ``", "``, a bool as ``yes``/``no``; a number that is not finite
+    raises ``ValueError`` (prose does not quote a failed measurement)."""
+    if isinstance(value, _Range):
+        low, high = (format_value(v, spec) for v in value)
+        return low if low == high else f"{low}–{high}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_value(v, spec) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"the value is {value}: prose does not quote a failed measurement")
+    if value is None:
+        raise ValueError("the value is missing (null): prose does not quote a failed measurement")
+    return format(value, spec) if spec else str(value)
+
+
+def render(template: str, data: Mapping) -> str:
+    """``template`` with every field replaced by its value in ``data`` (a run's ``metrics.json``); ``ValueError``
+    naming the field for a value that is not there or cannot be printed."""
+    def one(m: re.Match) -> str:
+        keys, filters, spec = parse_field(m.group(1))
+        try:
+            value = lookup(data, keys)
+            for name in filters:
+                value = FILTERS[name](value)
+            return format_value(value, spec)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ValueError(f"{{{{{m.group(1).strip()}}}}}: {exc}") from None
+    return _FIELD.sub(one, template)
+
+
+def template_of(cell: Mapping) -> str | None:
+    """The template of a notebook cell, or None for a cell without one."""
+    return (cell.get("metadata") or {}).get(KEY, {}).get("template")
+
+
+def _source(cell: Mapping) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def render_notebook(nb: Mapping, data: Mapping) -> dict:
+    """A copy of notebook ``nb`` whose Markdown cells with a template show it rendered from ``data``;
+    ``ValueError`` naming the cell (counted from 1) of a template that does not render."""
+    out = copy.deepcopy(dict(nb))
+    for i, cell in enumerate(out.get("cells", []), start=1):
+        template = template_of(cell)
+        if template is None:
+            continue
+        if cell.get("cell_type") != "markdown":
+            raise ValueError(f"cell {i} holds a prose template but is a {cell.get('cell_type')} cell")
+        try:
+            cell["source"] = render(template, data).splitlines(keepends=True)
+        except ValueError as exc:
+            raise ValueError(f"cell {i}: {exc}") from None
+    return out
+
+
+def stale_cells(nb: Mapping, data: Mapping) -> list[tuple[int, str, str]]:
+    """``(cell number, shown, rendered)`` of every Markdown cell whose text differs from its template rendered
+    from ``data`` (empty: the prose says what the run measured)."""
+    fresh = render_notebook(nb, data)
+    return [(i, _source(old), _source(new)) for i, (old, new) in enumerate(zip(nb["cells"], fresh["cells"]), start=1)
+            if template_of(old) is not None and _source(old) != _source(new)]
+
+
+def render_file(notebook: Path, metrics: Path) -> bool:
+    """Render the templates of the notebook file ``notebook`` from the run's ``metrics`` file in place (whole or
+    not at all); False, and nothing written, when the notebook has no template or the run wrote no metrics."""
+    from layersim.core import writers
+
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    if not any(template_of(c) is not None for c in nb.get("cells", [])) or not Path(metrics).is_file():
+        return False
+    fresh = render_notebook(nb, json.loads(Path(metrics).read_text(encoding="utf-8")))
+    writers.write_text(Path(notebook), json.dumps(fresh, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
+    return True
+
+
+# ----------------------------------------------------------------------------- numbers typed by hand
+
+_DROPPED = [
+    re.compile(r"\$\$.*?\$\$", re.S),  # display formulas
+    re.compile(r"\$[^$\n]+\$"),  # inline formulas
+    re.compile(r"```.*?```", re.S),  # code blocks
+    re.compile(r"`[^`\n]*`"),  # code spans: names, commands
+    re.compile(r"\]\([^)\s]*\)"),  # link targets (the link text stays)
+    re.compile(r"<[^>\n]*>"),  # HTML tags
+    _FIELD,  # numbers that come from the run
+    re.compile(r"\b\d{4}-\d{2}-\d{2}\b"),  # dates
+    # citations of the papers: sections, figures, tables, equations, theorems ... with their lists and ranges
+    re.compile(r"(?:§|\b(?:Sections?|Secs?\.|Figures?|Figs?\.|Tables?|Tabs?\.|[Ee]qs?\.|[Ee]quations?|"
+               r"App(?:endix|endices|\.)|Theorems?|Thm\.|Propositions?|Prop\.|Lemmas?|Definitions?|Def\.|"
+               r"Corollary|Algorithms?|Alg\.|Steps?\s+(?=\d)|Chapter|Lines?))\s*"
+               r"(?:\(?[A-Z]?\d+(?:\.\d+)*[a-z]?\)?)(?:\s*(?:,|and|&|–|-|to|or)\s*\(?[A-Z]?\d+(?:\.\d+)*[a-z]?\)?)*"),
+    re.compile(r"\b(?:et al\.|and [A-Z][\w-]+),?\s*\(?\d{4}[a-z]?\)?"),  # author-year citations
+]
+# a number standing alone: not part of a name (L6, SmolLM2-135M, CIFAR-10, ViT-B/16), a version or an identifier
+_NUMBER = re.compile(r"(?<![\w./\\-])[−-]?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+−]?\d+|\s?×\s?10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
+                     r"(?![\w/]|\.\d|-[A-Za-z])")
+
+
+def loose_numbers(text: str) -> list[str]:
+    """The numbers of Markdown ``text`` that no field fills: everything that looks like a number once formulas, code,
+    link targets, HTML, fields, dates, citations of the papers (sections, figures, tables, equations, theorems,
+    author-year) and names holding digits are left out, in order."""
+    return [m.group(0) for m in _NUMBER.finditer(_blanked(text))]
+
+
+def _blanked(text: str) -> str:
+    """``text`` with every span :func:`loose_numbers` leaves out replaced by as many spaces (positions kept)."""
+    for pattern in _DROPPED:
+        text = pattern.sub(lambda m: " " * len(m.group(0)), text)
+    return text
+
+
+def prose_numbers(nb: Mapping) -> list[tuple[int, str, str]]:
+    """``(cell number, number, context)`` of every loose number (:func:`loose_numbers`) in the Markdown cells of
+    ``nb``: in a cell with a template, the template's; else the cell's text. ``context``: up to 30 characters either
+    side, one line."""
+    out = []
+    for i, cell in enumerate(nb.get("cells", []), start=1):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = template_of(cell) or _source(cell)
+        for m in _NUMBER.finditer(_blanked(text)):
+            context = " ".join(text[max(0, m.start() - 30):m.end() + 30].split())
+            out.append((i, m.group(0), context))
+    return out

@@ -1,0 +1,119 @@
+"""Numbers in a notebook's prose come from its run (``layersim.notebook.prose``, ``layersim.tools.prose``): fields
+render the values of ``metrics.json`` at their printed rounding, the numbers typed by hand are found (formulas,
+code, citations, dates and names left out), and every committed notebook's text agrees with its committed run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from layersim.notebook import prose
+from layersim.tools import prose as prose_tool
+
+METRICS = {
+    "params": {"n_fit": 700},
+    "claims": {"fit": {"value": 0.5512, "values": [0.5512, 0.6349, 0.671], "holds": True, "threshold": 0.5,
+                       "per_pair": {"ViT | digits": 0.0123, "a.b/c": -0.25}}},
+    "seed_run_seconds": {"1": 141.2, "2": 138.4},
+    "br": [-0.3, -0.01, -0.2],
+}
+
+
+def test_a_field_prints_its_value_at_its_format():
+    assert prose.render("on {{params.n_fit}} inputs", METRICS) == "on 700 inputs"
+    assert prose.render("rho {{ claims.fit.value : .2f }}", METRICS) == "rho 0.55"
+    assert prose.render('{{claims.fit.per_pair."ViT | digits":.3f}}, {{claims.fit.per_pair."a.b/c":.2f}}',
+                        METRICS) == "0.012, -0.25"
+    assert prose.render("{{claims.fit.values:.2f}}", METRICS) == "0.55, 0.63, 0.67"
+    assert prose.render("{{claims.fit.holds}}; {{br.1}}", METRICS) == "yes; -0.01"
+
+
+def test_filters_compute_what_the_prose_says_of_the_seeds_and_blocks():
+    assert prose.render("{{claims.fit.values|range:.2f}}", METRICS) == "0.55–0.67"
+    assert prose.render("{{claims.fit.values|median:.2f}}", METRICS) == "0.63"
+    assert prose.render("{{seed_run_seconds|values|range:.0f}} s", METRICS) == "138–141 s"
+    assert prose.render("{{seed_run_seconds|max|duration}}", METRICS) == "2.4 min"
+    assert prose.render("block {{br|argmax1}}", METRICS) == "block 2"
+    assert prose.render("{{claims.fit.per_pair|count}} pairs", METRICS) == "2 pairs"
+    assert prose.render("{{claims.fit.value|percent:.0f}} %", METRICS) == "55 %"
+    assert prose.render("{{claims.fit.values|range:.0f}}", METRICS) == "1"  # equal at the printed rounding
+
+
+def test_a_field_that_names_nothing_or_cannot_print_says_which():
+    with pytest.raises(ValueError, match=r"claims.fitt.value: claims has no 'fitt' \(it has: fit\)"):
+        prose.render("{{claims.fitt.value}}", METRICS)
+    with pytest.raises(ValueError, match="unknown filter 'mediam'"):
+        prose.render("{{claims.fit.values|mediam}}", METRICS)
+    with pytest.raises(ValueError, match="failed measurement"):
+        prose.render("{{x}}", {"x": float("nan")})
+    with pytest.raises(ValueError, match="br.7"):
+        prose.render("{{br.7}}", METRICS)
+
+
+def test_loose_numbers_leave_out_formulas_code_citations_dates_and_names():
+    text = ("BR (eq. 1; $\\mathrm{BR}_i = -\\frac{1}{nd}$) of the 12-block ViT-B/16 and SmolLM2-135M (Figures 3–5, "
+            "7–10; §4.2, Table 1, App. C.2), `-p n_fit 50`, [paper](https://arxiv.org/abs/2410.04941) "
+            "(Cannistraci et al., 2024), on 2026-11-28: {{params.n_fit}} inputs, mean 0.55 over 3 seeds, 9–152× less, "
+            "a gap of −0.028 and 1.7e-13.")
+    assert prose.loose_numbers(text) == ["0.55", "3", "9", "152", "−0.028", "1.7e-13"]
+
+
+def _notebook(template: str, shown: str, extra_markdown: str = "") -> dict:
+    cells = [{"cell_type": "markdown", "metadata": {prose.KEY: {"template": template}}, "source": [shown]},
+             {"cell_type": "code", "metadata": {}, "source": ["x = 1"], "outputs": [], "execution_count": 1}]
+    if extra_markdown:
+        cells.append({"cell_type": "markdown", "metadata": {}, "source": [extra_markdown]})
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_a_deliberately_wrong_number_fails_the_drift_check():
+    good = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.55")
+    assert prose.stale_cells(good, METRICS) == []
+    wrong = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.56")
+    assert prose.stale_cells(wrong, METRICS) == [(1, "rho 0.56", "rho 0.55")]
+    typed = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.55", "and by hand 0.63 over 3 seeds")
+    assert prose_tool.unexcused("nb.ipynb", typed, {"notebooks": {}, "numbers": []}) == [
+        (3, "0.63", "and by hand 0.63 over 3 seeds"), (3, "3", "and by hand 0.63 over 3 seeds")]
+    excused = {"notebooks": {}, "numbers": [{"notebook": "nb.ipynb", "number": "3", "context": "over 3 seeds",
+                                             "reason": "the runner's seed count"}]}
+    assert [n for _, n, _ in prose_tool.unexcused("nb.ipynb", typed, excused)] == ["0.63"]
+    assert prose_tool.unexcused("nb.ipynb", typed, {"notebooks": {"nb.ipynb": "not yet bound"}, "numbers": []}) == []
+
+
+def test_render_file_fills_the_executed_notebook_from_its_run(tmp_path):
+    nb_path, metrics = tmp_path / "x.ipynb", tmp_path / "metrics.json"
+    nb_path.write_text(json.dumps(_notebook("rho {{claims.fit.value:.3f}} on {{params.n_fit}}", "rho ?")))
+    assert not prose.render_file(nb_path, metrics)  # the run wrote no metrics: nothing to fill
+    metrics.write_text(json.dumps(METRICS))
+    assert prose.render_file(nb_path, metrics)
+    cell = json.loads(nb_path.read_text())["cells"][0]
+    assert "".join(cell["source"]) == "rho 0.551 on 700" and cell["metadata"][prose.KEY]["template"].startswith("rho")
+    code = _notebook("x", "x")
+    code["cells"][1]["metadata"] = {prose.KEY: {"template": "{{params.n_fit}}"}}
+    with pytest.raises(ValueError, match="cell 2 holds a prose template but is a code cell"):
+        prose.render_notebook(code, METRICS)
+
+
+# --- the committed notebooks ------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = list(prose_tool.committed_notebooks(ROOT))
+
+
+@pytest.mark.parametrize("nb_path,metrics", COMMITTED, ids=[prose_tool.label(nb, ROOT) for nb, _ in COMMITTED])
+def test_every_committed_notebook_says_what_its_committed_run_measured(nb_path, metrics):
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    stale = prose.stale_cells(nb, json.loads(metrics.read_text(encoding="utf-8")))
+    assert not stale, "\n".join(f"cell {c}: shows\n{old}\nbut its run gives\n{new}" for c, old, new in stale)
+    loose = prose_tool.unexcused(prose_tool.label(nb_path, ROOT), nb, prose_tool.load_exceptions(ROOT))
+    assert not loose, "numbers typed by hand (bind them with a field, or list them with a reason in " \
+        f"{prose_tool.EXCEPTIONS}):\n" + "\n".join(f"cell {c}: {n} in {ctx!r}" for c, n, ctx in loose)
+
+
+def test_the_exceptions_name_committed_notebooks_only():
+    names = {prose_tool.label(nb, ROOT) for nb, _ in COMMITTED}
+    exceptions = prose_tool.load_exceptions(ROOT)
+    unknown = (set(exceptions["notebooks"]) | {e["notebook"] for e in exceptions["numbers"]}) - names
+    assert not unknown, f"{prose_tool.EXCEPTIONS} names notebooks without a committed run: {sorted(unknown)}"
