@@ -39,6 +39,11 @@ def test_filters_compute_what_the_prose_says_of_the_seeds_and_blocks():
     assert prose.render("{{claims.fit.per_pair|count}} pairs", METRICS) == "2 pairs"
     assert prose.render("{{claims.fit.value|percent:.0f}} %", METRICS) == "55 %"
     assert prose.render("{{claims.fit.values|range:.0f}}", METRICS) == "1"  # equal at the printed rounding
+    pairs = {"extremes": {"a": {"ratio": 9.2, "most": 6}, "b": {"ratio": 151.7, "most": 11}}}
+    assert prose.render("{{extremes|each(ratio)|range:.0f}}×; {{extremes|key(b)|key(most)}}", pairs) == "9–152×; 11"
+    nb = _notebook("{{run_seconds|duration}}", "")
+    nb["metadata"]["papermill"] = {"duration": 100.4}
+    assert "".join(prose.render_notebook(nb, METRICS)["cells"][0]["source"]) == "100 s"
 
 
 def test_a_field_that_names_nothing_or_cannot_print_says_which():

@@ -289,6 +289,15 @@ def test_redundant_block_fidelity_is_the_most_redundant_blocks_mse_over_the_spre
         br.redundant_block_fidelity(BR, MSE, {("A", "x"): 1.0})
 
 
+def test_extremes_name_both_ends_of_the_ranking_with_their_output_mse():
+    BR = {("A", "x"): np.array([-0.3, -0.2, -0.01]), ("B", "y"): np.array([-0.05, -0.2, -0.3])}
+    MSE = {("A", "x"): np.array([4.0, 2.0, 0.5]), ("B", "y"): np.array([1.0, 3.0, 6.0])}
+    out = br.extremes(BR, MSE)
+    assert out["A | x"] == {"most": 3, "least": 1, "br_most": -0.01, "br_least": -0.3, "mse_most": 0.5,
+                            "mse_least": 4.0, "ratio": 8.0}
+    assert (out["B | y"]["most"], out["B | y"]["least"], out["B | y"]["ratio"]) == (1, 3, 6.0)
+
+
 def test_br_and_output_mse_figure_has_a_column_per_model():
     BR = {("A", "x"): np.array([-0.3, -0.1]), ("A", "y"): np.array([-0.2, -0.1]), ("B", "x"): np.array([-1.0, -2.0])}
     MSE = {k: -v for k, v in BR.items()}

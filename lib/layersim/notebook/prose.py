@@ -11,6 +11,8 @@ template names one value of ``metrics.json`` and how it is printed:
   rounding), ``count``, ``sum``, ``abs``, ``percent`` (times 100), ``duration`` (seconds as ``"12 s"`` or
   ``"4.5 min"``), ``values`` (a dict's values), ``argmax1`` (the 1-based position of a list's largest entry: a
   block number);
+- filters with one argument: ``each(key)`` (the ``key`` entry of every dict in a dict or list), ``key(k)``;
+- ``run_seconds``: the run's own time (papermill's ``duration`` in the executed notebook's metadata);
 - ``format``: a Python format spec (``.2f``, ``.0f``, ``.1e``); a list is printed item by item, joined by ``", "``.
 
 The runner renders every template after it runs a notebook (:func:`render_file`, with the metrics the run wrote), so a
@@ -78,6 +80,25 @@ FILTERS: dict[str, Callable[[Any], Any]] = {
     "values": lambda v: list(v.values()),
     "argmax1": _argmax1,
 }
+#: the filters that take one argument, ``name(arg)``: ``each(key)`` maps a dict (or list) of dicts to the list of
+#: their ``key`` entries; ``key(k)`` takes one entry of a dict
+FILTERS_WITH_ARGUMENT: dict[str, Callable[[Any, str], Any]] = {
+    "each": lambda v, key: [x[key] for x in (v.values() if isinstance(v, Mapping) else v)],
+    "key": lambda v, key: v[key],
+}
+_CALL = re.compile(r"^(\w+)\((.*)\)$")
+
+
+def _apply(value: Any, name: str) -> Any:
+    call = _CALL.match(name)
+    if call:
+        return FILTERS_WITH_ARGUMENT[call.group(1)](value, call.group(2).strip().strip('"'))
+    return FILTERS[name](value)
+
+
+def _known(name: str) -> bool:
+    call = _CALL.match(name)
+    return call.group(1) in FILTERS_WITH_ARGUMENT if call else name in FILTERS
 
 
 def parse_field(text: str) -> tuple[list[str], list[str], str]:
@@ -105,9 +126,10 @@ def parse_field(text: str) -> tuple[list[str], list[str], str]:
         pos = m.end()
     if not keys:
         raise ValueError(f"the field {{{{{text}}}}} names no value")
-    unknown = [f for f in filters if f not in FILTERS]
+    unknown = [f for f in filters if not _known(f)]
     if unknown:
-        raise ValueError(f"unknown filter {unknown[0]!r} in {{{{{text}}}}}: one of {', '.join(FILTERS)}")
+        raise ValueError(f"unknown filter {unknown[0]!r} in {{{{{text}}}}}: one of "
+                         f"{', '.join([*FILTERS, *(f'{n}(...)' for n in FILTERS_WITH_ARGUMENT)])}")
     return keys, filters, spec
 
 
@@ -153,7 +175,7 @@ def render(template: str, data: Mapping) -> str:
         try:
             value = lookup(data, keys)
             for name in filters:
-                value = FILTERS[name](value)
+                value = _apply(value, name)
             return format_value(value, spec)
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"{{{{{m.group(1).strip()}}}}}: {exc}") from None
@@ -174,6 +196,9 @@ def render_notebook(nb: Mapping, data: Mapping) -> dict:
     """A copy of notebook ``nb`` whose Markdown cells with a template show it rendered from ``data``;
     ``ValueError`` naming the cell (counted from 1) of a template that does not render."""
     out = copy.deepcopy(dict(nb))
+    seconds = (out.get("metadata", {}).get("papermill") or {}).get("duration")
+    if seconds is not None:  # the run's own time, as papermill measured it
+        data = {**data, "run_seconds": seconds}
     for i, cell in enumerate(out.get("cells", []), start=1):
         template = template_of(cell)
         if template is None:

@@ -21,7 +21,7 @@ from layersim.measures import redundancy, trends
 from layersim.nets import linear_maps, surgery
 from layersim.papers.redundancy import models as redundancy_models
 
-__all__ = ["Measured", "depth_trend", "measure", "most_redundant", "pca_representations", "rank_agreement",
+__all__ = ["Measured", "depth_trend", "extremes", "measure", "most_redundant", "pca_representations", "rank_agreement",
            "redundancy_line", "redundant_block_fidelity"]
 
 
@@ -117,6 +117,22 @@ def redundant_block_fidelity(br: Mapping[tuple[str, str], np.ndarray], mse: Mapp
     if bad:
         raise ValueError(f"the original final representation is constant (spread 0) for {bad}: no relative change")
     return {f"{m} | {d}": float(mse[(m, d)][np.argmax(br[(m, d)])] / spread[(m, d)]) for (m, d) in br}
+
+
+def extremes(br: Mapping[tuple[str, str], np.ndarray], mse: Mapping[tuple[str, str], np.ndarray]
+             ) -> dict[str, dict[str, float]]:
+    """Per ``"<model> | <data>"`` pair, what the notebook's text says of its two ends: the most and the least redundant
+    block (1-based, highest and lowest BR), their BR, the output MSE of approximating each, and ``ratio`` = the
+    least redundant block's output MSE over the most redundant one's (how many times less the latter changes the
+    output)."""
+    out = {}
+    for (m, d), b in br.items():
+        b, e = np.asarray(b, float), np.asarray(mse[(m, d)], float)
+        hi, lo = int(np.argmax(b)), int(np.argmin(b))
+        out[f"{m} | {d}"] = {"most": hi + 1, "least": lo + 1, "br_most": float(b[hi]), "br_least": float(b[lo]),
+                             "mse_most": float(e[hi]), "mse_least": float(e[lo]),
+                             "ratio": float(e[lo] / e[hi]) if e[hi] > 0 else float("inf")}
+    return out
 
 
 def depth_trend(br: Mapping[tuple[str, str], np.ndarray]) -> dict[str, float]:
