@@ -38,6 +38,7 @@ def test_filters_compute_what_the_prose_says_of_the_seeds_and_blocks():
     assert prose.render("block {{br|argmax1}}", METRICS) == "block 2"
     assert prose.render("{{claims.fit.per_pair|count}} pairs", METRICS) == "2 pairs"
     assert prose.render("{{claims.fit.value|percent:.0f}} %", METRICS) == "55 %"
+    assert prose.render("it {{claims.fit.holds|verdict}}", METRICS) == "it holds"
     assert prose.render("{{claims.fit.values|range:.0f}}", METRICS) == "1"  # equal at the printed rounding
     pairs = {"extremes": {"a": {"ratio": 9.2, "most": 6}, "b": {"ratio": 151.7, "most": 11}}}
     assert prose.render("{{extremes|each(ratio)|range:.0f}}×; {{extremes|key(b)|key(most)}}", pairs) == "9–152×; 11"

@@ -10,7 +10,7 @@ template names one value of ``metrics.json`` and how it is printed:
   ``range`` (a list's smallest and largest value, printed ``a–b``, or one value where they agree at the printed
   rounding), ``count``, ``sum``, ``abs``, ``percent`` (times 100), ``duration`` (seconds as ``"12 s"`` or
   ``"4.5 min"``), ``values`` (a dict's values), ``argmax1`` (the 1-based position of a list's largest entry: a
-  block number);
+  block number), ``verdict`` (a claim's ``holds`` as "holds" or "does not hold");
 - filters with one argument: ``each(key)`` (the ``key`` entry of every dict in a dict or list), ``key(k)``;
 - ``run_seconds``: the run's own time (papermill's ``duration`` in the executed notebook's metadata);
 - ``format``: a Python format spec (``.2f``, ``.0f``, ``.1e``); a list is printed item by item, joined by ``", "``.
@@ -79,6 +79,7 @@ FILTERS: dict[str, Callable[[Any], Any]] = {
     "duration": lambda v: duration(float(v)),
     "values": lambda v: list(v.values()),
     "argmax1": _argmax1,
+    "verdict": lambda v: "holds" if v else "does not hold",
 }
 #: the filters that take one argument, ``name(arg)``: ``each(key)`` maps a dict (or list) of dicts to the list of
 #: their ``key`` entries; ``key(k)`` takes one entry of a dict
@@ -178,7 +179,8 @@ def render(template: str, data: Mapping) -> str:
                 value = _apply(value, name)
             return format_value(value, spec)
         except (KeyError, ValueError, TypeError) as exc:
-            raise ValueError(f"{{{{{m.group(1).strip()}}}}}: {exc}") from None
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise ValueError(f"{{{{{m.group(1).strip()}}}}}: {why}") from None
     return _FIELD.sub(one, template)
 
 
