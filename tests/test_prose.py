@@ -96,6 +96,11 @@ def test_render_file_fills_the_executed_notebook_from_its_run(tmp_path):
     assert prose.render_file(nb_path, metrics)
     cell = json.loads(nb_path.read_text())["cells"][0]
     assert "".join(cell["source"]) == "rho 0.551 on 700" and cell["metadata"][prose.KEY]["template"].startswith("rho")
+    other = _notebook("rho {{claims.fit.per_pair.\"ViT | digits\":.2f}}", "rho 0.01")
+    with pytest.raises(ValueError, match="cell 1: .*has no 'ViT | digits'"):
+        prose.render_notebook(other, {"claims": {"fit": {"per_pair": {}}}})
+    shown = "".join(prose.render_notebook(other, {"claims": {"fit": {"per_pair": {}}}}, strict=False)["cells"][0]["source"])
+    assert shown.startswith("*This text describes the committed default-scale run") and shown.endswith("rho 0.01")
     code = _notebook("x", "x")
     code["cells"][1]["metadata"] = {prose.KEY: {"template": "{{params.n_fit}}"}}
     with pytest.raises(ValueError, match="cell 2 holds a prose template but is a code cell"):

@@ -194,9 +194,15 @@ def _source(cell: Mapping) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-def render_notebook(nb: Mapping, data: Mapping) -> dict:
-    """A copy of notebook ``nb`` whose Markdown cells with a template show it rendered from ``data``;
-    ``ValueError`` naming the cell (counted from 1) of a template that does not render."""
+#: what a cell shows when its template does not render from another run's metrics (:func:`render_notebook`)
+NOT_THIS_RUN = ("*This text describes the committed default-scale run; its numbers could not be filled from this run "
+                "({why}).*\n\n")
+
+
+def render_notebook(nb: Mapping, data: Mapping, strict: bool = True) -> dict:
+    """A copy of notebook ``nb`` whose Markdown cells with a template show it rendered from ``data``. A template that
+    does not render raises ``ValueError`` naming the cell (counted from 1) when ``strict`` (the committed run); else
+    (a run at another scale, with other models or settings) the cell keeps its text under :data:`NOT_THIS_RUN`."""
     out = copy.deepcopy(dict(nb))
     seconds = (out.get("metadata", {}).get("papermill") or {}).get("duration")
     if seconds is not None:  # the run's own time, as papermill measured it
@@ -210,7 +216,11 @@ def render_notebook(nb: Mapping, data: Mapping) -> dict:
         try:
             cell["source"] = render(template, data).splitlines(keepends=True)
         except ValueError as exc:
-            raise ValueError(f"cell {i}: {exc}") from None
+            if strict:
+                raise ValueError(f"cell {i}: {exc}") from None
+            shown = _source(cell)
+            if not shown.startswith(NOT_THIS_RUN.split("(")[0]):
+                cell["source"] = (NOT_THIS_RUN.format(why=exc) + shown).splitlines(keepends=True)
     return out
 
 
@@ -222,15 +232,16 @@ def stale_cells(nb: Mapping, data: Mapping) -> list[tuple[int, str, str]]:
             if template_of(old) is not None and _source(old) != _source(new)]
 
 
-def render_file(notebook: Path, metrics: Path) -> bool:
+def render_file(notebook: Path, metrics: Path, strict: bool = True) -> bool:
     """Render the templates of the notebook file ``notebook`` from the run's ``metrics`` file in place (whole or
-    not at all); False, and nothing written, when the notebook has no template or the run wrote no metrics."""
+    not at all; ``strict``: :func:`render_notebook`); False, and nothing written, when the notebook has no template or
+    the run wrote no metrics."""
     from layersim.core import writers
 
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     if not any(template_of(c) is not None for c in nb.get("cells", [])) or not Path(metrics).is_file():
         return False
-    fresh = render_notebook(nb, json.loads(Path(metrics).read_text(encoding="utf-8")))
+    fresh = render_notebook(nb, json.loads(Path(metrics).read_text(encoding="utf-8")), strict)
     writers.write_text(Path(notebook), json.dumps(fresh, ensure_ascii=False, indent=1, sort_keys=True) + "\n")
     return True
 

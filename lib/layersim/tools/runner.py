@@ -283,9 +283,11 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         except Exception as exc:  # papermill raises on the first failing cell
             error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
             return Outcome(nb, False, time.perf_counter() - t0, error)
-        try:  # the prose's numbers, from the metrics this run wrote (layersim.notebook.prose)
+        try:  # the prose's numbers, from the metrics this run wrote (layersim.notebook.prose); a template that does not
+            # fit another run (scale, models) fails only the run that replaces the committed one
             with temporary_environ(**env):
-                prose.render_file(target.executed, results.run_folder(nb.parent.name, nb.stem, scale) / "metrics.json")
+                prose.render_file(target.executed, results.run_folder(nb.parent.name, nb.stem, scale) / "metrics.json",
+                                  strict=target.publish is not None)
         except ValueError as exc:
             return Outcome(nb, False, time.perf_counter() - t0, f"its prose does not render from the run: {exc}")
         if refs:
