@@ -28,6 +28,7 @@ def test_a_field_prints_its_value_at_its_format():
                         METRICS) == "0.012, -0.25"
     assert prose.render("{{claims.fit.values:.2f}}", METRICS) == "0.55, 0.63, 0.67"
     assert prose.render("{{claims.fit.holds}}; {{br.1}}", METRICS) == "yes; -0.01"
+    assert prose.render("at least {{x}}, {{y}}, {{z:.1f}}", {"x": 1.0, "y": 1e-05, "z": 1.0}) == "at least 1, 1e-05, 1.0"
 
 
 def test_filters_compute_what_the_prose_says_of_the_seeds_and_blocks():

@@ -152,7 +152,8 @@ def lookup(data: Any, keys: list[str]) -> Any:
 
 def format_value(value: Any, spec: str = "") -> str:
     """``value`` printed with the format ``spec``: a :data:`FILTERS` ``range`` as ``low–high`` (one value when both
-    print the same), a list item by item joined by ``", "``, a bool as ``yes``/``no``; a number that is not finite
+    print the same), a list item by item joined by ``", "``, a bool as ``yes``/``no``, a whole float without a format
+    as an integer (``1.0`` as ``1``); a number that is not finite
     raises ``ValueError`` (prose does not quote a failed measurement)."""
     if isinstance(value, _Range):
         low, high = (format_value(v, spec) for v in value)
@@ -165,6 +166,8 @@ def format_value(value: Any, spec: str = "") -> str:
         raise ValueError(f"the value is {value}: prose does not quote a failed measurement")
     if value is None:
         raise ValueError("the value is missing (null): prose does not quote a failed measurement")
+    if not spec and isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))  # a threshold of 1.0 reads "1"
     return format(value, spec) if spec else str(value)
 
 
