@@ -1,4 +1,6 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -346,3 +348,36 @@ def test_a_scale_check_is_refused_with_other_settings(fake_repo, monkeypatch, ca
     with pytest.raises(SystemExit):
         runner.main(["--scale-check"])
     assert "SCALE_CHECKS: p/s has no parameter 'width'" in capsys.readouterr().err
+
+
+# --- the committed outputs name no machine's folders -------------------------------------------------------------
+
+_REPO = Path(__file__).resolve().parents[1]
+_MACHINE = re.compile(r"(?<![\w.])(?:/home/|/root/|/Users/|/tmp/|/work/|/private/|[A-Z]:\\\\(?:Users|tmp)\\\\)")
+
+
+def _committed_outputs() -> list[Path]:
+    return sorted([*_REPO.glob("notebooks/*/*.ipynb"), *_REPO.glob("figures/**/*.ipynb"),
+                   *_REPO.glob("figures/**/metrics.json"), *_REPO.glob("tests/notebooks/**/*.ipynb"),
+                   *_REPO.glob("tests/notebooks/**/*.metrics.json")])
+
+
+def test_no_committed_notebook_or_metrics_file_names_a_machines_folder():
+    """Every committed notebook (the paper notebooks, the scale checks, the report's examples, the smoke references)
+    and every committed metrics.json: no absolute path of this checkout, nor of a home, temporary or work folder."""
+    outputs = _committed_outputs()
+    assert len(outputs) > 60
+    here = {str(_REPO), str(_REPO.resolve())}
+    found = []
+    for path in outputs:
+        text = path.read_text(encoding="utf-8")
+        hits = [h for h in here if h in text] + [m.group(0) for m in _MACHINE.finditer(text)]
+        if hits:
+            found.append(f"{path.relative_to(_REPO)}: {sorted(set(hits))}")
+    assert not found, "\n".join(found)
+
+
+def test_the_folder_check_finds_a_machines_folder():
+    assert _MACHINE.search('"output_path": "/home/ada/layersim/figures/x.ipynb"')
+    assert _MACHINE.search("writing to C:\\\\Users\\\\ada\\\\runs")
+    assert not _MACHINE.search("figures/scale_checks/a05/a05.ipynb and https://example.org/work/x")

@@ -301,6 +301,8 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         committed.phase("publishing")
         publish(target.executed, target.publish, root)
         committed.phase("published")
+    elif target.committed:  # a scale check, executed in place into figures/scale_checks/: the same committed form
+        publish(target.executed, target.executed, root)
     return Outcome(nb, True, time.perf_counter() - t0)
 
 
