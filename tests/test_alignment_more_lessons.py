@@ -22,6 +22,7 @@ from layersim.inputs import assets  # noqa: E402
 from layersim.papers.alignment import emergence as em, peaks, pretrain as pt, text as at  # noqa: E402
 from layersim.papers.alignment import text_transfer as tt  # noqa: E402
 from layersim.train import small_nets  # noqa: E402
+from layersim.notebook import registry
 
 
 @pytest.fixture(autouse=True)
@@ -127,10 +128,13 @@ def test_gap_claim_is_mean_minus_two_standard_errors():
     d = np.array([0.3, 0.1, 0.2, -0.05])
     c = peaks.gap_claim(d, "gap")
     m, se = d.mean(), d.std(ddof=1) / 2
-    assert c["value"] == pytest.approx(m - 2 * se, rel=1e-12) and c["op"] == ">" and c["threshold"] == 0.0
-    assert c["holds"] == (m - 2 * se > 0) and c["fraction_of_runs"] == 0.75
-    assert c["note"] == f"gap; mean {m:.3f} ± {se:.3f}"
-    assert peaks.gap_claim([1.0, 1.1, 0.9], "x")["holds"]
+    assert c["value"] == pytest.approx(m - 2 * se, rel=1e-12) and "holds" not in c  # judged by the registry
+    assert c["fraction_of_runs"] == 0.75 and c["note"] == f"gap; mean {m:.3f} ± {se:.3f}"
+    judged = registry.judge("alignment/a07_peaks_transfer", {"source_alignment_increases": c,
+                                                              "related_alignment_increases": peaks.gap_claim(
+                                                                  [1.0, 1.1, 0.9], "x")})
+    assert judged["source_alignment_increases"]["holds"] == (m - 2 * se > 0)
+    assert judged["related_alignment_increases"]["holds"]
 
 
 def test_transfer_claims_compare_transfer_with_the_better_or_worse_other():
@@ -326,10 +330,14 @@ def test_emergence_claims_and_numbers(emergence_task, emergence_runs):
     claims = em.emergence_claims(pixels, shares, runs, areas, 3, 40)
     a, b, c = (claims[n] for n in ("true_labels_aligned", "shuffled_labels_unaligned_in_input",
                                    "training_on_shuffled_creates_alignment"))
-    assert a["value"] == pixels["true"] and a["threshold"] == 0.5 and a["chance"] == 3 / 48
+    assert a["value"] == pixels["true"] and a["chance"] == 3 / 48
     assert a["alignment_area"] == 0.4
-    assert b["value"] == pytest.approx(np.mean(pixels["shuffled"])) and b["threshold"] == 10 * 3 / 48
-    assert b["op"] == "<="
+    # the shuffled labels' share in units of chance k/n, judged against the registered 10 (ten times chance)
+    assert b["value"] == pytest.approx(np.mean(pixels["shuffled"]) / (3 / 48)) and b["share"] == pytest.approx(
+        np.mean(pixels["shuffled"]))
+    judged = registry.judge("alignment/a02_emergence", claims)
+    assert judged["shuffled_labels_unaligned_in_input"]["holds"] == (np.mean(pixels["shuffled"]) <= 10 * 3 / 48)
+    assert (judged["true_labels_aligned"]["op"], judged["shuffled_labels_unaligned_in_input"]["op"]) == (">=", "<=")
     assert c["value"] == pytest.approx(np.mean([r["share"]["trained"] for r in runs])) and c["chance"] == 3 / 40
     assert c["training_accuracy"] == [r["acc"] for r in runs] and c["at_init"] == shares["init"][0]
     assert "mean of 2 seeds" in c["note"]
@@ -451,7 +459,8 @@ def test_depth_claim_is_the_spearman_correlation_with_depth():
                   "init mean": [0.2, 0.1, 0.3, 0.25], "init cls": [0.1, 0.2, 0.3, 0.4]}
     c = tt.depth_claim(layer_area)
     assert c["value"] == pytest.approx(_spearman_by_hand(range(4), layer_area["pre-trained mean"]))
-    assert c["value"] == pytest.approx(0.8) and c["holds"] and c["threshold"] == 0.7
+    judged = registry.judge("alignment/a11_pretrained_text", {"alignment_rises_with_depth_pretrained": c})
+    assert c["value"] == pytest.approx(0.8) and judged["alignment_rises_with_depth_pretrained"]["holds"]
     assert c["spearman"]["pre-trained cls"] == pytest.approx(-1.0)
     assert c["last_minus_embedding"]["init cls"] == pytest.approx(0.3) and c["best_layer"]["init mean"] == 2
 

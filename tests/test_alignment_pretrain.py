@@ -6,6 +6,7 @@ from torch.utils.data import TensorDataset
 from layersim.inputs import data
 from layersim.papers.alignment import pretrain as pt
 from layersim.train.training import TrainConfig
+from layersim.notebook import registry
 
 TINY = pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(2, 4), fc=(6, 5))
 
@@ -260,7 +261,9 @@ def _run(areas, final_test):
 def test_transfer_claims_values_from_known_runs():
     runs = [_run({"pre": 0.5, "init": 0.1, "in": 0.3, "h1": 0.2, "h2": 0.6}, {"pre": 0.2, "h1": 0.5, "h2": 0.3}),
             _run({"pre": 0.3, "init": 0.2, "in": 0.4, "h1": 0.2, "h2": 0.2}, {"pre": 0.4, "h1": 0.3, "h2": 0.5})]
-    c = pt.transfer_claims(runs, "pre", "init", "in", ["h1", "h2"], subject="cnn")
+    # measured by the library, judged by the thresholds registered for a08 (as its run does)
+    c = registry.judge("alignment/a08_pretrained_cnn", pt.transfer_claims(runs, "pre", "init", "in", ["h1", "h2"],
+                                                                           subject="cnn"))
     assert list(c) == ["pretrained_beats_init_and_input", "cnn_beats_handcrafted", "cnn_best_test_performance"]
     first = c["pretrained_beats_init_and_input"]
     assert first["value"] == pytest.approx(0.4 - 0.35) and first["holds"] and first["tasks_holding"] == 1

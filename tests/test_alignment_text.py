@@ -7,6 +7,7 @@ import torch
 from layersim.inputs import assets
 from layersim.nets import models
 from layersim.papers.alignment import text as at
+from layersim.notebook import registry
 
 TRAIN = ["the cat sat on the mat", "a dog sat", "the the cat", "dogs and cats sat together"]
 TEST = ["the unicorn sat", "zebra"]
@@ -135,8 +136,13 @@ def test_encoders_refuse_non_text_models_before_loading_and_need_weights_offline
 def test_the_monotone_claim_counts_the_rising_layer_steps():
     from layersim.papers.alignment import text_transfer as tt
 
-    c = tt.monotone_claim({"pre-trained mean": [0.3, 0.2, 0.25, 0.24, 0.5]})  # rises at steps 2 and 4 of 4
+    def judged(layer_area):  # measured by the library, judged by the threshold registered for a11
+        return registry.judge("alignment/a11_pretrained_text",
+                              {"no_monotone_rise_on_target_task": tt.monotone_claim(layer_area)})[
+            "no_monotone_rise_on_target_task"]
+
+    c = judged({"pre-trained mean": [0.3, 0.2, 0.25, 0.24, 0.5]})  # rises at steps 2 and 4 of 4
     assert (c["value"], c["steps_rising"], c["steps"], c["holds"]) == (0.5, 2, 4, True)
-    assert tt.monotone_claim({"pre-trained mean": [0.1, 0.2, 0.3]})["holds"] is False  # a monotone rise
+    assert judged({"pre-trained mean": [0.1, 0.2, 0.3]})["holds"] is False  # a monotone rise
     with pytest.raises(ValueError, match="two layers"):
         tt.monotone_claim({"pre-trained mean": [0.1]})

@@ -13,6 +13,7 @@ import torch  # noqa: E402
 from layersim.measures import alignment as al  # noqa: E402
 from layersim.papers.alignment import expressivity as ex  # noqa: E402
 from layersim.train import small_nets  # noqa: E402
+from layersim.notebook import registry
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +117,7 @@ def test_claims_by_hand():
     rows = {ex.NETWORK: _row(0.5, [1.0, 0.8, 0.4], 1e-8, [1.0, 0.1, 0.01]),
             ex.RBF: _row(0.3, [1.0, 0.9, 0.1], 1e-7, [1.0, 0.1, 0.1]),
             ex.SPARSE: _row(0.2, [1.0, 0.5, 0.0], 2e-6, [1.0, 1.0, 0.001])}
-    c = ex.claims(rows)
+    c = registry.judge("alignment/a01_expressivity", ex.claims(rows))  # judged by a01's registered thresholds
     assert list(c) == ["all_expressive", "nn_aligns_better", "nn_converges_faster"]
     assert c["all_expressive"]["value"] == 2e-6 and not c["all_expressive"]["holds"]
     assert c["all_expressive"]["ls_train_RBF network"] == 1e-7

@@ -17,6 +17,7 @@ from scipy.stats import spearmanr  # noqa: E402
 from layersim.measures import alignment as al  # noqa: E402
 from layersim.papers.alignment import pretrain as pt, transfer, transfer_figures as figures  # noqa: E402
 from layersim.train.training import TrainConfig  # noqa: E402
+from layersim.notebook import registry
 
 CNN28 = pt.CNNConfig(in_chans=1, img_size=28, num_classes=3, channels=(2, 3), fc=(5, 4))
 
@@ -260,17 +261,22 @@ def test_finetune_grid_is_every_source_on_every_target(capsys):
     assert hist["g -> h"]["train_loss"] == h["train_loss"]
 
 
+A09 = "alignment/a09_source_similarity"
+
+
 def test_similarity_claims_by_hand():
     mean_diff = {"c": np.array([0.0, 0.1, -0.1]), "f": np.array([0.0, 0.2, 0.3])}
     acc = {("g", "g"): 80.0, ("h", "g"): 70.0, ("g", "h"): 90.0, ("h", "h"): 92.0}
-    c = transfer.similarity_claims(mean_diff, {"c": 0.01, "f": 0.2}, {"c": 3, "f": 5}, 6, acc, ["g", "h"])
+    # measured by the library, judged by the thresholds registered for a09 (as its run does)
+    c = registry.judge(A09, transfer.similarity_claims(mean_diff, {"c": 0.01, "f": 0.2}, {"c": 3, "f": 5}, 6, acc,
+                                                       ["g", "h"]))
     more = c["similar_source_more_aligned"]
     assert more["holds"] and more["value"] == 0.01 and more["grows_toward_output"] and more["n_tasks"] == 6
     assert more["fraction_of_points_positive"] == 0.75 and more["fraction_of_layers_positive_everywhere"] == 0.5
     better = c["similar_source_better_finetune"]
     assert better["per_target"] == {"g": 10.0, "h": 2.0} and better["value"] == 2.0 and better["holds"]
     acc[("g", "h")] = 95.0
-    assert not transfer.similarity_claims(mean_diff, {"c": -0.1, "f": 0.2}, {}, 6, acc, ["g", "h"])[
+    assert not registry.judge(A09, transfer.similarity_claims(mean_diff, {"c": -0.1, "f": 0.2}, {}, 6, acc, ["g", "h"]))[
         "similar_source_better_finetune"]["holds"]
 
 
@@ -368,7 +374,8 @@ def test_negative_transfer_claims_by_hand():
     acc_drop = dict(zip(pairs, [1.0, 3.0, -2.0, 0.5, 4.0, 6.0]))
     area_drop = dict(zip(pairs, [0.2, 0.1, 0.05, 0.0, 0.3, 0.5]))
     diff = {p: np.array([0.0, 1.0, -1.0]) for p in pairs}
-    c = transfer.negative_transfer_claims(acc_drop, area_drop, diff, domains, pairs)
+    c = registry.judge("alignment/a10_negative_transfer",
+                       transfer.negative_transfer_claims(acc_drop, area_drop, diff, domains, pairs))
     hurts = c["random_label_pretraining_hurts"]
     assert hurts["value"] == 2.0 and not hurts["holds"] and hurts["accuracy_drop"]["y->x"] == -2.0
     reduces = c["random_label_pretraining_reduces_alignment"]

@@ -112,12 +112,14 @@ def _fake_run(rng, L=4, steps=6, n=30):
     conf = rng.random(n)
     g = readout.GreedyLens(rng.integers(0, 50, steps), top, rng.random((L + 1, steps)), rng.random((L + 1, steps)),
                            float(rng.random() * 1e-6))
-    lens = readout.TokenLens(text_top, conf, float(rng.random() * 1e-6))
+    target = np.where(rng.random(n) < 0.9, rng.integers(0, 3, n), -1)  # the text's next tokens, -1 at text ends
+    lens = readout.TokenLens(text_top, conf, float(rng.random() * 1e-6), target)
     return {"model": None, "tokenizer": WordTokenizer(), "L": L, "greedy": g, "saturation": sat, "text": lens,
-            "text_saturation": text_sat, "easy_hard": tracing_llm.easy_vs_hard(text_sat, conf)}
+            "text_saturation": text_sat, "easy_hard": tracing_llm.easy_vs_hard(text_sat, conf),
+            "stays_correct": tracing_llm.stays_correct(text_top, target)}
 
 
-def test_statistics_and_records_are_the_former_inline_numbers():
+def test_statistics_and_records_hold_each_models_numbers():
     rng = np.random.default_rng(0)
     runs = {"a": _fake_run(rng), "b": _fake_run(rng, L=5)}
     S = tracing_llm.statistics(runs)
@@ -126,6 +128,8 @@ def test_statistics_and_records_are_the_former_inline_numbers():
         assert S["early"][n] == sum(s < r["L"] for s in r["saturation"]) / len(r["saturation"])
         assert S["text_fraction"][n] == pytest.approx(np.mean(r["text_saturation"] < r["L"]))
         assert S["gap"][n] == r["easy_hard"]["difference"]
+        assert S["stays"][n] == r["stays_correct"]["fraction"]
+        assert S["stays_unconditional"][n] == r["stays_correct"]["unconditional"]
     rec = tracing_llm.records(runs)
     for n, r in runs.items():
         e = rec[n]
@@ -134,7 +138,7 @@ def test_statistics_and_records_are_the_former_inline_numbers():
         counts = [int(np.sum(r["text_saturation"] == l)) for l in range(r["L"] + 1)]
         assert list(e["text_saturation_counts"]) == counts
         assert e["saturation"] is r["saturation"] and e["chosen_prob"] is r["greedy"].chosen_prob
-        assert e["easy_hard"] is r["easy_hard"]
+        assert e["easy_hard"] is r["easy_hard"] and e["stays_correct"] is r["stays_correct"]
 
 
 def test_saturation_histogram_draws_each_models_fractions():
