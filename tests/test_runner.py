@@ -381,3 +381,15 @@ def test_the_folder_check_finds_a_machines_folder():
     assert _MACHINE.search('"output_path": "/home/ada/layersim/figures/x.ipynb"')
     assert _MACHINE.search("writing to C:\\\\Users\\\\ada\\\\runs")
     assert not _MACHINE.search("figures/scale_checks/a05/a05.ipynb and https://example.org/work/x")
+
+
+def test_a_committed_scale_check_opens_with_what_it_is(tmp_path):
+    nb = {"cells": [{"cell_type": "markdown", "id": "x", "metadata": {}, "source": ["# t01"]}], "metadata": {},
+          "nbformat": 4, "nbformat_minor": 5}
+    noted = runner.with_scale_check_note(nb, "tracing/t01_cos_vs_cka")
+    first = "".join(noted["cells"][0]["source"])
+    assert noted["cells"][0]["id"] == runner.SCALE_CHECK_NOTE and "`notebooks/tracing/t01_cos_vs_cka.ipynb`" in first
+    assert "default-scale run" in first and len(noted["cells"]) == 2 and nb["cells"][0]["id"] == "x"
+    assert runner.with_scale_check_note(noted, "tracing/t01_cos_vs_cka") == noted  # added once
+    for path in sorted(_REPO.glob("figures/scale_checks/*/*/*.ipynb")):  # the committed ones
+        assert json.loads(path.read_text())["cells"][0]["id"] == runner.SCALE_CHECK_NOTE, path

@@ -302,17 +302,20 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         publish(target.executed, target.publish, root)
         committed.phase("published")
     elif target.committed:  # a scale check, executed in place into figures/scale_checks/: the same committed form
-        publish(target.executed, target.executed, root)
+        publish(target.executed, target.executed, root, scale_check=f"{nb.parent.name}/{nb.stem}")
     return Outcome(nb, True, time.perf_counter() - t0)
 
 
-def publish(executed: Path, dest: Path, root: Path) -> None:
+def publish(executed: Path, dest: Path, root: Path, scale_check: str | None = None) -> None:
     """Write the executed notebook ``executed`` to ``dest`` (it may be the same file) as a committed copy: without
     widgets (:func:`without_widgets`) and without the repository's absolute location (:func:`without_root`), in the
     layout of the committed notebooks, whole or not at all, as the ``results`` writer
     (:data:`layersim.core.writers.WRITERS`: nowhere but ``notebooks/`` and ``figures/``). The runner publishes through
-    it, and the report its committed examples."""
+    it (a committed scale check of ``scale_check`` = ``"<paper>/<stem>"`` with :func:`with_scale_check_note`), and the
+    report its committed examples."""
     clean = without_root(without_widgets(json.loads(Path(executed).read_text(encoding="utf-8"))), root)
+    if scale_check:  # the scale check of the notebook "<paper>/<stem>": it opens with what it is
+        clean = with_scale_check_note(clean, scale_check)
     text = json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
     writers.write_committed(dest, text, "results", root)
 
@@ -445,6 +448,27 @@ def strip_reference(path: Path) -> None:
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+#: the id of the Markdown cell that opens a committed scale check (:func:`with_scale_check_note`)
+SCALE_CHECK_NOTE = "layersim-scale-check-note"
+
+
+def with_scale_check_note(nb: dict, notebook: str) -> dict:
+    """``nb`` (a committed scale check's JSON) opening with a Markdown cell that says what it is: ``notebook``
+    (``<paper>/<stem>``) run once with its larger settings (``layersim.notebook.seeds.SCALE_CHECKS``), whose code and
+    outputs are that run's while the text written for the default run may quote the default run's numbers (a
+    template that does not fit the larger run says so where it stands). Added once."""
+    cells = nb.get("cells", [])
+    if cells and cells[0].get("id") == SCALE_CHECK_NOTE:
+        return nb
+    text = (f"*The committed scale check of `notebooks/{notebook}.ipynb`: that notebook run once with the larger "
+            "settings of `layersim.notebook.seeds.SCALE_CHECKS`. Its code and outputs are this run's; its text was "
+            "written for the default-scale run, so where the text quotes numbers that are not filled from this run, "
+            "they are the default run's: this run's own numbers are its outputs (the claims table) and the "
+            "`metrics.json` beside this notebook.*\n")
+    note = {"cell_type": "markdown", "id": SCALE_CHECK_NOTE, "metadata": {}, "source": text.splitlines(keepends=True)}
+    return {**nb, "cells": [note, *cells]}
 
 
 def without_widgets(nb: dict) -> dict:
