@@ -223,7 +223,8 @@ def render_notebook(nb: Mapping, data: Mapping, strict: bool = True) -> dict:
                 raise ValueError(f"cell {i}: {exc}") from None
             shown = _source(cell)
             if not shown.startswith(NOT_THIS_RUN.split("(")[0]):
-                cell["source"] = (NOT_THIS_RUN.format(why=exc) + shown).splitlines(keepends=True)
+                why = str(exc).split(" (it has:")[0].split("}}: ", 1)[-1]  # the missing value, without the field
+                cell["source"] = (NOT_THIS_RUN.format(why=why) + shown).splitlines(keepends=True)
     return out
 
 
