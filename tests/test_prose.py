@@ -43,6 +43,7 @@ def test_filters_compute_what_the_prose_says_of_the_seeds_and_blocks():
     assert prose.render("{{claims.fit.values|range:.0f}}", METRICS) == "1"  # equal at the printed rounding
     pairs = {"extremes": {"a": {"ratio": 9.2, "most": 6}, "b": {"ratio": 151.7, "most": 11}}}
     assert prose.render("{{extremes|each(ratio)|range:.0f}}×; {{extremes|key(b)|key(most)}}", pairs) == "9–152×; 11"
+    assert prose.render("{{x|div(1000):.2f}}B", {"x": 174604.2}) == "174.60B"
     nb = _notebook("{{run_seconds|duration}}", "")
     nb["metadata"]["papermill"] = {"duration": 100.4}
     assert "".join(prose.render_notebook(nb, METRICS)["cells"][0]["source"]) == "100 s"

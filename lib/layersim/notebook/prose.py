@@ -11,7 +11,8 @@ template names one value of ``metrics.json`` and how it is printed:
   rounding), ``count``, ``sum``, ``abs``, ``percent`` (times 100), ``duration`` (seconds as ``"12 s"`` or
   ``"4.5 min"``), ``values`` (a dict's values), ``argmax1`` (the 1-based position of a list's largest entry: a
   block number), ``verdict`` (a claim's ``holds`` as "holds" or "does not hold");
-- filters with one argument: ``each(key)`` (the ``key`` entry of every dict in a dict or list), ``key(k)``;
+- filters with one argument: ``each(key)`` (the ``key`` entry of every dict in a dict or list), ``key(k)``,
+  ``div(x)`` (divided by the number ``x``: millions as billions, ``div(1000)``);
 - ``run_seconds``: the run's own time (papermill's ``duration`` in the executed notebook's metadata);
 - ``format``: a Python format spec (``.2f``, ``.0f``, ``.1e``); a list is printed item by item, joined by ``", "``.
 
@@ -82,10 +83,11 @@ FILTERS: dict[str, Callable[[Any], Any]] = {
     "verdict": lambda v: "holds" if v else "does not hold",
 }
 #: the filters that take one argument, ``name(arg)``: ``each(key)`` maps a dict (or list) of dicts to the list of
-#: their ``key`` entries; ``key(k)`` takes one entry of a dict
+#: their ``key`` entries; ``key(k)`` takes one entry of a dict; ``div(x)`` divides by the number ``x``
 FILTERS_WITH_ARGUMENT: dict[str, Callable[[Any, str], Any]] = {
     "each": lambda v, key: [x[key] for x in (v.values() if isinstance(v, Mapping) else v)],
     "key": lambda v, key: v[key],
+    "div": lambda v, by: float(v) / float(by),
 }
 _CALL = re.compile(r"^(\w+)\((.*)\)$")
 
