@@ -165,3 +165,7 @@ def test_diagonals_and_block_scores_figure():
     plt.close(fig)
     with pytest.raises(ValueError, match="at least one"):
         figures.diagonals_and_block_scores({})
+
+
+def test_the_early_and_late_layers_are_a_third_of_the_blocks_rounded_up():
+    assert [structure.third(n) for n in (1, 3, 4, 6, 7, 12, 30)] == [1, 1, 2, 2, 3, 4, 10]

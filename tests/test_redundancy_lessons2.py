@@ -432,3 +432,12 @@ def test_r05_figures():
     plt.close(fig)
     with pytest.raises(ValueError, match="at least one"):
         figures.vit_redundancy({}, "x")
+
+
+def test_spread_is_the_mse_of_the_mean_and_what_relative_change_divides_by():
+    rng = np.random.default_rng(3)
+    ref = rng.normal(size=(40, 5)) * np.arange(1, 6)
+    mean = np.tile(ref.mean(axis=0), (40, 1))
+    assert redundancy.spread(ref) == pytest.approx(redundancy.representation_mse(ref, mean))
+    assert redundancy.spread(ref) == pytest.approx(float(np.var(ref, axis=0).mean()))
+    assert redundancy.relative_change(ref, mean) == pytest.approx(1.0)

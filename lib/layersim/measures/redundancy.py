@@ -39,6 +39,7 @@ __all__ = [
     "paper_span",
     "relative_change",
     "representation_mse",
+    "spread",
 ]
 
 
@@ -183,6 +184,14 @@ def representation_mse(a: Any, b: Any) -> float:
     return float(np.mean((a - b) ** 2))
 
 
+def spread(reference: Any) -> float:
+    """The mean squared deviation of an ``[N, d]`` representation from its mean (its variance per feature, averaged
+    over the features): the :func:`representation_mse` of a representation that keeps nothing of the input (the
+    mean), which :func:`relative_change` divides by."""
+    ref = np.asarray(reference, dtype=np.float64)
+    return float(np.mean((ref - ref.mean(axis=0)) ** 2))
+
+
 def relative_change(reference: Any, changed: Any) -> float:
     """:func:`representation_mse` of ``changed`` against ``reference``, divided by the mean squared
     deviation of ``reference`` from its mean (its total variance per feature): 0 = unchanged, 1 = as
@@ -190,7 +199,7 @@ def relative_change(reference: Any, changed: Any) -> float:
     compares models of different widths and scales. ValueError for a constant ``reference``."""
     ref = np.asarray(reference, dtype=np.float64)
     mse = representation_mse(ref, changed)
-    var = float(np.mean((ref - ref.mean(axis=0)) ** 2))
+    var = spread(ref)
     if var <= np.finfo(float).tiny:
         raise ValueError("the reference representation is the same for every sample: a relative change is undefined")
     return mse / var

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layersim.core.paths import repo_root, resolved
+from layersim.notebook import results
 
 #: the papers, in the order the project shows them
 PAPERS = ("tracing", "alignment", "redundancy", "clusters")
@@ -145,8 +146,6 @@ def judge(notebook: str, claims: dict[str, dict]) -> dict[str, dict]:
     and its reason), and, in a notebook that has registered claims, a claim judged by the notebook itself (one
     with its own ``holds``): its threshold belongs in the registry. A notebook outside the registry (one of a
     user's own) may judge its claims itself with :func:`layersim.notebook.results.claim`."""
-    from layersim.notebook import results
-
     registered = rules(notebook)
     out = {}
     for name, c in claims.items():

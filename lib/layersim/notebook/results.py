@@ -112,6 +112,14 @@ def _finite_scalar(x: Any) -> bool:
         return False
 
 
+def _measured_value(value: Any) -> float:
+    """``value`` as a float; ``ValueError`` for a NaN or an infinity (a failed measurement is not judged)."""
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
+    return value
+
+
 def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, *, kind: str | None = None,
           reason: str | None = None, **extra: Any) -> dict:
     """A paper's statement tested on this run: ``holds = value <op> threshold`` (:func:`compare`: a value equal to
@@ -122,17 +130,7 @@ def claim(value: float, threshold: float, op: str = ">=", note: str | None = Non
     number. ``kind`` (one of :data:`DIAGNOSES`) and ``reason`` (one line) say why the claim misses at our
     scale; they come together, written before the run.
     """
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
-    if not _finite_scalar(threshold):
-        raise ValueError(f"claim threshold is {threshold!r}: a threshold is a finite number")
-    out = {"holds": compare(value, threshold, op), "value": value, "threshold": threshold, "op": op}
-    if note:
-        out["note"] = note
-    out.update(diagnosis(kind, reason) if kind is not None or reason is not None else {})
-    out.update(extra)
-    return out
+    return judge(measure(value, note, kind=kind, reason=reason, **extra), threshold, op)
 
 
 #: the keys a claim's verdict sets (:func:`claim`), which a measurement (:func:`measure`) must not carry
@@ -148,9 +146,7 @@ def measure(value: float, note: str | None = None, *, kind: str | None = None, r
     holds a threshold of its own. ``value`` must be a finite number (a NaN or an infinity raises ``ValueError``);
     ``kind`` and ``reason`` are a diagnosis (:func:`diagnosis`); ``extra`` must not name :data:`VERDICT_KEYS`.
     """
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"claim value is {value}: the measurement failed, it cannot be judged")
+    value = _measured_value(value)
     taken = sorted(set(extra) & set(VERDICT_KEYS))
     if taken:
         raise ValueError(f"a measurement carries no {', '.join(taken)}: its verdict comes from the claims registry")
@@ -163,14 +159,18 @@ def measure(value: float, note: str | None = None, *, kind: str | None = None, r
 
 
 def judge(measured: dict, threshold: float, op: str = ">=") -> dict:
-    """The claim of a measurement (:func:`measure`) judged ``value <op> threshold`` (:func:`claim`), its note,
-    diagnosis and other numbers kept."""
+    """The claim of a measurement (:func:`measure`) judged ``value <op> threshold`` (:func:`compare`), its note,
+    diagnosis and other numbers kept: ``{"holds", "value", "threshold", "op", ...}``. A ``threshold`` that is not a
+    finite number, or a ``measured`` that is not a measurement, raises ``ValueError``."""
     taken = sorted(set(measured) & set(VERDICT_KEYS))
     if taken or "value" not in measured:
         raise ValueError(f"not a measurement (it {'carries ' + ', '.join(taken) if taken else 'has no value'}): "
                          "build it with results.measure")
+    value = _measured_value(measured["value"])
+    if not _finite_scalar(threshold):
+        raise ValueError(f"claim threshold is {threshold!r}: a threshold is a finite number")
     rest = {k: v for k, v in measured.items() if k != "value"}
-    return claim(measured["value"], threshold, op, **rest)
+    return {"holds": compare(value, threshold, op), "value": value, "threshold": threshold, "op": op, **rest}
 
 
 def diagnosis(kind: str | None, reason: str | None) -> dict:

@@ -62,14 +62,15 @@ class Run:
         """Write ``<out>/metrics.json`` (:func:`layersim.notebook.results.write_metrics`: the settings with
         ``seed`` and ``extra_settings``, the ``claims``, every ``measured`` number) and show the claims
         table. Each claim is a measurement (:func:`layersim.notebook.results.measure`) that is judged here against
-        the op and threshold registered for it (:func:`layersim.notebook.registry.judge`). The claims are judged over this seed and the other seeds' runs that the runner names in
-        ``$LAYERSIM_SEED_RUNS`` (:func:`layersim.notebook.seeds.combine`; none: this seed alone).
+        the op and threshold registered for it (:func:`layersim.notebook.registry.judge`), over this seed and the
+        other seeds' runs that the runner names in ``$LAYERSIM_SEED_RUNS`` (:func:`layersim.notebook.seeds.combine`;
+        none: this seed alone).
         Returns the claims as recorded (also kept as :attr:`claims`)."""
         params = {**self.P, "seed": self.seed, **(extra_settings or {})}
         claims = registry.judge(self.notebook, dict(claims))
         results.check_claims(claims)
         others = seeds.load_runs(seeds.folders_from_env(os.environ.get(seeds.ENV)))
-        claims = seeds.combine(self.notebook, self.scale, results.to_jsonable(params), dict(claims), others)
+        claims = seeds.combine(self.notebook, self.scale, results.to_jsonable(params), claims, others)
         if seeds.wall_times(others):
             measured = {**measured, "seed_run_seconds": seeds.wall_times(others)}
         results.write_metrics(self.out, self.notebook, self.scale, params, claims, **measured)

@@ -160,8 +160,8 @@ def text_transfer_runs(pools: Mapping, feats: Mapping, pairs: Sequence, threshol
 
 
 def layer_areas(mean_area: Mapping[str, float], depth: int) -> dict[str, list[float]]:
-    """alignment across depth (Section 5, Figure 7): ``{"<state> <token>": [area of layer 0 .. depth - 1]}`` from the mean
-    areas over the tasks (:func:`layersim.papers.alignment.pretrain.mean_areas`)."""
+    """Alignment across depth (Section 5, Figure 7): ``{"<state> <token>": [area of layer 0 .. depth - 1]}`` from
+    the mean areas over the tasks (:func:`layersim.papers.alignment.pretrain.mean_areas`)."""
     return {f"{tag} {tok}": [mean_area[f"{tag} {tok} {layer}"] for layer in range(depth)]
             for tag in STATES for tok in TOKENS}
 
@@ -204,8 +204,8 @@ def learning_summary(final: Mapping, test_error: Mapping[str, float], err_small:
 
 
 def depth_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
-    """``alignment_rises_with_depth_pretrained`` (alignment across depth, Section 5, Figure 7): the Spearman rank correlation
-    between depth and the pretrained network's mean-pooled area is at least 0.7. Every reading's correlation,
+    """``alignment_rises_with_depth_pretrained`` (alignment across depth, Section 5, Figure 7): the Spearman rank
+    correlation between depth and the pretrained network's mean-pooled area (registered threshold: at least 0.7). Every reading's correlation,
     its last-minus-embedding difference and its best layer are recorded beside it."""
     rho = {k: trends.spearman(np.arange(len(v)), v) for k, v in layer_area.items()}
     return results.measure(
@@ -262,8 +262,8 @@ def alignment_figure(runs: Sequence[dict], thresholds, depth: int):
 
 
 def layers_figure(layer_area: Mapping[str, Sequence[float]], mean_area: Mapping[str, float]):
-    """alignment across depth (Section 5, Figure 7): the alignment area of every layer (0 = embedding output, then the
-    blocks), mean over the tasks, pretrained and at initialisation, mean-pooled and at the CLS token
+    """Alignment across depth (Section 5, Figure 7): the alignment area of every layer (0 = embedding output, then
+    the blocks), mean over the tasks, pretrained and at initialisation, mean-pooled and at the CLS token
     (:func:`layer_areas`), with the input and the best hand-crafted feature for reference. Returns the figure."""
     depth = len(layer_area["pre-trained mean"])
     fig, ax = plt.subplots(figsize=(7, 4))

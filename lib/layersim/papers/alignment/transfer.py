@@ -8,7 +8,7 @@ call of a lesson:
 
 * **a08** (Section 7.2; Figures 13, 19, 20): :func:`random_pairs` of target classes, :func:`image_representations`
   of one task (every hidden layer before and after pre-training, pixels, HOG, RBF features),
-  :func:`cnn_transfer_runs` over the tasks, :func:`layer_areas` (alignment across depth (Section 5, Figure 7)) and
+  :func:`cnn_transfer_runs` over the tasks, :func:`layer_areas` (alignment across depth, Section 5, Figure 7) and
   :func:`cnn_transfer_numbers` (what ``metrics.json`` records).
 * **a09** (Section 7.3; Figures 14, 15, 21): :func:`source_networks` (one per class group),
   :func:`similarity_tasks` (similar minus dissimilar source, per layer and task), :func:`difference_summary`,
@@ -176,7 +176,8 @@ def cnn_transfer_runs(pretrained: nn.Module, init: nn.Module, layers: Sequence[s
 
 def layer_areas(runs: Sequence[dict], layers: Sequence[str], tags: Sequence[str] = ("init", "pre-trained")
                 ) -> dict[str, list[float]]:
-    """alignment across depth (Section 5, Figure 7): ``{tag: [alignment area of "<tag> <layer>", mean over the tasks]}``."""
+    """Alignment across depth (Section 5, Figure 7): ``{tag: [alignment area of "<tag> <layer>", mean over the
+    tasks]}``."""
     return {tag: [float(np.mean([r["areas"][f"{tag} {n}"] for r in runs])) for n in layers] for tag in tags}
 
 

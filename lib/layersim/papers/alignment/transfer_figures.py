@@ -35,8 +35,8 @@ def alignment_bands(runs: Sequence[dict], thresholds, last: str, colors: Mapping
 
 
 def layer_profile(layers: Sequence[str], areas: Mapping[str, Sequence[float]], input_area: float):
-    """alignment across depth (Section 5, Figure 7): the alignment area of each hidden layer at initialisation and after
-    pre-training (``areas["init"]``, ``areas["pre-trained"]``: :func:`transfer.layer_areas`), the input's
+    """Alignment across depth (Section 5, Figure 7): the alignment area of each hidden layer at initialisation and
+    after pre-training (``areas["init"]``, ``areas["pre-trained"]``: :func:`transfer.layer_areas`), the input's
     for reference."""
     fig, ax = _figure(figsize=(6.5, 4))
     x = np.arange(len(layers))

@@ -22,7 +22,7 @@ from layersim.papers.clusters import protocol
 from layersim.train import finetune
 
 __all__ = ["early_late", "late_likeness_to_orig", "late_restart_margin", "split_table", "structure_gaps",
-           "task_maps"]
+           "task_maps", "third"]
 
 
 def task_maps(model_name: str, task: str, settings: Mapping[str, Any], seed: int = 0,
@@ -74,8 +74,13 @@ def early_late(d: Any) -> tuple[float, float]:
     d = np.asarray(d)
     if d.ndim != 1 or len(d) == 0:
         raise ValueError(f"early_late needs a non-empty diagonal (one value per block), got shape {d.shape}")
-    k = int(np.ceil(len(d) / 3))
+    k = third(len(d))
     return float(np.mean(d[:k])), float(np.mean(d[-k:]))
+
+
+def third(blocks: int) -> int:
+    """How many blocks the paper's "early" and "late" layers are: the first and the last ``ceil(L/3)``."""
+    return int(np.ceil(blocks / 3))
 
 
 def structure_gaps(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]
@@ -110,8 +115,7 @@ def late_likeness_to_orig(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray
         rows = np.asarray(m["FT-ORIG"]).max(axis=1)
         if rows.ndim != 1 or len(rows) == 0:
             raise ValueError(f"{model_name}/{task}: FT-ORIG must be a non-empty [blocks, blocks] map")
-        k = int(np.ceil(len(rows) / 3))
-        out[f"{model_name}/{task}"] = float(rows[-k:].max())
+        out[f"{model_name}/{task}"] = float(rows[-third(len(rows)):].max())
     return out
 
 

@@ -58,7 +58,7 @@ def measure(model: Any, tokenizer: Any, spec: redundancy_models.Spec, dataset: s
     ref = linear_maps.final_representation(model, held, device=device)
     mse = np.array(list(linear_maps.block_approximation_errors(model, fit, held, device=device,
                                                                reference=ref).values()))
-    return Measured(br, mse, model, fit, held, labels, float(np.mean((ref - ref.mean(axis=0)) ** 2)))
+    return Measured(br, mse, model, fit, held, labels, redundancy.spread(ref))
 
 
 def redundancy_line(name: str, dataset: str, br: np.ndarray, mse: np.ndarray) -> str:
