@@ -81,12 +81,16 @@ _CLAIM_LINE = re.compile(r"^\s*(?:[*-]\s+)?`([A-Za-z0-9_]+)`[^:\n]*:\s*", re.M)
 #: the folders of ``notebooks/`` the tables list, in order: the four papers, then the layer report
 NOTEBOOK_GROUPS = (*(p.key for p in PAPERS), "report")
 
-#: the sentence under both notebook time tables (the README's and the landing page's): where each column comes from
+#: the sentence under the landing page's notebook time table: where each column comes from
 TIMES_NOTE = ("Times: smoke and default are wall times on 2 CPU cores (default: the longest seed run of the committed "
               "run, the one that trained its models where one did; a notebook whose models an earlier notebook had "
               "trained, such as t02 with t01's ViT, shows its time with them cached); paper is GPU hours on one H100 "
               "from the measured paper-scale plan (`python -m layersim.tools.bench paper`), for the notebooks whose "
               "every workload it times (`benchmarks/PAPER_SCALE.md` has every notebook).")
+
+#: the sentence under the README's shorter table (the landing page has every time and :data:`TIMES_NOTE`)
+README_TIMES_NOTE = ("Default: wall time on 2 CPU cores of the committed run (its longest seed, the one that trained its "
+                     "models where one did). The book's landing page adds the smoke and paper-scale GPU times.")
 
 #: the folder of the hand-written pages and the Sphinx configuration
 DOCS = "docs"
@@ -218,13 +222,16 @@ def hours(h: float | None) -> str:
     return "–" if h is None else (f"{h:.2f} h" if h < 10 else f"{h:.0f} h")
 
 
-def time_table(infos: list[NotebookInfo], link) -> str:
-    """The notebooks as a Markdown table: link (``link(info)`` gives the target), title, the three times, claims."""
-    rows = [[f"[`{i.label}`]({link(i)})", markup.cell(_short(i.title)), duration(i.smoke_seconds),
-             duration(i.default_seconds), hours(i.paper_gpu_hours),
+def time_table(infos: list[NotebookInfo], link, all_times: bool = True) -> str:
+    """The notebooks as a Markdown table: link (``link(info)`` gives the target), title, the three times (only the
+    default one unless ``all_times``), claims."""
+    rows = [[f"[`{i.label}`]({link(i)})", markup.cell(_short(i.title)),
+             *([duration(i.smoke_seconds)] if all_times else []), duration(i.default_seconds),
+             *([hours(i.paper_gpu_hours)] if all_times else []),
              f"{i.claims_hold} of {i.claims_total}" if i.claims_total else "–"] for i in infos]
-    return markup.table(["notebook", "what it reproduces", "smoke", "default (CPU)", "paper (GPU, measured)",
-                         "claims hold"], rows, raw=True)
+    header = ["notebook", "what it reproduces", *(["smoke"] if all_times else []), "default (CPU)",
+              *(["paper (GPU, measured)"] if all_times else []), "claims hold"]
+    return markup.table(header, rows, raw=True)
 
 
 def _label(text: str) -> str:
@@ -250,7 +257,8 @@ def readme_section(root: Path | None = None) -> str:
     return "\n".join([f"**{held} of {total} claims hold** at the default scale ({'; '.join(counts)}); the book's "
                       "claims audit page lists every one with the paper's sentence it tests, its value and, where it "
                       "misses, why.", "",
-                      time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb"), "", TIMES_NOTE])
+                      time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb", all_times=False), "",
+                      README_TIMES_NOTE])
 
 
 def replace_block(text: str, block: str) -> str:
