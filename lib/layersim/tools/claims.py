@@ -114,16 +114,12 @@ def headline(rows: list[Row]) -> list[str]:
     (:data:`layersim.notebook.registry.ORIGINS`: a claim added after its notebook missed is counted apart), the
     misses by diagnosis, and the *scale* misses by what their larger runs say
     (:data:`layersim.notebook.seeds.SCALE_STATUSES`)."""
-    held = sum(seeds.holds(r.claim) for r in rows)
-    lines = [f"{held} of {len(rows)} claims hold"]
-    by_origin = []
-    for origin, label in zip(registry.ORIGINS, ORIGIN_LABELS):
-        mine = [r for r in rows if r.origin == origin]
-        if mine:
-            by_origin.append(f"{sum(seeds.holds(r.claim) for r in mine)} of {len(mine)} {label}")
-    unknown = [r for r in rows if not r.origin]
-    if unknown:
-        by_origin.append(f"{sum(seeds.holds(r.claim) for r in unknown)} of {len(unknown)} not yet registered")
+    def held(some: list[Row]) -> str:
+        return f"{sum(seeds.holds(r.claim) for r in some)} of {len(some)}"
+
+    lines = [f"{held(rows)} claims hold"]
+    groups = [*zip(registry.ORIGINS, ORIGIN_LABELS), ("", "not yet registered")]
+    by_origin = [f"{held(mine)} {label}" for origin, label in groups if (mine := [r for r in rows if r.origin == origin])]
     lines.append("by origin: " + "; ".join(by_origin))
     misses = [r for r in rows if not seeds.holds(r.claim)]
     kinds = {k: sum(r.claim.get("kind") == k for r in misses) for k in results.DIAGNOSES}

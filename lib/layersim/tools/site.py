@@ -222,16 +222,19 @@ def hours(h: float | None) -> str:
     return "–" if h is None else (f"{h:.2f} h" if h < 10 else f"{h:.0f} h")
 
 
-def time_table(infos: list[NotebookInfo], link, all_times: bool = True) -> str:
-    """The notebooks as a Markdown table: link (``link(info)`` gives the target), title, the three times (only the
-    default one unless ``all_times``), claims."""
-    rows = [[f"[`{i.label}`]({link(i)})", markup.cell(_short(i.title)),
-             *([duration(i.smoke_seconds)] if all_times else []), duration(i.default_seconds),
-             *([hours(i.paper_gpu_hours)] if all_times else []),
+#: the time columns of :func:`time_table`: name -> (header, the cell of a notebook's info)
+TIME_COLUMNS = {"smoke": ("smoke", lambda i: duration(i.smoke_seconds)),
+                "default": ("default (CPU)", lambda i: duration(i.default_seconds)),
+                "paper": ("paper (GPU, measured)", lambda i: hours(i.paper_gpu_hours))}
+
+
+def time_table(infos: list[NotebookInfo], link, times: tuple[str, ...] = tuple(TIME_COLUMNS)) -> str:
+    """The notebooks as a Markdown table: link (``link(info)`` gives the target), title, the ``times`` (of
+    :data:`TIME_COLUMNS`, all by default), claims."""
+    columns = [TIME_COLUMNS[t] for t in times]
+    rows = [[f"[`{i.label}`]({link(i)})", markup.cell(_short(i.title)), *(cell(i) for _, cell in columns),
              f"{i.claims_hold} of {i.claims_total}" if i.claims_total else "–"] for i in infos]
-    header = ["notebook", "what it reproduces", *(["smoke"] if all_times else []), "default (CPU)",
-              *(["paper (GPU, measured)"] if all_times else []), "claims hold"]
-    return markup.table(header, rows, raw=True)
+    return markup.table(["notebook", "what it reproduces", *(h for h, _ in columns), "claims hold"], rows, raw=True)
 
 
 def _label(text: str) -> str:
@@ -257,7 +260,7 @@ def readme_section(root: Path | None = None) -> str:
     return "\n".join([f"**{held} of {total} claims hold** at the default scale ({'; '.join(counts)}); the book's "
                       "claims audit page lists every one with the paper's sentence it tests, its value and, where it "
                       "misses, why.", "",
-                      time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb", all_times=False), "",
+                      time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb", times=("default",)), "",
                       README_TIMES_NOTE])
 
 
