@@ -49,6 +49,27 @@ def test_filters_compute_what_the_prose_says_of_the_seeds_and_blocks():
     assert "".join(prose.render_notebook(nb, METRICS)["cells"][0]["source"]) == "100 s"
 
 
+def test_the_cache_filter_says_what_the_run_trained_and_what_it_loaded():
+    said = [prose.render("{{from_cache|cache}}", {"from_cache": {"loaded": loaded, "trained": trained}})
+            for loaded, trained in [([], ["a", "b"]), (["a", "b"], []), (["a"], ["b", "c"]), (["a"], []), ([], [])]]
+    assert said == ["training its 2 checkpoints", "with its 2 checkpoints cached",
+                    "with 1 of its 3 checkpoints cached, training the others", "with its checkpoint cached",
+                    "with no checkpoint"]
+    with pytest.raises(ValueError, match="record of checkpoints"):
+        prose.render("{{x|cache}}", {"x": [1, 2]})
+
+
+def test_a_scale_check_shares_the_excuses_of_the_notebook_it_copies():
+    copy = "figures/scale_checks/clusters/c01_cka_structure/c01_cka_structure.ipynb"
+    assert prose_tool.is_scale_check(copy) and not prose_tool.is_scale_check("notebooks/clusters/c01_cka_structure.ipynb")
+    assert prose_tool.exceptions_label(copy) == "notebooks/clusters/c01_cka_structure.ipynb"
+    typed = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.55", "over 3 seeds")
+    excused = {"notebooks": {}, "numbers": [{"notebook": "notebooks/clusters/c01_cka_structure.ipynb", "number": "3",
+                                             "context": "over 3 seeds", "reason": "the runner's seed count"}]}
+    assert prose_tool.unexcused(copy, typed, excused) == []
+    assert prose_tool.unexcused("notebooks/clusters/c02_truncation.ipynb", typed, excused) == [(3, "3", "over 3 seeds")]
+
+
 def test_a_field_that_names_nothing_or_cannot_print_says_which():
     with pytest.raises(ValueError, match=r"claims.fitt.value: claims has no 'fitt' \(it has: fit\)"):
         prose.render("{{claims.fitt.value}}", METRICS)
@@ -101,8 +122,10 @@ def test_render_file_fills_the_executed_notebook_from_its_run(tmp_path):
     other = _notebook("rho {{claims.fit.per_pair.\"ViT | digits\":.2f}}", "rho 0.01")
     with pytest.raises(ValueError, match="cell 1: .*has no 'ViT | digits'"):
         prose.render_notebook(other, {"claims": {"fit": {"per_pair": {}}}})
-    shown = "".join(prose.render_notebook(other, {"claims": {"fit": {"per_pair": {}}}}, strict=False)["cells"][0]["source"])
-    assert shown.startswith("*This text describes the committed default-scale run") and shown.endswith("rho 0.01")
+    left = prose.render_notebook(other, {"claims": {"fit": {"per_pair": {}}}}, strict=False)["cells"][0]
+    shown = "".join(left["source"])  # another run's notebook keeps none of the committed run's numbers
+    assert shown.startswith("*A passage of the notebook's text is left out here") and "0.01" not in shown
+    assert "has no 'ViT | digits'" in shown and prose.template_of(left) == prose.template_of(other["cells"][0])
     code = _notebook("x", "x")
     code["cells"][1]["metadata"] = {prose.KEY: {"template": "{{params.n_fit}}"}}
     with pytest.raises(ValueError, match="cell 2 holds a prose template but is a code cell"):
@@ -118,9 +141,10 @@ COMMITTED = list(prose_tool.committed_notebooks(ROOT))
 @pytest.mark.parametrize("nb_path,metrics", COMMITTED, ids=[prose_tool.label(nb, ROOT) for nb, _ in COMMITTED])
 def test_every_committed_notebook_says_what_its_committed_run_measured(nb_path, metrics):
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
-    stale = prose.stale_cells(nb, json.loads(metrics.read_text(encoding="utf-8")))
+    name = prose_tool.label(nb_path, ROOT)
+    stale = prose.stale_cells(nb, json.loads(metrics.read_text(encoding="utf-8")), not prose_tool.is_scale_check(name))
     assert not stale, "\n".join(f"cell {c}: shows\n{old}\nbut its run gives\n{new}" for c, old, new in stale)
-    loose = prose_tool.unexcused(prose_tool.label(nb_path, ROOT), nb, prose_tool.load_exceptions(ROOT))
+    loose = prose_tool.unexcused(name, nb, prose_tool.load_exceptions(ROOT))
     assert not loose, "numbers typed by hand (bind them with a field, or list them with a reason in " \
         f"{prose_tool.EXCEPTIONS}):\n" + "\n".join(f"cell {c}: {n} in {ctx!r}" for c, n, ctx in loose)
 

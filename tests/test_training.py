@@ -54,11 +54,17 @@ def test_training_learns_and_is_deterministic():
 
 
 def test_cached_vit_trains_once_then_loads(tmp_cache):
+    checkpoints.forget_uses()
     cfg = TrainConfig(epochs=1, batch_size=16, seed=0)
     desc = {"name": "toy", "n": 64}
     m1, meta1 = training.cached_vit(TINY, cfg, toy_data(), desc, device="cpu", progress=False)
     m2, meta2 = training.cached_vit(TINY, cfg, None, desc, device="cpu", progress=False)  # no data needed
     assert meta1["from_cache"] is False and meta2["from_cache"] is True and meta1["key"] == meta2["key"]
+    name = f"vit-{meta1['key']}"  # the run's record: trained once, then loaded, counts as trained
+    assert checkpoints.uses() == {"loaded": [], "trained": [name]}
+    checkpoints.forget_uses()
+    training.cached_vit(TINY, cfg, None, desc, device="cpu", progress=False)
+    assert checkpoints.uses() == {"loaded": [name], "trained": []}
     x = toy_data()[:8][0]
     torch.testing.assert_close(m1(x), m2(x))
     # only the finished checkpoint is left: no temporary folders

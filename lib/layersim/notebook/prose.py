@@ -10,7 +10,8 @@ template names one value of ``metrics.json`` and how it is printed:
   ``range`` (a list's smallest and largest value, printed ``a–b``, or one value where they agree at the printed
   rounding), ``count``, ``sum``, ``abs``, ``percent`` (times 100), ``duration`` (seconds as ``"12 s"`` or
   ``"4.5 min"``), ``values`` (a dict's values), ``argmax1`` (the 1-based position of a list's largest entry: a
-  block number), ``verdict`` (a claim's ``holds`` as "holds" or "does not hold");
+  block number), ``verdict`` (a claim's ``holds`` as "holds" or "does not hold"), ``cache`` (the run's record of
+  checkpoints, ``from_cache``, as "training its 4 checkpoints" or "with its 4 checkpoints cached": :func:`cache_state`);
 - filters with one argument: ``each(key)`` (the ``key`` entry of every dict in a dict or list), ``key(k)``,
   ``div(x)`` (divided by the number ``x``: millions as billions, ``div(1000)``);
 - ``run_seconds``: the run's own time (papermill's ``duration`` in the executed notebook's metadata);
@@ -66,6 +67,25 @@ def _argmax1(v: Any) -> int:
     return xs.index(max(xs)) + 1
 
 
+def cache_state(uses: Any) -> str:
+    """What a run's record of checkpoints (``{"loaded": [...], "trained": [...]}``:
+    :func:`layersim.train.checkpoints.uses`, kept as ``from_cache`` in ``metrics.json``) says of the cache, as prose:
+    "training its 4 checkpoints", "with its 4 checkpoints cached", "with 2 of its 4 checkpoints cached, training the
+    others", "with no checkpoint"."""
+    if not isinstance(uses, Mapping) or not {"loaded", "trained"} <= set(uses):
+        raise ValueError(f"needs a record of checkpoints {{'loaded': [...], 'trained': [...]}}, got {uses!r}")
+    loaded, trained = len(uses["loaded"]), len(uses["trained"])
+    n = loaded + trained
+    its = "its checkpoint" if n == 1 else f"its {n} checkpoints"
+    if n == 0:
+        return "with no checkpoint"
+    if not loaded:
+        return f"training {its}"
+    if not trained:
+        return f"with {its} cached"
+    return f"with {loaded} of {its} cached, training the other{'s' if trained > 1 else ''}"
+
+
 #: the filters a field may apply, by name
 FILTERS: dict[str, Callable[[Any], Any]] = {
     "min": lambda v: min(_numbers(v)),
@@ -81,6 +101,7 @@ FILTERS: dict[str, Callable[[Any], Any]] = {
     "values": lambda v: list(v.values()),
     "argmax1": _argmax1,
     "verdict": lambda v: "holds" if v else "does not hold",
+    "cache": cache_state,
 }
 #: the filters that take one argument, ``name(arg)``: ``each(key)`` maps a dict (or list) of dicts to the list of
 #: their ``key`` entries; ``key(k)`` takes one entry of a dict; ``div(x)`` divides by the number ``x``
@@ -199,15 +220,17 @@ def _source(cell: Mapping) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-#: what a cell shows when its template does not render from another run's metrics (:func:`render_notebook`)
-NOT_THIS_RUN = ("*This text describes the committed default-scale run; its numbers could not be filled from this run "
-                "({why}).*\n\n")
+#: what a cell shows in place of its text when its template does not render from another run's metrics
+#: (:func:`render_notebook`): nothing of the committed run's numbers stays in another run's notebook
+NOT_THIS_RUN = ("*A passage of the notebook's text is left out here: it reads values this run does not have ({why}). "
+                "It was written for the committed default-scale run; the committed notebook shows it filled.*\n")
 
 
 def render_notebook(nb: Mapping, data: Mapping, strict: bool = True) -> dict:
     """A copy of notebook ``nb`` whose Markdown cells with a template show it rendered from ``data``. A template that
     does not render raises ``ValueError`` naming the cell (counted from 1) when ``strict`` (the committed run); else
-    (a run at another scale, with other models or settings) the cell keeps its text under :data:`NOT_THIS_RUN`."""
+    (a run at another scale, with other models or settings) the cell shows :data:`NOT_THIS_RUN` in place of its text,
+    its template kept."""
     out = copy.deepcopy(dict(nb))
     seconds = (out.get("metadata", {}).get("papermill") or {}).get("duration")
     if seconds is not None:  # the run's own time, as papermill measured it
@@ -223,17 +246,15 @@ def render_notebook(nb: Mapping, data: Mapping, strict: bool = True) -> dict:
         except ValueError as exc:
             if strict:
                 raise ValueError(f"cell {i}: {exc}") from None
-            shown = _source(cell)
-            if not shown.startswith(NOT_THIS_RUN.split("(")[0]):
-                why = str(exc).split(" (it has:")[0].split("}}: ", 1)[-1]  # the missing value, without the field
-                cell["source"] = (NOT_THIS_RUN.format(why=why) + shown).splitlines(keepends=True)
+            why = str(exc).split(" (it has:")[0].split("}}: ", 1)[-1]  # the missing value, without the field
+            cell["source"] = NOT_THIS_RUN.format(why=why).splitlines(keepends=True)
     return out
 
 
-def stale_cells(nb: Mapping, data: Mapping) -> list[tuple[int, str, str]]:
+def stale_cells(nb: Mapping, data: Mapping, strict: bool = True) -> list[tuple[int, str, str]]:
     """``(cell number, shown, rendered)`` of every Markdown cell whose text differs from its template rendered
-    from ``data`` (empty: the prose says what the run measured)."""
-    fresh = render_notebook(nb, data)
+    from ``data`` (empty: the prose says what the run measured; ``strict``: :func:`render_notebook`)."""
+    fresh = render_notebook(nb, data, strict)
     return [(i, _source(old), _source(new)) for i, (old, new) in enumerate(zip(nb["cells"], fresh["cells"]), start=1)
             if template_of(old) is not None and _source(old) != _source(new)]
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from layersim.notebook import registry, results, seeds, settings
+from layersim.train import checkpoints
 from layersim.train.training import seed_everything
 
 #: the project's matplotlib style, applied by :func:`start` (and usable alone: ``plt.style.use(STYLE)``)
@@ -61,7 +62,8 @@ class Run:
                show: bool = True, **measured: Any) -> dict:
         """Write ``<out>/metrics.json`` (:func:`layersim.notebook.results.write_metrics`: the settings with
         ``seed`` and ``extra_settings``, the ``claims``, every ``measured`` number) and show the claims
-        table. Each claim is a measurement (:func:`layersim.notebook.results.measure`) that is judged here against
+        table, and, when the run used checkpoints, which it trained and which it loaded (``from_cache``:
+        :func:`layersim.train.checkpoints.uses`). Each claim is a measurement (:func:`layersim.notebook.results.measure`) that is judged here against
         the op and threshold registered for it (:func:`layersim.notebook.registry.judge`), over this seed and the
         other seeds' runs that the runner names in ``$LAYERSIM_SEED_RUNS`` (:func:`layersim.notebook.seeds.combine`;
         none: this seed alone).
@@ -73,6 +75,9 @@ class Run:
         claims = seeds.combine(self.notebook, self.scale, results.to_jsonable(params), claims, others)
         if seeds.wall_times(others):
             measured = {**measured, "seed_run_seconds": seeds.wall_times(others)}
+        used = checkpoints.uses()
+        if used["loaded"] or used["trained"]:  # which checkpoints this run trained and which it loaded: a run fact
+            measured = {**measured, "from_cache": used}
         results.write_metrics(self.out, self.notebook, self.scale, params, claims, **measured)
         self.claims = claims
         if show:
@@ -123,6 +128,7 @@ def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mappi
     P = settings.pick(presets, scale, seed=seed, device=device, rules=rules, derived=derived, checks=checks, **given)
     out = results.output_dir(paper, stem, scale)
     seed_everything(int(seed))
+    checkpoints.forget_uses()  # the record of this run's checkpoints (Run.record writes it as ``from_cache``)
     if style:
         import matplotlib.pyplot as plt
 

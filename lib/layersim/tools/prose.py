@@ -42,6 +42,22 @@ def label(nb: Path, root: Path | None = None) -> str:
     return nb.resolve().relative_to((root or repo_root()).resolve()).as_posix()
 
 
+def is_scale_check(nb_label: str) -> bool:
+    """Whether the committed notebook ``nb_label`` (:func:`label`) is a scale check's copy: rendered like any run
+    other than the committed one (``strict=False``: a passage that reads values its run lacks is left out)."""
+    return nb_label.startswith("figures/scale_checks/")
+
+
+def exceptions_label(nb_label: str) -> str:
+    """The notebook whose excused numbers apply to ``nb_label``: itself, or for a scale check's copy
+    (``figures/scale_checks/<paper>/<stem>/<stem>.ipynb``) the notebook it copies (``notebooks/<paper>/<stem>.ipynb``),
+    whose text it shares."""
+    if not is_scale_check(nb_label):
+        return nb_label
+    paper, stem = nb_label.split("/")[2:4]
+    return f"notebooks/{paper}/{stem}.ipynb"
+
+
 def load_exceptions(root: Path | None = None) -> dict:
     """The exceptions file: ``{"notebooks": {label: reason}, "numbers": [{"notebook", "number", "context",
     "reason"}]}`` -- whole notebooks whose prose is not yet bound to their runs, and single numbers (a number
@@ -58,10 +74,11 @@ def load_exceptions(root: Path | None = None) -> dict:
 
 def unexcused(nb_label: str, nb: dict, exceptions: dict) -> list[tuple[int, str, str]]:
     """The loose numbers of ``nb`` (:func:`layersim.notebook.prose.prose_numbers`) that the exceptions do not
-    excuse (all excused for a notebook listed whole)."""
+    excuse (all excused for a notebook listed whole; a scale check's copy shares the excuses of the notebook it
+    copies: :func:`exceptions_label`)."""
     if nb_label in exceptions["notebooks"]:
         return []
-    mine = [e for e in exceptions["numbers"] if e["notebook"] == nb_label]
+    mine = [e for e in exceptions["numbers"] if e["notebook"] in (nb_label, exceptions_label(nb_label))]
     return [(cell, number, context) for cell, number, context in prose.prose_numbers(nb)
             if not any(e["number"] == number and e["context"] in context for e in mine)]
 
@@ -80,14 +97,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         nb = json.loads(nb_path.read_text(encoding="utf-8"))
         data = json.loads(metrics.read_text(encoding="utf-8"))
+        strict = not is_scale_check(name)
         if args.action == "render":
-            fresh = prose.render_notebook(nb, data)
+            fresh = prose.render_notebook(nb, data, strict)
             if fresh != nb:
                 writers.write_committed(nb_path, json.dumps(fresh, ensure_ascii=False, indent=1, sort_keys=True)
                                         + "\n", "prose", root)
                 print(f"rendered {name}")
             continue
-        for cell, shown, rendered in prose.stale_cells(nb, data):
+        for cell, shown, rendered in prose.stale_cells(nb, data, strict):
             problems += 1
             print(f"{name}, cell {cell}: its text differs from its template rendered from {label(metrics, root)}")
         for cell, number, context in unexcused(name, nb, exceptions):

@@ -457,16 +457,18 @@ SCALE_CHECK_NOTE = "layersim-scale-check-note"
 def with_scale_check_note(nb: dict, notebook: str) -> dict:
     """``nb`` (a committed scale check's JSON) opening with a Markdown cell that says what it is: ``notebook``
     (``<paper>/<stem>``) run once with its larger settings (``layersim.notebook.seeds.SCALE_CHECKS``), whose code and
-    outputs are that run's while the text written for the default run may quote the default run's numbers (a
-    template that does not fit the larger run says so where it stands). Added once."""
+    outputs and the numbers of its text are that run's (its templates rendered with ``strict=False``:
+    :func:`layersim.notebook.prose.render_notebook`), while the interpretation was written for the default run.
+    Added once."""
     cells = nb.get("cells", [])
     if cells and cells[0].get("id") == SCALE_CHECK_NOTE:
         return nb
-    text = (f"*The committed scale check of `notebooks/{notebook}.ipynb`: that notebook run once with the larger "
-            "settings of `layersim.notebook.seeds.SCALE_CHECKS`. Its code and outputs are this run's; its text was "
-            "written for the default-scale run, so where the text quotes numbers that are not filled from this run, "
-            "they are the default run's: this run's own numbers are its outputs (the claims table) and the "
-            "`metrics.json` beside this notebook.*\n")
+    text = (f"*The committed scale check of `notebooks/{notebook}.ipynb`: that notebook run with the larger "
+            "settings of `layersim.notebook.seeds.SCALE_CHECKS`. Its code, its outputs and the numbers in its text are "
+            "this run's (filled from the `metrics.json` beside this notebook); a passage that reads values this run "
+            "does not have is left out and says so. The interpretation around the numbers was written for the "
+            "default-scale run: what this larger run settled is said in the notebook itself and in the claims table "
+            "of the README.*\n")
     note = {"cell_type": "markdown", "id": SCALE_CHECK_NOTE, "metadata": {}, "source": text.splitlines(keepends=True)}
     return {**nb, "cells": [note, *cells]}
 

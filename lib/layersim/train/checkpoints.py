@@ -154,3 +154,31 @@ def load(folder: Path, model: nn.Module, key: str) -> dict:
         except OSError:  # a read-only cache: it stays unverified
             pass
     return meta
+
+
+# ----------------------------------------------------------------------------- what a run used
+
+#: the checkpoints this process has used since :func:`forget_uses`, in order: ``(name, from_cache)``
+_USES: list[tuple[str, bool]] = []
+
+
+def note_use(name: str, from_cache: bool) -> None:
+    """Record that the checkpoint ``name`` (its folder's name, ``<prefix>-<key>``) was used, loaded from the cache
+    (``from_cache``) or trained now (:func:`layersim.train.training.cached_model` calls it on every return)."""
+    _USES.append((str(name), bool(from_cache)))
+
+
+def forget_uses() -> None:
+    """Start a new record of used checkpoints (a notebook's run begins: :func:`layersim.notebook.run.start`)."""
+    _USES.clear()
+
+
+def uses() -> dict[str, list[str]]:
+    """The checkpoints used since :func:`forget_uses`: ``{"loaded": [...], "trained": [...]}``, each name once, in
+    order of first use; one trained by this run and loaded again later counts as trained. A run's ``metrics.json``
+    keeps it as ``from_cache`` (a run fact, not a result: ``layersim.tools.compare.RUN_FACTS``), and the prose reads it
+    through the ``cache`` filter (``layersim.notebook.prose``): "from an empty checkpoint cache" or "with its
+    checkpoints cached" is then the run's, not typed."""
+    trained = list(dict.fromkeys(n for n, hit in _USES if not hit))
+    loaded = [n for n in dict.fromkeys(n for n, hit in _USES if hit) if n not in trained]
+    return {"loaded": loaded, "trained": trained}

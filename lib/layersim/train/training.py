@@ -489,7 +489,7 @@ def cached_model(
     trains a different model. ``train_set`` may be a callable that loads the data set: it is
     only called when the model must be trained. Returns ``(model in eval mode, meta)`` with
     ``meta`` holding the key, configurations, history, the weights' sha256 and whether it came
-    from the cache.
+    from the cache; every use is noted for the run's record (:func:`layersim.train.checkpoints.uses`).
 
     A checkpoint that cannot be loaded (unreadable ``meta.json``, another key, broken or mismatched
     weights) or whose weights do not match their sha256 is moved aside to ``<folder>.corrupt-<time>``
@@ -509,11 +509,13 @@ def cached_model(
     if not retrain:
         model, meta = _from_cache(folder, model, build, key)
         if meta is not None:
+            checkpoints.note_use(folder.name, True)
             return model.to(device).eval(), meta
     with claim(cache_dir("locks") / f"checkpoint-{folder.name}.lock", f"the checkpoint {folder.name}") as waited:
         if waited and not retrain:  # another run trained it meanwhile
             model, meta = _from_cache(folder, model, build, key)
             if meta is not None:
+                checkpoints.note_use(folder.name, True)
                 return model.to(device).eval(), meta
         t0 = time.perf_counter()
         if callable(train_set) and not isinstance(train_set, Dataset):
@@ -532,6 +534,7 @@ def cached_model(
         }
         meta["weights_sha256"] = checkpoints.save(folder, model, meta, replace=retrain)
     meta["from_cache"] = False
+    checkpoints.note_use(folder.name, False)
     return model.eval(), meta
 
 
