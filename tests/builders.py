@@ -1,8 +1,13 @@
 """Tiny models and data shared by the unit tests (import with ``from builders import ...``)."""
 
+from pathlib import Path
+
 import torch
 from timm.models.vision_transformer import VisionTransformer
 from torch.utils.data import TensorDataset
+
+#: the repository's root (tests may sit at any depth of tests/)
+REPO = Path(__file__).resolve().parents[1]
 
 #: blocks of the tiny test ViT
 DEPTH = 3
