@@ -1,6 +1,10 @@
 """Tiny models and data shared by the unit tests (import with ``from builders import ...``)."""
 
+import gzip
+import struct
 from pathlib import Path
+
+import numpy as np
 
 import torch
 from timm.models.vision_transformer import VisionTransformer
@@ -295,3 +299,38 @@ def one_line_error(err: str, *words: str) -> str:
     for word in words:
         assert word in lines[0], lines[0]
     return lines[0]
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def tree_files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder``, by its relative path, with its bytes (a folder's state, to compare before/after)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def temporaries(folder: Path) -> list[str]:
+    """The names of the temporary files (``.tmp-``) an atomic write left under ``folder``."""
+    return [p.name for p in folder.rglob("*") if ".tmp-" in p.name]
+
+
+def idx_bytes(array: np.ndarray, code: int) -> bytes:
+    """An idx file for ``array`` (big-endian data), written the long way for independence."""
+    head = bytes([0, 0, code, array.ndim]) + b"".join(struct.pack(">I", d) for d in array.shape)
+    return head + array.astype(array.dtype.newbyteorder(">")).tobytes()
+
+
+def fake_fmnist(folder, n_train=20, n_test=10):
+    """Fashion-MNIST's four gzipped IDX files under ``folder``, random images with labels 0..9 in turn; returns
+    ``{"train": (x, y), "t10k": (x, y)}``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        y = (np.arange(n) % 10).astype(np.uint8)
+        for kind, arr, code in (("images-idx3", x, 0x08), ("labels-idx1", y, 0x08)):
+            with gzip.open(folder / f"{prefix}-{kind}-ubyte.gz", "wb") as fh:
+                fh.write(idx_bytes(arr, code))
+        arrays[prefix] = (x, y)
+    return arrays

@@ -22,6 +22,8 @@ from layersim.core.paths import CacheWarning
 from layersim.inputs import assets, data
 from layersim.inputs.assets import AssetNotFoundError
 
+from builders import fake_fmnist, idx_bytes
+
 
 @pytest.fixture
 def no_system(tmp_path, monkeypatch):
@@ -29,12 +31,6 @@ def no_system(tmp_path, monkeypatch):
     root = tmp_path / "sys"
     monkeypatch.setattr(assets, "system_roots", lambda: [root])
     return root
-
-
-def idx_bytes(array: np.ndarray, code: int) -> bytes:
-    """An idx file for ``array`` (big-endian data), written the long way for independence."""
-    head = bytes([0, 0, code, array.ndim]) + b"".join(struct.pack(">I", d) for d in array.shape)
-    return head + array.astype(array.dtype.newbyteorder(">")).tobytes()
 
 
 needs_fmnist = pytest.mark.skipif(not assets.is_available("fashion-mnist"),
@@ -78,22 +74,10 @@ def test_parse_idx_rejects_malformed_bytes(raw, msg):
 # ----- Fashion-MNIST ------------------------------------------------------------------------
 
 
-def _fake_fmnist(folder, n_train=20, n_test=10):
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    arrays = {}
-    for prefix, n in (("train", n_train), ("t10k", n_test)):
-        x = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
-        y = (np.arange(n) % 10).astype(np.uint8)
-        for kind, arr, code in (("images-idx3", x, 0x08), ("labels-idx1", y, 0x08)):
-            with gzip.open(folder / f"{prefix}-{kind}-ubyte.gz", "wb") as fh:
-                fh.write(idx_bytes(arr, code))
-        arrays[prefix] = (x, y)
-    return arrays
 
 
 def test_fashion_mnist_loader_parses_a_system_copy_and_caches_npz(tmp_cache, no_system):
-    arrays = _fake_fmnist(no_system / "usr/share/datasets/fashion-mnist")
+    arrays = fake_fmnist(no_system / "usr/share/datasets/fashion-mnist")
     x, y = data.load_fashion_mnist("train")
     assert x.dtype == np.uint8 and y.dtype == np.int64 and x.shape == (20, 28, 28)
     assert np.array_equal(x, arrays["train"][0]) and np.array_equal(y, arrays["train"][1])
@@ -120,7 +104,7 @@ CACHE_FAULTS = {
 
 @pytest.mark.parametrize("fault", list(CACHE_FAULTS))
 def test_fashion_mnist_broken_npz_is_moved_aside_and_rebuilt(tmp_cache, no_system, fault):
-    arrays = _fake_fmnist(no_system / "usr/share/datasets/fashion-mnist")
+    arrays = fake_fmnist(no_system / "usr/share/datasets/fashion-mnist")
     data.load_fashion_mnist("train")
     npz = tmp_cache / "fashion-mnist" / "train.npz"
     CACHE_FAULTS[fault](npz)

@@ -50,7 +50,7 @@ PAYLOADS = {
 
 
 
-def _files(folder: Path) -> dict[str, bytes]:
+def tree_files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
@@ -153,21 +153,21 @@ def test_build_refuses_an_out_folder_with_the_users_files_and_deletes_nothing(re
     project = tmp_path / "myproject"
     _write(project / "src" / "main.py", "print('mine')\n")
     _write(project / "README.md", "my project\n")
-    before = _files(project)
+    before = tree_files(project)
     code = site.main(["build", "--out", str(project)])
-    assert _files(project) == before and not no_sphinx
+    assert tree_files(project) == before and not no_sphinx
     assert code == 2
     one_line_error(capsys.readouterr().err, str(project), "README.md", "src", "refused")
     with pytest.raises(ValueError, match="layersim did not write"):  # the staging alone refuses it as well
         site.stage(project / "src", repo)
-    assert _files(project) == before
+    assert tree_files(project) == before
 
 
 def test_build_refuses_the_committed_results(repo, no_sphinx, capsys):
-    before = _files(repo / "figures")
+    before = tree_files(repo / "figures")
     assert site.main(["build", "--out", str(repo / "figures" / "book")]) == 2
     one_line_error(capsys.readouterr().err, "committed results")
-    assert _files(repo / "figures") == before and not no_sphinx
+    assert tree_files(repo / "figures") == before and not no_sphinx
 
 
 def test_build_replaces_what_it_made_and_only_that(repo, tmp_path, no_sphinx):

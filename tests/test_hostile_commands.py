@@ -25,7 +25,7 @@ from builders import one_line_error
 from layersim.core import device, paths, writers
 from layersim.notebook import lenses
 from layersim.tools import batch, report
-from test_hostile_inputs import _files, _temporaries
+from builders import temporaries, tree_files
 
 MINILM = "all-minilm-l6-v2"
 REPORT = ["report", "--model", MINILM, "--data", "austen"]
@@ -50,7 +50,7 @@ def repo(tmp_path, monkeypatch):
 
 def _committed(root: Path) -> dict[str, bytes]:
     """Every file under the committed folders of ``root``."""
-    return {name: data for folder in ("figures", "notebooks", "tests") for name, data in _files(root / folder).items()}
+    return {name: data for folder in ("figures", "notebooks", "tests") for name, data in tree_files(root / folder).items()}
 
 
 def _refused(argv: list[str], capsys, *words: str) -> str:
@@ -314,7 +314,7 @@ def test_a_checkpoint_is_never_saved_into_the_committed_folders(repo):
         from layersim.train import checkpoints
 
         checkpoints.save(repo / "notebooks" / "p" / "vit-0123", torch.nn.Linear(2, 2), {"key": "0123"})
-    assert _committed(repo) == before and _temporaries(repo) == []
+    assert _committed(repo) == before and temporaries(repo) == []
 
 
 def test_report_refuses_a_cache_in_the_committed_folders_in_one_line(repo, monkeypatch, capsys):

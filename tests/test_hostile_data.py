@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_data import _fake_fmnist
+from builders import fake_fmnist
 
 from layersim.core.paths import CacheWarning
 from layersim.core.writers import DiskFull
@@ -43,7 +43,7 @@ def system(tmp_path, monkeypatch):
 @pytest.fixture
 def fmnist(tmp_cache, system):
     """A tiny Fashion-MNIST (20 train, 10 test images) as the system copy; the cache is empty."""
-    return _fake_fmnist(system / "usr/share/datasets/fashion-mnist")
+    return fake_fmnist(system / "usr/share/datasets/fashion-mnist")
 
 
 AUSTEN = {key: [f"{key.title()} wrote line {i} of the story today." for i in range(5)] for key in data.AUSTEN_NOVELS}

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from builders import one_line_error, write_notebook
+from builders import one_line_error, temporaries, tree_files, write_notebook
 from layersim.core import markup, writers
 from layersim.notebook import results
 from layersim.tools import report, runner
@@ -32,12 +32,6 @@ def _notebook(path: Path, cells: list[str]) -> Path:
     return write_notebook(path, cells, 'scale = "default"\nn = None\nout = None')
 
 
-def _files(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
-def _temporaries(folder: Path) -> list[str]:
-    return [p.name for p in folder.rglob("*") if ".tmp-" in p.name]
 
 
 
@@ -145,7 +139,7 @@ def test_every_spelling_of_a_path_into_figures_is_refused(repo, monkeypatch, spe
 
 def test_runner_refuses_out_and_layersim_out_into_figures_before_running(repo, monkeypatch, capsys):
     _notebook(repo / "notebooks" / "p" / "n.ipynb", [WRITES])
-    before = _files(repo / "figures")
+    before = tree_files(repo / "figures")
     with pytest.raises(SystemExit) as exc:  # an absolute -p out into figures/
         runner.main(["--scale", "smoke", "-p", "out", str(repo / "figures" / "p" / "n")])
     assert exc.value.code == 2
@@ -156,14 +150,14 @@ def test_runner_refuses_out_and_layersim_out_into_figures_before_running(repo, m
         runner.main(["--scale", "default", "-p", "n", "3"])
     assert exc.value.code == 2
     one_line_error(capsys.readouterr().err, "LAYERSIM_OUT", "committed results")
-    assert _files(repo / "figures") == before and not (repo / "runs").exists()
+    assert tree_files(repo / "figures") == before and not (repo / "runs").exists()
 
 
 def test_report_refuses_committed_and_foreign_folders_in_one_line(repo, monkeypatch, capsys):
     from layersim.__main__ import main
 
     monkeypatch.chdir(repo)
-    before = _files(repo / "figures")
+    before = tree_files(repo / "figures")
     for argv, words in [
         (["--out", "figures/report/x"], ("committed results",)),
         (["--out", str(repo / "figures")], ("committed results",)),
@@ -183,7 +177,7 @@ def test_report_refuses_committed_and_foreign_folders_in_one_line(repo, monkeypa
         main(["report", "--model", "all-minilm-l6-v2", "--data", "austen", "--out", "mine"])
     one_line_error(capsys.readouterr().err, "holds files that no report wrote")
     assert (repo / "mine" / "thesis.tex").read_text() == "my own work"
-    assert _files(repo / "figures") == before
+    assert tree_files(repo / "figures") == before
 
 
 def test_a_folder_of_the_users_files_is_never_cleared(repo, tmp_path, monkeypatch, capsys):
@@ -201,7 +195,7 @@ def test_a_folder_of_the_users_files_is_never_cleared(repo, tmp_path, monkeypatc
         runner.main(["--scale", "smoke", "--nb", "p/n"])
     assert exc.value.code == 2
     one_line_error(capsys.readouterr().err, "holiday.png", "did not write")
-    assert _files(tmp_path / "Pictures") == {"p/n/holiday.png": b"mine"}
+    assert tree_files(tmp_path / "Pictures") == {"p/n/holiday.png": b"mine"}
     fresh = tmp_path / "fresh"  # a new folder is made and marked, and the next run may clear it
     monkeypatch.setenv("LAYERSIM_OUT", str(fresh))
     out = results.output_dir("p", "n", "default")
@@ -252,7 +246,7 @@ def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path, fai
             raise failure
     if isinstance(failure, OSError):
         assert str(info.value) == f"[Errno {errno.ENOSPC}] disk full at {target}"
-    assert target.read_text() == "old" and _temporaries(tmp_path) == []
+    assert target.read_text() == "old" and temporaries(tmp_path) == []
 
 
 def test_a_figure_that_fails_to_save_leaves_no_temporary(tmp_path, monkeypatch):
