@@ -1,25 +1,12 @@
-"""Where the library's tensors run, and in what float32 precision they run on a GPU.
+"""Where the library's tensors run, and in what float32 precision on a GPU.
 
-- :func:`check_device`: a device name is checked against this machine before any work (``"cuda:x"``, ``"gpu"``,
-  ``""``, ``"cuda:99"`` on a machine with two GPUs, ``"cuda"`` without CUDA, ``"mps"`` off Apple silicon: one
-  ``ValueError`` naming the device and what the machine has).
-- :func:`resolve_device`: ``"auto"`` → CUDA when a GPU is there, except for work too small to gain from
-  it (:data:`GPU_MIN_WORK`); any other (checked) value is taken as given, so a user can always force a device.
-- :func:`training_work`: the size of one training step, trainable parameters x batch size, that the
-  ``"auto"`` rule reads.
-- :func:`evaluation_autocast`: the precision of a read-only forward pass (reading every layer), float32
-  by default, bf16 autocast on request (also on the CPU, where it emulates a GPU's bf16 for checks).
-- The float32 switch: on CUDA the library runs float32 matrix products and convolutions in TF32
-  (``"fast"``, the default: 2.2x the training throughput of strict float32 on the paper-scale ViT and 3.3x
-  the evaluation throughput of a BERT-base shape on one H100, measured 2026-11-24) unless the user asks
-  for ``"strict"`` IEEE float32 (:func:`set_float32_mode`, the context manager :func:`float32`, or the
-  environment variable ``LAYERSIM_FLOAT32=strict``). It changes nothing on the CPU, so every committed
-  (CPU) result is unaffected. Similarity measures convert to float64 whatever the switch says.
-
-The switch is applied (torch's ``torch.backends.cuda.matmul.fp32_precision`` and
-``torch.backends.cudnn.conv.fp32_precision``) whenever :func:`resolve_device` hands out a CUDA device.
-torch refuses to read its legacy ``allow_tf32`` flags once these are set: code beside the library should
-use the same new flags (or this module) to change them.
+- :func:`check_device`: checks a device name against this machine (``ValueError`` otherwise).
+- :func:`resolve_device`: ``"auto"`` → CUDA when a GPU is there, except for work below :data:`GPU_MIN_WORK`.
+- :func:`training_work`: the size of one training step, read by the ``"auto"`` rule.
+- :func:`evaluation_autocast`: the precision of a read-only forward pass (float32, or bf16 autocast).
+- The float32 switch: on CUDA, float32 matmuls and convolutions run in TF32 (``"fast"``, the default) unless
+  ``"strict"`` is asked for (:func:`set_float32_mode`, :func:`float32`, ``LAYERSIM_FLOAT32=strict``). No effect
+  on the CPU; similarity measures use float64 regardless (see docs/modules.md, ``layersim.core.device``).
 """
 
 from __future__ import annotations
@@ -37,22 +24,8 @@ FLOAT32_MODES = ("fast", "strict")
 FLOAT32_ENV = "LAYERSIM_FLOAT32"
 
 #: The smallest training step (:func:`training_work`: trainable parameters x batch size) that
-#: ``device="auto"`` trains on a GPU; smaller models train on the CPU even where a GPU is present.
-#: An eager PyTorch training step costs a GPU about 1.2-1.9 ms of kernel launches whatever the model's size, while
-#: the CPU's time grows with the work: the threshold sits where the CPU's step crosses the GPU's on a GPU machine.
-#: Measured with ``python -m layersim.tools.bench device`` (AdamW steps; 3-layer MLPs at batch 64), ms per step:
-#:
-#: | work (params x batch) | 8.5e5 | 3.8e6 | 8.6e6 | 1.5e7 | 2.1e7 | 6.0e7 | 1.9e8 |
-#: |---|---:|---:|---:|---:|---:|---:|---:|
-#: | H100 machine, its 16 Xeon cores, run 1 / run 2 | 0.71 / 0.99 | 0.95 / 1.36 | 1.42 / 1.51 | - / 1.79 | 1.55 / 1.66 | 3.53 / 3.02 | 3.88 / 5.48 |
-#: | H100 machine, its H100, run 1 / run 2 | 1.60 / 1.48 | 1.89 / 1.47 | 1.56 / 1.21 | - / 1.58 | 1.27 / 1.18 | 1.49 / 1.70 | 1.55 / 1.98 |
-#: | 2 AMD EPYC cores (no GPU) | | | 1.1 | | 2.2 | 6.7 | 19 |
-#:
-#: (2026-11-26; run 1: 5 steps, run 2: 20.) The CPU wins in both runs up to 3.8e6, the GPU from 1.5e7; at 8.6e6
-#: the runs disagree, and the GPU there is at most 10 % slower (1.56 vs 1.42 ms), so the threshold sits below it.
-#: On a machine with few cores (the EPYC row) the GPU would win from lower still. The tracing notebooks' 9-layer
-#: MLP at batch 128 (9.3e7): 7.5 ms on the 2 EPYC cores, 9.7 on the Xeons, 3.2 on the H100; their default ViT
-#: (2.0e8) 220 / 76 / 16.6 ms.
+#: ``device="auto"`` trains on a GPU; smaller models train on the CPU even where a GPU is present. It sits where
+#: the CPU's step time crosses the GPU's, measured with ``python -m layersim.tools.bench device``.
 GPU_MIN_WORK = 6_000_000
 
 _mode: str | None = None  # set by set_float32_mode; None: read FLOAT32_ENV
@@ -111,12 +84,9 @@ EVAL_PRECISIONS = ("fp32", "bf16")
 
 
 def evaluation_autocast(precision: str, device: torch.device | str):
-    """The context a read-only forward pass on ``device`` runs in: nothing for ``"fp32"`` (float32, in TF32 on
-    CUDA unless the float32 mode is ``"strict"``), ``torch.autocast`` to bfloat16 for ``"bf16"``, on any
-    device type (on the CPU it is slow and serves to bound how far bf16 moves a result).
-
-    float32 is the default because it is as fast: with TF32 a BERT-base shape read layer by layer ran
-    6,065 sequences/s on one H100 against 5,775 in bf16 (2026-11-24); bf16 halves the activations' memory."""
+    """The context a read-only forward pass on ``device`` runs in: nothing for ``"fp32"`` (the default; TF32 on
+    CUDA unless the float32 mode is ``"strict"``), ``torch.autocast`` to bfloat16 for ``"bf16"`` on any device type
+    (on the CPU, slow: to bound how far bf16 moves a result). ``ValueError`` for another ``precision``."""
     if precision not in EVAL_PRECISIONS:
         raise ValueError(f"evaluation precision must be one of {EVAL_PRECISIONS}, got {precision!r}")
     if precision == "fp32":
@@ -148,10 +118,9 @@ def available_devices() -> list[str]:
 
 
 def check_device(device: str | torch.device) -> str:
-    """``device`` as a name (a ``torch.device`` as its string) if this machine can run on it: ``"auto"``, ``"cpu"``,
-    ``"cuda"`` or ``"cuda:N"`` with CUDA available and N below its device count, ``"mps"`` with MPS available.
-    Anything else raises one ``ValueError`` naming the device and the names available here (:func:`available_devices`),
-    before a tensor is moved."""
+    """``device`` as a name if this machine can run on it: ``"auto"``, ``"cpu"``, ``"cuda"``/``"cuda:N"`` with
+    CUDA and N below its device count, ``"mps"`` with MPS. Else ``ValueError`` naming the device and
+    :func:`available_devices`."""
     name = str(device) if isinstance(device, torch.device) else device
     match = _NAME.fullmatch(name) if isinstance(name, str) else None
     have = f"available here: {', '.join(map(repr, available_devices()))}"
@@ -171,11 +140,10 @@ def check_device(device: str | torch.device) -> str:
 
 
 def resolve_device(device: str | torch.device = "auto", work: int | None = None) -> torch.device:
-    """The device to run on, after :func:`check_device` (a device this machine lacks is a ``ValueError``).
+    """The device to run on, after :func:`check_device` (``ValueError`` for a device this machine lacks).
 
-    ``"auto"``: CUDA when available, unless ``work`` (:func:`training_work`) is given and below
-    :data:`GPU_MIN_WORK`, then the CPU; without CUDA the CPU. Anything else is ``torch.device(device)``,
-    as given. A CUDA device comes with the float32 switch applied (module docstring)."""
+    ``"auto"``: CUDA when available, unless ``work`` (:func:`training_work`) is below :data:`GPU_MIN_WORK`;
+    anything else is ``torch.device(device)``. A CUDA device gets the float32 switch applied."""
     name = check_device(device)
     if name == "auto":
         use_gpu = torch.cuda.is_available() and (work is None or work >= GPU_MIN_WORK)

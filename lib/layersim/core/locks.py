@@ -1,14 +1,9 @@
 """One writer per folder: a lock file that names its process, and is broken when that process is gone.
 
-A run takes :func:`hold` on every folder it will write before it starts any work. A second run that
-wants one of them is refused at once (:class:`Busy`, a ``ValueError`` naming the folder and the process
-that holds it) instead of silently overwriting the first run's files. A lock left by a process that no
-longer exists (killed by SIGKILL, a power loss, a cancelled job) is *stale*: the next run breaks it with
-one line on standard error, so that a kill never blocks the next run.
-
-The lock is the file :data:`NAME` inside the folder, created with ``O_CREAT | O_EXCL`` (atomic on
-local file systems), holding the process id, the host, the process's start time (Linux: from
-``/proc``, so that a reused process id is not mistaken for the holder) and what took it.
+A run takes :func:`hold` on every folder it will write before any work; a second run is refused at once
+(:class:`Busy`, a ``ValueError`` naming the folder and the holder). A *stale* lock, whose process no longer
+exists, is broken by the next run with one line on standard error. The lock is the file :data:`NAME` in the
+folder (see docs/modules.md, ``layersim.core.locks``).
 """
 
 from __future__ import annotations
@@ -97,9 +92,8 @@ def _describe(info: dict) -> str:
 
 
 def acquire(folder: str | os.PathLike, what: str, say=None) -> Path:
-    """Take the lock of ``folder`` (created if missing) for this process and return the lock file. A lock of this
-    very process is taken again (a no-op); a stale one is broken, with one line through ``say`` (default: standard
-    error); a live one raises :class:`Busy`."""
+    """Take the lock of ``folder`` (created if missing) for this process; returns the lock file. This process's
+    own lock: a no-op; a stale one: broken, said through ``say`` (default stderr); a live one: :class:`Busy`."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

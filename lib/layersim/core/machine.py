@@ -1,8 +1,5 @@
-"""The machine a measurement ran on, in words: CPU model, load, thread pools.
-
-The benchmarks (``python -m layersim.tools.bench``, its ``train`` subcommand) and the portability checks
-(:mod:`layersim.tools.portable`) print these facts beside every time they report, so that a number can
-be compared with one measured elsewhere.
+"""The machine a measurement ran on, in words: CPU model, load, thread pools, printed by the benchmarks and
+portability checks beside every time they report.
 """
 
 from __future__ import annotations

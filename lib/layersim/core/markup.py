@@ -1,14 +1,11 @@
 """Strings that reach Markdown or HTML: every one a user can influence passes through here.
 
-A notebook shows its tables with ``IPython.display.Markdown`` and the layer report exports the
-executed notebook to ``report.html``, where Markdown may carry raw HTML: a data path such as
-``imgs_<svg onload=alert(1)>`` would run as a script when the page is opened. :func:`cell` makes a
-string inert (HTML special characters as entities, so Markdown shows them as typed) and keeps it
-on one table cell (``|`` and line breaks escaped); :func:`table` builds a whole Markdown table of
-such cells. :func:`markdown_cell` is for the project's own Markdown (a notebook's wording of a claim, with its
-formulas), which must stay Markdown: only kept on one cell. The report's HTML export also runs nbconvert's sanitizer (``report.export_html``).
-:func:`plain_cell` and :func:`plain_table` are for Markdown read as text (a terminal, a file nobody renders): no
-HTML entities, only what keeps a cell on its cell; escaping for HTML belongs to the writers of HTML.
+- :func:`cell`, :func:`code`, :func:`table`: a user's string made inert (HTML entities) on one table cell, for
+  Markdown a browser renders;
+- :func:`markdown_cell`: the project's own Markdown, kept on one cell and still Markdown;
+- :func:`plain_cell`, :func:`plain_table`: Markdown read as text (a terminal), no HTML entities.
+
+(see docs/modules.md, ``layersim.core.markup``)
 """
 
 from __future__ import annotations
@@ -30,10 +27,8 @@ def cell(value: Any) -> str:
 
 
 def markdown_cell(text: str) -> str:
-    """The project's own Markdown ``text`` (formulas and code spans included) kept on one Markdown table cell: line
-    breaks as spaces and every unescaped ``|`` escaped as ``\\|`` (a table would split the cell there; ``\\|`` that
-    is already escaped, such as a norm ``$\\|y\\|$`` in LaTeX, is left as it is). Nothing else changes, so the text
-    renders as Markdown: never use it for a string a user can influence (:func:`cell` is for those)."""
+    """The project's own Markdown ``text`` kept on one table cell: line breaks as spaces, each unescaped ``|`` as
+    ``\\|``; nothing else changes. Never for a string a user can influence (:func:`cell`)."""
     return re.sub(r"(?<!\\)\|", r"\\|", " ".join(str(text).splitlines()))
 
 

@@ -1,20 +1,14 @@
 """Where the project keeps things: the repository root, the data cache, run outputs.
 
-Every location can be moved with an environment variable so that a user can point the
-notebooks at a bigger disk without editing them:
+Each location can be moved with an environment variable (all read by :func:`resolved`):
 
 - ``LAYERSIM_ROOT``  the repository root (default: found by walking up to ``pyproject.toml``);
 - ``LAYERSIM_DATA``  the data folder (default: ``<root>/data``);
 - ``LAYERSIM_CACHE`` caches of trained models and features (default: ``<data>/cache``).
 
-Each is read the way the operating system reads a path (:func:`resolved`: ``~`` expanded, a relative path taken
-from the working directory, symlinks followed), the rule of :func:`layersim.core.writers.resolved`, so that every
-command means the same folder by the same spelling. A cache never goes into the repository's committed folders
-(:data:`COMMITTED_FOLDERS`): :func:`cache_dir` refuses one there before anything is written
-(:func:`check_locations` says so before a command starts any work).
-
-A cache entry that cannot be read is moved aside with :func:`quarantine` (never deleted) and rebuilt; one that
-several runs need at once is made by the first that :func:`claim` s it.
+:func:`cache_dir` refuses a cache inside the committed folders (:data:`COMMITTED_FOLDERS`). A broken cache
+entry is moved aside (:func:`quarantine`) and rebuilt; one several runs need is made by the first to
+:func:`claim` it (see docs/modules.md, ``layersim.core.paths``).
 """
 
 from __future__ import annotations
@@ -40,16 +34,14 @@ COMMITTED_FOLDERS = (*COMMITTED, "tests/notebooks")
 
 
 def resolved(path: str | os.PathLike) -> Path:
-    """``path`` as the operating system reads it: ``~`` expanded, made absolute against the working directory,
-    symlinks followed component by component (``os.path.realpath``): the one rule of every path layersim reads
-    or writes (:func:`layersim.core.writers.resolved` is this)."""
+    """``path`` as the operating system reads it: ``~`` expanded, made absolute, symlinks followed component by
+    component (``os.path.realpath``). Every path layersim reads or writes goes through it."""
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
 
 
 def resolved_variables(environ: dict | None = None) -> dict[str, str]:
-    """The set :data:`VARIABLES` of ``environ`` (default ``os.environ``), each :func:`resolved` to an absolute path:
-    what a process started elsewhere (a notebook's kernel runs in the notebook's folder) must be given so that it
-    reads the folders this process means."""
+    """The set :data:`VARIABLES` of ``environ`` (default ``os.environ``), each :func:`resolved`: what to pass a
+    process started in another folder (a notebook's kernel) so it means the same folders."""
     environ = os.environ if environ is None else environ
     return {name: str(resolved(environ[name])) for name in VARIABLES if environ.get(name)}
 
@@ -131,13 +123,9 @@ class CacheWarning(UserWarning):
 
 
 def quarantine(path: Path, reason: str | BaseException) -> Path | None:
-    """Move the broken cache entry ``path`` (file or folder) aside and warn, so that the caller rebuilds it.
-
-    Nothing is deleted: the entry becomes ``<name>.corrupt-<YYYYmmdd-HHMMSS>`` next to it (``-<n>``
-    appended if taken) and a :class:`CacheWarning` names the entry, the new name and ``reason`` (for an
-    exception: its type and first line). Returns the new path, or None when ``path`` had already gone
-    (another process moved it first).
-    """
+    """Rename the broken cache entry ``path`` (file or folder) to ``<name>.corrupt-<YYYYmmdd-HHMMSS>`` beside it
+    and warn (:class:`CacheWarning` naming ``reason``), so the caller rebuilds it. Returns the new path, or None
+    when ``path`` had already gone."""
     path = Path(path)
     if isinstance(reason, BaseException):
         reason = f"{type(reason).__name__}: {(str(reason).splitlines() or [''])[0][:200]}"
@@ -162,13 +150,9 @@ def sha256_of(path: str | os.PathLike) -> str:
 
 @contextlib.contextmanager
 def claim(lock: str | os.PathLike, what: str = "", say: Callable[[str], None] | None = None) -> Iterator[bool]:
-    """Hold the exclusive lock on file ``lock`` (created if missing) for the block, waiting while another process
-    holds it; yields whether it had to wait (so the caller looks again for what the other process made).
-
-    The first of several runs that need the same cached artifact claims it and makes it; the others wait here
-    and then find it made (the batch runner's notebooks share checkpoints this way). ``say`` reports the wait,
-    naming ``what``. POSIX ``flock``: the lock dies with its process, so a killed run never leaves it held; on a
-    cluster the cache must sit on a file system whose locks reach every node (NFSv4, Lustre with ``flock``, GPFS)."""
+    """Hold the exclusive POSIX ``flock`` on file ``lock`` (created if missing) for the block, waiting while another
+    process holds it; yields whether it waited (then the caller looks again for what the other made). ``say``
+    reports the wait, naming ``what``."""
     import fcntl
 
     path = Path(lock)

@@ -1,8 +1,6 @@
-"""The four papers this project reproduces: titles, authors, venues and links, in one place.
-
-The README, the book (:mod:`layersim.tools.site`) and the claims audit page name the papers from here, so a
-correction is made once. ``PAPERS`` is in the order the project presents them (tracing, alignment, redundancy,
-clusters); each entry's key is the short name used for its notebooks' folder (``notebooks/<key>/``).
+"""The four papers this project reproduces (:data:`PAPERS`, in the order the project presents them): titles,
+authors, venues and links, in one place for the README, the book and the claims audit page. Each key names the
+notebooks' folder (``notebooks/<key>/``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """Safe writers: where layersim may write, and how every file it writes gets there.
 
-Three rules, each in one place:
+- **Committed results are protected** (:func:`check_target`): ``figures/`` and ``notebooks/`` are written only
+  with ``LAYERSIM_UPDATE_COMMITTED=1`` (set by ``make reproduce``); the sources only by :data:`WRITERS`.
+- **A file appears whole or not at all** (:func:`atomic_path`, :func:`write_text`); a full disk raises
+  :class:`DiskFull`.
+- **An output folder holds one run** (:func:`prepare_folder`): checked before any work, an earlier run's
+  figures and ``metrics.json`` removed.
+- **layersim deletes only what it made** (:func:`claim_folder`, :func:`owns`): its folders carry :data:`MARKER`.
 
-- **Committed results are protected** (:func:`check_target`). ``figures/`` (the committed
-  default-scale results) and ``notebooks/`` (the notebooks, committed with the outputs of their
-  last default-scale run) are written only when the one switch is on: the environment variable
-  ``LAYERSIM_UPDATE_COMMITTED=1``, which ``make reproduce`` (``python -m layersim.tools.runner
-  --update-committed``) sets for its runs. Paths are resolved the way the operating system
-  resolves them (:func:`resolved`: each symlink followed before the ``..`` after it), so no
-  spelling of a path (absolute, relative, ``~``, through a link, ``link/..``) gets past the guard.
-- **A file appears whole or not at all** (:func:`atomic_path`, :func:`write_text`): it is written
-  under a hidden temporary name in the same folder and renamed into place; on any failure,
-  Ctrl-C included, the temporary file is removed. A full disk is reported as ``disk full at PATH``
-  (:class:`DiskFull`).
-- **An output folder holds one run** (:func:`prepare_folder`): it is checked before any work
-  (protected? writable?), and the figures and ``metrics.json`` of an earlier run in it are
-  removed, so that a reader never mistakes an old figure for a new one.
-- **layersim deletes only what it made** (:func:`claim_folder`, :func:`owns`): a folder that a
-  command creates, clears or replaces carries the marker file :data:`MARKER`; a folder without it
-  is the user's, and a command refuses to clear it unless it is empty. The repository's own
-  ``figures/`` and ``runs/`` are layersim's by definition (:func:`owns`).
+(see docs/modules.md, ``layersim.core.writers``)
 """
 
 from __future__ import annotations
@@ -70,10 +59,7 @@ def committed_roots(root: Path | None = None) -> tuple[Path, ...]:
 
 
 def resolved(path: str | os.PathLike) -> Path:
-    """``path`` as the operating system reads it (:func:`layersim.core.paths.resolved`): ``~`` expanded, made
-    absolute against the working directory and resolved component by component (``os.path.realpath``), so that
-    ``link/..`` is the folder above the link's *target*, not the folder holding the link (``os.path.abspath`` would
-    collapse the ``..`` first and let ``link/../x`` name a different file than the one a write reaches)."""
+    """``path`` as the operating system reads it: :func:`layersim.core.paths.resolved`."""
     return paths.resolved(path)
 
 
@@ -178,14 +164,9 @@ def _remove(path: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, protect: bool = False) -> Iterator[Path]:
-    """Yield a temporary path beside ``path`` to write into; on success it is renamed to ``path``.
-
-    The temporary name is hidden (``.<name>.tmp-<pid>-<hex><suffix>``, the suffix kept so that
-    writers choosing a format by extension -- ``np.savez``, ``savefig`` -- keep working). On any
-    exception the temporary file (or folder) is removed and the exception re-raised; a full disk
-    becomes :class:`DiskFull`. ``protect``: refuse ``path`` inside the committed results
-    (:func:`check_target`).
-    """
+    """Yield a hidden temporary path beside ``path`` (same suffix) to write into; on success it is renamed to
+    ``path``, on any exception removed and the exception re-raised (a full disk: :class:`DiskFull`).
+    ``protect``: refuse a committed ``path`` (:func:`check_target`)."""
     path = Path(path)
     if protect:
         check_target(path)
@@ -218,11 +199,8 @@ def write_bytes(path: str | os.PathLike, data: bytes, protect: bool = False) -> 
 
 
 def check_writable(folder: Path) -> Path:
-    """Create ``folder`` (and parents) and prove it writable with a probe file; ``ValueError`` if not.
-
-    Called before a run's work, so that a read-only or full output folder is found in the first
-    second, not after minutes of computing.
-    """
+    """Create ``folder`` (and parents) and prove it writable with a probe file, before a run's work;
+    ``ValueError`` if not."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         write_bytes(folder / ".write-probe", b"")
@@ -264,8 +242,7 @@ _OURS = (MARKER, locks.NAME)
 
 
 def foreign_files(folder: str | os.PathLike) -> list[Path]:
-    """The entries of ``folder`` that are not layersim's bookkeeping (its :data:`MARKER`, a run's lock), sorted by
-    name: what makes a folder someone's, for the commands that must not mix their files with them."""
+    """The entries of ``folder`` other than layersim's :data:`MARKER` and run lock, sorted by name."""
     return sorted((p for p in Path(folder).iterdir() if p.name not in _OURS), key=lambda p: p.name)
 
 
@@ -275,10 +252,9 @@ def _listing(folder: Path, n: int = 3) -> str:
 
 
 def claim_folder(folder: str | os.PathLike, what: str = "output folder", root: Path | None = None) -> Path:
-    """Make ``folder`` layersim's and return it (resolved): created, with :data:`MARKER` unless it lies in the
-    repository's ``figures/`` or ``runs/``, if it is new or empty; kept if layersim owns it already (:func:`owns`). A non-empty folder that layersim did not make raises
-    ``ValueError`` naming a few of its files, before anything in it is touched: a command that clears or replaces
-    its folder must never delete a user's files."""
+    """Make ``folder`` layersim's and return it (resolved): created and marked with :data:`MARKER` (not in
+    :data:`OWNED`) if new or empty, kept if :func:`owns`. A non-empty folder layersim did not make raises
+    ``ValueError`` naming a few of its files, before anything is touched."""
     real = resolved(folder)
     if real.exists() and not real.is_dir():
         raise ValueError(f"{what} {folder} is a file, not a folder")
@@ -297,9 +273,8 @@ def claim_folder(folder: str | os.PathLike, what: str = "output folder", root: P
 
 
 def adopt_folder(folder: str | os.PathLike) -> Path:
-    """Mark ``folder`` as layersim's (:data:`MARKER`) and return it (resolved): for a caller that has recognised the
-    folder as its own earlier output, written before folders were marked (the report knows its own folder by its
-    executed notebook and ``metrics.json``)."""
+    """Mark ``folder`` as layersim's (:data:`MARKER`) and return it (resolved), for a caller that recognises it as
+    its own unmarked earlier output."""
     real = resolved(folder)
     if real.is_dir() and not owns(real):
         write_text(real / MARKER, "This folder was made by layersim, which may clear or replace what is in it.\n")
@@ -317,10 +292,8 @@ def replace_folder(folder: str | os.PathLike, what: str = "output folder", root:
 
 
 def prepare_folder(folder: str | os.PathLike, what: str = "output folder") -> Path:
-    """Make ``folder`` ready for one run and return it (resolved): not committed (:func:`check_target`),
-    layersim's (:func:`claim_folder`: a user's non-empty folder is refused), writable (:func:`check_writable`),
-    and without an earlier run's figures, ``metrics.json`` and ``report.html`` (:func:`previous_outputs`; other
-    files are left alone)."""
+    """Make ``folder`` ready for one run and return it (resolved): checked by :func:`check_target`,
+    :func:`claim_folder` and :func:`check_writable`, then cleared of :func:`previous_outputs`."""
     real = check_target(folder, what)
     claim_folder(real, what)
     check_writable(real)

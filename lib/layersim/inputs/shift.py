@@ -1,16 +1,10 @@
-"""Distribution shift for the transfer experiments (tracing paper, appendix B.4, Figure 17).
+"""Distribution shift for the transfer experiments (tracing paper, App. B.4, Figure 17).
 
-The paper tests a CIFAR-10 model on CIFAR-10.2 (Lu et al. 2020), a re-collected test set whose
-images differ in small ways from the originals. Offline there is no re-collected Fashion-MNIST,
-so the default scale shifts the held-out images with fixed, mild corruptions of the kind used
-by CIFAR-10-C (Hendrycks & Dietterich 2019): additive Gaussian noise, Gaussian blur, reduced
-contrast and small random translations. At paper scale the real CIFAR-10.2 test set is read
-instead (``layersim.inputs.data.image_dataset("cifar10.2", "test")``).
-
-Every function works on a batch of images in [0, 1], ``float [N, C, H, W]``, and returns a new
-batch in [0, 1] (clipped); random corruptions take a ``seed`` and give the same images for the
-same seed. :func:`shifted_inputs` builds a whole shifted test set, normalised like the source
-data set so that a model trained there can read it.
+The paper tests a CIFAR-10 model on CIFAR-10.2 (Lu et al. 2020), read at paper scale. Offline, the default
+scale corrupts the held-out images mildly, as CIFAR-10-C does (Hendrycks & Dietterich 2019): Gaussian noise,
+blur, reduced contrast, small translations. Functions take images in [0, 1], ``float [N, C, H, W]``, and return
+clipped ones; random corruptions take a ``seed``. :func:`shifted_inputs` builds a normalised shifted test set.
+(see docs/modules.md, ``layersim.inputs.shift``)
 """
 
 from __future__ import annotations
@@ -49,10 +43,8 @@ def _check_nonnegative(value: float, name: str) -> float:
 
 
 def gaussian_noise(x: torch.Tensor, sigma: float, seed: int = 0) -> torch.Tensor:
-    """``clip(x + sigma * n)`` with ``n ~ N(0, 1)`` i.i.d. per pixel (CIFAR-10-C "gaussian noise").
-
-    ``sigma`` is in units of the [0, 1] pixel range; the noise comes from a ``seed``-ed generator.
-    """
+    """``clip(x + sigma * n)``, ``n ~ N(0, 1)`` i.i.d. per pixel from a ``seed``-ed generator (CIFAR-10-C
+    "gaussian noise"); ``sigma`` in [0, 1] pixel units."""
     x = _check_batch(x)
     sigma = _check_nonnegative(sigma, "sigma")
     gen = torch.Generator().manual_seed(seed)
@@ -123,9 +115,8 @@ def corrupt(x: torch.Tensor, kind: str, severity: float, seed: int = 0) -> torch
 
 
 def check_spec(spec: Mapping) -> dict:
-    """``spec`` as a dict if it is a shift :func:`shifted_inputs` understands, else ``ValueError``:
-    ``{}``, ``{"dataset": name}`` or ``{"corruption": kind, "severity": s}`` with ``kind`` a key of
-    :data:`CORRUPTIONS` and ``s`` a number >= 0 (an integer number of pixels for ``translate``)."""
+    """``spec`` as a dict if :func:`shifted_inputs` understands it, else ``ValueError``: ``{}``,
+    ``{"dataset": name}`` or ``{"corruption": kind, "severity": s}`` (``kind`` in :data:`CORRUPTIONS`, ``s >= 0``)."""
     if not isinstance(spec, Mapping):
         raise ValueError(f"a shift is a dict, got {type(spec).__name__}")
     spec = dict(spec)
@@ -148,15 +139,10 @@ def check_spec(spec: Mapping) -> dict:
 
 def shifted_sets(source: str, specs: Mapping[str, Mapping], limit: int | None = None, seed: int = 0
                  ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Shifted test sets for a model trained on the image data set ``source``: label -> ``(x, y)``.
-
-    Each spec is either ``{"dataset": name}`` — another data set's test split with the same
-    classes (CIFAR-10.2 for CIFAR-10) — or ``{"corruption": kind, "severity": s}`` — the
-    source's own test split, corrupted with :func:`corrupt`; ``{}`` gives the clean test set.
-    The source's test split is loaded once for all of them. ``limit`` keeps a stratified
-    ``seed``-ed subset. Each ``x`` is float ``[N,C,H,W]`` normalised with the source's statistics
-    (``layersim.inputs.data.as_model_input``), ``y`` int64 ``[N]``.
-    """
+    """Shifted test sets for a model trained on image data set ``source``: label -> ``(x, y)``, per spec
+    ``{"dataset": name}`` (another test split, same classes), ``{"corruption": kind, "severity": s}`` (the
+    source's, :func:`corrupt`-ed) or ``{}`` (clean). ``limit``: a stratified ``seed``-ed subset. ``x`` float
+    ``[N,C,H,W]`` normalised like the source, ``y`` int64 ``[N]``."""
     specs = {label: check_spec(spec) for label, spec in specs.items()}
     loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 

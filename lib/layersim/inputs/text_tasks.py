@@ -1,35 +1,14 @@
 """Text classification tasks: single sentences or sentence pairs with labels, per split.
 
-The clusters paper (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42, §2) fine-tunes encoders on GLUE (without WNLI),
-BoolQ, Yelp polarity, HellaSwag and CosmosQA. None of them exists offline, so the default scale
-builds two balanced tasks from the six Jane Austen novels (``layersim.inputs.data.load_austen``):
+The clusters paper (Phang et al. 2021, §2) fine-tunes encoders on GLUE (without WNLI), BoolQ, Yelp polarity,
+HellaSwag and CosmosQA (:data:`PAPER_TASKS`, paper scale). Offline, the default scale builds balanced tasks
+from the six Jane Austen novels (:data:`OFFLINE_TASKS`: ``"austen-novel"``, ``"austen-same-novel"``,
+``"austen-excerpt"``, ``"austen-next"``), split by chunks so that no sentence or neighbouring pair is in both
+splits.
 
-- ``"austen-novel"`` (single sentence, 6 classes): which novel a sentence comes from;
-- ``"austen-same-novel"`` (sentence pair, 2 classes): are the two sentences from the same novel (1)
-  or from two different novels (0)?
-- ``"austen-excerpt"`` (sentence pair, 2 classes): is the second text an excerpt of the first (1:
-  a contiguous run of about 60 % of its words) or an excerpt of the sentence that follows it in
-  the novel (0)? Like the paraphrase tasks of GLUE (MRPC, QQP), it is decided by comparing the two
-  texts, and it is learnable in a CPU budget;
-- ``"austen-next"`` (sentence pair, 2 classes): is the second sentence the one that follows the
-  first in the novel (1), or another sentence of the same novel (0)? (Harder: pretrained
-  MiniLM-L6 stays at chance after 40 steps of 32 pairs, where it learns the other two tasks.)
-
-Both split every novel into chunks of :data:`CHUNK` consecutive sentences and send every
-:data:`VAL_EVERY`-th chunk to validation (the rest to training), so no sentence, and no pair of
-neighbouring sentences, is in both splits. Sentences shorter than :data:`MIN_WORDS` words (chapter
-headings, "Yes.") are dropped. Sampling is balanced per class and ``seed``-ed.
-
-Paper scale: the GLUE tasks of :data:`PAPER_TASKS` (``data.load_glue``), BoolQ and Yelp polarity
-(Hugging Face ``datasets``, through ``layersim.inputs.assets``). STS-B is a regression (one output,
-Pearson correlation); CoLA is scored by Matthews correlation as in GLUE; the others by accuracy
-(MRPC and QQP also by accuracy, not F1). HellaSwag and CosmosQA are multiple choice: each example
-is a context and ``C`` endings (``TextTask.choices``), encoded as ``C`` (context, ending) pairs,
-``[B, C, T]``, for a ``*ForMultipleChoice`` model that scores each pair with one logit and takes
-the softmax over the ``C``; accuracy.
-
-:func:`load_task` returns a :class:`TextTask`; :func:`encode` tokenises it into batches with
-labels (``labels`` key), ready for ``layersim.train.finetune`` and ``layersim.nets.models.collect``.
+:func:`load_task` returns a :class:`TextTask`; :func:`encode` tokenises it into labelled batches for
+``layersim.train.finetune`` and ``layersim.nets.models.collect``
+(see docs/modules.md, ``layersim.inputs.text_tasks``).
 """
 
 from __future__ import annotations
@@ -74,11 +53,9 @@ _SPLITS = ("train", "validation")
 
 @dataclass(frozen=True)
 class TextTask:
-    """One split of a classification task: ``text_a`` (and ``text_b`` for sentence pairs, else
-    None), integer ``labels`` ``[N]`` (floats for a regression), ``num_labels`` (1 = regression),
-    the ``metric`` it is scored by and the class names. A multiple-choice task has ``choices``
-    (``N`` lists of ``C`` endings for the contexts ``text_a``; ``labels`` the index of the right
-    one, ``num_labels = C``)."""
+    """One split of a classification task: ``text_a`` (``text_b`` for pairs, else None), ``labels [N]`` (floats
+    for a regression), ``num_labels`` (1 = regression), ``metric`` and class names. Multiple choice: ``choices``
+    (N lists of C endings), ``labels`` the right one's index, ``num_labels = C``."""
 
     name: str
     split: str
@@ -139,9 +116,9 @@ def _long_enough(text: str) -> bool:
 
 def _balanced(groups: Sequence[Sequence[Any]], n: int | None, rng: np.random.Generator, what: str,
               at_most: bool = False) -> list[list[Any]]:
-    """``n // len(groups)`` items drawn without replacement from each group (all of the smallest
-    group's size when ``n`` is None, or when ``at_most`` and ``n`` asks for more); ValueError when
-    ``n`` is below the number of groups or (unless ``at_most``) a group is too small."""
+    """``n // len(groups)`` items drawn without replacement from each group (the smallest group's size when
+    ``n`` is None, or when ``at_most`` caps ``n``); ``ValueError`` when ``n`` is below the number of groups or a
+    group is too small."""
     smallest = min(len(g) for g in groups)
     per = smallest if n is None else n // len(groups)
     if smallest < 1:
@@ -227,9 +204,8 @@ def _austen_excerpt(split: str, n: int | None, seed: int, at_most: bool = False)
 
 
 def _austen_same_novel(split: str, n: int | None, seed: int, at_most: bool = False) -> TextTask:
-    """Positives: two different sentences of one novel; negatives: sentences of two different
-    novels (both of this split); the novels of the pairs are drawn uniformly, with replacement, so
-    any ``n`` can be had (``at_most`` changes nothing)."""
+    """Positives: two different sentences of one novel; negatives: sentences of two novels (of this split);
+    novels drawn uniformly with replacement, so any ``n`` can be had."""
     rng = np.random.default_rng([seed, 20 if split == "train" else 21])
     pools = []
     for texts in _novel_sentences().values():
@@ -290,11 +266,9 @@ def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bo
 
 def load_task(name: str, split: str = "train", n: int | None = None, seed: int = 0,
               allow_download: bool | None = None, at_most: bool = False) -> TextTask:
-    """``n`` examples (all when None) of ``split`` (``"train"`` or ``"validation"``) of task ``name``:
-    one of :data:`OFFLINE_TASKS` (balanced per class: a multiple of the number of classes, rounded
-    down) or :data:`PAPER_TASKS` (a seeded random subset). Raises ValueError for an unknown task or
-    split, and for an ``n`` below 1 (below the number of classes for a balanced task) or above what
-    the split holds (``at_most=True``: a larger ``n`` means all of it; ``layersim.inputs.data.check_count``)."""
+    """``n`` examples (all when None) of ``split`` (``"train"``/``"validation"``) of task ``name``: one of
+    :data:`OFFLINE_TASKS` (balanced per class) or :data:`PAPER_TASKS` (a seeded subset). ``ValueError`` for an
+    unknown task or split, or an ``n`` out of range (``at_most=True``: a larger ``n`` means all)."""
     key = name.lower().replace("_", "-")
     if split not in _SPLITS:
         raise ValueError(f"split must be one of {_SPLITS}, got {split!r}")
@@ -310,10 +284,9 @@ def load_task(name: str, split: str = "train", n: int | None = None, seed: int =
 
 def encode(task: TextTask, tokenizer: Any, batch_size: int = 32, max_length: int = 128,
            order: np.ndarray | None = None) -> list[dict]:
-    """Tokenised batches of ``task`` (right padding to the longest in the batch, truncated to
-    ``max_length`` tokens; pairs as ``[CLS] a [SEP] b [SEP]`` with the longer one truncated first),
-    each with its ``labels`` tensor. ``order``: indices of the examples to take, in that order
-    (default: all, in the task's order)."""
+    """Tokenised batches of ``task``, each with its ``labels`` tensor: right padding, truncated to ``max_length``
+    (pairs as ``[CLS] a [SEP] b [SEP]``, the longer truncated first). ``order``: indices of the examples to
+    take, in that order (default all)."""
     import torch
 
     if batch_size < 1 or max_length < 4:
@@ -340,9 +313,8 @@ def encode(task: TextTask, tokenizer: Any, batch_size: int = 32, max_length: int
 
 def length_order(tokenizer: Any, texts: list[str], second: list[str] | None = None,
                  max_length: int = 128) -> np.ndarray:
-    """Indices that sort ``texts`` (with their ``second`` texts, for pairs) by tokenised length, stably,
-    after truncation to ``max_length``: batches of similar length need little padding (about half the
-    time of reading Austen sentences in their own order)."""
+    """Indices that sort ``texts`` (with their ``second`` texts) stably by tokenised length after truncation to
+    ``max_length``, so batches need little padding."""
     lengths = [len(ids) for ids in tokenizer(list(texts), second, truncation=True, max_length=max_length)["input_ids"]]
     return np.argsort(lengths, kind="stable")
 

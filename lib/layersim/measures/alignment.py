@@ -1,48 +1,16 @@
-"""Representation alignment (Imani, Hu & White, "Representation Alignment in Neural Networks", TMLR).
+"""Representation alignment (Imani, Hu & White, "Representation Alignment in Neural Networks", TMLR 2022).
 
-The paper (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) asks how the label vector ``y`` of a task sits in the
-left singular vectors of a representation matrix ``Phi`` (n samples x d features):
+How the labels ``y`` sit in the left singular vectors of a representation ``Phi [n, d]``:
 
-* **eq. 2** -- ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2``
-  (:func:`alignment_curve`). ``Phi`` is first put in the paper's form by :func:`prepare`: a
-  constant-1 bias column appended (Section 2, "we replace the bias unit with a constant
-  feature"), then every row scaled to unit length (Section 4, "we assume ||x_i|| <= 1 ... which
-  can be satisfied by normalization"). The authors' demo (https://github.com/EhsanEI/rep-align-demo) does
-  exactly this, in this order. Labels are ``y = 2t - 1`` for binary tasks
-  (:func:`binary_targets`) and centred values for regression (:func:`center_targets`); at
-  ``tau = 0`` every singular direction counts, including those with ``sigma = 0`` beyond the
-  rank, so the curve starts at ``||y||^2`` (``= n`` for +-1 labels). :func:`curve_and_area` does
-  the whole step: :func:`prepare`, the curve and its normalised area (:func:`alignment_area`).
-* **Proposition 1** (Section 6.1, proof in Appendix B) -- the squared loss ``||Phi w_t - y||^2``
-  of full-batch gradient descent ``w_{t+1} = w_t - eta Phi^T (Phi w_t - y)`` from ``w_0 = 0``
-  is ``sum_j (1 - eta sigma_j^2)^{2t} (u_j^T y)^2 + ||Phi w* - y||^2`` (:func:`gd_loss_curve`).
-* **Proposition 2** (Appendix B form) -- if ``Alignment(Phi, y, tau) = delta`` with
-  ``0 < tau <= sigma_max``, gradient descent reduces the loss by ``omega < delta`` within
-  ``-log(1 - omega/delta) / (2 eta tau^2)`` iterations (:func:`prop2_iterations`).
-* **Section 6.1's processes** (Figure 8) -- :func:`gd_processes`; **Section 6.2's synthetic labels**
-  (Figure 9) -- :func:`singular_vector_labels`; **Section 4.1's circle** (Figure 4) -- :func:`circle_dataset`.
-* **Peaks functions** (Section 7.1, after Caruana 1997) -- :func:`peaks_dataset`,
-  :func:`peaks_tasks`, :func:`peaks_pairs`, :func:`peaks_setup`.
-* The representations the paper compares (Sections 3, 4.2, 7.2): MLP hidden layers before and
-  after training (``layersim.train.small_nets``: ``make_mlp``, ``train_mlp``, ``hidden_representations``), a two-layer
-  RBF network with trainable centres (``small_nets.RBFNet``), sparse coding with dictionary learning
-  (:func:`sparse_coding_features`), HOG (:func:`hog_features`) and RBF kernel features
-  (:func:`rbf_features`); and the learning curves of a zero-initialised linear model trained by
-  gradient descent on a fixed representation (:func:`linear_training_curves`, with the paper's
-  step-size sweep in :func:`best_linear_curves`; :func:`least_squares_fit` for expressivity; its test
-  error after small training sets in :func:`sample_size_errors`).
+- eq. 2, ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2``: :func:`prepare`,
+  :func:`alignment_curve`, :func:`alignment_area`, :func:`curve_and_area` (one :func:`svd` can be shared);
+- Propositions 1 and 2 (§6.1, App. B): :func:`gd_loss_curve`, :func:`prop2_iterations`, :func:`gd_processes`;
+- the paper's data: :func:`singular_vector_labels` (§6.2), :func:`circle_dataset` (§4.1), peaks (§7.1);
+- representations and linear learning curves (§§3, 4.2, 7.2): :func:`sparse_coding_features`,
+  :func:`hog_features`, :func:`rbf_features`, :func:`linear_training_curves`.
 
-One SVD can be shared by several calls: :func:`svd` (thin, or from the Gram matrix for wide
-representations) returns an :class:`SVD` that :func:`curve_and_area`, :func:`alignment_curve`,
-:func:`gd_loss_curve` and :func:`singular_vector_labels` accept in place of ``Phi``. Figures are drawn
-by :mod:`layersim.notebook.plotting`.
-
-All array functions take numpy arrays (or anything ``np.asarray`` accepts), compute in float64
-and return numpy arrays. The representation, labels and thresholds of the alignment score
-(:func:`prepare`, :func:`svd`, :func:`alignment_curve`, :func:`alignment_area`,
-:func:`curve_and_area`) are checked first: empty, complex, non-numeric or non-finite input, labels
-of another length, and an area that is undefined (a curve that is 0 at its first threshold,
-thresholds that span no range) raise one ``ValueError`` naming the problem, never a NaN.
+Arrays are float64 numpy; invalid input raises ``ValueError``, never a NaN
+(see docs/modules.md, ``layersim.measures.alignment``).
 """
 
 from __future__ import annotations
@@ -81,13 +49,8 @@ def center_targets(y, axis: int = 0) -> np.ndarray:
 
 
 def prepare(Phi, bias: bool = True, normalize: bool = True) -> np.ndarray:
-    """The paper's form of a representation: float64 ``[n, d(+1)]``.
-
-    ``bias``: append a constant-1 column (Section 2: the bias unit becomes a constant feature).
-    ``normalize``: then scale every row to unit Euclidean length (Section 4, ``||x_i|| <= 1``;
-    the authors' demo normalises after appending the bias column). All-zero rows stay zero
-    (they cannot occur with ``bias=True``).
-    """
+    """The paper's form of a representation, float64 ``[n, d(+1)]``: ``bias`` appends a constant-1 column
+    (§2), then ``normalize`` scales every row to unit length (§4, ``||x_i|| <= 1``), as the authors' demo does."""
     Phi = arrays.to_numpy(Phi, name="Phi")
     if Phi.ndim == 0:
         raise ValueError("Phi must be [n, d] (or [n, ...], flattened per sample), got a scalar")
@@ -132,12 +95,8 @@ def _labels(y, n: int) -> tuple[np.ndarray, bool]:
 
 @dataclass
 class Spectrum:
-    """Thin SVD pieces of ``Phi`` against label vectors ``Y [n, k]``.
-
-    ``sigma`` [r] descending (r = min(n, d)); ``proj2`` [k, r] = ``(u_i^T y)^2``; ``outside`` [k] =
-    ``||y||^2 - sum_i proj2`` (the part of y outside the span of the thin U: directions with
-    ``sigma = 0``); ``norm2`` [k] = ``||y||^2``; ``rank`` = number of sigma above the tolerance.
-    """
+    """Thin SVD pieces of ``Phi`` against labels ``Y [n, k]``: ``sigma [r]`` descending, ``proj2 [k, r] =
+    (u_i^T y)^2``, ``outside [k]`` (``||y||^2`` outside the thin U's span), ``norm2 [k] = ||y||^2``, ``rank``."""
 
     sigma: np.ndarray
     proj2: np.ndarray
@@ -158,14 +117,9 @@ class SVD:
 
 
 def svd(Phi, gram: bool = False) -> SVD:
-    """Thin SVD of ``Phi`` (as given: call :func:`prepare` first), to reuse across calls.
-
-    ``gram=True``: for a wide ``Phi`` (``d > n``), the left singular vectors and singular values from the
-    eigendecomposition of the ``n x n`` Gram matrix ``Phi Phi^T`` instead (``sigma = sqrt(eigenvalue)``;
-    several times faster than a thin SVD of a wide matrix; ``U`` is a full ``n x n`` basis whose extra
-    directions have ``sigma = 0`` up to rounding, and ``shape`` is ``(n, n)``). A tall ``Phi`` gets the thin
-    SVD either way.
-    """
+    """Thin SVD of ``Phi`` as given (call :func:`prepare` first), to reuse across calls. ``gram=True``: for a
+    wide ``Phi`` (``d > n``), from the eigendecomposition of ``Phi Phi^T`` instead (faster; ``U`` a full
+    ``n x n`` basis, extra directions with ``sigma = 0``)."""
     Phi = _matrix(Phi)
     n, d = Phi.shape
     if gram and d > n:
@@ -206,15 +160,10 @@ def spectrum(Phi, y, rtol: float | None = None) -> Spectrum:
 
 
 def alignment_curve(Phi, y, thresholds) -> np.ndarray:
-    """Eq. 2: ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2`` for every ``tau``.
+    """Eq. 2, ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2``, at every threshold.
 
-    ``Phi`` is used as given (apply :func:`prepare` first for the paper's conventions); an
-    :class:`SVD` of it may be passed instead, to reuse one decomposition.
-    ``y``: one label vector ``[n]`` or ``k`` of them ``[n, k]``; returns ``[len(thresholds)]`` or
-    ``[k, len(thresholds)]``. The sum runs over all n left singular vectors, the ones beyond
-    ``min(n, d)`` having ``sigma = 0``: so the curve equals ``||y||^2`` at ``tau <= 0`` and is
-    non-increasing in ``tau``.
-    """
+    ``Phi`` as given (or its :class:`SVD`); ``y`` ``[n]`` or ``[n, k]``; returns ``[T]`` or ``[k, T]``. All n
+    left singular vectors count (``sigma = 0`` beyond the rank): ``||y||^2`` at ``tau <= 0``, non-increasing."""
     dec = _svd_of(Phi)
     _, single = _labels(y, dec.shape[0])
     sp = spectrum(dec, y)
@@ -255,11 +204,8 @@ def thresholds_for(n: int, num: int = 62) -> np.ndarray:
 
 
 def alignment_area(curve, thresholds) -> np.ndarray:
-    """Mean of an alignment curve over its threshold grid, as a fraction of the curve at ``tau = 0``.
-
-    A one-number summary for comparing curves (1 = all of ``||y||^2`` survives every threshold);
-    trapezoidal rule over ``thresholds``.
-    """
+    """Trapezoidal mean of an alignment curve over its ``thresholds``, as a fraction of its value at the first
+    (1: all of ``||y||^2`` survives every threshold)."""
     curve = arrays.to_numpy(curve, name="curve")
     t = _thresholds(thresholds, 2)
     if curve.ndim < 1 or curve.shape[-1] != len(t) or not np.all(np.isfinite(curve)):
@@ -286,19 +232,11 @@ def _thresholds(thresholds, least: int) -> np.ndarray:
 
 
 def curve_and_area(Phi, y, thresholds, relative: bool = False, gram: bool = False):
-    """The alignment of a representation with its labels: :func:`prepare` -> eq. 2 -> area.
+    """Eq. 2 on the paper's form of ``Phi`` (:func:`prepare`; an :class:`SVD` is used as given), at every
+    threshold, and its :func:`alignment_area`.
 
-    Eq. 2 of the alignment paper, ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2``
-    (:func:`alignment_curve`), on the paper's form of ``Phi`` (:func:`prepare`: a constant-1 column,
-    then unit-length rows; an :class:`SVD` of an already prepared ``Phi`` is used as given), at every
-    threshold; and the curve's area (:func:`alignment_area`): its trapezoidal mean over the threshold
-    grid divided by its value at the first threshold (``||y||^2`` when that is ``tau = 0``), so 1 when
-    all of ``||y||^2`` survives every threshold and the same whether or not the curve is relative.
-
-    ``y``: ``[n]`` (returns a curve ``[T]`` and a float) or ``[n, k]`` (``[k, T]`` and ``[k]``).
-    ``relative``: divide each curve by ``||y||^2`` (it then starts at 1). ``gram``: the SVD from the
-    Gram matrix for wide representations (:func:`svd`).
-    """
+    ``y [n]``: returns a curve ``[T]`` and a float; ``y [n, k]``: ``[k, T]`` and ``[k]``. ``relative``: each curve
+    divided by ``||y||^2``. ``gram``: as in :func:`svd`."""
     dec = Phi if isinstance(Phi, SVD) else svd(prepare(Phi), gram=gram)
     curve = alignment_curve(dec, y, thresholds)
     if relative:
@@ -315,15 +253,9 @@ def curve_and_area(Phi, y, thresholds, relative: bool = False, gram: bool = Fals
 
 
 def gd_loss_curve(Phi, y, lr: float, steps) -> np.ndarray:
-    """Proposition 1: ``||Phi w_t - y||^2`` for ``t = 0..steps`` from the SVD, no iteration.
-
-    Gradient descent ``w_{t+1} = w_t - lr Phi^T (Phi w_t - y)``, ``w_0 = 0`` (the paper's
-    unnormalised squared loss and step): the loss is
-    ``sum_{j <= r} (1 - lr sigma_j^2)^{2t} (u_j^T y)^2 + ||Phi w* - y||^2``, with ``w*`` the least
-    squares solution; directions with ``sigma_j = 0`` never move and stay in the second term,
-    so the formula also holds for rank-deficient ``Phi``. ``steps``: an int (every step
-    ``0..steps``) or an array of step indices. Returns ``[T]`` or ``[k, T]`` for ``y [n, k]``.
-    """
+    """Proposition 1: ``||Phi w_t - y||^2`` of gradient descent ``w_{t+1} = w_t - lr Phi^T (Phi w_t - y)``,
+    ``w_0 = 0``, from the SVD: ``sum_j (1 - lr sigma_j^2)^{2t} (u_j^T y)^2 + ||Phi w* - y||^2`` (rank-deficient
+    ``Phi`` too). ``steps``: an int (``0..steps``) or step indices. Returns ``[T]`` or ``[k, T]``."""
     dec = _svd_of(Phi)
     _, single = _labels(y, dec.shape[0])
     sp = spectrum(dec, y)
@@ -353,13 +285,9 @@ def gd_loss_reference(Phi, y, lr: float, steps: int) -> np.ndarray:
 
 
 def singular_vector_labels(Phi, components: Sequence[Sequence[tuple[int, float]]]) -> np.ndarray:
-    """Synthetic label vectors built from left singular vectors of ``Phi`` (Section 6.2, Figure 9).
-
-    ``components``: one list of ``(i, weight)`` per label vector, ``i`` counted from 1 as in the
-    paper (``[(10, 1.0)]`` is "the 10th singular vector"; ``[(5, a), (50, b)]`` a weighted sum).
-    Returns ``[n, k]``: ``y_k = sum weight * u_i`` (unit-length singular vectors, so with weights
-    whose squares sum to 1 every label vector has unit norm).
-    """
+    """Synthetic labels from left singular vectors of ``Phi`` (§6.2, Figure 9): ``components`` holds one list
+    of ``(i, weight)`` per label vector, ``i`` from 1 (``[(10, 1.0)]``: the 10th). Returns ``[n, k]``,
+    ``y_k = sum weight * u_i``."""
     U = _svd_of(Phi).U
     out = np.zeros((U.shape[0], len(components)))
     for k, comp in enumerate(components):
@@ -371,14 +299,9 @@ def singular_vector_labels(Phi, components: Sequence[Sequence[tuple[int, float]]
 
 
 def gd_processes(sigma, y_proj, lr: float, t) -> tuple[np.ndarray, np.ndarray]:
-    """Section 6.1's fast and slow processes (Figure 8): under gradient descent from ``w = 0`` the
-    weight along each right singular vector evolves on its own,
-    ``w_i^V(t) = (1 - (1 - lr sigma_i^2)^t) y_i^U / sigma_i``, and its share of the squared loss is
-    ``sigma_i^2 (w_i^V - y_i^U / sigma_i)^2 = (1 - lr sigma_i^2)^{2t} (y_i^U)^2``.
-
-    ``sigma`` [r], ``y_proj`` [r] (``y_i^U = u_i^T y``), ``t`` a scalar or [T]; returns
-    ``(w [.., r], loss_share [.., r])`` with a leading T axis when ``t`` is an array.
-    """
+    """§6.1's fast and slow processes (Figure 8): ``w_i^V(t) = (1 - (1 - lr sigma_i^2)^t) y_i^U / sigma_i`` and its
+    loss share ``(1 - lr sigma_i^2)^{2t} (y_i^U)^2``. ``sigma [r]``, ``y_proj [r]``, ``t`` scalar or ``[T]``;
+    returns ``(w, loss_share)``, ``[r]`` or ``[T, r]``."""
     s = np.asarray(sigma, dtype=np.float64)
     p = np.asarray(y_proj, dtype=np.float64)
     tt = np.asarray(t, dtype=np.float64)[..., None]
@@ -387,11 +310,8 @@ def gd_processes(sigma, y_proj, lr: float, t) -> tuple[np.ndarray, np.ndarray]:
 
 
 def prop2_iterations(delta, omega, lr: float, tau: float) -> np.ndarray:
-    """Proposition 2 (Appendix B): at most ``-log(1 - omega/delta) / (2 lr tau^2)`` iterations.
-
-    ``delta = Alignment(Phi, y, tau)``, ``0 <= omega < delta`` the loss reduction sought,
-    ``0 < tau <= sigma_max`` and ``lr < sigma_max^-2``.
-    """
+    """Proposition 2 (App. B): at most ``-log(1 - omega/delta) / (2 lr tau^2)`` iterations to reduce the loss
+    by ``omega < delta = Alignment(Phi, y, tau)``, ``0 < tau <= sigma_max``, ``lr < sigma_max^-2``."""
     delta = np.asarray(delta, dtype=np.float64)
     omega = np.asarray(omega, dtype=np.float64)
     if tau <= 0:
@@ -420,18 +340,10 @@ def steps_to_reach(curve, level) -> np.ndarray:
 
 def linear_training_curves(Phi, y, loss: str = "squared", lr: float = 0.1, steps: int = 1000,
                            Phi_test=None, y_test=None, record: Sequence[int] | None = None) -> dict:
-    """Train a zero-initialised linear model ``w`` on a fixed ``Phi`` by full-batch gradient descent.
-
-    ``loss="squared"``: mean squared error ``(1/n) ||Phi w - y||^2``; ``loss="logistic"``: the
-    paper's ``(1/n) sum_i log(1 + exp(-y_i phi_i^T w)) / log 2`` (labels +-1). Both are averaged
-    over samples (the paper's Figures 1 and 13 plot mean errors); the gradient is of that mean.
-    ``y`` may be ``[n]`` or ``[n, k]`` (k independent models trained at once).
-
-    Returns a dict: ``steps`` (the recorded step indices, default every step ``0..steps``),
-    ``train`` and (with test data) ``test`` losses at those steps (``[T]`` or ``[k, T]``),
-    ``train_error``/``test_error`` (the fraction of wrong signs, for the logistic loss) and the
-    final weights ``w`` with ``weight_norm`` along the recorded steps.
-    """
+    """Train a zero-initialised linear model on a fixed ``Phi`` by full-batch gradient descent on the mean
+    ``"squared"`` or ``"logistic"`` loss (``log(1 + exp(-y phi^T w)) / log 2``, labels +-1); ``y [n]`` or
+    ``[n, k]``. Returns a dict: ``steps``, ``train`` (and ``test``) losses, ``train_error``/``test_error``,
+    ``w``, ``weight_norm``."""
     if loss not in ("squared", "logistic"):
         raise ValueError(f"loss must be 'squared' or 'logistic', got {loss!r}")
     Phi = np.asarray(Phi, dtype=np.float64)
@@ -487,10 +399,8 @@ def linear_training_curves(Phi, y, loss: str = "squared", lr: float = 0.1, steps
 
 def best_linear_curves(Phi, y, lrs: Sequence[float], loss: str = "squared", steps: int = 1000, Phi_test=None,
                        y_test=None, record: Sequence[int] | None = None) -> dict:
-    """:func:`linear_training_curves` for every step size in ``lrs`` (the paper sweeps
-    {0.01, 0.1, 1, 10} and keeps the best model, Figure 1): the run with the lowest final training
-    loss, with ``lr`` and ``all`` (``{lr: final training loss}``, ``inf`` for runs that diverged).
-    One label vector ``y [n]``."""
+    """:func:`linear_training_curves` for every step size in ``lrs``, keeping the lowest final training loss
+    (Figure 1), with ``lr`` and ``all`` (``{lr: final loss}``, ``inf`` if diverged). ``y [n]``."""
     best, finals = None, {}
     for lr in lrs:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -508,15 +418,9 @@ def best_linear_curves(Phi, y, lrs: Sequence[float], loss: str = "squared", step
 
 def sample_size_errors(Phi, y, Phi_test, y_test, sizes: Sequence[int], lrs: Sequence[float], steps: int = 500,
                        repeats: int = 5, seed: int = 0) -> np.ndarray:
-    """Test classification error of the paper's linear model trained on small training sets.
-
-    For every ``m`` in ``sizes``: ``repeats`` subsets of ``m`` training rows, balanced over the two
-    labels (+-1) and drawn with ``seed``; on each, the zero-initialised logistic-loss model of
-    :func:`best_linear_curves` (``lrs``, ``steps`` of full-batch gradient descent), then its fraction of
-    wrong signs on all of ``Phi_test``. ``Phi`` and ``Phi_test`` are used as given (call
-    :func:`prepare` first). Returns ``[len(sizes), repeats]``: where the alignment paper says a better
-    aligned representation learns faster (Section 6), this asks whether it also needs fewer examples.
-    """
+    """Test error (fraction of wrong signs on ``Phi_test``) of :func:`best_linear_curves`'s model trained on
+    ``repeats`` label-balanced subsets of each size in ``sizes``, drawn with ``seed``. Returns
+    ``[len(sizes), repeats]``: does better alignment also need fewer examples?"""
     Phi, Pt = np.asarray(Phi, dtype=np.float64), np.asarray(Phi_test, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if not np.all(np.abs(y) == 1):
@@ -584,9 +488,8 @@ def peaks_labels(V, tasks: Sequence[Sequence[int]] | None = None) -> np.ndarray:
 
 
 def peaks_encode(V, normalize: bool = True) -> np.ndarray:
-    """Section 7.1's input encoding: each variable by 10 RBF features centred at 0.0, 0.1, ..., 0.9,
-    height 0.5 and standard deviation 0.1 (``0.5 exp(-(v - c)^2 / (2 * 0.1^2))``), 60 inputs in
-    variable-major order (A's 10 features first), each row scaled to unit length."""
+    """§7.1's input encoding: each variable by 10 RBF features ``0.5 exp(-(v - c)^2 / (2 * 0.1^2))``,
+    ``c = 0.0, 0.1, ..., 0.9``; 60 inputs, variable-major, each row of unit length."""
     V = np.asarray(V, dtype=np.float64)
     F = PEAKS_HEIGHT * np.exp(-((V[:, :, None] - PEAKS_CENTERS[None, None, :]) ** 2) / (2 * PEAKS_SD ** 2))
     F = F.reshape(len(V), -1)
@@ -610,12 +513,8 @@ class PeaksData:
 
 
 def peaks_dataset(n: int, seed: int = 0, label_mean=None) -> PeaksData:
-    """``n`` samples of the peaks problem: variables A-F uniform in [0, 1), encoded inputs and the labels
-    of all 120 tasks, centred (Section 7.1: "labels are normalized to have a mean of zero").
-
-    ``label_mean``: centre with these means instead of the sample's own (use a training set's
-    ``label_mean`` for its test set).
-    """
+    """``n`` samples of the peaks problem (§7.1): variables A-F uniform in [0, 1), encoded inputs, labels of all
+    120 tasks centred (or with ``label_mean``: a training set's means for its test set)."""
     rng = np.random.default_rng(seed)
     V = rng.random((n, 6))
     tasks = peaks_tasks()
@@ -662,15 +561,9 @@ def peaks_setup(seed: int = 0) -> dict:
 
 def circle_dataset(n: int = 1000, spread: float = 0.3, seed: int = 0,
                    centers: tuple[float, float] = (np.pi / 4, -3 * np.pi / 4)) -> dict:
-    """Section 4.1's example (Figure 4): ``n`` unit-length 2-d points, half with angles around
-    ``pi/4`` and half around ``-3pi/4`` (normal angular noise of s.d. ``spread`` radians; the paper
-    does not give the spread).
-
-    Returns ``X`` [n, 2], ``cluster`` [n] (0/1), and two +-1 labellings: ``y_v1`` separates the two
-    clusters, i.e. the classes lie apart along the long axis ``d1`` through both clusters (the
-    first principal direction); ``y_v2 = sign(x . d2)`` splits every cluster along the
-    perpendicular ``d2`` (the second direction). Both are linearly separable without a bias.
-    """
+    """§4.1's example (Figure 4): ``n`` unit 2-d points around angles ``pi/4`` and ``-3pi/4`` (angular noise
+    ``spread``). Returns ``X [n, 2]``, ``cluster [n]`` and +-1 labels ``y_v1`` (separating the clusters, along
+    the first principal direction) and ``y_v2`` (splitting each, along the second)."""
     rng = np.random.default_rng(seed)
     half = n // 2
     cluster = np.r_[np.zeros(half, int), np.ones(n - half, int)]
@@ -686,10 +579,8 @@ def circle_dataset(n: int = 1000, spread: float = 0.3, seed: int = 0,
 
 
 def rbf_features(X, centers, gamma: float) -> np.ndarray:
-    """RBF kernel features ``exp(-gamma ||x - c||^2)`` for every centre: ``[n, n_centers]``.
-
-    A bandwidth ``b`` in the usual ``exp(-||x - c||^2 / (2 b^2))`` form is ``gamma = 1 / (2 b^2)``.
-    """
+    """RBF kernel features ``exp(-gamma ||x - c||^2)`` ``[n, n_centers]``; a bandwidth ``b`` is
+    ``gamma = 1 / (2 b^2)``."""
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
     C = np.asarray(centers, dtype=np.float64).reshape(len(centers), -1)
     d2 = (X ** 2).sum(1)[:, None] + (C ** 2).sum(1)[None, :] - 2.0 * X @ C.T
@@ -697,10 +588,8 @@ def rbf_features(X, centers, gamma: float) -> np.ndarray:
 
 
 def hog_features(images, orientations: int = 9, pixels_per_cell=(8, 8), cells_per_block=(2, 2)) -> np.ndarray:
-    """HOG descriptors (scikit-image, Dalal & Triggs) of grey images ``[n, H, W]``: ``[n, n_features]``.
-
-    Section 7.2 uses 9 orientations, 64 pixels per cell (8 x 8) and 4 cells per block (2 x 2).
-    """
+    """HOG descriptors (scikit-image) of grey images ``[n, H, W]``: ``[n, n_features]``; §7.2: 9
+    orientations, 8 x 8 pixels per cell, 2 x 2 cells per block."""
     from skimage.feature import hog
 
     images = np.asarray(images, dtype=np.float64)
@@ -711,13 +600,8 @@ def hog_features(images, orientations: int = 9, pixels_per_cell=(8, 8), cells_pe
 def sparse_coding_features(X_fit, n_components: int, alpha: float = 1.0, seed: int = 0, others=(),
                            batch_size: int = 256, max_iter: int = 20, fit_algorithm: str = "cd",
                            transform_algorithm: str = "lasso_cd") -> list[np.ndarray]:
-    """Sparse codes from dictionary learning (Mairal et al. 2009; scikit-learn's
-    ``MiniBatchDictionaryLearning``, l1 penalty ``alpha`` for fitting and coding): fit the dictionary on
-    ``X_fit`` and return the codes ``[X_fit codes, *codes of each array in others]``.
-
-    Coordinate descent (``"cd"``, ``"lasso_cd"``) is several times faster than LARS on a few hundred
-    atoms; its convergence warnings (the codes are still sparse solutions) are silenced.
-    """
+    """Sparse codes from dictionary learning (Mairal et al. 2009; scikit-learn, l1 penalty ``alpha``): the
+    dictionary fit on ``X_fit``; returns ``[X_fit codes, *codes of others]``."""
     import warnings
 
     from sklearn.decomposition import MiniBatchDictionaryLearning

@@ -1,13 +1,9 @@
-"""The input core of every array measure: conversion, validation and exact rescaling of
-representations, for numpy arrays on the host and torch tensors on their device alike.
+"""The input core of every array measure: conversion, validation and exact rescaling of representations
+``[N, d]`` (or stacks: a list, or ``[L, N, d]``), numpy on the host or torch on its device.
 
-A representation is ``[N, d]`` (N samples, d features); a stack of layers is a list of them or one
-``[L, N, d]`` array. Every check raises one ``ValueError`` that names the input and the problem
-(NaN/inf, complex or non-numeric entries, too few samples, wrong number of dimensions, mismatched N,
-a constant representation, zero-norm rows); no measure built on these returns a silent NaN.
-Rescaling divides by a power of two (:func:`scaled`), which is exact, so that products of very
-large or very small features neither over- nor underflow. :mod:`layersim.measures.similarity`,
-:mod:`layersim.measures.redundancy`, :mod:`layersim.measures.collapse` and :mod:`layersim.measures.alignment` build on it.
+Every check raises one ``ValueError`` naming the input and the problem, so no measure returns a silent NaN.
+Rescaling divides by a power of two (:func:`scaled`), exactly, so products neither over- nor underflow.
+(see docs/modules.md, ``layersim.measures.arrays``)
 """
 
 from __future__ import annotations
@@ -24,14 +20,8 @@ MIN_CENTRED = 3
 
 
 def to_numpy(x: Any, native: bool = False, name: str = "the input") -> np.ndarray:
-    """Any array-like or torch tensor -> numpy array on the CPU (no validation of shape or values).
-
-    float64 by default.  With ``native=True`` float16/32/64 data keep their dtype (no
-    copy); the batched CKA paths cast each layer to float64 only while centring it into
-    their one float64 work array, so they never hold a float64 copy of every layer.
-    Complex data and entries that are not numbers (strings, even numeric ones, raw bytes,
-    ragged sequences) raise ValueError naming ``name``; integers and booleans are read as numbers.
-    """
+    """Any array-like or torch tensor -> numpy array on the CPU, float64 (``native=True``: float16/32/64 keep
+    their dtype, no copy); no shape checks. ``ValueError`` naming ``name`` for complex or non-numeric entries."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch
         x = x.detach().cpu()
         if x.is_complex():
@@ -73,11 +63,7 @@ def numel(x: Any) -> int:
 
 
 def max_abs(arr: Any, name: str) -> float:
-    """``max |x|`` of a non-empty numpy array or torch tensor; ValueError if it has NaN or inf.
-
-    Two reductions, no temporary; NaN propagates through ``max``/``min``, so one finite
-    result proves every entry finite.
-    """
+    """``max |x|`` of a non-empty numpy array or torch tensor; ``ValueError`` if it has NaN or inf."""
     hi, lo = float(arr.max()), float(arr.min())
     if not (math.isfinite(hi) and math.isfinite(lo)):
         finite = arr.isfinite() if is_tensor(arr) else np.isfinite(arr)
@@ -92,14 +78,8 @@ def exponent(absmax: float) -> int:
 
 
 def scaled(x: Any, e: int, out: np.ndarray | None = None) -> Any:
-    """``x * 2**-e`` in float64: a new array (into ``out`` if given), or for a torch tensor a new
-    float64 tensor on its device.
-
-    Exact in binary floating point unless an entry falls below float64's normal range
-    (it is then negligible next to the largest), so every result computed from the scaled
-    data is bit-identical to the unscaled computation wherever that one does not over- or
-    underflow.
-    """
+    """``x * 2**-e`` in float64: a new array (into ``out`` if given), or a float64 tensor on its device. Exact
+    unless an entry falls below float64's normal range."""
     k = -e
     if is_tensor(x):
         import torch
@@ -113,11 +93,8 @@ def scaled(x: Any, e: int, out: np.ndarray | None = None) -> Any:
 
 
 def unscaled(x: Any, e: int, what: str) -> Any:
-    """``x * 2**e`` (a float or an array), for results that are not scale invariant.
-
-    Raises ValueError if that exceeds float64's range; values below it underflow (to
-    subnormals or 0), as any float64 computation of them would.
-    """
+    """``x * 2**e`` (a float or an array), for results that are not scale invariant; ``ValueError`` if it
+    exceeds float64's range."""
     if np.ndim(x) == 0:
         try:
             return math.ldexp(float(x), e)
@@ -133,11 +110,8 @@ def unscaled(x: Any, e: int, what: str) -> Any:
 
 def checked_2d(x: Any, name: str, min_n: int = MIN_CENTRED,
                native: bool = False) -> tuple[np.ndarray, float]:
-    """Validate one representation: 2-D ``[N, d]``, finite, ``N >= min_n``, ``d >= 1``.
-
-    Returns the array (float64, or the input's float dtype with ``native=True``, see
-    :func:`to_numpy`; not a copy where none was needed) and its ``max |x|``.
-    """
+    """Validate one representation ``[N, d]``: 2-D, finite, ``N >= min_n``, ``d >= 1``. Returns the array (as
+    :func:`to_numpy`) and its ``max |x|``."""
     arr = to_numpy(x, native, name)
     check_shape(arr.shape, name, min_n)
     return arr, max_abs(arr, name)
@@ -238,13 +212,8 @@ def norm(x: Any, axis: int | None = None) -> Any:
 
 
 def centred(X: Any, name: str, absmax: float | None = None) -> Any:
-    """Rescaled and centred float64 copy ``X 2^-e - mean``, ``max |X 2^-e|`` in [0.5, 1), of a numpy
-    array (or of a torch tensor, on its device: the device path's layers).
-
-    The scale is irrelevant to every measure that centres (all are invariant to isotropic
-    scaling) and makes their products immune to over- and underflow.  Raises if nothing
-    is left after centring (a constant representation; the test is relative to the scale).
-    """
+    """Rescaled, centred float64 copy ``X 2^-e - mean``, ``max |X 2^-e|`` in [0.5, 1), of a numpy array or torch
+    tensor (on its device). ``ValueError`` for a constant representation (relative to the scale)."""
     if absmax is None:
         absmax = max_abs(X, name)
     e = exponent(absmax)
@@ -259,12 +228,8 @@ def centred(X: Any, name: str, absmax: float | None = None) -> Any:
 
 
 def unit_rows(X: Any, center: bool, name: str) -> Any:
-    """Rows of X (optionally centred) scaled to unit norm, in float64 (a numpy array, or a torch
-    tensor on its device); raise on zero-norm rows.
-
-    X is first divided by a power of two near ``max |X|`` (cosines do not change), so that
-    the norms neither over- nor underflow.
-    """
+    """Rows of X (optionally centred) at unit norm, float64 (numpy, or a torch tensor on its device);
+    ``ValueError`` for zero-norm rows."""
     absmax = max_abs(X, name)
     e = exponent(absmax)
     Z = scaled(X, e)
@@ -308,12 +273,8 @@ def labelled_rows(features: Any, labels: Any, what: str) -> tuple[np.ndarray, np
 
 
 def standardizer(X: np.ndarray) -> tuple[np.ndarray, float]:
-    """Mean feature vector and one global scale (root mean squared deviation per feature) of ``X [N, d]``.
-
-    Centring and a single scale keep a fit on ``(X - mean) / scale`` rotation-equivariant (per-feature
-    scaling would not) while removing the offsets and magnitudes that make L-BFGS or Adam crawl on
-    LayerNorm outputs. A constant ``X`` gets scale 1.
-    """
+    """Mean feature vector and one global scale (root mean squared deviation per feature) of ``X [N, d]``;
+    a single scale keeps fits on ``(X - mean) / scale`` rotation-equivariant. A constant ``X`` gets scale 1."""
     mean = X.mean(axis=0)
     scale = float(np.sqrt(((X - mean) ** 2).sum(axis=1).mean() / X.shape[1]))
     return mean, (scale if scale > 0 else 1.0)

@@ -1,20 +1,14 @@
-"""Block-diagonal structure of a layer-by-layer similarity matrix (the clusters paper's Fig. 1, 2).
+"""Block-diagonal structure of a layer-by-layer similarity matrix (the clusters paper's Fig. 1, 2; §3).
 
-Phang et al. (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42, §3) see, in fine-tuned RoBERTa and ALBERT, "two
-distinct clusters of earlier and later layers that have high intra-cluster but low
-inter-cluster similarity". The paper reads this off heatmaps; these functions put a number on it
-for a symmetric matrix ``M`` ``[E, E]`` (e.g. linear CKA between all pairs of entries):
+Phang et al. see, in fine-tuned encoders, "two distinct clusters of earlier and later layers that have high
+intra-cluster but low inter-cluster similarity". For a symmetric ``M [E, E]``:
 
-- :func:`split_scores`: for every contiguous two-cluster split ``s`` (entries ``0..s-1`` and
-  ``s..E-1``, ``s = 1..E-1``), the mean of ``M`` over the off-diagonal pairs inside a cluster
-  minus its mean over the pairs across the two clusters;
-- :func:`best_split`: the split with the highest score, and that score.
+- :func:`split_scores`: for every contiguous split into entries ``0..s-1`` and ``s..E-1``, the mean
+  off-diagonal ``M`` within the clusters minus the mean across them;
+- :func:`best_split`: the highest-scoring split and its score.
 
-A matrix with no block structure (all off-diagonal entries equal) scores 0 at every split; a
-matrix that is 1 inside two blocks and 0 across them scores 1 at the true split. Splits are
-contiguous, so the order of the entries matters; the score is affine-equivariant (``a M + b``
-scores ``a`` times as much). A one-entry cluster (``s = 1`` or ``E - 1``) has no off-diagonal pair
-of its own: the within mean is then the other cluster's.
+No block structure scores 0; two perfect blocks score 1 at the true split
+(see docs/modules.md, ``layersim.measures.block_structure``).
 """
 
 from __future__ import annotations
@@ -58,9 +52,8 @@ def _within_between(A: np.ndarray, s: int) -> tuple[float, float]:
 
 
 def split_scores(M) -> np.ndarray:
-    """``[E-1]``: entry ``s-1`` is (mean within-cluster off-diagonal entry) - (mean between-cluster
-    entry) for the split into entries ``0..s-1`` and ``s..E-1``. ValueError for a matrix that is
-    not square, symmetric and finite with at least 3 entries."""
+    """``[E-1]``: entry ``s-1`` is the mean within-cluster off-diagonal entry minus the mean between-cluster
+    entry of the split at ``s``. ``ValueError`` unless ``M`` is square, symmetric, finite, E >= 3."""
     A = _matrix(M)
     return np.array([np.subtract(*_within_between(A, s)) for s in range(1, len(A))])
 

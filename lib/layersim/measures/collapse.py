@@ -1,16 +1,8 @@
-"""Within-class variability collapse (NC1) per layer, tracing paper footnote 5 (after
-Papyan et al. 2020; Zhu et al. 2021):
-
-``NC1 = tr(Sigma_W Sigma_B^+) / K`` with ``Sigma_W = 1/(nK) sum_k sum_i (h_ki - m_k)(h_ki - m_k)^T``
-(within-class covariance), ``Sigma_B = 1/K sum_k (m_k - m)(m_k - m)^T`` (between-class
-covariance), ``m_k`` the class means, ``m`` the global mean of the features and ``^+`` the
-Moore-Penrose pseudo-inverse. With unequal class sizes ``Sigma_W`` averages over all ``N``
-samples (``nK = N`` for balanced classes).
-
-Computed without any ``d x d`` matrix: with ``M = [m_k - m]_k / sqrt(K) = U S V^T`` (rank r),
-``Sigma_B^+ = U S^-2 U^T`` and ``tr(Sigma_W Sigma_B^+) = sum_j (u_j^T Sigma_W u_j) / s_j^2``,
-in float64. Smaller is more collapsed; it is invariant to rotating, translating or scaling the
-features.
+"""Within-class variability collapse (NC1) per layer, tracing paper footnote 5 (after Papyan et al. 2020;
+Zhu et al. 2021): ``NC1 = tr(Sigma_W Sigma_B^+) / K``, ``Sigma_W`` the within-class covariance (over all N
+samples), ``Sigma_B`` the between-class covariance of the class means, ``^+`` the pseudo-inverse. Smaller is
+more collapsed; invariant to rotating, translating or scaling the features. Computed in float64 without a
+``d x d`` matrix (see docs/modules.md, ``layersim.measures.collapse``).
 """
 
 from __future__ import annotations
@@ -25,14 +17,9 @@ __all__ = ["nc1", "nc1_per_layer"]
 
 
 def nc1(features: Any, labels: Any) -> float:
-    """NC1 of footnote 5, ``tr(Sigma_W Sigma_B^+) / K``, for features ``[N, d]`` and labels ``[N]``
-    (K = the number of distinct labels, at least 2).
-
-    ValueError (one line, naming the problem) for features that are not a finite real ``[N, d]``
-    array with N >= 2, labels that are not one per sample, fewer than two classes, or class means
-    that all coincide. The features are divided by a power of two near their largest magnitude
-    first (exact; NC1 does not depend on it), so any finite scale gives the same value.
-    """
+    """NC1 of footnote 5, ``tr(Sigma_W Sigma_B^+) / K``, of ``features [N, d]`` and ``labels [N]`` (K >= 2 classes), a
+    float. ``ValueError`` for non-finite or malformed features, N < 2, mismatched labels, fewer than two classes or
+    coinciding class means."""
     h, absmax = arrays.checked_2d(features, "features", min_n=2)
     return _nc1(h, absmax, labels)
 

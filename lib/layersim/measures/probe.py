@@ -1,16 +1,9 @@
-"""Linear probes on frozen features: transfer to a new task (tracing paper, appendix B.4).
+"""Linear probes on frozen features: transfer to a new task (tracing paper, App. B.4, Figure 17 right).
 
-The tracing paper's task-transfer experiment (Figure 17, right) keeps a pretrained model's
-feature map fixed and "only fine-tunes a linear classifier" for the new task; the layer-wise
-accuracy is then that one classifier applied to every layer (eq. 2 with the new classifier,
-``readout.layer_logits(model, hidden, head=probe)``). A separate probe per layer — the usual
-measure of how transferable each layer is on its own — is :func:`per_layer_probe_accuracy`.
-
-Probes are multinomial logistic regression with an L2 penalty (scikit-learn, L-BFGS), fitted
-on the features the classifier reads (after the model's final norm). With an L2 penalty the
-fitted probe turns with the features: rotating a layer's features by an orthogonal matrix
-leaves its own probe's accuracy unchanged (a property the tests check), while a probe fitted
-on another layer is not invariant — which is what separates the two measurements.
+One classifier fitted on the final features, applied to every layer (``readout.layer_logits(model, hidden,
+head=probe)``), or one probe per layer (:func:`per_layer_probe_accuracy`). Probes are L2-penalised multinomial
+logistic regression (scikit-learn, L-BFGS) on the features after the final norm
+(see docs/modules.md, ``layersim.measures.probe``).
 """
 
 from __future__ import annotations
@@ -25,15 +18,9 @@ __all__ = ["fit_linear_probe", "per_layer_probe_accuracy", "probe_accuracy", "to
 
 
 def fit_linear_probe(features, labels, C: float = 1.0, max_iter: int = 2000) -> nn.Linear:
-    """A linear classifier ``W h + b`` for ``labels`` fitted on frozen ``features`` [N, d].
-
-    Multinomial logistic regression minimising mean cross-entropy ``+ ||W'||^2 / (2 C N)``
-    (scikit-learn's ``LogisticRegression(C=C)``; the bias is not penalised) on the features
-    centred and divided by one global scale (``W'`` acts on those; the returned layer is folded
-    back to act on the raw features). Every class
-    ``0..K-1`` must occur (K = ``labels.max() + 1``). Returns a float32 ``nn.Linear(d, K)``
-    whose logits give the probe's predictions (``layersim.nets.readout.layer_logits(..., head=)``).
-    """
+    """A linear classifier for ``labels`` fitted on frozen ``features [N, d]``: multinomial logistic regression,
+    mean cross-entropy ``+ ||W||^2 / (2 C N)`` (bias unpenalised), on features centred and divided by one global
+    scale. Every class ``0..K-1`` must occur. Returns a float32 ``nn.Linear(d, K)`` acting on the raw features."""
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
@@ -60,11 +47,8 @@ def fit_linear_probe(features, labels, C: float = 1.0, max_iter: int = 2000) -> 
 
 
 def top1_accuracy(logits, labels) -> float | np.ndarray:
-    """Top-1 accuracy ``mean_i 1[argmax_j z_ij = y_i]`` (the tracing paper's eq. 2 for one layer) of
-    ``logits`` ``[..., N, K]`` against ``labels`` ``[N]``: a float for ``[N, K]``, one value per leading
-    index otherwise (``[L+1, N, K]`` -> ``[L+1]``). The one accuracy of the library: probes, heads,
-    fine-tuned models (``layersim.papers.alignment.pretrain.accuracy``) and every layer's readout
-    (``layersim.nets.readout.layer_accuracy``)."""
+    """Top-1 accuracy ``mean_i 1[argmax_j z_ij = y_i]`` (tracing eq. 2 for one layer) of ``logits [..., N, K]``
+    against ``labels [N]``: a float for ``[N, K]``, else one per leading index (``[L+1, N, K]`` -> ``[L+1]``)."""
     z = arrays.to_numpy(logits, native=True, name="logits")
     y = np.asarray(labels)
     if z.ndim < 2 or z.shape[-2] != len(y) or y.ndim != 1:

@@ -1,27 +1,13 @@
 """Block Redundancy and Redundant Blocks Approximation (the redundancy paper, eq. 1 and §3).
 
-* **Block Redundancy** (eq. 1): ``BR_i = -MSE(h_i, h_{i-1})`` between the outputs of consecutive
-  blocks over a data subset (:func:`block_redundancy`). The paper's extraction lost the formula's
-  details; our choices: the mean over samples *and* features of the squared difference
-  (``torch.nn.functional.mse_loss``), uncentred, un-normalised, on the token the model classifies
-  with (the paper's §4.1: the [CLS] token). Higher (closer to 0) = block ``i`` changes less.
-* **RBA** (§3): the output of block ``j`` approximated from the output of block ``i < j`` by a
-  linear map ``T`` minimising ``||X T - Y||_F^2`` over N training samples (the paper: 3,000), one
-  map shared by every token (rows = every token of every sample; the paper's and its code's
-  default) or one per token position. :class:`LeastSquares` solves it in float64, streamed over
-  batches with a running QR factorisation (TSQR: memory ``O(d^2)`` whatever N, and the accuracy
-  of ``numpy.linalg.lstsq`` on the stacked data: no normal equations, no explicit inverse);
-  rank-deficient inputs get the minimum-norm solution, as ``lstsq`` gives. Like the authors' code
-  (``torch.linalg.lstsq(x, y)``) the map has no intercept by default (``bias=True`` adds one).
-  ``layersim.nets.linear_maps`` fits it on a model's own hidden states and applies it to every token
-  (``LinearMap``); ``layersim.nets.surgery.replace`` puts it in the model in place of the blocks it stands for.
+- **Block Redundancy** (eq. 1): ``BR_i = -MSE(h_i, h_{i-1})`` between consecutive block outputs
+  (:func:`block_redundancy`); higher (closer to 0) = block ``i`` changes less.
+- **RBA** (§3): block ``j``'s output approximated from block ``i``'s by a linear map ``T`` minimising
+  ``||X T - Y||_F^2`` (:class:`LeastSquares`, streamed TSQR in float64); ``layersim.nets.linear_maps`` fits it
+  on a model, ``layersim.nets.surgery.replace`` puts it in place of the blocks.
 
-Block numbering: ``layersim.nets.surgery`` counts blocks 1..L and replaces blocks ``first..last``
-(inclusive), mapping the output of block ``first - 1`` (index ``first - 1`` of the hidden-state
-arrays, 0 = the embedding output) to that of block ``last``. The paper's tables name spans
-``i j`` in its code's convention (0-based block outputs: ``i`` = the output of the (i+1)-th block,
-the blocks after it up to ``j`` removed, so "2 3" removes one block and "1 5" four):
-:func:`paper_span` converts.
+Blocks count 1..L; :func:`paper_span` converts the paper's 0-based spans (see docs/modules.md,
+``layersim.measures.redundancy``).
 """
 
 from __future__ import annotations
@@ -47,26 +33,11 @@ __all__ = [
 
 
 def block_redundancy(layers: Any) -> np.ndarray:
-    """Block Redundancy (redundancy paper, eq. 1): ``BR_i = -MSE(h_i, h_{i-1})``.
+    """Block Redundancy (redundancy paper, eq. 1): ``BR_i = -MSE(h_i, h_{i-1})``, the mean over samples and
+    features of ``(h_i - h_{i-1})^2`` (uncentred; scales as c^2).
 
-    The MSE is the mean over samples *and* features of ``(h_i - h_{i-1})^2`` on uncentred
-    features (the paper's text extraction lost the formula; this is the
-    ``torch.nn.functional.mse_loss`` convention). Higher (closer to 0) means block i
-    changes the representation less. Invariant only to common orthogonal transforms and
-    translations (it depends on scale: scaling every layer by c scales BR by c^2). Each
-    pair is computed divided by one power of two near its largest entry and scaled back
-    exactly; a BR beyond float64's range raises ValueError, one below it underflows to 0.
-
-    Parameters
-    ----------
-    layers : list of [N, d] or stacked [L, N, d]
-        Outputs of blocks 0..L-1 (flatten tokens into N beforehand if needed).
-
-    Returns
-    -------
-    np.ndarray, [L-1]
-        Entry i-1 is BR of block i.
-    """
+    ``layers``: outputs of blocks 0..L-1, a list of ``[N, d]`` or ``[L, N, d]``. Returns ``np.ndarray [L-1]``,
+    entry i-1 the BR of block i; ``ValueError`` for a BR beyond float64's range."""
     Xs, absmax = arrays.checked_layers(layers, min_n=1)
     arrays.same_dims(Xs)
     if len(Xs) < 2:
@@ -83,25 +54,19 @@ def block_redundancy(layers: Any) -> np.ndarray:
 
 
 def paper_span(i: int, j: int) -> tuple[int, int]:
-    """The paper's span ``i j`` (Tables 1, 2, 5-7: block outputs numbered from 0, the map takes
-    output ``i`` to output ``j``) as ``(first, last)`` blocks of ``layersim.nets.surgery`` (1-based,
-    inclusive): ``(i + 2, j + 1)``. ``paper_span(2, 3) == (4, 4)``, one block; ``(1, 5)`` -> ``(3, 6)``."""
+    """The paper's span ``i j`` (Tables 1, 2, 5-7; 0-based block outputs) as the ``(first, last)`` blocks of
+    ``layersim.nets.surgery`` (1-based, inclusive): ``(i + 2, j + 1)``; ``paper_span(2, 3) == (4, 4)``."""
     if not (isinstance(i, (int, np.integer)) and isinstance(j, (int, np.integer))) or i < 0 or j <= i:
         raise ValueError(f"a paper span is two block outputs 0 <= i < j, got {i!r}, {j!r}")
     return int(i) + 2, int(j) + 1
 
 
 class LeastSquares:
-    """``min_T ||X T - Y||_F^2`` accumulated over row batches of ``X [n, d_in]`` and ``Y [n, d_out]``.
+    """``min_T ||X T - Y||_F^2`` accumulated over row batches of ``X [n, d_in]``, ``Y [n, d_out]`` (TSQR, float64).
 
-    Keeps the ``R`` factor of the QR factorisation of every row seen so far (``[d_in, d_in]``, or
-    fewer rows while fewer samples were seen) and ``Q^T Y`` (TSQR, float64): :meth:`update` folds a
-    batch in, :meth:`solve` returns the minimum-norm least-squares solution (``numpy.linalg.lstsq``
-    on ``R``, equal to ``lstsq`` on all the rows). ``bias=True`` fits an intercept (a constant-1
-    column appended to ``X``; the solution's last row). ``ridge=λ > 0`` minimises
-    ``||X T - Y||^2 + λ ||T||^2`` instead (exactly: ``sqrt(λ) I`` rows appended; the intercept is
-    not penalised).
-    """
+    :meth:`update` folds a batch in; :meth:`solve` returns the minimum-norm solution, equal to ``lstsq`` on all
+    rows. ``bias=True`` fits an intercept (the solution's last row). ``ridge=λ > 0`` adds ``λ ||T||^2``
+    (intercept not penalised)."""
 
     def __init__(self, bias: bool = False):
         self.bias = bool(bias)
@@ -173,9 +138,8 @@ def fit_linear_map(X: Any, Y: Any, bias: bool = False, ridge: float = 0.0) -> np
 
 
 def representation_mse(a: Any, b: Any) -> float:
-    """Mean over samples and features of ``(a - b)^2`` between two ``[N, d]`` representations (the
-    paper's dissimilarity of the final representations of the original and approximated model,
-    Figs. 3, 7), in float64; ValueError for mismatched shapes or non-finite values."""
+    """Mean over samples and features of ``(a - b)^2`` between two ``[N, d]`` representations (the paper's
+    Figs. 3, 7), float64; ``ValueError`` for mismatched shapes or non-finite values."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 2:
         raise ValueError(f"two [N, d] representations of one shape are needed, got {a.shape} and {b.shape}")
@@ -185,18 +149,16 @@ def representation_mse(a: Any, b: Any) -> float:
 
 
 def spread(reference: Any) -> float:
-    """The mean squared deviation of an ``[N, d]`` representation from its mean (its variance per feature, averaged
-    over the features): the :func:`representation_mse` of a representation that keeps nothing of the input (the
-    mean), which :func:`relative_change` divides by."""
+    """Mean squared deviation of an ``[N, d]`` representation from its mean (variance per feature, averaged):
+    what :func:`relative_change` divides by."""
     ref = np.asarray(reference, dtype=np.float64)
     return float(np.mean((ref - ref.mean(axis=0)) ** 2))
 
 
 def relative_change(reference: Any, changed: Any) -> float:
-    """:func:`representation_mse` of ``changed`` against ``reference``, divided by the mean squared
-    deviation of ``reference`` from its mean (its total variance per feature): 0 = unchanged, 1 = as
-    far from the original as the original's samples are from their mean; unlike the raw MSE it
-    compares models of different widths and scales. ValueError for a constant ``reference``."""
+    """:func:`representation_mse` of ``changed`` against ``reference`` divided by :func:`spread` of
+    ``reference``: 0 = unchanged, 1 = as far as the samples are from their mean; comparable across widths
+    and scales. ``ValueError`` for a constant ``reference``."""
     ref = np.asarray(reference, dtype=np.float64)
     mse = representation_mse(ref, changed)
     var = spread(ref)

@@ -1,66 +1,14 @@
 """Layer-wise representation similarity: sample-wise cosine, CKA and friends.
 
-Every function takes representations as numpy arrays or torch tensors of shape
-``[N, d]`` (N samples, d features; flatten or select tokens beforehand), converts them
-to float64 on the CPU, **centres them before any product is formed**, and returns Python
-floats or numpy arrays. :func:`layer_matrix` and :class:`StreamingCKA` given CUDA tensors
-(the hidden states of a paper-scale LLM) compute on that GPU instead, in float64, and
-return the same numbers to float64 rounding.  Centring first matters: activations of transformers share large
-offsets, and forming ``X X^T`` in float32 before centring loses everything (a true CKA of
-0.82 came out 0.04 with a shared offset of 1e3).
+Every function takes numpy arrays or torch tensors ``[N, d]``, centres them in float64 before any product,
+and returns floats or numpy arrays; :func:`layer_matrix` and :class:`StreamingCKA` compute on the GPU for
+CUDA tensors. Scale-invariant measures give the same value for ``c X`` as for ``X``. Invalid inputs (NaN/inf,
+mismatched N, too few samples, constant representations) raise ``ValueError``; biased linear CKA on few
+samples warns :class:`SmallSampleWarning`.
 
-Scale: the scale-invariant measures (cosine, CKA in every form, RBF CKA, Procrustes, CCA,
-SVCCA) give the same value, without warnings, for ``c X`` as for ``X`` at any ``c`` whose
-product is representable (``1e-300`` to ``1e300`` for ordinary float64 data, the whole
-float32 range for float32).  Each representation (each layer) is divided by a power of
-two near its largest magnitude where it is first copied to float64, before any product;
-in binary floating point that is exact, so results for ordinary inputs are bit-identical
-to an unscaled computation, and nothing over- or underflows midway.  The "constant
-representation" test is relative to the scale.  Batched estimators (:class:`StreamingCKA`,
-:func:`minibatch_cka_matrix`) keep one power of two per layer across all batches.  The
-measures that are *not* scale invariant (``gram_linear``, ``center_gram``, ``hsic``,
-``layersim.measures.redundancy.block_redundancy``, which uses the helpers here) are computed on the
-scaled data and scaled back exactly; a result
-beyond float64's range raises ``ValueError``; ``residual_norm_ratio`` is invariant to a
-common scaling of both arguments and is computed under one.
-
-Invalid inputs raise ``ValueError`` with a message naming the problem (NaN/inf,
-mismatched N, too few samples, constant representations, wrong number of dimensions,
-complex or non-numeric entries, zero-norm rows for cosine); no function returns a silent NaN.
-
-Sample size: every centred measure needs N >= 3 samples (N >= 4 for the unbiased HSIC):
-at N = 2 the centred samples are ``+-(x_1 - x_2) / 2``, one direction, and CKA is 1 for
-any data.  Biased linear CKA is also pulled toward 1 when N is small next to the widths:
-for independent isotropic random features of widths d1, d2 it is about
-``1 / sqrt((1 + N/d1)(1 + N/d2))`` (0.92 at N = 64, d = 768).  Where that random-feature
-value exceeds 0.9 for the widest pair of representations compared, :func:`linear_cka`,
-:func:`layer_matrix`, :func:`cross_matrix`, :func:`to_last` and :class:`StreamingCKA`
-warn with :class:`SmallSampleWarning` (use more samples, or ``debiased=True``, whose
-expectation for independent features is 0).  All of these go through one check,
-``_check_samples``, on the CPU and the device paths alike.
-
-References
-----------
-- *tracing*: "Tracing Representation Progression: Analyzing and Enhancing Layer-wise
-  Similarity" (ICLR 2025 submission): residual update eq. (1), linear CKA eq. (3),
-  sample-wise COS (§2.1, the unnumbered equation after eq. 3; footnote 2: features centred
-  by the global mean), adjacent cosine and norm ratio (App. B.2, Fig. 11).
-- *redundancy*: "Detecting and Approximating Redundant Computational Blocks in Neural
-  Networks": Block Redundancy, eq. (1).
-- Kornblith, Norouzi, Lee, Hinton (2019), "Similarity of Neural Network Representations
-  Revisited", ICML: linear/RBF CKA (§3; dot-product identity
-  ``<vec(XX^T), vec(YY^T)> = ||Y^T X||_F^2``), R^2_CCA (Table 1); numbers checked against
-  their public demo notebook.
-- Song, Smola, Gretton, Bedo, Borgwardt (2012), "Feature Selection via Dependence
-  Maximization", JMLR 13: the unbiased HSIC estimator HSIC_1.
-- Nguyen, Raghu, Kornblith (2021), "Do Wide and Deep Networks Learn the Same Things?",
-  ICLR: minibatch CKA.
-- Raghu, Gilmer, Yosinski, Sohl-Dickstein (2017), "SVCCA", NeurIPS.
-- Ding, Denain, Steinhardt (2021), "Grounding Representation Similarity with Statistical
-  Testing", NeurIPS: orthogonal Procrustes distance.
-
-Equation numbers are given only where they were checked against the papers' text
-(:mod:`layersim.core.references`); other references cite the section or table.
+References: the tracing paper (eqs. 1, 3; §2.1; App. B.2); Kornblith et al. 2019 (CKA, §3; CCA, Table 1);
+Song et al. 2012 (HSIC_1); Nguyen et al. 2021 (minibatch CKA); Raghu et al. 2017 (SVCCA); Ding et al. 2021
+(Procrustes). (see docs/modules.md, ``layersim.measures.similarity``)
 """
 
 from __future__ import annotations
@@ -140,12 +88,8 @@ class SmallSampleWarning(UserWarning):
 
 
 def _random_feature_cka(n: int, d1: int, d2: int) -> float:
-    """Biased linear CKA of independent isotropic random features ``[n, d1]`` and ``[n, d2]``,
-    to leading order: ``1 / sqrt((1 + n/d1)(1 + n/d2))``.
-
-    For such features ``E tr(KL) = n d1 d2`` and ``E ||K||_F^2 = n d1 (d1 + n + 1)``
-    (``K = X X^T``), hence the ratio; centring changes it by O(1/n).
-    """
+    """Biased linear CKA of independent isotropic random features ``[n, d1]`` and ``[n, d2]``, to leading
+    order: ``1 / sqrt((1 + n/d1)(1 + n/d2))``."""
     return 1.0 / math.sqrt((1.0 + n / d1) * (1.0 + n / d2))
 
 
@@ -169,12 +113,8 @@ def _outside_level() -> int:
 
 def _check_samples(n: int, name: str, min_n: int = arrays.MIN_CENTRED,
                    pair: tuple[int, int] | None = None) -> None:
-    """The sample-size rule (:func:`layersim.measures.arrays.check_samples`) and, for ``pair``: the widths
-    ``(d1, d2)`` of the widest two representations a *biased linear CKA* compares, the small-sample
-    warning: if independent random features of those widths would give more than
-    ``_RANDOM_CKA_WARN`` (:func:`_random_feature_cka`), warns :class:`SmallSampleWarning` naming N,
-    the widths and that value.
-    """
+    """:func:`layersim.measures.arrays.check_samples`; with ``pair`` (the two widest widths a biased linear CKA
+    compares) also warns :class:`SmallSampleWarning` when :func:`_random_feature_cka` exceeds ``_RANDOM_CKA_WARN``."""
     arrays.check_samples(n, name, min_n)
     if pair is not None:
         d1, d2 = pair
@@ -221,29 +161,11 @@ def _min_samples(metric: str, center: bool = True) -> int:
 # sample-wise cosine (tracing paper §2.1)
 # --------------------------------------------------------------------------------------
 def cosine_per_sample(X: Any, Y: Any, center: bool = True) -> np.ndarray:
-    """Per-sample cosine similarity between row i of X and row i of Y.
+    """Per-sample cosine ``<h_i, h'_i> / (||h_i|| ||h'_i||)`` between row i of X and of Y (tracing paper §2.1,
+    the COS equation after eq. 3).
 
-    ``COS(h_i, h'_i) = <h_i, h'_i> / (||h_i||_2 ||h'_i||_2)`` (tracing paper, §2.1, the
-    unnumbered COS equation after eq. 3).  With ``center=True`` each representation first has its
-    global mean over samples subtracted (tracing paper, footnote 2).
-
-    Invariant to positive rescaling of individual samples (``center=False`` only) and to a
-    common orthogonal transform of *both* arguments; not invariant to transforming one
-    argument only (unlike CKA).
-
-    Parameters
-    ----------
-    X, Y : array or tensor, [N, d]
-        Same shape; N >= 3 with ``center=True`` (at N = 2 both centred rows are
-        ``+-(x_1 - x_2) / 2``: no sample-wise information is left).
-    center : bool
-        Subtract each representation's column mean first.
-
-    Returns
-    -------
-    np.ndarray, [N]
-        Cosines in [-1, 1] (for box plots, tracing App. B.1).
-    """
+    ``X, Y``: same shape ``[N, d]``. ``center=True`` first subtracts each representation's mean over samples
+    (footnote 2; needs N >= 3). Returns ``np.ndarray [N]`` of cosines in [-1, 1]."""
     min_n = _min_samples("cos", center)
     X = arrays.as_2d(X, "X", min_n)
     Y = arrays.as_2d(Y, "Y", min_n)
@@ -255,15 +177,7 @@ def cosine_per_sample(X: Any, Y: Any, center: bool = True) -> np.ndarray:
 
 
 def cosine(X: Any, Y: Any, center: bool = True) -> float:
-    """Mean over samples of the sample-wise cosine (tracing paper §2.1, footnote 2).
-
-    See :func:`cosine_per_sample` for the definition and invariances.
-
-    Returns
-    -------
-    float
-        ``mean_i COS(X_i, Y_i)`` in [-1, 1].
-    """
+    """Mean over samples of :func:`cosine_per_sample` (tracing paper §2.1, footnote 2): a float in [-1, 1]."""
     return float(np.mean(cosine_per_sample(X, Y, center=center)))
 
 
@@ -271,22 +185,8 @@ def cosine(X: Any, Y: Any, center: bool = True) -> float:
 # HSIC on Gram matrices
 # --------------------------------------------------------------------------------------
 def gram_linear(X: Any) -> np.ndarray:
-    """Linear-kernel Gram matrix ``K = X_c X_c^T`` of the **centred** features.
-
-    Centring first (Kornblith et al. 2019, §3) gives the same HSIC as centring the Gram
-    matrix afterwards, but without the cancellation error of a large shared offset.
-    The product is formed on X divided by a power of two and scaled back exactly, so it
-    cannot overflow midway; a Gram matrix beyond float64's range raises ValueError
-    (compare such inputs with :func:`linear_cka`, which is scale invariant).
-
-    Parameters
-    ----------
-    X : array or tensor, [N, d]
-
-    Returns
-    -------
-    np.ndarray, [N, N]
-    """
+    """Linear-kernel Gram matrix ``K = X_c X_c^T`` ``[N, N]`` of the centred features ``X [N, d]`` (Kornblith
+    et al. 2019, §3). ``ValueError`` when K exceeds float64's range (:func:`linear_cka` is scale invariant)."""
     X, absmax = arrays.checked_2d(X, "X", min_n=2)
     Xc = arrays.centred(X, "X", absmax)
     return arrays.unscaled(Xc @ Xc.T, 2 * arrays.exponent(absmax), "the Gram matrix of X")
@@ -301,26 +201,8 @@ def _sq_distances(Xc: np.ndarray) -> np.ndarray:
 
 
 def gram_rbf(X: Any, threshold: float = 0.5) -> np.ndarray:
-    """RBF Gram matrix ``exp(-||x_i - x_j||^2 / (2 sigma^2))``, ``sigma ~ threshold * median``.
-
-    Exactly as in Kornblith et al.'s demo notebook: ``sigma^2 = threshold^2 * m`` with ``m``
-    the median of the *squared* pairwise distances over all N x N entries (diagonal zeros
-    included), i.e. ``sigma = threshold * median distance`` up to how the two middle values
-    are averaged when N^2 is even.
-
-    Invariant to translation, orthogonal transforms and isotropic scaling of X (the
-    bandwidth scales with the data).
-
-    Parameters
-    ----------
-    X : array or tensor, [N, d]
-    threshold : float > 0
-        Bandwidth as a fraction of the median distance.
-
-    Returns
-    -------
-    np.ndarray, [N, N]
-    """
+    """RBF Gram matrix ``exp(-||x_i - x_j||^2 / (2 sigma^2))`` ``[N, N]`` of ``X [N, d]``, with ``sigma^2 =
+    threshold^2 * m``, ``m`` the median squared pairwise distance over all N x N entries (Kornblith et al.'s demo)."""
     if not (threshold > 0 and np.isfinite(threshold)):
         raise ValueError(f"threshold must be a positive finite number, got {threshold}")
     X = arrays.as_2d(X, "X", min_n=2)
@@ -355,27 +237,10 @@ def center_gram(K: Any) -> np.ndarray:
 
 
 def hsic(K: Any, L: Any, debiased: bool = False) -> float:
-    """Hilbert-Schmidt Independence Criterion of two Gram matrices.
-
-    Biased: ``HSIC(K, L) = tr(K H L H) / (N-1)^2`` (Gretton et al. 2005; Kornblith et al.
-    2019, §3).  Unbiased (``debiased=True``): Song et al. (2012), HSIC_1,
-    ``[tr(K~L~) + 1^T K~ 1 1^T L~ 1 / ((N-1)(N-2)) - 2/(N-2) 1^T K~ L~ 1] / (N(N-3))``
-    with ``K~`` = K with its diagonal set to zero; needs N >= 4 and can be negative.
-
-    HSIC scales with the Gram matrices (``hsic(aK, bL) = ab hsic(K, L)``); it is computed
-    on K and L divided by powers of two and scaled back exactly, so intermediate products
-    cannot overflow; a value beyond float64's range raises ValueError.
-
-    Parameters
-    ----------
-    K, L : array or tensor, [N, N]
-        Symmetric Gram matrices of the same size.
-    debiased : bool
-
-    Returns
-    -------
-    float
-    """
+    """HSIC of symmetric Gram matrices ``K, L [N, N]``, a float: ``tr(K H L H) / (N-1)^2`` (Kornblith et al. 2019,
+    §3), or with ``debiased=True`` Song et al.'s (2012) HSIC_1 (N >= 4; may be negative),
+    ``[tr(K~L~) + 1^T K~ 1 1^T L~ 1 / ((N-1)(N-2)) - 2/(N-2) 1^T K~ L~ 1] / (N(N-3))``, ``K~`` = K with a zero
+    diagonal. ``ValueError`` beyond float64's range."""
     K, L, ek, el = _two_grams(K, L, 4 if debiased else 2)
     return arrays.unscaled(_hsic(K, L, debiased), ek + el, "HSIC")
 
@@ -416,11 +281,8 @@ def _normalise_hsic(kl: float, kk: float, ll: float, floor_k: float = 0.0,
 
 
 def gram_cka(K: Any, L: Any, debiased: bool = False) -> float:
-    """CKA of two Gram matrices: ``HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))``.
-
-    Kornblith et al. (2019), §3 (CKA definition); with ``debiased=True`` every HSIC is
-    the unbiased HSIC_1 of Song et al. (2012).  Invariances are those of the kernels.
-    """
+    """CKA of two Gram matrices, ``HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))`` (Kornblith et al. 2019, §3);
+    ``debiased=True``: every HSIC is Song et al.'s HSIC_1."""
     min_n = _min_samples("debiased_cka" if debiased else "cka")
     K, L, _, _ = _two_grams(K, L, min_n)  # divided by powers of two: CKA does not change
     kk, ll = _hsic(K, K, debiased), _hsic(L, L, debiased)
@@ -431,11 +293,7 @@ def gram_cka(K: Any, L: Any, debiased: bool = False) -> float:
 
 
 def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> float:
-    """CKA with RBF kernels (Kornblith et al. 2019, §3), bandwidth from :func:`gram_rbf`.
-
-    Invariant to translation, orthogonal transforms and isotropic scaling of either
-    argument; not to general invertible linear maps.
-    """
+    """CKA with RBF kernels (Kornblith et al. 2019, §3), bandwidth from :func:`gram_rbf`."""
     min_n = _min_samples("debiased_cka" if debiased else "cka")
     X = arrays.as_2d(X, "X", min_n)
     Y = arrays.as_2d(Y, "Y", min_n)
@@ -447,17 +305,9 @@ def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> f
 # linear CKA, batched over layers
 # --------------------------------------------------------------------------------------
 def _choose_form(n: int, dims: Sequence[int]) -> str:
-    """'feature' (d x d cross-covariances) or 'gram' (N x N Gram matrices), by cost.
-
-    Multiply-adds, both forms using the symmetry of their products: the feature form is
-    one ``Z^T Z`` of the centred ``Z = [X_1 ... X_L]`` (``N D^2 / 2`` with ``D = sum d_l``,
-    one large BLAS syrk); the Gram form builds every ``K_l = X_l X_l^T`` in row blocks
-    (``N^2 D / 2``) and all ``<K_i, K_j>`` (``N^2 L^2 / 2``, memory-bound).  The Gram
-    form's many smaller products ran at about half the syrk's rate on our 2-core OpenBLAS
-    (``python -m layersim.tools.bench``), hence the weights; it wins roughly when ``N < D / 2``.
-    It is used only if one row of all L Gram matrices fits in ``_MAX_BYTES`` (see
-    :func:`_gram_dots`).
-    """
+    """'feature' (one ``Z^T Z`` of the centred stacked layers) or 'gram' (Gram matrices in row blocks), whichever
+    costs fewer weighted multiply-adds: 'gram' wins roughly when ``N < sum d_l / 2``, and only if one row of all L
+    Gram matrices fits in ``_MAX_BYTES``."""
     L, D = len(dims), int(sum(dims))
     gram_cost = 2.0 * n * n * D / 2 + 4.0 * n * n * L * L / 2
     feature_cost = n * D * D / 2
@@ -468,14 +318,8 @@ def _choose_form(n: int, dims: Sequence[int]) -> str:
 
 def _concat_centred(Xs: Sequence[np.ndarray],
                     absmax: Sequence[float]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Centre every layer into one preallocated float64 ``[N, sum d_l]`` array.
-
-    Each layer (any float dtype) is cast into its block of ``Z`` and divided by a power of
-    two near its ``absmax`` in the same pass (CKA is invariant to it; see :func:`arrays.centred`),
-    and its float64 column mean is subtracted there, before any product is formed; no
-    other full-size copy is made.  Raises for a constant layer (as :func:`arrays.centred`).
-    Returns ``Z`` and the per-layer views into it.
-    """
+    """Centre every layer (each divided by a power of two near its absmax) into one float64 ``Z [N, sum d_l]``.
+    Returns ``Z`` and the per-layer views into it; ``ValueError`` for a constant layer."""
     dims = [x.shape[1] for x in Xs]
     n = Xs[0].shape[0]
     Z = np.empty((n, sum(dims)))
@@ -500,14 +344,8 @@ def _starts(dims: Sequence[int]) -> np.ndarray:
 
 
 def _feature_dots(Z: np.ndarray, dims: Sequence[int]) -> np.ndarray:
-    """All ``||X_i^T X_j||_F^2`` from the centred ``Z = [X_1 ... X_L]``, ``[N, D]``.
-
-    If the ``D x D`` cross-covariance fits in ``_MAX_BYTES``: one symmetric product
-    ``C = Z^T Z`` (BLAS syrk), then the blocks' squared Frobenius norms by two
-    ``reduceat`` sums of ``C * C`` -- the whole matrix from one product, no loop over
-    pairs.  Otherwise one block row ``X_i^T [X_i ... X_L]`` per layer (``d_i x D``
-    memory, the upper triangle only).
-    """
+    """All ``||X_i^T X_j||_F^2`` from the centred ``Z = [X_1 ... X_L]`` ``[N, D]``: one syrk ``Z^T Z`` if
+    ``D x D`` fits in ``_MAX_BYTES``, else one block row ``X_i^T [X_i ... X_L]`` per layer."""
     D = Z.shape[1]
     starts = _starts(dims)
     if D * D * 8 <= _MAX_BYTES:
@@ -527,15 +365,9 @@ def _feature_dots(Z: np.ndarray, dims: Sequence[int]) -> np.ndarray:
 
 
 def _gram_dots(Xcs: Sequence[Any]) -> Any:
-    """All ``<K_i, K_j>_F`` with ``K_l = X_l X_l^T``, built in row blocks of the Gram matrices
-    (numpy arrays on the host, or torch tensors on their device: the result is of the same kind).
-
-    For a block of rows ``r`` the diagonal blocks ``K_l[r, r]`` and the blocks right of
-    them ``K_l[r, r+]`` of all layers are formed (``L b N`` floats at most, ``b`` chosen so
-    that this stays within ``_MAX_BYTES / 4``), and ``<K_i, K_j>`` is accumulated as
-    ``sum_r <K_i[r,r], K_j[r,r]> + 2 <K_i[r,r+], K_j[r,r+]>`` (K symmetric), each by one
-    product of the stacked, flattened blocks.  Memory does not grow with ``N^2``.
-    """
+    """All ``<K_i, K_j>_F``, ``K_l = X_l X_l^T``, accumulated over row blocks ``r`` as
+    ``<K_i[r,r], K_j[r,r]> + 2 <K_i[r,r+], K_j[r,r+]>``, so memory does not grow with ``N^2``. numpy arrays or torch
+    tensors (on their device); returns the same kind."""
     L, n = len(Xcs), Xcs[0].shape[0]
     b = int(max(1, min(n, (_MAX_BYTES // 4) // (8 * L * n))))
     if arrays.is_tensor(Xcs[0]):
@@ -583,11 +415,8 @@ def _dot_matrix(Xcs: Sequence[np.ndarray], form: str = "auto",
 
 
 def _debias(T: np.ndarray, R: np.ndarray, n: int) -> np.ndarray:
-    """``n(n-3) HSIC_1`` from biased dot products T and row squared norms R [L, n].
-
-    For centred features ``K 1 = 0``, so Song et al.'s HSIC_1 reduces to
-    ``tr(KL) - n/(n-2) r_K.r_L + tr(K) tr(L) / ((n-1)(n-2))`` (as in Kornblith's demo).
-    """
+    """``n(n-3) HSIC_1`` from biased dot products T and row squared norms R ``[L, n]`` of centred features:
+    ``tr(KL) - n/(n-2) r_K.r_L + tr(K) tr(L) / ((n-1)(n-2))``."""
     s = R.sum(axis=1)
     return T - n / (n - 2.0) * (R @ R.T) + np.outer(s, s) / ((n - 1.0) * (n - 2.0))
 
@@ -620,35 +449,10 @@ def _linear_cka_matrix(Xcs: Sequence[np.ndarray], debiased: bool, form: str,
 
 
 def linear_cka(X: Any, Y: Any, debiased: bool = False, form: str = "auto") -> float:
-    """Linear CKA (Kornblith et al. 2019; tracing paper eq. 3).
-
-    ``CKA = ||Y_c^T X_c||_F^2 / (||X_c^T X_c||_F ||Y_c^T Y_c||_F)`` on column-centred
-    features, equal to the Gram form ``tr(K L) / (||K||_F ||L||_F)`` with
-    ``K = X_c X_c^T``, ``L = Y_c Y_c^T`` (Kornblith et al. §3 dot-product identity; the
-    tracing paper's eq. 3 with centred features).  ``debiased=True`` replaces every HSIC
-    by the unbiased HSIC_1 of Song et al. (2012) (needs N >= 4; may be negative).
-
-    Needs N >= 3 (at N = 2 it would be 1 for any data).  The biased estimate is pulled
-    toward 1 when N is small next to d1, d2: independent random features give about
-    ``1 / sqrt((1 + N/d1)(1 + N/d2))``; where that exceeds 0.9 a
-    :class:`SmallSampleWarning` says so (the debiased estimate has no such pull).
-
-    Invariant to orthogonal transforms, isotropic scaling and translation of either
-    argument; not to general invertible linear maps.  X and Y may have different d.
-
-    Parameters
-    ----------
-    X : array or tensor, [N, d1]
-    Y : array or tensor, [N, d2]
-    debiased : bool
-    form : {'auto', 'feature', 'gram'}
-        'auto' uses the Gram form when N is below about ``(d1 + d2) / 2``, else the feature
-        form (see ``_choose_form``); the result does not depend on it.
-
-    Returns
-    -------
-    float
-    """
+    """Linear CKA (Kornblith et al. 2019, §3; tracing paper eq. 3) of ``X [N, d1]`` and ``Y [N, d2]``, a float:
+    ``||Y_c^T X_c||_F^2 / (||X_c^T X_c||_F ||Y_c^T Y_c||_F)``, columns centred. ``debiased=True``: Song et al.'s
+    HSIC_1 (N >= 4). Needs N >= 3; may warn :class:`SmallSampleWarning`. ``form`` ('auto', 'feature', 'gram')
+    changes the computation, not the result."""
     min_n = _min_samples("debiased_cka" if debiased else "cka")
     X, mx = arrays.checked_2d(X, "X", min_n)
     Y, my = arrays.checked_2d(Y, "Y", min_n)
@@ -706,17 +510,8 @@ def _torch_layers(layers: Any, min_n: int) -> list:
 
 def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "auto",
                         pair: tuple[int, int] | None = None) -> np.ndarray:
-    """:func:`layer_matrix` with every product on the layers' own device (a GPU), in float64.
-
-    Each layer is centred (and divided by its power of two) once, in float64, on the device; then
-    either the feature form, one ``d_i x d_j`` cross-covariance per pair of layers ``i <= j`` (memory:
-    the centred layers plus one ``d x d`` block), or the Gram form in row blocks
-    (:func:`_gram_dots`), chosen by cost as on the CPU (:func:`_choose_form`: the Gram form when
-    N is below about ``sum d_l / 2``, e.g. an 8B LLaMA's 33 x 4096 features on 10,000 samples);
-    for ``'cos'``, one elementwise product of the unit-row layers per pair. Only the ``L x L`` sums
-    come back to the host, where they are normalised by the CPU path's own code, so the two paths
-    agree to float64 rounding.
-    """
+    """:func:`layer_matrix` with every product in float64 on the layers' own device (a GPU), in the form
+    :func:`_choose_form` picks; only the ``L x L`` sums return to the host, normalised by the CPU path's code."""
     import torch
 
     debiased = metric == "debiased_cka"
@@ -755,47 +550,13 @@ def _torch_layer_matrix(layers: Any, metric: str, center: bool, form: str = "aut
 
 def layer_matrix(layers: Any, metric: str = "cka", center: bool = True,
                  form: str = "auto", device: str = "auto") -> np.ndarray:
-    """Symmetric L x L similarity matrix between all layers, computed in one batch.
+    """Symmetric ``[L, L]`` similarity matrix (ones on the diagonal) of ``layers`` (a list of ``[N, d_l]`` or
+    ``[L, N, d]``), in one batch.
 
-    ``device``: ``"auto"`` keeps layers that are CUDA tensors on their GPU and computes there
-    (:func:`_torch_layer_matrix`: float64 on the device, the same two forms), everything else on
-    the CPU as below; ``"torch"`` takes the device path
-    for torch tensors anywhere (also CPU tensors: how the tests check it), ``"cpu"`` always copies
-    to the host.
-
-    - ``'cka'``: linear CKA (tracing eq. 3 / Kornblith et al. §3).  Every layer is
-      centred once, in float64, into one ``[N, sum d_l]`` array ``Z`` (float32 input is
-      not copied to float64 beforehand).  Then either the feature form: one symmetric
-      product ``Z^T Z`` gives all cross-covariances, and the CKA matrix is read off the
-      blocks' squared Frobenius norms; or the Gram form: all ``N x N`` Gram matrices are
-      built in row blocks and compared with one product per block.  ``form='auto'``
-      picks the cheaper (the Gram form only when N is below about ``sum d_l / 2``, see
-      ``_choose_form``).  Peak memory: ``Z`` plus ``(sum d_l)^2`` floats (feature) or a
-      bounded Gram buffer (gram).
-    - ``'debiased_cka'``: the same with Song et al.'s unbiased HSIC_1 (N >= 4).
-    - ``'cos'``: mean sample-wise cosine (tracing §2.1, heatmaps of Fig. 2c,d): rows of
-      every (centred, if ``center``) layer are normalised, then one product gives all
-      pairs.  Needs equal d in all layers.
-
-    Invariances as in :func:`linear_cka` and :func:`cosine`.  Needs N >= 3 (N >= 4 for
-    ``'debiased_cka'``, N >= 1 for the uncentred ``'cos'``); ``'cka'`` warns
-    :class:`SmallSampleWarning` when N is so small next to the two widest layers that random
-    features would score above 0.9 (module docstring).
-
-    Parameters
-    ----------
-    layers : list of [N, d_l] arrays/tensors, or a stacked [L, N, d] array/tensor
-    metric : {'cka', 'debiased_cka', 'cos'}
-    center : bool
-        For 'cos' only (footnote 2 of the tracing paper); CKA always centres.
-    form : {'auto', 'feature', 'gram'}
-        CKA computation path; the result does not depend on it.
-
-    Returns
-    -------
-    np.ndarray, [L, L]
-        Symmetric, with ones on the diagonal.
-    """
+    ``metric``: ``'cka'`` (tracing eq. 3; may warn :class:`SmallSampleWarning`), ``'debiased_cka'`` (HSIC_1) or
+    ``'cos'`` (mean sample-wise cosine, tracing §2.1; equal widths; ``center``: footnote 2). ``form``: the CKA
+    computation, not its result. ``device``: ``"auto"`` computes CUDA tensors on their GPU, ``"torch"`` any
+    tensors on theirs, ``"cpu"`` on the host."""
     return _layer_matrix(layers, metric, center, form, device)
 
 
@@ -834,11 +595,8 @@ def _layer_matrix(layers: Any, metric: str, center: bool, form: str, device: str
 
 
 def streamed_cosine_matrix(layers: Any, entries: Sequence[int] | None = None, chunk: int = 4096) -> np.ndarray:
-    """:func:`layer_matrix` ``(metric="cos")`` -- the centred sample-wise cosine (tracing paper §2.1)
-    between every pair of layers -- of a stack ``[L, N, d]`` too large for memory (a memmap), read
-    ``chunk`` samples at a time: two passes, the float64 mean of every layer, then the sums of
-    products of the centred unit rows (:func:`arrays.unit_rows`: same checks and tolerance as the
-    in-memory path). ``entries``: the layers to use (default all). Memory is independent of N."""
+    """:func:`layer_matrix` ``(metric="cos")`` of a stack ``[L, N, d]`` too large for memory (a memmap), read
+    ``chunk`` samples at a time; memory independent of N. ``entries``: the layers to use (default all)."""
     if getattr(layers, "ndim", None) != 3:
         raise ValueError(f"layers must be a stack [L, N, d], got shape {getattr(layers, 'shape', None)}")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
@@ -864,13 +622,9 @@ def streamed_cosine_matrix(layers: Any, entries: Sequence[int] | None = None, ch
 
 
 def cross_matrix(layers_a: Any, layers_b: Any, metric: str = "cka") -> np.ndarray:
-    """``[A, B]`` similarity between every layer of one model (rows) and every layer of another
-    (columns) on the same samples: linear CKA (``'cka'``) or its debiased form, or the mean
-    centred sample-wise cosine (``'cos'``, all widths equal; sample ``i`` of one stack against
-    sample ``i`` of the other: the tracing paper's cross-modal COS of CLIP, App. D). The clusters
-    paper's FT-ORIG and FT[1]-FT[2] maps (Figs. 1, 5, 6). Computed as the off-diagonal block of
-    :func:`layer_matrix` over both stacks together (one product, float64), so it agrees with it
-    entry for entry; widths may differ between and within the stacks."""
+    """``[A, B]`` similarity of every layer of one model (rows) to every layer of another (columns) on the same
+    samples: ``'cka'``, ``'debiased_cka'`` or ``'cos'`` (equal widths; tracing App. D's cross-modal COS). The
+    clusters paper's FT-ORIG and FT[1]-FT[2] maps (Figs. 1, 5, 6); agrees with :func:`layer_matrix` entry for entry."""
     if metric not in ("cka", "debiased_cka", "cos"):
         raise ValueError(f"cross_matrix computes 'cka', 'debiased_cka' or 'cos', got {metric!r}")
     min_n = _min_samples(metric)
@@ -885,11 +639,8 @@ def cross_matrix(layers_a: Any, layers_b: Any, metric: str = "cka") -> np.ndarra
 
 
 def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray:
-    """Similarity of every layer to the last one (tracing Fig. 1a, 2a,b), length L.
-
-    Costs L pairwise comparisons, not the whole matrix.  Same metrics and invariances as
-    :func:`layer_matrix`; the last entry is 1.
-    """
+    """Similarity of every layer to the last (tracing Fig. 1a, 2a,b), length L, from L pairwise comparisons;
+    metrics as in :func:`layer_matrix`."""
     _check_metric(metric, center)
     debiased = metric == "debiased_cka"
     min_n = _min_samples(metric, center)
@@ -923,16 +674,8 @@ def to_last(layers: Any, metric: str = "cka", center: bool = True) -> np.ndarray
 # residual-stream diagnostics (tracing App. B.2) and Block Redundancy
 # --------------------------------------------------------------------------------------
 def adjacent_cosine(layers: Any, center: bool = False) -> np.ndarray:
-    """Per-sample cosine between consecutive layers, ``COS(h^(l-1), h^(l))`` (tracing Fig. 11).
-
-    Uses **uncentred** features by default, as the raw residual stream is what the skip
-    connection carries; pass ``center=True`` to apply footnote 2's centring.
-
-    Returns
-    -------
-    np.ndarray, [L-1, N]
-        Row l compares layer l with layer l+1.
-    """
+    """Per-sample ``COS(h^(l-1), h^(l))`` of consecutive layers (tracing Fig. 11), uncentred unless
+    ``center=True``. Returns ``np.ndarray [L-1, N]``."""
     Xs = arrays.as_layers(layers, min_n=_min_samples("cos", center))
     arrays.same_dims(Xs)
     if len(Xs) < 2:
@@ -943,24 +686,8 @@ def adjacent_cosine(layers: Any, center: bool = False) -> np.ndarray:
 
 
 def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
-    """Per-sample ``||h|| / ||f(h)||`` with ``f(h) = h_next - h_prev`` (tracing App. B.2, Fig. 11).
-
-    The ratio of the skip branch to the residual branch of ``h_next = h_prev + f(h_prev)``
-    (tracing eq. 1).
-    Uses **uncentred** features (norms of the actual residual stream).  Not invariant to
-    anything but a common orthogonal transform or common scaling of both arguments; both
-    are divided by one power of two near their largest entry first (exact, so the result
-    is unchanged) so that neither the difference nor the norms over- or underflow.
-
-    Parameters
-    ----------
-    h_prev, h_next : array or tensor, [N, d]
-        Same shape.
-
-    Returns
-    -------
-    np.ndarray, [N]
-    """
+    """Per-sample ``||h|| / ||f(h)||`` with ``f(h) = h_next - h_prev`` (tracing App. B.2, Fig. 11): skip over
+    residual branch of ``h_next = h_prev + f(h_prev)`` (eq. 1), on uncentred ``[N, d]`` arrays. Returns ``[N]``."""
     A, ma = arrays.checked_2d(h_prev, "h_prev", min_n=1)
     B, mb = arrays.checked_2d(h_next, "h_next", min_n=1)
     if A.shape != B.shape:
@@ -982,33 +709,11 @@ def residual_norm_ratio(h_prev: Any, h_next: Any) -> np.ndarray:
 # exact streaming CKA and the minibatch estimator
 # --------------------------------------------------------------------------------------
 class StreamingCKA:
-    """Exact linear CKA matrix accumulated over minibatches; memory independent of N.
+    """Exact linear CKA matrix accumulated over minibatches (:meth:`update`), in memory independent of N.
 
-    Feeds batches of all L layers (``update``) and returns the same L x L matrix as
-    :func:`layer_matrix` on the concatenated data (``result``), up to float64 rounding.
-    Linear CKA depends on the data only through the centred cross-covariances
-    ``C_ij = sum_n (x_in - mu_i)(x_jn - mu_j)^T``, and
-    ``C_ij = S_ij - N mu_i mu_j^T`` with ``S_ij = sum_n y_in y_jn^T`` for any fixed shift
-    ``y = x - c``.  The accumulator keeps, in float64, N, the per-layer sums of ``y``
-    and all cross-products ``S`` (one (sum d_l)^2 matrix), with ``c`` = the mean of the
-    first batch, so the subtraction does not cancel catastrophically when activations
-    share a large offset.  For ``debiased=True`` it also keeps the fourth-order sums needed
-    by Song et al.'s HSIC_1 (``sum_n q_in q_jn`` and ``sum_n q_in y_jn`` with
-    ``q = ||y||^2``), so that estimator is exact too.
-
-    Memory: ``8 (sum_l d_l)^2`` bytes (e.g. 13 layers x 768: 0.8 GB), independent of N;
-    each batch is added in place by one BLAS ``syrk`` (upper triangle), so an update
-    allocates only its own ``[b, sum d_l]`` float64 block; ``result`` reads that
-    triangle one block row (``d_l x sum d_l``) at a time.
-    Invariances: those of linear CKA (see :func:`linear_cka`).
-
-    Scale: layer l is divided by one power of two ``2^e_l`` in every batch (batches must
-    share it: per-batch scales would weight the batches wrongly), ``e_l`` from the first
-    batch's ``max |x|``.  A later batch more than ``2^_STREAM_HEADROOM`` times larger than
-    that raises ``e_l`` and rescales the layer's rows and columns of the accumulators
-    (exact powers of two, one pass over ``S``), so no magnitude of the stream overflows;
-    a batch far smaller than the first only contributes what float64 can resolve next to it.
-    """
+    :meth:`result` equals :func:`layer_matrix` on the concatenated data to float64 rounding (``debiased=True``:
+    the HSIC_1 form, exact too). Memory: ``8 (sum_l d_l)^2`` bytes. ``device`` as in :func:`layer_matrix`
+    (see docs/modules.md, ``layersim.measures.similarity``)."""
 
     def __init__(self, debiased: bool = False, device: str = "auto"):
         if device not in ("auto", "cpu", "torch"):
@@ -1020,11 +725,8 @@ class StreamingCKA:
         self._torch = False
 
     def update(self, layers: Any) -> "StreamingCKA":
-        """Add one minibatch: a list of [b, d_l] arrays or a stacked [L, b, d] array.
-
-        Batches that are CUDA tensors (``device="auto"``; any torch tensors with ``"torch"``) are
-        accumulated on their device in float64 (the first batch decides for the whole stream);
-        :meth:`result` brings the sums to the host once."""
+        """Add one minibatch: a list of ``[b, d_l]`` arrays or a stacked ``[L, b, d]``. CUDA tensors (any torch
+        tensors with ``"torch"``) are accumulated on their device; the first batch decides for the stream."""
         if self._dims is None:
             self._torch = self.device == "torch" or (self.device == "auto" and _on_cuda(layers))
         if self._torch:
@@ -1159,11 +861,7 @@ class StreamingCKA:
         self._e[i] += k
 
     def _centred_dots(self, mu: np.ndarray) -> np.ndarray:
-        """``T_ij = ||C_ij||_F^2`` for ``C = S - n mu mu^T``, one block row at a time.
-
-        Reads only the upper triangle of ``S`` (blocks ``j >= i``; a diagonal block's
-        strict upper part counts twice), so the extra memory is ``d_i x D``, not ``D^2``.
-        """
+        """``T_ij = ||C_ij||_F^2`` for ``C = S - n mu mu^T``, one block row of the upper triangle at a time."""
         n, starts, dims = self.n, self._starts, self._dims
         L = len(dims)
         T = np.empty((L, L))
@@ -1215,26 +913,9 @@ class StreamingCKA:
 
 
 def minibatch_cka_matrix(batches: Iterable[Any]) -> np.ndarray:
-    """Minibatch CKA *estimator* (Nguyen, Raghu & Kornblith 2021, §3) for all layer pairs.
-
-    ``CKA_mb(i, j) = sum_b HSIC_1(K_ib, K_jb) / sqrt(sum_b HSIC_1(K_ib, K_ib) sum_b HSIC_1(K_jb, K_jb))``
-    with linear kernels and Song et al.'s unbiased HSIC_1 per batch (each batch centred on
-    its own).  This is an estimator of population CKA, *not* the full-data CKA (for that
-    use :class:`StreamingCKA`); its diagonal is exactly 1.  Invariant to orthogonal
-    transforms and isotropic scaling of any layer.  Layer l is divided by the same power of
-    two ``2^e_l`` in every batch (the batches' HSICs are summed, so they must share a
-    scale): ``e_l`` is the largest exponent seen so far, and the sums are rescaled
-    exactly (``L x L`` numbers) when a later batch raises it.
-
-    Parameters
-    ----------
-    batches : iterable of (list of [b, d_l] arrays, or stacked [L, b, d])
-        Each batch needs b >= 4; batch sizes may differ.
-
-    Returns
-    -------
-    np.ndarray, [L, L]
-    """
+    """Minibatch CKA *estimator* for all layer pairs (Nguyen, Raghu & Kornblith 2021, §3), not the full-data CKA
+    (:class:`StreamingCKA`): ``sum_b HSIC_1(K_ib, K_jb) / sqrt(sum_b HSIC_1(K_ib, K_ib) sum_b HSIC_1(K_jb, K_jb))``,
+    linear kernels. ``batches``: iterable of lists of ``[b, d_l]`` (or ``[L, b, d]``), b >= 4. Returns ``[L, L]``."""
     total = ref = exps = None
     for k, batch in enumerate(batches):
         Xs, absmax = arrays.checked_layers(batch, min_n=4)
@@ -1263,12 +944,8 @@ def minibatch_cka_matrix(batches: Iterable[Any]) -> np.ndarray:
 
 
 def minibatch_cka(pairs: Iterable[tuple[Any, Any]]) -> float:
-    """Minibatch CKA estimator for one pair of representations (see :func:`minibatch_cka_matrix`).
-
-    Parameters
-    ----------
-    pairs : iterable of (X_b [b, d1], Y_b [b, d2])
-    """
+    """Minibatch CKA estimator for one pair, from ``pairs`` of ``(X_b [b, d1], Y_b [b, d2])``
+    (:func:`minibatch_cka_matrix`)."""
     M = minibatch_cka_matrix([list(p) for p in pairs])
     if M.shape != (2, 2):
         raise ValueError("minibatch_cka expects (X_b, Y_b) pairs")
@@ -1279,11 +956,7 @@ def minibatch_cka(pairs: Iterable[tuple[Any, Any]]) -> float:
 # Procrustes and CCA
 # --------------------------------------------------------------------------------------
 def _row_space_coords(Xc: np.ndarray) -> np.ndarray:
-    """Coordinates of Xc in an orthonormal basis of its row space: ``X Q`` with ``X X^T`` kept.
-
-    An orthogonal change of feature basis, so every measure invariant to orthogonal
-    transforms is unchanged; it makes ``d <= N``.
-    """
+    """Coordinates ``X Q`` of Xc in an orthonormal basis of its row space (``X X^T`` kept): ``d <= N``."""
     n, d = Xc.shape
     if d <= n:
         return Xc
@@ -1292,14 +965,8 @@ def _row_space_coords(Xc: np.ndarray) -> np.ndarray:
 
 
 def procrustes_similarity(X: Any, Y: Any) -> float:
-    """Orthogonal Procrustes similarity ``||X~^T Y~||_*`` in [0, 1].
-
-    X~, Y~ are the centred representations scaled to unit Frobenius norm; the squared
-    orthogonal Procrustes distance of Ding et al. (2021, §2) is
-    ``min_Q ||X~ - Y~ Q||_F^2 = 2 - 2 ||X~^T Y~||_*`` (nuclear norm; different d handled by
-    zero padding).  Invariant to translation, orthogonal transforms and isotropic scaling;
-    not to general invertible linear maps.
-    """
+    """Orthogonal Procrustes similarity ``||X~^T Y~||_*`` in [0, 1], X~, Y~ centred, of unit Frobenius norm; the
+    squared distance of Ding et al. (2021, §2) is ``2 - 2 ||X~^T Y~||_*``."""
     X = arrays.as_2d(X, "X")
     Y = arrays.as_2d(Y, "Y")
     arrays.same_n(X, Y)
@@ -1317,13 +984,8 @@ def _orth_basis(Xc: np.ndarray) -> np.ndarray:
 
 
 def canonical_correlations(X: Any, Y: Any) -> np.ndarray:
-    """Canonical correlations ``rho_1 >= rho_2 >= ...`` between the centred X and Y.
-
-    Singular values of ``Q_X^T Q_Y`` (orthonormal bases of the centred column spaces;
-    Kornblith et al. 2019, Table 1).  Invariant to translation and any invertible linear
-    map of either argument.  Raises if ``rank(X) + rank(Y) > N - 1``, where some
-    correlations would be 1 for any data.
-    """
+    """Canonical correlations ``rho_1 >= rho_2 >= ...`` of the centred X and Y (Kornblith et al. 2019, Table 1).
+    ``ValueError`` if ``rank(X) + rank(Y) > N - 1`` (some would be 1 for any data)."""
     X = arrays.as_2d(X, "X")
     Y = arrays.as_2d(Y, "Y")
     arrays.same_n(X, Y)
@@ -1341,23 +1003,15 @@ def _cca(Xc: np.ndarray, Yc: np.ndarray) -> np.ndarray:
 
 
 def cca_r2(X: Any, Y: Any) -> float:
-    """Mean squared canonical correlation ``R^2_CCA = sum_i rho_i^2 / min(p_X, p_Y)``.
-
-    Kornblith et al. (2019), Table 1 (``||Q_Y^T Q_X||_F^2 / p_1`` with p_1 the smaller
-    rank).  Invariant to translation and invertible linear maps of either argument.
-    """
+    """``R^2_CCA = sum_i rho_i^2 / min(p_X, p_Y)``, the mean squared canonical correlation (Kornblith et al.
+    2019, Table 1)."""
     rho = canonical_correlations(X, Y)
     return float(np.mean(rho**2))
 
 
 def svcca(X: Any, Y: Any, keep: float = 0.99) -> float:
-    """SVCCA (Raghu et al. 2017, §2): mean canonical correlation after an SVD reduction.
-
-    Each centred representation is reduced to its top singular directions explaining a
-    ``keep`` fraction of the variance, then the mean of the canonical correlations
-    between the reductions is returned.  Invariant to translation, orthogonal transforms
-    and isotropic scaling; not to general invertible linear maps (the SVD step is not).
-    """
+    """SVCCA (Raghu et al. 2017, §2): mean canonical correlation after keeping each centred representation's top
+    singular directions explaining a ``keep`` fraction of the variance."""
     if not 0 < keep <= 1:
         raise ValueError(f"keep must be in (0, 1], got {keep}")
     X = arrays.as_2d(X, "X")

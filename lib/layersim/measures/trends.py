@@ -1,9 +1,7 @@
-"""Statistics of layer-wise curves and matrices that the papers' claims are stated in.
-
-The tracing paper's Observations 1-2 (section 2.1) say that COS follows CKA and layer-wise
-accuracy, that similarity to the last layer increases with depth, and that "across each row
-or column [of the all-pairs heatmap], the cosine similarity increases as it approaches the
-diagonal". These functions turn those sentences into numbers.
+"""Statistics of layer-wise curves and matrices that the papers' claims are stated in, such as the tracing
+paper's Observations 1-2 (§2.1): cosine follows CKA and accuracy, and "the cosine similarity increases as it
+approaches the diagonal".
+(see docs/modules.md, ``layersim.measures.trends``)
 """
 
 from __future__ import annotations
@@ -53,13 +51,9 @@ def fraction_increasing(curve, strict: bool = True) -> float:
 
 
 def diagonal_order(matrix) -> tuple[int, int]:
-    """Count the row comparisons in which the entry nearer the diagonal is larger.
-
-    For every row ``i`` and every pair of neighbouring off-diagonal columns on the same side,
-    ``j`` and ``j+1`` with ``i < j`` (or ``j-1`` and ``j`` with ``j < i``), the entry nearer the
-    diagonal should be the larger one. The diagonal itself is left out (it is 1 for every
-    similarity and would make the count trivially high). Returns ``(agree, total)``.
-    """
+    """Count, over every row ``i`` and neighbouring off-diagonal columns on one side of the diagonal, the
+    comparisons in which the entry nearer the diagonal is larger (the diagonal left out). Returns
+    ``(agree, total)``."""
     m = np.asarray(matrix, dtype=np.float64)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
         raise ValueError(f"need a square matrix, got shape {m.shape}")
@@ -96,9 +90,8 @@ def max_drop(curve) -> float:
 
 
 def mean_abs_gap(curve, reference) -> float:
-    """Mean absolute difference between two equally long layer curves on a common scale,
-    e.g. a similarity-to-last curve and the layer-wise accuracy (tracing paper, Fig. 12:
-    how far a similarity measure lies from the accuracy it is read as predicting)."""
+    """Mean absolute difference between two equally long layer curves on a common scale (tracing Fig. 12:
+    a similarity curve against the layer-wise accuracy)."""
     a, b = _curve(curve, "curve"), _curve(reference, "reference")
     if a.shape != b.shape or a.size == 0:
         raise ValueError(f"need two non-empty curves of equal length, got {a.shape} and {b.shape}")
@@ -109,11 +102,8 @@ def mean_abs_gap(curve, reference) -> float:
 
 
 def mean_se(values, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error ``std(ddof=1) / sqrt(n)`` along ``axis`` (the paper's error bars).
-
-    NaN entries are left out (``n`` counts the finite ones); with a single value the standard error
-    is 0. Raises ``ValueError`` for an empty axis.
-    """
+    """Mean and standard error ``std(ddof=1) / sqrt(n)`` along ``axis``, NaN left out (one value: error 0);
+    ``ValueError`` for an empty axis."""
     v = np.asarray(values, dtype=np.float64)
     if v.shape[axis] == 0:
         raise ValueError("mean_se needs at least one value")

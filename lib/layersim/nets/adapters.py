@@ -1,70 +1,10 @@
 """One adapter per model family: everything layersim needs to know about a model, stated once.
 
-An :class:`Adapter` says, for one family, where its blocks are (in forward order), what the
-embedding output is (index 0 of every feature array), its final norm, its classifier head (or
-unembedding), its prefix tokens, the token read by default, and how to run one batch through
-every block. :func:`get` finds the adapter of a model in :data:`REGISTRY` (first match wins);
-``layersim.nets.models.collect`` reads every layer through it, ``layersim.nets.readout`` applies its
-final norm and head, ``layersim.nets.surgery`` splices its blocks.
-
-Registered families (``python -c "from layersim.nets import adapters; print(adapters.table())"``):
-
-==================  ===========================================  ====================  =================
-adapter             models                                       final norm            head
-==================  ===========================================  ====================  =================
-``timm_vit``        timm ``VisionTransformer`` (ViT, DeiT,        ``norm`` (``fc_norm``  ``head``
-                    distilled DeiT)                               with avg pooling)
-``hf_vit``          HF ``ViTModel`` / ``ViTForImageClassification``  ``layernorm``     ``classifier``
-``hf_deit``         HF ``DeiTModel`` / ``DeiTForImageClassification``  ``layernorm``   ``cls_classifier``
-                    ``[WithTeacher]`` (cls + distillation token)                        / ``classifier``
-``dinov2``          HF ``Dinov2Model`` (and with registers)        ``layernorm``         none (see below)
-``bert``            BERT, RoBERTa, XLM-R, ELECTRA (post-LN)        none                  pooler + classifier
-``albert``          ALBERT: one shared layer group applied L       none                  pooler + classifier
-                    times
-``distilbert``      DistilBERT                                     none                  pre_classifier +
-                                                                                         classifier
-``gpt2``            GPT-2                                          ``ln_f``              ``lm_head`` /
-                                                                                         ``score``
-``llama``           LLaMA-style decoders (LLaMA, Mistral, Qwen2,   ``norm`` (RMSNorm)    ``lm_head`` /
-                    SmolLM2, ...)                                                        ``score``
-``clip_vision``     CLIP's vision tower (:func:`clip_tower`,       ``post_layernorm``    ``visual_projection``
-                    ``CLIPVisionModel[WithProjection]``)
-``clip_text``       CLIP's text tower (:func:`clip_tower`,         ``final_layer_norm``  ``text_projection``
-                    ``CLIPTextModel[WithProjection]``)
-``mlp``             the project's MLPs (``layersim.train.mlp.MLP``:       ``norm`` (Identity     ``head``
-                    tracing App. B.2; ``small_nets.make_mlp``)      unless asked for)
-``rbf_net``         ``small_nets.RBFNet`` (one block)      none                  ``head``
-``small_cnn``       ``layersim.papers.alignment.pretrain.SmallCNN``        none                  ``head``
-                    (``conv1..``, ``fc1..``)
-``torchvision_resnet``  torchvision ResNet (``layer1..4``,          none                  ``fc``
-                    ``avgpool``)
-``torchvision_vgg`` torchvision VGG (``features``,                  none                  ``classifier[6]``
-                    ``classifier.1``, ``classifier.4``)
-==================  ===========================================  ====================  =================
-
-The last four are not ``uniform``: their blocks change the representation's shape (a CNN's
-stages, the RBF layer), so ``layersim.nets.surgery`` refuses them and their layers are read with
-``layersim.nets.models.layer_outputs`` (one float64 array per layer, maps flattened with
-``token="all"`` or averaged over positions with ``token="mean"``) instead of ``collect``.
-
-Index convention of every feature array ``[L+1, N, d]`` (``L`` = number of block calls):
-index 0 is the input of block 1 (the embedding output: timm after ``pos_embed``/``norm_pre``,
-HF after the embedding module, ELECTRA/ALBERT after their embedding projection, CLIP vision after
-``pre_layrnorm``); index ``i`` is the output of block ``i`` exactly as the block returned it.
-**No entry carries the final norm** for any family (HF's own ``hidden_states[-1]`` does for GPT-2
-and LLaMA; ours are read by hooks on the blocks, so the convention is the same everywhere and
-holds after surgery): ``readout.layer_logits`` applies the final norm to every entry.
-
-The tracing paper's CLIP appendix (eq. 23) writes ``LN(W h)``; CLIP itself applies the final
-LayerNorm first and then the projection, ``W LN(h)``, which is what these adapters' final norm
-and head do (so the readout of the last layer equals CLIP's image / text embedding).
-
-DINOv2's classification model reads ``[cls, mean of patch tokens]`` (``2d`` features), which no
-single token feature can feed: its adapter has no head (fit a probe, ``layersim.measures.probe``).
-
-Adding a family = one :class:`Adapter` passed to :func:`register` (before the built-in ones with
-``first=True`` when it must take precedence) and one test on a random-init tiny config
-(``tests/test_adapters.py`` walks the registry).
+An :class:`Adapter` says where a family's blocks are, its embedding output, final norm, head, prefix tokens,
+default token, and how to run one batch. :func:`get` finds a model's adapter in :data:`REGISTRY` (first match
+wins); :func:`register` adds one; ``adapters.table()`` prints the registered adapters. Every feature array is
+``[L+1, N, d]``: index 0 the embedding output, index ``i`` the output of block ``i``, none with the final norm
+(see docs/modules.md, ``layersim.nets.adapters``).
 """
 
 from __future__ import annotations
@@ -95,27 +35,12 @@ LABEL_KEYS = ("labels", "label")
 
 @dataclass(frozen=True)
 class Adapter:
-    """What layersim needs to know about one model family.
+    """What layersim needs to know about one model family (see docs/modules.md, ``layersim.nets.adapters``).
 
-    ``matches(model)``: whether ``model`` belongs to the family. ``blocks(model)``: the block
-    modules in call order, one entry per block call (ALBERT: its shared group ``L`` times).
-    ``set_blocks(model, modules)``: put ``modules`` in place of the blocks (for
-    ``layersim.nets.surgery``) and return a function that restores the original ones.
-    ``final_norm(model)``: the norm between the last block and the head (``nn.Identity`` when
-    there is none). ``head(model)``: the classifier mapping one final-normed token feature
-    ``[N, d]`` to logits ``[N, K]`` (ValueError for a bare model). ``run(model, inputs)``: one
-    forward pass through every block (its output is not used). ``inputs``: ``"images"``
-    (``(images, labels)`` tuples or image tensors) or ``"text"`` (dicts of tensors).
-    ``n_prefix(model)``: prefix tokens (class, distillation, register) that ``token="mean"``
-    leaves out for vision models. ``token``: the token read by default. ``uniform``: every block
-    maps a representation to one of the same shape (transformers, residual MLPs), so blocks can
-    be skipped or replaced (``layersim.nets.surgery``) and all entries stack into one array
-    (``models.collect``); False for CNNs whose stages change the shape (read them with
-    ``models.layer_outputs``; surgery refuses them). ``widths(model)``: the width (last axis) of
-    every entry ``0..L``, or None where the family cannot tell; by default the hidden size of the
-    residual stream for every entry (HF ``config.hidden_size``, timm ``embed_dim``), which
-    ``layersim.nets.surgery.replace`` checks a replacement against.
-    """
+    ``matches(model)``; ``blocks(model)`` in call order; ``set_blocks(model, modules)`` returns a restore function;
+    ``final_norm(model)`` (``nn.Identity`` if none); ``head(model)``: ``[N, d]`` -> logits ``[N, K]``; ``run(model,
+    inputs)``: one forward pass; ``inputs``: ``"images"``/``"text"``; ``n_prefix(model)``; ``token``: the default;
+    ``uniform``: blocks keep the shape; ``widths(model)``: widths of entries ``0..L``, or None."""
 
     name: str
     models: str
@@ -140,9 +65,14 @@ class Adapter:
 REGISTRY: list[Adapter] = []
 
 
-def register(adapter: Adapter, first: bool = False) -> Adapter:
-    """Add ``adapter`` to :data:`REGISTRY` (at the front with ``first=True``); names are unique."""
-    if any(a.name == adapter.name for a in REGISTRY):
+def register(adapter: Adapter, first: bool = False, replace: bool = False) -> Adapter:
+    """Add ``adapter`` to :data:`REGISTRY` (at the front with ``first=True``); names are unique unless ``replace``
+    (a module re-imported, e.g. by autoreload, replaces its entry in place)."""
+    same = [i for i, a in enumerate(REGISTRY) if a.name == adapter.name]
+    if same and replace:
+        REGISTRY[same[0]] = adapter
+        return adapter
+    if same:
         raise ValueError(f"an adapter named {adapter.name!r} is already registered")
     if first:
         REGISTRY.insert(0, adapter)
@@ -183,9 +113,8 @@ def table() -> str:
 
 
 def _residual_widths(model: nn.Module) -> list[int] | None:
-    """``[d] * (L + 1)`` for a model whose blocks all read and write one residual stream of width
-    ``d`` (HF: ``config.hidden_size``, also CLIP towers and DistilBERT's ``dim`` / GPT-2's ``n_embd``
-    through their aliases; timm: ``embed_dim``), None if the model states no such width."""
+    """``[d] * (L + 1)`` for a model whose blocks read and write one residual stream of width ``d``
+    (``config.hidden_size`` or its aliases; timm ``embed_dim``), None if the model states none."""
     d = getattr(getattr(model, "config", None), "hidden_size", None)
     if d is None:
         d = getattr(model, "embed_dim", None)
@@ -220,7 +149,7 @@ def _first_attr(obj: Any, *paths: str) -> Any:
     raise AttributeError(f"{type(obj).__name__} has none of {paths}")
 
 
-def _container_setter(locate: Callable[[nn.Module], tuple[nn.Module, str]]):
+def container_setter(locate: Callable[[nn.Module], tuple[nn.Module, str]]):
     """``set_blocks`` for a family whose blocks live in one ``ModuleList`` / ``Sequential``
     attribute: swap in a container of the same kind holding ``modules``; restore puts the
     original object back (no weights are copied)."""
@@ -242,7 +171,8 @@ def _no_head(why: str) -> Callable[[nn.Module], nn.Module]:
     return head
 
 
-def _identity(model: nn.Module) -> nn.Module:
+def identity(model: nn.Module) -> nn.Module:
+    """A final norm or head that does nothing: the family has none."""
     return nn.Identity()
 
 
@@ -370,7 +300,7 @@ register(Adapter(
     models="timm `VisionTransformer` and subclasses (ViT, DeiT, distilled DeiT)",
     matches=_is_timm_vit,
     blocks=lambda m: list(m.blocks),
-    set_blocks=_container_setter(lambda m: (m, "blocks")),
+    set_blocks=container_setter(lambda m: (m, "blocks")),
     final_norm=_timm_final_norm,
     head=_timm_head,
     run=lambda m, x: m.forward_features(x),
@@ -406,7 +336,7 @@ def _hf_blocks_at(*paths: str):
         parent, name = locate(model)
         return list(getattr(parent, name))
 
-    return blocks, _container_setter(locate)
+    return blocks, container_setter(locate)
 
 
 def _hf_classifier(*names: str) -> Callable[[nn.Module], nn.Module]:
@@ -460,7 +390,7 @@ register(_hf_adapter(
 register(_hf_adapter(
     "bert", "BERT, RoBERTa, XLM-RoBERTa, ELECTRA, CamemBERT (post-LN encoders, no final norm)",
     _hf_of("bert", "roberta", "xlm-roberta", "electra", "camembert"), ("encoder.layer",),
-    final_norm=_identity,
+    final_norm=identity,
     head=_encoder_head,
     inputs="text",
 ))
@@ -494,7 +424,7 @@ register(Adapter(
     matches=_hf_of("albert"),
     blocks=_albert_blocks,
     set_blocks=_albert_set_blocks,
-    final_norm=_identity,
+    final_norm=identity,
     head=_encoder_head,
     run=_hf_run,
     inputs="text",
@@ -509,7 +439,7 @@ def _distilbert_head(model: nn.Module) -> nn.Module:
 
 register(_hf_adapter(
     "distilbert", "DistilBERT", _hf_of("distilbert"), ("transformer.layer",),
-    final_norm=_identity,
+    final_norm=identity,
     head=_distilbert_head,
     inputs="text",
 ))
@@ -624,7 +554,7 @@ def _clip_adapter(which: str, norm: str, models: str, inputs: str, token: Token)
         models=models,
         matches=_clip_matches(which),
         blocks=lambda m: list(_clip_locate(m)[0].layers),
-        set_blocks=_container_setter(_clip_locate),
+        set_blocks=container_setter(_clip_locate),
         final_norm=lambda m: getattr(_clip_parts(m)[0], norm),
         head=_clip_head,
         run=_clip_run,
@@ -641,70 +571,19 @@ register(_clip_adapter("text", "final_layer_norm", "CLIP's text tower: `clip_tow
                        "padding)", inputs="text", token="last"))
 
 
-# ----------------------------------------------------------------------------- the project's own models
+# ----------------------------------------------------------------------------- families without surgery
 
 
-def _instance_of(module: str, cls: str) -> Callable[[nn.Module], bool]:
-    """``isinstance(model, <module>.<cls>)`` if that module is imported (a model of it cannot
-    exist otherwise), without importing it here."""
-
-    def matches(model: nn.Module) -> bool:
-        mod = sys.modules.get(module)
-        return mod is not None and isinstance(model, getattr(mod, cls))
-
-    return matches
-
-
-def _no_surgery(why: str) -> Callable[[nn.Module, list[nn.Module]], Callable[[], None]]:
+def no_surgery(why: str) -> Callable[[nn.Module, list[nn.Module]], Callable[[], None]]:
+    """``set_blocks`` for a family whose blocks cannot be spliced: it refuses, saying ``why``."""
     def set_blocks(model: nn.Module, modules: list[nn.Module]) -> Callable[[], None]:
         raise ValueError(f"{type(model).__name__} does not support block surgery: {why}")
 
     return set_blocks
 
 
-register(Adapter(
-    name="mlp",
-    models="the project's MLPs (`layersim.train.mlp.MLP`: the tracing paper's appendix B.2 networks and the alignment "
-           "paper's, `small_nets.make_mlp`): hidden layers as blocks; index 0 is the flattened input (another "
-           "width: collect `layers=range(1, L + 1)`)",
-    matches=_instance_of("layersim.train.mlp", "MLP"),
-    blocks=lambda m: list(m.layers),
-    set_blocks=_container_setter(lambda m: (m, "layers")),
-    final_norm=lambda m: m.norm,
-    head=lambda m: m.head,
-    run=lambda m, x: m(x),
-    token="all",
-    widths=lambda m: [m.layers[0].in_features, *(layer.out_features for layer in m.layers)],
-))
-
-register(Adapter(
-    name="rbf_net",
-    models="the alignment paper's two-layer RBF network (`layersim.train.small_nets.RBFNet`): one block, its Gaussian layer",
-    matches=_instance_of("layersim.train.small_nets", "RBFNet"),
-    blocks=lambda m: list(m.layers),
-    set_blocks=_no_surgery("its only block maps inputs to Gaussian units of another width"),
-    final_norm=_identity,
-    head=lambda m: m.head,
-    run=lambda m, x: m(x),
-    token="all",
-    uniform=False,
-))
-
-_CNN_SURGERY = "its stages change the shape of the representation (channels, resolution)"
-
-register(Adapter(
-    name="small_cnn",
-    models="the alignment paper's small CNN (`layersim.papers.alignment.pretrain.SmallCNN`): conv stages, then fully "
-           "connected layers (`conv1, ..., fc1, ...`); `token='all'` flattens a map, `'mean'` averages it",
-    matches=_instance_of("layersim.papers.alignment.pretrain", "SmallCNN"),
-    blocks=lambda m: [*m.blocks, *m.fcs],
-    set_blocks=_no_surgery(_CNN_SURGERY),
-    final_norm=_identity,
-    head=lambda m: m.head,
-    run=lambda m, x: m(x),
-    token="all",
-    uniform=False,
-))
+#: why a CNN's blocks cannot be spliced (its own adapter and torchvision's say it)
+CNN_SURGERY = "its stages change the shape of the representation (channels, resolution)"
 
 
 def _is_torchvision(cls: str) -> Callable[[nn.Module], bool]:
@@ -717,8 +596,8 @@ register(Adapter(
            "is the stem's output",
     matches=_is_torchvision("ResNet"),
     blocks=lambda m: [m.layer1, m.layer2, m.layer3, m.layer4, m.avgpool],
-    set_blocks=_no_surgery(_CNN_SURGERY),
-    final_norm=_identity,
+    set_blocks=no_surgery(CNN_SURGERY),
+    final_norm=identity,
     head=lambda m: m.fc,
     run=lambda m, x: m(x),
     token="all",
@@ -731,8 +610,8 @@ register(Adapter(
            "two fully connected layers after their ReLU) as blocks",
     matches=_is_torchvision("VGG"),
     blocks=lambda m: [m.features, m.classifier[1], m.classifier[4]],
-    set_blocks=_no_surgery(_CNN_SURGERY),
-    final_norm=_identity,
+    set_blocks=no_surgery(CNN_SURGERY),
+    final_norm=identity,
     head=lambda m: m.classifier[6],
     run=lambda m, x: m(x),
     token="all",

@@ -1,14 +1,12 @@
-"""Measures of generated text (the tracing paper's AlignedGPT evaluation, App. C.2, eqs. 21-22,
-after Su & Collier 2023), for exits at every layer of a language model.
+"""Measures of generated text (the tracing paper's AlignedGPT evaluation, App. C.2, after Su & Collier 2023),
+for exits at every layer of a language model:
 
-- :func:`diversity` — eq. (22): ``prod_{n=2..4} |unique n-grams| / |n-grams|`` of one text's
-  tokens (1 for a text without repetition, towards 0 for a degenerate loop);
-- :func:`coherence` — eq. (21): the cosine between the sentence embeddings of the prefix and of
-  the generated continuation (the paper embeds with SimCSE; offline, with a sentence encoder
-  such as all-MiniLM-L6-v2 through :func:`sentence_embeddings`: its training objective's mean of
-  the last layer's token features over the real tokens);
-- :func:`nucleus_sample` — one step of nucleus (top-p) sampling (Holtzman et al. 2020), the
-  decoding the evaluation uses (p = 0.95).
+- :func:`diversity`, eq. (22): ``prod_{n=2..4} |unique n-grams| / |n-grams|`` of one text;
+- :func:`coherence`, eq. (21): the cosine between sentence embeddings of the prefix and the continuation
+  (:func:`sentence_embeddings`; the paper uses SimCSE);
+- :func:`nucleus_sample`: one step of nucleus (top-p) sampling (Holtzman et al. 2020).
+
+(see docs/modules.md, ``layersim.nets.generation``)
 """
 
 from __future__ import annotations

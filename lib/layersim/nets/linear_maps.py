@@ -1,13 +1,9 @@
-"""Linear maps that stand in for blocks of a model: the redundancy paper's RBA (§3) fitted on a model's
-own hidden states, put in with ``layersim.nets.surgery``, and what skipping or approximating a span does
-to the final representation (§4.3).
-
-:class:`LinearMap` applies a least-squares solution (:class:`layersim.measures.redundancy.LeastSquares`) to every
-token; :func:`fit_rba` / :func:`fit_rba_spans` fit the maps from one streamed pass over the data
-(``layersim.nets.models.stream``); :func:`final_representation` is what a linear probe on the frozen model
-reads; :func:`span_changes` and :func:`block_approximation_errors` compare skipping with approximating.
-Block numbering follows ``layersim.nets.surgery`` (1..L, ``first..last`` inclusive);
-:func:`layersim.measures.redundancy.paper_span` converts the paper's.
+"""Linear maps that stand in for blocks of a model: the redundancy paper's RBA (§3), fitted on the model's own
+hidden states and put in with ``layersim.nets.surgery``, and what skipping or approximating a span does to the
+final representation (§4.3): :class:`LinearMap`, :func:`fit_rba`, :func:`fit_rba_spans`,
+:func:`final_representation`, :func:`span_changes`, :func:`block_approximation_errors`. Blocks are numbered
+as in ``layersim.nets.surgery``.
+(see docs/modules.md, ``layersim.nets.linear_maps``)
 """
 
 from __future__ import annotations
@@ -26,10 +22,9 @@ __all__ = ["LinearMap", "block_approximation_errors", "final_representation", "f
 
 
 class LinearMap(nn.Module):
-    """``h -> h W (+ b)`` on the last axis of ``h`` (every token of ``[B, T, d]``, or ``[B, d]``),
-    from a solution of :class:`layersim.measures.redundancy.LeastSquares` (``bias=True`` solutions: ``W`` then ``b`` rows).
-    ``per_token``: ``weight [T, d_in, d_out]``, token ``t`` mapped by its own ``W_t``. Float32
-    parameters (trainable, like any module put in by ``layersim.nets.surgery.replace``)."""
+    """``h -> h W (+ b)`` on the last axis of ``h`` (``[B, T, d]`` or ``[B, d]``), from a
+    :class:`layersim.measures.redundancy.LeastSquares` solution; ``per_token``: ``weight [T, d_in, d_out]``. Float32,
+    trainable."""
 
     def __init__(self, solution: Any, bias: bool = False, per_token: bool = False):
         super().__init__()
@@ -59,24 +54,17 @@ class LinearMap(nn.Module):
 
 def fit_rba(model: nn.Module, data: Any, first: int, last: int, per_token: bool = False, bias: bool = False,
             ridge: float = 0.0, batch_size: int = 64, device: Any = "auto", progress: bool = False) -> LinearMap:
-    """RBA (§3): the linear map from the output of block ``first - 1`` to the output of block ``last``
-    (``layersim.nets.surgery``'s 1-based blocks; :func:`layersim.measures.redundancy.paper_span` converts the paper's), fitted on
-    every token of every sample of ``data`` in one streamed pass (``layersim.nets.models.stream``,
-    token ``"tokens"``; padding tokens of text batches are left out), in float64
-    (:class:`layersim.measures.redundancy.LeastSquares`). ``per_token``: one map per token position (inputs of one length,
-    no padding). Returns the :class:`LinearMap` to put in with
-    ``surgery.replace(model, first, last, rba)``. :func:`fit_rba_spans` fits several spans at once.
-    """
+    """RBA (§3): the :class:`LinearMap` from the output of block ``first - 1`` to that of block ``last``, fitted in
+    float64 on every non-padding token of ``data`` in one streamed pass. ``per_token``: one map per position.
+    Put it in with ``surgery.replace(model, first, last, rba)``."""
     return fit_rba_spans(model, data, [(first, last)], per_token, bias, ridge, batch_size, device, progress)[0]
 
 
 def fit_rba_spans(model: nn.Module, data: Any, spans: Any, per_token: bool = False, bias: bool = False,
                   ridge: float = 0.0, batch_size: int = 64, device: Any = "auto",
                   progress: bool = False) -> list[LinearMap]:
-    """:func:`fit_rba` for every ``(first, last)`` of ``spans``, from **one** streamed pass over
-    ``data`` (each batch reads the layers the spans need and updates every span's
-    :class:`layersim.measures.redundancy.LeastSquares`): the same maps as one :func:`fit_rba` per span, for the cost of one
-    forward pass instead of ``len(spans)``. Returns the maps in the order of ``spans``."""
+    """:func:`fit_rba` for every ``(first, last)`` of ``spans`` from one streamed pass over ``data``; returns
+    the maps in the order of ``spans``."""
     L = models.n_layers(model)
     spans = [tuple(s) for s in spans]
     if not spans:
@@ -120,9 +108,8 @@ def fit_rba_spans(model: nn.Module, data: Any, spans: Any, per_token: bool = Fal
 
 
 def final_representation(model: nn.Module, batches: Any, token: Any = None, device: Any = "auto") -> np.ndarray:
-    """What a linear probe on the frozen model reads (the redundancy paper's §4.3, as its code:
-    the token of the last block's output after the final norm), ``[N, d]`` float64, for a model
-    or a ``layersim.nets.surgery`` model of it (its span spliced)."""
+    """What a linear probe on the frozen model reads (redundancy paper §4.3): the token of the last block's
+    output after the final norm, ``[N, d]`` float64, for a model or a surgery model of it."""
     base = getattr(model, "surgery_base", model)
     h = models.collect(model, batches, token=token, layers=[-1], device=device, progress=False).hidden
     normed = readout.layer_logits(base, h, layers=[-1], head=nn.Identity())  # the final norm, no head
@@ -132,13 +119,10 @@ def final_representation(model: nn.Module, batches: Any, token: Any = None, devi
 def span_changes(model: nn.Module, fit_batches: Any, eval_batches: Any, spans: Any, mode: str, token: Any = None,
                  bias: bool = False, relative: bool = True, device: Any = "auto",
                  reference: np.ndarray | None = None) -> np.ndarray:
-    """How far each span of blocks moves the final representation when it is skipped
-    (``mode="skip"``: ``surgery.skip``) or approximated (``"approx"``: RBA maps of every span fitted
-    on ``fit_batches`` in one pass, :func:`fit_rba_spans`, then ``surgery.replace``): the redundancy
-    paper's comparison of approximating with skipping (§4.3, Table 2), measured as in its Figs. 3 and
-    7 by the MSE between the :func:`final_representation` of the changed and the original model on
-    ``eval_batches`` — :func:`layersim.measures.redundancy.relative_change` when ``relative`` (the default), the raw MSE otherwise.
-    ``reference``: the original model's final representation, if already computed. ``[len(spans)]``."""
+    """How far each span moves the :func:`final_representation` on ``eval_batches`` when skipped
+    (``mode="skip"``) or RBA-approximated (``"approx"``, fitted on ``fit_batches``): redundancy paper §4.3,
+    Table 2, Figs. 3, 7. :func:`layersim.measures.redundancy.relative_change` (``relative``) or the raw MSE;
+    ``[len(spans)]``."""
     if mode not in ("skip", "approx"):
         raise ValueError(f"mode must be 'skip' or 'approx', got {mode!r}")
     spans = [tuple(int(v) for v in s) for s in spans]
@@ -155,11 +139,8 @@ def span_changes(model: nn.Module, fit_batches: Any, eval_batches: Any, spans: A
 def block_approximation_errors(model: nn.Module, fit_batches: Any, eval_batches: Any, blocks: Any = None,
                                token: Any = None, bias: bool = False, device: Any = "auto",
                                reference: np.ndarray | None = None) -> dict[int, float]:
-    """For every block ``k`` of ``blocks`` (default all, 1..L): RBA of that block alone (fitted on
-    ``fit_batches``, every block's map from one pass) and the MSE of the approximated model's
-    :func:`final_representation` on ``eval_batches`` against the original's (the paper's Figs. 3 and
-    7, which set it beside Block Redundancy): :func:`span_changes` with ``relative=False``. ``reference``: the
-    original's final representation, if already computed. ``{k: mse}``."""
+    """``{k: mse}`` for every block ``k`` of ``blocks`` (default all): :func:`span_changes` of the one-block RBA
+    with ``relative=False`` (the paper's Figs. 3, 7). ``reference``: the original's final representation."""
     blocks = range(1, models.n_layers(model) + 1) if blocks is None else [int(k) for k in blocks]
     mse = span_changes(model, fit_batches, eval_batches, [(k, k) for k in blocks], "approx", token, bias,
                        relative=False, device=device, reference=reference)

@@ -1,36 +1,13 @@
 """One way to read every layer's representation of one token, for every model family.
 
-Each family is described once by its adapter (``layersim.nets.adapters``: timm ViT/DeiT, HF ViT,
-HF DeiT, DINOv2, BERT/RoBERTa/ELECTRA, ALBERT, DistilBERT, GPT-2, LLaMA-style, CLIP towers);
-the functions here (:func:`family`, :func:`block_modules`, :func:`final_norm`,
-:func:`classifier_head`, :func:`n_layers`) ask it, and :func:`collect` reads every layer in one
-forward pass with hooks on the blocks, streamed over the batches.
+Each family is described once by its adapter (``layersim.nets.adapters``); :func:`family`,
+:func:`block_modules`, :func:`final_norm`, :func:`classifier_head` and :func:`n_layers` ask it, and
+:func:`collect` reads every layer in one forward pass with hooks on the blocks, streamed over the batches.
 
-Layer index convention of every ``[L+1, N, d]`` array (``L = n_layers(model)`` block calls):
-
-- index 0 is the embedding output = the input of block 1 (timm: after ``patch_embed``, the
-  class / dist / register tokens, ``pos_embed``, ``pos_drop``, ``patch_drop`` and ``norm_pre``;
-  HF: the output of the embedding module, after ELECTRA's / ALBERT's embedding projection and
-  CLIP vision's ``pre_layrnorm``).
-- index ``i`` (1..L) is the output of block ``i`` (``block_modules(model)[i-1]``) as the block
-  returned it, i.e. ``H^(i)`` of eq. (1) of the tracing paper.
-- no entry carries the model's final norm, for any family (HF's own ``hidden_states[-1]``
-  does for GPT-2 and LLaMA; these features are read from the blocks themselves, so the
-  convention is the same for every family and after ``layersim.nets.surgery``). The readout
-  (``layersim.nets.readout.layer_logits``) applies ``final_norm`` to every entry, the last included.
-
-Tokens (the ``token`` argument; ``None`` = the adapter's default: ``"cls"`` for vision models
-and encoders, ``"last"`` for decoders and CLIP's text tower): ``"cls"`` = position 0 (DeiT
-distilled models also have a dist token at position 1: use ``token=1``); ``"last"`` = the
-last non-padding token per sample (from ``attention_mask``; works for right and left padding;
-without a mask, the last position); ``"mean"`` = mean over non-padding tokens (text) or over
-the patch tokens excluding the prefix (class/dist/register) tokens (vision, as timm's
-``global_pool='avg'``; all tokens if ``model.pool_include_prefix``); an ``int`` = that position
-of the (padded) sequence, negative counts from the end.
-
-HF decoders (GPT-2, LLaMA-style) given an ``attention_mask`` and no ``position_ids`` get
-``position_ids = cumsum(mask) - 1`` (what ``generate`` does), so left padding does not shift
-the absolute positions of GPT-2; encoders get HF's default positions (pad them on the right).
+Every array is ``[L+1, N, d]``: index 0 the embedding output, index ``i`` the output of block ``i``
+(``H^(i)``, tracing eq. 1), none with the final norm. ``token``: ``"cls"``, ``"last"`` (last non-padding),
+``"mean"`` (non-padding or non-prefix tokens), an ``int`` position, or None for the adapter's default
+(see docs/modules.md, ``layersim.nets.models``).
 """
 
 from __future__ import annotations
@@ -92,28 +69,15 @@ def n_layers(model: nn.Module) -> int:
 
 
 def final_norm(model: nn.Module) -> nn.Module:
-    """The norm the model applies between its last block and its classifier, else Identity.
-
-    timm: ``model.fc_norm`` when it is used (global_pool='avg', applied after pooling), else
-    ``model.norm`` (per token; with global_pool='avg' and ``fc_norm=False`` the model norms
-    before pooling, so a readout of "mean" features is then only approximate). GPT-2:
-    ``transformer.ln_f``. LLaMA-style: ``model.norm``. HF ViT / DeiT / DINOv2: ``layernorm``.
-    CLIP: ``post_layernorm`` / ``final_layer_norm``. BERT-like: Identity (post-LN blocks).
-    """
+    """The norm the model applies between its last block and its classifier (the adapter's), else
+    ``nn.Identity`` (BERT-like post-LN encoders)."""
     return adapters.get(model).final_norm(model)
 
 
 def classifier_head(model: nn.Module) -> nn.Module:
-    """The last-layer classifier ``g`` mapping one (final-normed) token feature ``[N, d]`` to
-    logits ``[N, K]`` (the ``W`` of the tracing paper's section 2, with its bias).
-
-    timm: ``model.head`` (DeiT distilled: the class-token head only). GPT-2 / LLaMA: ``lm_head``
-    (``*ForCausalLM``) or ``score`` (``*ForSequenceClassification``). BERT / ALBERT
-    ``*ForSequenceClassification``: pooler dense + tanh + ``classifier`` (so the readout of
-    ``token="cls"`` reproduces the model's logits); RoBERTa / ELECTRA: their classification
-    head; DistilBERT: ``pre_classifier`` + ReLU + ``classifier``; HF ViT: ``classifier``; HF DeiT:
-    ``cls_classifier``; CLIP: the projection. ValueError for a bare model or DINOv2.
-    """
+    """The last-layer classifier ``g`` mapping one final-normed token feature ``[N, d]`` to logits ``[N, K]``
+    (the ``W`` of the tracing paper's §2, with its bias), from the adapter. ``ValueError`` for a bare model or
+    DINOv2."""
     return adapters.get(model).head(model)
 
 
@@ -134,13 +98,8 @@ def evaluating(model: nn.Module):
 
 def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: int,
             include_prefix: bool) -> torch.Tensor:
-    """One feature vector per sample, ``[B, d]``, out of a layer's output (module docstring).
-
-    ``h [B, T, d]`` (tokens): the chosen token. ``h [B, d]`` (the MLPs): nothing to choose from.
-    ``h [B, C, H, W]`` (convolutional maps): ``"mean"`` averages over the ``H x W`` positions
-    (global average pooling), ``"all"`` flattens the map. ``"all"`` flattens any output (every
-    token of a sequence, concatenated).
-    """
+    """One feature vector per sample, ``[B, d]``, from a layer's output: the chosen token of ``[B, T, d]``;
+    ``[B, d]`` as is; ``[B, C, H, W]`` averaged over positions (``"mean"``) or flattened (``"all"``, any output)."""
     if token == "all":
         return h.flatten(1)
     if token == "tokens":
@@ -170,13 +129,8 @@ def _select(h: torch.Tensor, token: Token, mask: torch.Tensor | None, n_prefix: 
 
 
 def layer_ids(layers: Sequence[int] | None, L: int) -> list[int]:
-    """Layer indices in 0..L (negatives count from the end) for ``layers=None`` → all.
-
-    The one check of ``layers`` for :func:`collect`, :func:`collect_tokens`, :func:`stream`,
-    :func:`layer_outputs` and ``layersim.nets.readout``: ValueError for an empty selection, an index
-    that is not an integer, one out of range, or an entry named twice (also as ``i`` and
-    ``i - L - 1``).
-    """
+    """Layer indices in 0..L (negatives from the end; None: all), the one check of ``layers``: ``ValueError``
+    for an empty selection, a non-integer, an index out of range, or one named twice."""
     if layers is None:
         return list(range(L + 1))
     if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
@@ -211,13 +165,8 @@ def _labels_of(y: Any, n: int, k: int) -> torch.Tensor | None:
 
 
 def _split_batch(batch: Any, text: bool) -> tuple[Any, torch.Tensor | None]:
-    """(model inputs, labels or None) of one batch.
-
-    Text: dicts of tensors (``input_ids``, ...; ``labels`` / ``label`` keys are the labels). Vision:
-    image tensors or numpy arrays ``[B, C, H, W]``, ``(images, labels, ...)`` tuples (torchvision's
-    DataLoaders), or Hugging Face's dicts ``{"pixel_values": images, "labels": ...}`` (what an image
-    processor returns, a ``BatchFeature`` included).
-    """
+    """``(model inputs, labels or None)`` of one batch: text dicts (``labels``/``label`` keys), image tensors or
+    arrays, ``(images, labels, ...)`` tuples, or ``{"pixel_values": ..., "labels": ...}`` dicts."""
     if text:
         if not isinstance(batch, Mapping):
             raise TypeError("text models take batches that are dicts of tensors (input_ids, ...)")
@@ -290,11 +239,8 @@ def _to_device(x: Any, device: torch.device) -> Any:
 
 
 class _Store:
-    """Grows a float32 ``[n_keep, N, d]`` array along N, in memory or in a ``.npy`` memmap.
-
-    Preallocates ``capacity`` samples (``len(loader.dataset)`` when known, else 8 batches),
-    doubles when full (copying in chunks, so memory stays bounded), trims at the end.
-    """
+    """Grows a float32 ``[n_keep, N, d]`` array along N, in memory or a ``.npy`` memmap: preallocated
+    (``capacity``), doubled when full, trimmed at the end."""
 
     def __init__(self, n_keep: int, d: int, capacity: int, path: str | os.PathLike | None):
         self.path = None if path is None else Path(path)
@@ -365,12 +311,8 @@ def _progress(batches: Any, progress: bool):
 
 @dataclass
 class Features:
-    """Token features of every layer and the labels the batches carried.
-
-    ``hidden``: float32 ``[n_entries, N, d]`` (``n_entries = L + 1`` unless ``layers`` chose
-    fewer; a ``np.memmap`` when written to ``out``); ``labels``: ``[N]`` or None;
-    ``layers``: the layer index (0 = embedding output, i = output of block i) of each entry.
-    """
+    """Token features of every layer and the batches' labels: ``hidden`` float32 ``[n_entries, N, d]`` (a
+    memmap with ``out``), ``labels`` ``[N]`` or None, ``layers`` the layer index of each entry."""
 
     hidden: np.ndarray
     labels: np.ndarray | None
@@ -387,28 +329,11 @@ def collect(
     out: str | os.PathLike | None = None,
     precision: str = "fp32",
 ) -> Features:
-    """Every layer's representation ``h^(l)`` of one token, for every sample, plus labels.
+    """Every layer's representation ``h^(l)`` of one token for every sample, plus labels: a :class:`Features`.
 
-    One forward pass per batch, in eval mode under ``torch.no_grad`` (the model's training
-    flag is restored after; the model is moved to ``device``: ``"auto"`` = cuda if available
-    else cpu). ``batches``: a DataLoader or any iterable of batches: vision ``(images, labels)``
-    tuples or image tensors; HF dicts of tensors (``input_ids``, ``attention_mask``,
-    ``token_type_ids``, ``position_ids``, ``inputs_embeds`` are passed on; ``labels`` /
-    ``label`` are kept as labels when they are one per sample, other keys ignored; 1-D labels
-    of another length than the batch raise ValueError).
-    ``token``: ``"cls" | "last" | "mean" | int``, or None for the adapter's default (module
-    docstring). ``layers``: distinct indices into 0..L to keep (default all ``L + 1``; an empty,
-    out-of-range or repeated selection raises ValueError). Index 0 is the
-    embedding output, index i the output of block i; no entry carries the final norm.
-    ``model`` may be a ``layersim.nets.surgery`` model: it is read with its blocks spliced (a skipped
-    span of ``s`` blocks leaves ``L - s + 1`` entries, a replaced one ``L - s + 2``).
-
-    ``out``: a path for a ``.npy`` file; features are written into a memmap of the final
-    shape (preallocated from ``len(batches.dataset)`` when available, else grown by doubling
-    and trimmed at the end) so that memory stays bounded by one batch plus copy chunks;
-    reopen it with ``np.load(out, mmap_mode="r")``. ``precision``: the forward pass's, ``"fp32"`` or ``"bf16"``
-    (:func:`layersim.core.device.evaluation_autocast`); the features are float32 either way.
-    """
+    :func:`stream` over ``batches`` (a DataLoader or iterable of image batches or HF dicts), with its ``token``,
+    ``layers``, ``device`` and ``precision``; features are float32. ``out``: a ``.npy`` path for a memmap, memory
+    bounded by one batch. ``ValueError`` for mislabelled batches or a bad ``layers``."""
     if hasattr(model, "surgery_base"):  # a layersim.nets.surgery model: read it with its plan applied
         with model as inner:
             return collect(inner, batches, token, layers, device, progress, out, precision)
@@ -447,15 +372,8 @@ def collect_tokens(
     device: str | torch.device = "auto",
     progress: bool = True,
 ) -> dict[Token, np.ndarray]:
-    """:func:`collect` for several token choices at once: ``{token: float32 [n_entries, N, d]}``
-    from one forward pass per batch (e.g. ``tokens=("cls", "mean")`` for an encoder read both at
-    its CLS token and mean-pooled over its tokens, without running it twice).
-
-    Each layer's whole output is taken from the hooks (:func:`stream` with ``token="tokens"``) and
-    every choice is applied to it exactly as :func:`collect` applies one (same padding mask, same
-    prefix tokens), so ``collect_tokens(m, b, [t])[t]`` equals ``collect(m, b, t).hidden``. Labels
-    are not kept; the result is held in memory.
-    """
+    """:func:`collect` for several token choices from one forward pass per batch: ``{token: float32
+    [n_entries, N, d]}``, each equal to ``collect(m, b, token).hidden``; labels not kept, held in memory."""
     tokens = list(tokens)
     if not tokens or len(set(map(str, tokens))) != len(tokens):
         raise ValueError(f"tokens must be a non-empty list of distinct token choices, got {tokens!r}")
@@ -489,12 +407,8 @@ def hidden_states(
     out: str | os.PathLike | None = None,
     precision: str = "fp32",
 ) -> np.ndarray:
-    """Float32 ``[L+1, N, d]`` features of ``token`` at every layer (``collect`` without labels).
-
-    Index 0: embedding output (input of block 1); index i: output of block i; no entry carries
-    the final norm (module docstring).
-    With ``out`` a ``.npy`` path, the result is a memmap of that file (see ``collect``).
-    """
+    """Float32 ``[L+1, N, d]`` features of ``token`` at every layer (:func:`collect` without labels; a memmap
+    with ``out``)."""
     return collect(model, batches, token, layers, device, progress, out, precision).hidden
 
 
@@ -512,13 +426,9 @@ def _input_batches(data: Any, batch_size: int) -> Iterable[Any]:
 
 @dataclass
 class Batch:
-    """What :func:`stream` yields for one batch: ``entries`` (one tensor per kept layer, as the
-    token choice gives it: ``[B, d]``, or ``[B, T, d]`` for ``token="tokens"``), the batch's
-    per-sample ``labels`` (or None), its ``attention_mask`` (text models, or None) and ``output``,
-    what the run that was read returned (the adapter's ``run``: a Hugging Face model's base-model
-    output, whose ``last_hidden_state`` carries the final norm; timm's ``forward_features``), so
-    that a reader needing the model's own output does not run it again; ``inputs``: what the model was
-    given (a text model's dict with ``input_ids``; an image batch), on the device."""
+    """What :func:`stream` yields per batch: ``entries`` (one tensor per kept layer, ``[B, d]`` or ``[B, T, d]``
+    for ``token="tokens"``), ``labels``, ``attention_mask`` (or None), ``output`` (the adapter's run's output,
+    whose ``last_hidden_state`` carries the final norm) and the model's ``inputs``, on the device."""
 
     entries: list[torch.Tensor]
     labels: torch.Tensor | None
@@ -537,21 +447,10 @@ def stream(
     progress: bool = False,
     precision: str = "fp32",
 ) -> Iterator[Batch]:
-    """Every layer of ``model``, one :class:`Batch` at a time: the loop under :func:`collect`,
-    :func:`layer_outputs` and anything that consumes layers without keeping them all (e.g. the
-    streamed least squares of ``layersim.measures.redundancy``).
-
-    One forward pass per batch with hooks on the adapter's blocks (index 0 = the input of block
-    1, index ``i`` = the output of block ``i``, no final norm), in eval mode under
-    ``torch.no_grad`` (the training flag is restored when the stream ends or is closed), on
-    ``device`` (``"auto"``: cuda if available). ``data``: a DataLoader or any iterable of batches
-    (vision ``(images, labels)`` tuples or image tensors; HF dicts of tensors), an array or tensor
-    of inputs (cut into ``batch_size`` rows) or a ``Dataset``. ``layers``: indices into ``0..L``
-    (default all; negatives count from the end). ``token``: as in the module docstring, or
-    ``"tokens"`` for the whole sequence. A ``layersim.nets.surgery`` model is read with its span spliced.
-    ``precision``: ``"fp32"`` or ``"bf16"`` autocast (:func:`layersim.core.device.evaluation_autocast`); the
-    entries come out in float32 either way.
-    """
+    """Every layer of ``model``, one :class:`Batch` at a time, from one forward pass per batch with hooks on the
+    blocks (eval mode, no gradients, on ``device``). ``data``: a DataLoader, batches, an array or tensor
+    (``batch_size`` rows) or a ``Dataset``. ``layers``: indices into ``0..L`` (default all). ``token``: as in the
+    module docstring, or ``"tokens"``. ``precision``: ``"fp32"``/``"bf16"``; entries float32."""
     if hasattr(model, "surgery_base"):
         with model as inner:
             yield from stream(inner, data, layers, token, batch_size, device, progress, precision)
@@ -583,16 +482,9 @@ def layer_outputs(
     device: str | torch.device = "auto",
     progress: bool = False,
 ) -> list[np.ndarray]:
-    """Every layer's representation, float64 ``[N, d_l]`` per kept entry, for layers of any widths.
-
-    The same reading as :func:`collect` (:func:`stream`: one forward pass per batch, hooks on the
-    adapter's blocks, index 0 = the input of block 1, index ``i`` = the output of block ``i``, the
-    same ``token`` choices), kept in memory per layer instead of stacked into one float32 array:
-    for small networks whose layers differ in width (the alignment paper's MLPs of several
-    widths, CNN feature maps read with ``token="all"`` or ``"mean"``). ``data``: an array or
-    tensor of inputs (cut into ``batch_size`` rows), a ``Dataset`` of ``(input, label)``, or an
-    iterable of batches. ``layers``: indices into ``0..L`` (default all ``L + 1``).
-    """
+    """Every layer's representation as float64 ``[N, d_l]`` per kept entry, for layers of different widths (small
+    networks, CNN maps with ``token="all"``/``"mean"``): :func:`stream`, kept per layer. ``data``: an array or
+    tensor (``batch_size`` rows), a ``Dataset`` of ``(input, label)``, or batches; ``layers``: default all."""
     parts: list[list[np.ndarray]] | None = None
     for b in stream(model, data, layers, token, batch_size, device, progress):
         if parts is None:

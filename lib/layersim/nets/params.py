@@ -1,21 +1,11 @@
 """Parameter counts of single- vs multi-classifier multi-exit models (tracing paper, Table 1).
 
-A multi-exit model with *one classifier per layer* (BERxiT-style) adds ``L - 1`` classifiers
-to the ``L``-block model; the paper's proposal shares the model's own last-layer classifier
-across all exits and adds none. Counts here are closed forms of the real architectures,
-checked in the tests against ``sum(p.numel())`` of instantiated models:
-
-- :func:`vit_params`: timm ``VisionTransformer`` (DeiT-S / DeiT-B: class token, learned
-  position embedding, pre-LN blocks with qkv bias, final LayerNorm, linear head with bias);
-- :func:`gpt2_params`: HF ``GPT2LMHeadModel`` (GPT-2, and GPT-3's published sizes, whose
-  architecture is GPT-2's with alternating sparse attention that has no extra parameters);
-  the LM head is tied to the token embedding unless ``tie_word_embeddings=False``;
-- :func:`llama_params`: HF ``LlamaForCausalLM`` (RMSNorm, grouped-query attention, SwiGLU MLP,
-  no biases, untied LM head by default as in LLaMA-2).
-
-:data:`ARCHITECTURES` holds the published sizes; :func:`architecture_params` counts one of
-them (analytically; no weights are ever allocated) and :func:`build_on_meta` instantiates it on
-PyTorch's meta device (shapes only), for ``sum(p.numel())`` beside the closed form.
+One classifier per layer (BERxiT-style) adds ``L - 1`` classifiers; the paper's shared classifier adds none.
+Closed forms of the real architectures, checked in the tests against instantiated models:
+:func:`vit_params` (timm ``VisionTransformer``), :func:`gpt2_params` (HF ``GPT2LMHeadModel``, also GPT-3's
+sizes), :func:`llama_params` (HF ``LlamaForCausalLM``). :data:`ARCHITECTURES` holds the published sizes;
+:func:`architecture_params` counts one, :func:`build_on_meta` instantiates it on the meta device.
+(see docs/modules.md, ``layersim.nets.params``)
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""The tracing paper's layer-wise readout (a.k.a. logit lens): the last-layer classifier
-applied to every layer's token feature.
+"""The tracing paper's layer-wise readout (the logit lens): the last-layer classifier applied to every layer.
 
-``layer_logits`` computes ``W · norm(h^(l)) + b`` for every layer ``l`` (section 2 of the
-tracing paper), where ``norm`` is the model's final norm (``layersim.nets.models.final_norm``, from
-its adapter), recomputed on each layer's own features (never reusing another layer's
-statistics); no feature entry carries the final norm, so it is applied to every one, and the
-last layer's readout equals the model's own logits. The other functions are small pure numpy
-functions of the logits ``[L+1, N, K]``: layer-wise accuracy (eq. 2), predicted
-probabilities, saturation layers (section 2.2) and the eps-effective depth (Definition 1).
-
-Layer indices follow ``layersim.nets.models``: 0 = embedding output, i = output of block i.
+:func:`layer_logits` computes ``W · norm(h^(l)) + b`` for every layer ``l`` (§2), ``norm`` the model's final
+norm recomputed on each layer's own features, so the last layer's readout equals the model's logits. The
+rest are functions of the logits ``[L+1, N, K]``: layer-wise accuracy (eq. 2), saturation layers (§2.2),
+the eps-effective depth (Definition 1), and the lens on language models. Layer indices follow
+``layersim.nets.models``.
+(see docs/modules.md, ``layersim.nets.readout``)
 """
 
 from __future__ import annotations
@@ -58,18 +54,12 @@ def layer_logits(
     out: str | os.PathLike | None = None,
     head: nn.Module | None = None,
 ) -> np.ndarray:
-    """Float32 logits ``[n_entries, N, K]`` of the last-layer classifier on every layer.
+    """Float32 logits ``[n_entries, N, K]`` of the last-layer classifier on every entry of ``hidden``
+    ``[n_entries, N, d]`` (a memmap is read ``chunk`` samples at a time).
 
-    ``hidden``: ``[n_entries, N, d]`` token features from ``layersim.nets.models.hidden_states``
-    (a memmap is fine: it is read ``chunk`` samples at a time). ``layers``: the layer index of
-    each entry (default: all ``L + 1`` in order). With ``apply_final_norm``, the final norm is
-    applied to each chunk of each layer separately (so its statistics are always that
-    layer's). Runs under ``torch.no_grad`` in
-    eval mode on the device of the classifier's parameters. ``out``: an optional ``.npy`` path
-    to write the logits into (a memmap, for big vocabularies). ``head``: another classifier to
-    use instead of the model's own (e.g. a linear probe fitted for a new task,
-    ``layersim.measures.probe``); ``torch.nn.Identity()`` returns the normed features themselves.
-    """
+    ``layers``: each entry's layer index (default all). ``apply_final_norm``: per layer and chunk. ``out``: a
+    ``.npy`` path for a memmap. ``head``: another classifier (e.g. a probe); ``nn.Identity()`` returns the normed
+    features."""
     L = n_layers(model)
     ids = layer_ids(layers, L) if layers is not None else list(range(hidden.shape[0]))
     if len(ids) != hidden.shape[0]:
@@ -138,12 +128,8 @@ def layer_probs(logits: np.ndarray, labels: np.ndarray | None = None) -> LayerPr
 
 
 def saturation_layer(logits: np.ndarray) -> np.ndarray:
-    """Saturation layer of every sample (section 2.2, after Geva et al. 2022) → ``[N]`` ints.
-
-    The smallest layer index ``l`` (0 = embedding output) such that the top-1 prediction is
-    the same at layers ``l, l+1, ..., L`` (hence equal to the final one); ``L`` if it changes
-    at the last layer. ``logits`` ``[L+1, N, K]`` or predictions ``[L+1, N]``.
-    """
+    """Saturation layer of every sample (§2.2, after Geva et al. 2022), ``[N]`` ints: the smallest ``l`` such
+    that the top-1 prediction is the same at layers ``l..L``. ``logits [L+1, N, K]`` or predictions ``[L+1, N]``."""
     preds = predictions(logits) if np.ndim(logits) == 3 else np.asarray(logits)
     same = preds == preds[-1][None, :]
     run = np.cumprod(same[::-1], axis=0).sum(axis=0)  # trailing run of final predictions
@@ -181,15 +167,10 @@ class LayerEval(NamedTuple):
 
 def evaluate(model: nn.Module, images, device="auto", batch_size: int = 256, token=None,
              logits_fn=None, embedding: bool = True, progress: bool = False, precision: str = "fp32") -> LayerEval:
-    """Collect every layer's token on ``images`` (a Dataset of ``(image, label)``, or a pair of
-    tensors ``(x, y)``) and read out blocks 1..L: ``logits_fn(model, hidden)`` (default
-    :func:`layer_logits` without the embedding entry; e.g. ``objectives.multi_exit_logits`` for a
-    model with its own exit heads) and the layer-wise accuracy (the tracing paper's eq. 2).
-
-    ``embedding=False`` leaves the embedding entry out of ``hidden`` (``[L, N, d]``), for models
-    whose input is not a token of the blocks' width (the MLPs: index 0 is the flattened image).
-    ``precision``: the forward pass's (``"fp32"`` or ``"bf16"``, :func:`layersim.nets.models.collect`).
-    """
+    """Read out blocks 1..L of ``model`` on ``images`` (a Dataset of ``(image, label)`` or ``(x, y)``):
+    ``logits_fn(model, hidden)`` (default :func:`layer_logits`) and the layer-wise accuracy (eq. 2), as a
+    :class:`LayerEval`. ``embedding=False``: no embedding entry (the MLPs). ``precision`` as in
+    :func:`layersim.nets.models.collect`."""
     from torch.utils.data import DataLoader, TensorDataset
 
     if isinstance(images, (tuple, list)):
@@ -262,11 +243,9 @@ def _lens_head(model: nn.Module, apply_final_norm: bool = True,
 
 
 class TokenLens(NamedTuple):
-    """The logit lens on every scored token position: ``top`` ``[L+1, N]`` the top-1 token of each
-    layer's readout, ``confidence`` ``[N]`` the model's own probability of its top-1 token,
-    ``max_error`` the largest ``|lens_L - model logits| / max |model logits|`` seen (the lens on the
-    last layer must reproduce the model), and ``target`` ``[N]`` the text's next token at each position
-    (the one a correct prediction names; -1 at the last token of a text, which has none)."""
+    """The logit lens on every scored position: ``top [L+1, N]`` each layer's top-1 token, ``confidence [N]``
+    the model's top-1 probability, ``max_error`` the largest relative gap between the last layer's lens and the
+    model's logits, ``target [N]`` the next token (-1 at a text's end)."""
 
     top: np.ndarray
     confidence: np.ndarray
@@ -284,15 +263,9 @@ def next_tokens(input_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Ten
 
 
 def token_lens(model: nn.Module, batches, device="auto") -> TokenLens:
-    """The logit lens (final norm + unembedding on every layer, recomputed per layer) at every
-    non-padding position of ``batches`` (HF dicts with ``input_ids``, ``attention_mask``) of a
-    causal LM: the tracing paper's saturation analysis (§2.2, App. C.1) over a text set. Only the
-    top-1 token per layer is kept (a vocabulary of 50k times every layer and position would not
-    fit in memory); ``saturation_layer(result.top)`` gives each position's saturation layer.
-
-    One forward pass per batch: the layers are read by hooks on that run (``models.stream``), and the
-    model's own logits are its head on that run's last hidden state (a decoder's base model applies
-    its final norm there), exactly what the model's forward computes."""
+    """The logit lens at every non-padding position of ``batches`` (HF dicts) of a causal LM, from one forward
+    pass per batch: the tracing paper's saturation analysis (§2.2, App. C.1). Only each layer's top-1 token is
+    kept; ``saturation_layer(result.top)`` gives the saturation layers. Returns a :class:`TokenLens`."""
     norm, head, dev, _ = _lens_head(model)
     tops, conf, errs, targets = [], [], [], []
     for batch in stream(model, batches, token="tokens", device=device):
@@ -339,10 +312,8 @@ class GreedyLens(NamedTuple):
 
 
 def greedy_lens(model: nn.Module, tokenizer, prompt: str, steps: int, device="auto") -> GreedyLens:
-    """Decode ``steps`` tokens after ``prompt`` greedily and read every layer's next-token
-    distribution at each step through the logit lens (the tracing paper's Fig. 20: "Simply put,
-    the theory of relativity states" on LLaMA-3.2-3B). The next token is the model's own argmax,
-    so the tokens equal ``model.generate(do_sample=False)``'s."""
+    """Decode ``steps`` tokens after ``prompt`` greedily (the model's argmax, as ``generate(do_sample=False)``) and
+    read every layer's next-token distribution at each step through the logit lens (tracing Fig. 20)."""
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     norm, head, dev, _ = _lens_head(model)
@@ -378,10 +349,8 @@ class LayerNextToken(NamedTuple):
 
 
 def layer_next_token_scores(model: nn.Module, batches, device="auto") -> LayerNextToken:
-    """:func:`next_token_scores` at every layer of a causal LM (the tracing paper's Fig. 9 a, b):
-    the final norm and the LM head applied to each block's output at every position whose next
-    token is not padding (right-padded ``batches`` with ``input_ids``, ``attention_mask``). The
-    last entry equals :func:`next_token_scores` of the model itself."""
+    """:func:`next_token_scores` at every layer of a causal LM (tracing Fig. 9 a, b): final norm and LM head on
+    each block's output, right-padded ``batches``; the last entry equals the model's own."""
     norm, head, dev, _ = _lens_head(model)
     nll = correct = None
     count = 0

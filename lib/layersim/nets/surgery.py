@@ -1,38 +1,14 @@
 """Block surgery: run blocks 1..i, then a replacement (or nothing), then blocks j+1..L.
 
-The redundancy paper replaces a span of blocks by a linear map fitted in closed form (RBA) or
-skips it; the clusters paper truncates fine-tuned encoders and skips spans of layers. Every
-family with an adapter (``layersim.nets.adapters``) supports the three operations:
+For every family with an adapter (the redundancy paper's RBA and skips; the clusters paper's truncation):
 
-- :func:`skip` ``(model, first, last)``: blocks ``first..last`` (1-based, inclusive) removed,
-  i.e. replaced by the identity;
-- :func:`replace` ``(model, first, last, module)``: blocks ``first..last`` replaced by
-  ``module``, applied to the hidden states of every token (``[B, T, d] -> [B, T, d]``, e.g. the
-  RBA linear map ``nn.Linear(d, d)``); ``module`` is tried at once on a zero input ``[1, T, d]``
-  (``T = module.n_tokens`` where a module states it, else 1) and refused with a ValueError if it
-  fails or returns another width than the model needs;
-- :func:`truncate` ``(model, k)``: blocks ``k+1..L`` removed, so block ``k``'s output goes to the
-  final norm and the head (``truncate(model, L)`` is the model itself).
+- :func:`skip` ``(model, first, last)``: blocks ``first..last`` (1-based, inclusive) removed;
+- :func:`replace` ``(model, first, last, module)``: those blocks replaced by ``module`` on every token
+  (``[B, T, d] -> [B, T, d]``), checked at once (``ValueError`` for a failure or a wrong width);
+- :func:`truncate` ``(model, k)``: blocks ``k+1..L`` removed.
 
-Each returns a :class:`Surgery`, which is both
-
-- a **context manager**: ``with skip(model, 3, 5) as m:`` splices ``model``'s own block list in
-  place (no weights copied) and restores it on exit, even after an error; ``m`` is ``model``.
-  A copy made inside (``copy.deepcopy(m)``; also ``copy.copy`` and a pickle such as ``torch.save``,
-  which copy deeply there) is of the whole model, all blocks in place and no surgery state: it can
-  be kept, or spliced itself, after the block ends;
-- a **standalone module**: ``skip(model, 3, 5)(inputs)`` runs ``model`` with the span spliced
-  for that call only; it can be trained (gradients reach the replacement and the kept blocks)
-  and passed to ``layersim.nets.models.collect``.
-
-Hidden-state convention after surgery: the blocks of the spliced model are counted afresh, so
-``collect`` on a model with ``s`` blocks skipped returns ``L - s + 1`` entries (index 0 the
-embedding output, then the kept blocks in order); with a replacement, ``L - s + 2`` (the
-replacement's output is an entry of its own).
-
-ALBERT's single shared layer group is never deleted: the spliced model calls the same module
-at each kept step. Causal LMs run a spliced model without a KV cache (``use_cache=False``),
-since the cache is indexed by the original layer numbers.
+Each returns a :class:`Surgery`: a context manager splicing the model in place (restored on exit), or a
+module of its own. Blocks are counted afresh after surgery (see docs/modules.md, ``layersim.nets.surgery``).
 """
 
 from __future__ import annotations
@@ -90,11 +66,8 @@ def _check_span(first: Any, last: Any, n_blocks: int) -> tuple[int, int]:
 
 
 class Surgery(nn.Module):
-    """``model`` with blocks ``first..last`` (1-based, inclusive) replaced by ``replacement``
-    (None: removed). Made by :func:`skip`, :func:`replace` and :func:`truncate`; see the module
-    docstring for its two uses. ``first = L + 1, last = L`` (only from ``truncate(model, L)``)
-    is the model unchanged.
-    """
+    """``model`` with blocks ``first..last`` (1-based, inclusive) replaced by ``replacement`` (None: removed);
+    a context manager or a standalone module. Made by :func:`skip`, :func:`replace` and :func:`truncate`."""
 
     def __init__(self, model: nn.Module, first: int, last: int, replacement: nn.Module | None):
         super().__init__()
@@ -109,10 +82,9 @@ class Surgery(nn.Module):
             self._check_width()
 
     def _check_width(self) -> None:
-        """Run the replacement once on a zero input ``[1, T, d_in]`` (the width of entry ``first - 1``,
-        in the replacement's own dtype and device, else the model's; eval mode, no gradients, every
-        submodule's mode restored after) and raise one ValueError if it fails or its output's last
-        axis is not the width of entry ``last``. Nothing is checked where the adapter knows no widths."""
+        """Run the replacement once on a zero input ``[1, T, d_in]`` (width of entry ``first - 1``; eval mode, no
+        gradients, modes restored) and raise one ``ValueError`` if it fails or its output width is not entry
+        ``last``'s. Skipped where the adapter knows no widths."""
         widths = self.adapter.widths(self.surgery_base)
         if widths is None:
             return
@@ -160,9 +132,8 @@ class Surgery(nn.Module):
         self._unsplice()
 
     def _splice(self) -> None:
-        """Put the spliced block list in the model. Its restore function, a ``__deepcopy__`` and a
-        ``__reduce_ex__`` live in the model's own ``__dict__`` (``copy`` and ``pickle`` look there
-        first), so a copy or a pickle (``torch.save``) taken meanwhile is of the whole model."""
+        """Put the spliced block list in the model, with its restore function, ``__deepcopy__`` and
+        ``__reduce_ex__`` in the model's ``__dict__``, so a copy or pickle taken meanwhile is of the whole model."""
         model = self.surgery_base
         blocks = self.adapter.blocks(model)
         middle = [] if self.replacement is None else [self.replacement]

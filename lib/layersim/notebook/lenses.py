@@ -1,72 +1,11 @@
 """A registry of layer-wise measures ("lenses"): name -> measure, inputs, output kind, invariances.
 
-After the nacloos/similarity-repository (measures registered under ids, fetched by glob) and
-repsim (a table of metrics with invariance flags drives one generic invariance test): every
-measure of the four papers that reads a stack of layers is one :class:`Lens` row here, computed
-by the project's own function (``similarity``, ``readout``, ``collapse``, ``probe``,
-``alignment``); nothing is reimplemented. A report walks :func:`table`; ``tests/test_lenses.py``
-walks :func:`names` and checks every row's claims numerically.
-
-Usage::
-
-    data = LayerData(hidden=feats.hidden, labels=feats.labels, logits=logits)
-    apply("cka/matrix", data)          # [E, E]
-    names("cos/*")                     # ['cos/adjacent', 'cos/matrix', ...]
-    print(format_table())              # markdown, for a README or a report
-
-Inputs (:class:`LayerData`)
----------------------------
-``hidden`` ``[E, N, d]``: E entries of one token's features (index 0 = the embedding output,
-``i`` = the output of block ``i``, no final norm: the raw residual stream, as
-``layersim.nets.models.collect`` gives it); ``labels`` ``[N]`` integers ``0..K-1``; ``logits``
-``[E, N, K]`` (``readout.layer_logits``); ``layers`` the layer index of each entry (optional);
-``model`` a :class:`ModelRuns` (the model itself and batches to run it on) for the lenses that
-change the model and run it again (skipping or approximating blocks): the only lenses that cost
-more than the one pass that read ``hidden``. A lens names the inputs it ``needs``; :func:`apply` raises ``ValueError`` naming the lens and
-the missing input.
-
-Output kinds (``returns``)
---------------------------
-- ``per_layer``: ``[E]``, one value per entry.
-- ``per_pair``: ``[E, E]``, one value per pair of entries (symmetric matrices here).
-- ``per_step``: ``[E-1]``, entry ``i-1`` compares entries ``i-1`` and ``i`` (adjacent layers).
-- ``per_sample_step``: ``[E-1, N]``, the same per sample (the distributions of tracing Fig. 11).
-- ``per_sample_layer``: ``[E, N]``, one value per entry and sample.
-- ``per_sample``: ``[N]``, one value per sample.
-
-Invariances (``invariances``)
------------------------------
-A lens declares that its output is unchanged (up to float64 rounding) when its input is
-transformed as follows; ``O``, ``c``, ``t`` are drawn at random, ``h_l`` is entry ``l`` of
-``hidden`` (rows = samples):
-
-- ``invertible_linear``: ``h_l -> h_l A_l``, every entry by its own invertible ``d x d`` matrix
-  (declared by no lens here; it keeps the other flags honest: CKA must fail it).
-- ``isotropic_scale``: ``h_l -> c_l h_l``, every entry by its own ``c_l > 0``.
-- ``shared_scale``: ``h_l -> c h_l``, one ``c > 0`` for all entries.
-- ``orthogonal``: ``h_l -> h_l O_l``, every entry by its own orthogonal ``d x d`` matrix.
-- ``shared_orthogonal``: ``h_l -> h_l O``, one orthogonal matrix for all entries.
-- ``translation``: ``h_l -> h_l + t_l``, every entry shifted by its own constant vector.
-- ``shared_translation``: ``h_l -> h_l + t``, one vector for all entries.
-- ``sample_permutation``: one permutation of the samples applied to ``hidden``, ``labels`` and
-  ``logits`` alike; per-layer, per-pair and per-step outputs are unchanged, per-sample outputs
-  come back permuted the same way.
-- ``logit_scale``: ``z_l -> c_l z_l``, every entry's logits by its own ``c_l > 0``.
-- ``logit_shift``: ``z_ln -> z_ln + s_ln 1``, one constant added to all K logits of a sample,
-  its own for every entry and sample (the softmax does not change).
-
-A per-entry invariance implies its shared form (``isotropic_scale`` -> ``shared_scale``,
-``orthogonal`` -> ``shared_orthogonal``, ``translation`` -> ``shared_translation``), and
-``invertible_linear`` implies ``orthogonal`` and ``isotropic_scale``; a :class:`Lens` adds the
-implied ones itself (:data:`IMPLIED`). The transformations of ``hidden`` are declared only
-by lenses that read ``hidden``, ``logit_*`` only by lenses that read ``logits``: a lens that
-reads logits alone declares no invariance of the hidden states, because that depends on the
-readout head (the test recomputes the logits of transformed hidden states with a plain affine
-head, under which none holds). Invariances are declared for a lens's default keyword arguments
-(e.g. ``center=False`` takes translation invariance away from COS). A lens that reads only
-``model`` is untouched by all of them and declares none (its own tests check its values).
-
-Layer convention: as ``layersim.nets.models``; per-layer outputs follow the order of the entries.
+Every measure of the four papers that reads a stack of layers is one :class:`Lens`, computed by the project's own
+functions. A lens reads a :class:`LayerData` (``hidden [E, N, d]``, ``labels [N]``, ``logits [E, N, K]``,
+``model``), returns one of :data:`KINDS` and declares invariances from :data:`INVARIANCES`, which
+``tests/notebook/test_lenses.py`` checks numerically. ``apply("cka/matrix", data)`` gives ``[E, E]``;
+``names("cos/*")`` lists lenses; ``format_table()`` is the markdown table (see docs/modules.md,
+`layersim.notebook.lenses`, for the inputs, output kinds and invariances).
 """
 
 from __future__ import annotations
@@ -134,10 +73,9 @@ def _array(x: Any) -> np.ndarray:
 
 @dataclass
 class ModelRuns:
-    """What a lens that runs the model again reads: the ``model`` (any family with an adapter), the
-    batches RBA maps are fitted on (``fit``) and those the final representations are compared on
-    (``eval``), the token read (None: the adapter's default) and the device. The original model's
-    final representation is computed once and shared by every such lens (:meth:`reference`)."""
+    """What a lens that runs the model again reads: ``model``, the batches RBA maps are fitted on (``fit``) and
+    those the final representations are compared on (``eval``), the ``token`` (None: the adapter's default) and the
+    ``device``; :meth:`reference` is computed once."""
 
     model: Any
     fit: Any
@@ -155,12 +93,10 @@ class ModelRuns:
 
 @dataclass
 class LayerData:
-    """What a lens reads: ``hidden`` ``[E, N, d]``, ``labels`` ``[N]``, ``logits`` ``[E, N, K]``.
+    """What a lens reads: ``hidden`` ``[E, N, d]``, ``labels`` ``[N]``, ``logits`` ``[E, N, K]``, any of them None.
 
-    Any of them may be None (a lens says which it needs). ``layers``: the layer index of each
-    entry (``layersim.nets.models`` convention, 0 = embedding output); None = entries 0..E-1.
-    Validated on construction: ValueError for a wrong number of dimensions, disagreeing E or
-    N, non-integer or negative labels, or a label with no logit (``label >= K``).
+    ``layers``: the layer index of each entry (0 = embedding output; None = 0..E-1). ``ValueError`` for wrong
+    dimensions, disagreeing E or N, non-integer or negative labels, or a label with no logit.
     """
 
     hidden: Any = None
@@ -232,13 +168,12 @@ def expected_shape(kind: str, data: LayerData) -> tuple[int, ...]:
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Lens:
-    """One registered measure: ``fn(data: LayerData, **kwargs) -> np.ndarray``.
+    """One registered measure ``fn(data: LayerData, **kwargs) -> np.ndarray``.
 
-    ``paper``: the project's short name of the paper it reproduces (``tracing``, ``alignment``,
-    ``redundancy``, ``clusters``) or the original source; ``equation``: where it is defined
-    (equation numbers only where checked against the papers' text); ``needs``: a subset
-    of :data:`INPUTS`; ``returns``: one of :data:`KINDS`; ``invariances``: a subset of
-    :data:`INVARIANCES` (closed under :data:`IMPLIED` on construction); ``doc``: one line.
+    ``paper``: ``tracing``, ``alignment``, ``redundancy``, ``clusters`` or the original source; ``equation``: where
+    it is defined; ``needs``: a subset of :data:`INPUTS`; ``returns``: one of :data:`KINDS`; ``invariances``: a
+    subset of :data:`INVARIANCES` (closed under :data:`IMPLIED`); ``doc``: one line. ``ValueError`` for inconsistent
+    declarations.
     """
 
     name: str
@@ -301,11 +236,8 @@ def names(pattern: str = "*") -> list[str]:
 
 
 def apply(name: str, data: LayerData, **kwargs: Any) -> np.ndarray:
-    """Compute lens ``name`` on ``data`` (keyword arguments go to the lens).
-
-    ValueError if ``data`` lacks an input the lens needs; the result is checked against the
-    lens's output kind (:func:`expected_shape`).
-    """
+    """Compute lens ``name`` on ``data``, keyword arguments going to the lens; ``ValueError`` if ``data`` lacks an
+    input it needs. The shape is checked against its kind (:func:`expected_shape`)."""
     lens = get(name)
     missing = sorted(k for k in lens.needs if getattr(data, k) is None)
     if missing:
@@ -410,12 +342,9 @@ def block_redundancy(data: LayerData) -> np.ndarray:
 
 
 def rba_error(data: LayerData) -> np.ndarray:
-    """Held-out error of the closed-form linear map from every layer to the next (the redundancy
-    paper's Redundant Blocks Approximation, §3, on one token per sample), ``[E-1]``: the affine
-    least-squares map ``h_{i-1} -> h_i`` fitted on every other sample
-    (``layersim.measures.redundancy.fit_linear_map``) and scored on the rest as ``1 - R^2`` (residual sum of
-    squares over the centred sum of squares of ``h_i``): 0 = the block is a linear map on these
-    samples, 1 = no better than the mean."""
+    """Held-out ``1 - R^2`` of the affine least-squares map from every entry to the next (the redundancy paper's
+    RBA, §3, one token per sample), ``[E-1]``: fitted on every other sample, scored on the rest; 0 = the block is
+    linear here, 1 = no better than the mean."""
     h = data.hidden
     n = h.shape[1]
     if n < 4:
@@ -450,9 +379,8 @@ def _span_change(data: LayerData, mode: str) -> np.ndarray:
 
 
 def skip_change(data: LayerData) -> np.ndarray:
-    """Relative change of the final representation when the blocks between consecutive entries are
-    skipped (redundancy §4.3, Table 2's "skip"; measured as Figs. 3 and 7 by the MSE of the final
-    representations, over their variance: :func:`layersim.nets.linear_maps.span_changes`), ``[E-1]``."""
+    """Relative change of the final representation when the blocks between consecutive entries are skipped
+    (redundancy §4.3, Table 2's "skip"; MSE over variance as Figs. 3 and 7), ``[E-1]``."""
     return _span_change(data, "skip")
 
 
@@ -468,17 +396,15 @@ def logit_accuracy(data: LayerData) -> np.ndarray:
 
 
 def saturation(data: LayerData) -> np.ndarray:
-    """Saturation layer of every sample (tracing §2.2, after Geva et al. 2022), ``[N]``: the
-    smallest entry from which the top-1 prediction stays the final one; mapped to
-    ``data.layers`` (layer indices) when given, else entry indices."""
+    """Saturation layer of every sample (tracing §2.2, after Geva et al. 2022), ``[N]``: the smallest entry from
+    which the top-1 prediction stays the final one, as a layer index when ``data.layers`` is given."""
     idx = readout.saturation_layer(data.logits)
     return idx if data.layers is None else np.asarray(data.layers)[idx]
 
 
 def class_pairs(labels: np.ndarray, most: int = 45, seed: int = 0) -> list[tuple[int, int]]:
-    """The pairs of classes ``(a, b)``, ``a < b``, of ``labels`` that have at least two samples each:
-    all of them up to ``most`` (45 = every pair of ten classes), else ``most`` of them drawn without
-    replacement (seeded: the same pairs on every run). ValueError when there is none."""
+    """The class pairs ``(a, b)``, ``a < b``, with at least two samples each: all up to ``most`` (45 = every pair of
+    ten classes), else ``most`` drawn from ``seed``. ``ValueError`` when there is none."""
     classes, counts = np.unique(labels, return_counts=True)
     usable = classes[counts >= 2]
     pairs = [(int(a), int(b)) for i, a in enumerate(usable) for b in usable[i + 1:]]
@@ -493,15 +419,10 @@ def class_pairs(labels: np.ndarray, most: int = 45, seed: int = 0) -> list[tuple
 def alignment_area(data: LayerData, thresholds: Any = None, num: int = 62, most_pairs: int = 45) -> np.ndarray:
     """Normalised area under the alignment curve of every entry (alignment eq. 2).
 
-    Each entry in the paper's form (:func:`alignment.prepare`: a constant-1 column, unit rows),
-    eq. 2 at ``thresholds`` (default :func:`alignment.thresholds_for` ``(n, num)`` for ``n``
-    samples), area by :func:`alignment.alignment_area`. Labels as the paper's: a binary task with
-    ``y = 2t - 1``. Two classes: that task on all samples. K > 2 classes: the mean over pairs of
-    classes (:func:`class_pairs`, at most ``most_pairs``) of the area of the binary task on that
-    pair's samples, as the paper builds its target tasks from pairs of classes (§5). (One-vs-rest
-    vectors would not do: their mean, ``2/K - 1``, is carried by the constant column and by any
-    common component of the features, so every layer would score about ``(1 - 2/K)^2`` whatever
-    its class structure: 0.45 for six classes.)
+    Entries are prepared as the paper does (:func:`alignment.prepare`) and scored at ``thresholds`` (default
+    :func:`alignment.thresholds_for`) on the binary task ``y = 2t - 1``; with K > 2 classes, the mean over
+    :func:`class_pairs` (at most ``most_pairs``) of each pair's area, as §5 builds tasks (see docs/modules.md,
+    `layersim.notebook.lenses`).
     """
     labels = np.asarray(data.labels)
     classes = np.unique(labels)
@@ -523,9 +444,8 @@ def nc1(data: LayerData) -> np.ndarray:
 
 
 def block_diagonal(data: LayerData) -> np.ndarray:
-    """Two-cluster block-diagonal score of the linear CKA matrix at every contiguous split
-    (clusters §3, Figs. 1-2; :func:`layersim.measures.block_structure.split_scores`): entry ``s-1`` = mean
-    within-cluster minus mean between-cluster CKA for entries ``0..s-1`` vs ``s..E-1``."""
+    """Two-cluster block-diagonal score of the linear CKA matrix at every contiguous split (clusters §3, Figs. 1-2):
+    entry ``s-1`` = mean within-cluster minus mean between-cluster CKA for entries ``0..s-1`` vs ``s..E-1``."""
     return block_structure.split_scores(cka_matrix(data))
 
 
@@ -540,12 +460,9 @@ def default_split(labels: np.ndarray) -> np.ndarray:
 
 
 def probe_accuracy(data: LayerData, train: Any = None, C: float = 1.0) -> np.ndarray:
-    """Test accuracy of one L2 logistic-regression probe per entry (tracing App. B.4, Fig. 17).
-
-    ``train``: a boolean mask ``[N]`` of the samples to fit on, the rest are the test set
-    (default :func:`default_split`: every other sample of each class). Deterministic
-    (L-BFGS from zero, :func:`layersim.measures.probe.per_layer_probe_accuracy`).
-    """
+    """Test accuracy of one L2 logistic-regression probe per entry (tracing App. B.4, Fig. 17), deterministic.
+    ``train``: a boolean mask ``[N]`` of the samples fitted on, the rest the test set (default
+    :func:`default_split`)."""
     train = default_split(data.labels) if train is None else np.asarray(train, bool)
     if train.shape != (data.n_samples,) or train.all() or not train.any():
         raise ValueError(f"train must be a boolean mask [N={data.n_samples}] with samples on both sides")

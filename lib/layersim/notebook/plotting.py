@@ -1,10 +1,6 @@
-"""Plot helpers shared by the notebooks: layer curves, all-pairs heatmaps, per-layer boxes; and the
-alignment paper's figures: alignment curves against the threshold (eq. 2), label projections on the
-singular vectors, per-layer alignment curves and the architecture sweep's panels.
-
-Each helper draws on a given matplotlib ``Axes`` (or makes one) and returns it, so notebooks
-compose figures with ``plt.subplots`` and keep only the layout.
-"""
+"""Plot helpers of the notebooks: layer curves, all-pairs heatmaps, per-layer boxes, and the alignment paper's
+figures (alignment curves, eq. 2; label projections; the architecture sweep's panels). Each draws on a given
+``Axes`` (or makes one) and returns it."""
 
 from __future__ import annotations
 
@@ -43,9 +39,8 @@ def layer_curves(curves: dict[str, Sequence[float]], layers: Sequence[int] | Non
 
 
 def tick_positions(n: int, most: int = 16) -> list[int]:
-    """Which of ``n`` layer labels to write on an axis: all of them up to ``most``, else every k-th
-    (k the smallest step that leaves at most ``most``) and the last one (in place of the k-th
-    before it when that is within k/2), so that 31 labels of a 30-block model do not overlap."""
+    """Which of ``n`` layer labels to write: all up to ``most``, else every k-th (the smallest k leaving at most
+    ``most``) and the last, which replaces the k-th before it when within k/2."""
     if n <= most:
         return list(range(n))
     step = -(-n // most)
@@ -59,9 +54,8 @@ def layer_heatmap(matrix, layers: Sequence[int] | None = None, ax=None, title: s
                   vmin: float | None = None, vmax: float = 1.0, cmap: str = "viridis", annotate: bool | None = None,
                   columns: Sequence[int] | None = None, xlabel: str = "layer", ylabel: str = "layer", fmt: str = ".2f",
                   *, label: str):
-    """A layer-by-layer heatmap with a colour bar labelled ``label`` (what the colour measures: every caller names
-    it); the first layer at the top left. ``layers`` label the rows (and the columns, unless ``columns`` does: two
-    models compared, e.g. FT vs ORIG); NaN cells (no value, e.g. below a skip grid's diagonal) are left blank."""
+    """A layer-by-layer heatmap with a colour bar labelled ``label``, first layer top left; ``layers`` label the
+    rows (and columns unless ``columns`` does); NaN cells stay blank."""
     import matplotlib.pyplot as plt
 
     ax = _axes(ax, figsize=(4.5, 4))
@@ -108,9 +102,8 @@ def layer_boxes(per_layer: Sequence[np.ndarray], layers: Sequence[int] | None = 
 
 def saturation_panel(ax, entries: Sequence[tuple[np.ndarray, np.ndarray, str, str]], layers: Sequence[int],
                      title: str | None = None):
-    """The tracing paper's Figs. 3 and 6: bars of the fraction of samples saturating at each layer
-    and, on a twin axis, the COS to the last layer. ``entries``: ``(fraction per layer, COS per
-    layer, label, colour)``, drawn side by side. Returns the twin axis."""
+    """The tracing paper's Figs. 3 and 6: bars of the fraction of samples saturating at each layer, and the COS to
+    the last layer on a twin axis, which it returns. ``entries``: ``(fractions, COS, label, colour)``."""
     layers = np.asarray(layers)
     width = 0.8 / len(entries)
     ax2 = ax.twinx()
@@ -136,12 +129,8 @@ def saturation_panel(ax, entries: Sequence[tuple[np.ndarray, np.ndarray, str, st
 
 def alignment_curves(curves: dict, thresholds, ax=None, title: str | None = None, normalize: bool = False,
                      styles: dict | None = None, ylabel: str | None = None):
-    """Alignment against threshold, one line per named curve (eq. 2; the alignment paper's Figures 3-7, 9,
-    10, 13).
-
-    ``normalize``: divide each curve by its value at ``tau = 0`` (the fraction of ``||y||^2``).
-    ``styles``: optional ``{name: dict(color=..., ls=...)}``.
-    """
+    """Alignment against threshold, one line per named curve (eq. 2; the alignment paper's Figures 3-7, 9, 10, 13).
+    ``normalize``: divide by the value at ``tau = 0``; ``styles``: ``{name: dict(color=..., ls=...)}``."""
     ax = _axes(ax)
     t = np.asarray(thresholds, dtype=float)
     for name, c in curves.items():
@@ -178,12 +167,8 @@ def label_projection_bars(sigma, proj2, ax, show: int = 50, title: str | None = 
 
 def layer_alignment_curves(ax, thresholds, mean, se=None, labels: Sequence[str] | None = None, ls: str = "-",
                            colors: Sequence | None = None, normalize: bool = True):
-    """The alignment paper's Figure 7: one alignment curve per layer (``mean`` ``[L, T]``), a shaded band
-    of one standard error.
-
-    ``normalize``: divide each curve (and its band) by its value at the first threshold (``tau = 0``:
-    ``||y||^2``). ``colors`` default to a light-to-dark ramp (darker = closer to the output).
-    """
+    """The alignment paper's Figure 7: one alignment curve per layer (``mean`` ``[L, T]``) with a band of one
+    standard error. ``normalize``: divide by the value at ``tau = 0``; ``colors`` default to a light-to-dark ramp."""
     import matplotlib.pyplot as plt
 
     mean = np.atleast_2d(np.asarray(mean, float))
@@ -203,12 +188,9 @@ def layer_alignment_curves(ax, thresholds, mean, se=None, labels: Sequence[str] 
 
 
 def alignment_family(ax, thresholds, input_curves, settings: dict, title: str | None = None):
-    """One panel of the alignment paper's Figures 6, 17, 18: the input features (orange, mean of the runs),
-    and for every setting its last hidden layer at initialisation (dashed) and after training (solid,
-    shaded with the standard error over runs).
-
-    ``input_curves`` [runs, T]; ``settings`` ``{label: (init [runs, T], trained [runs, T])}``.
-    """
+    """One panel of the alignment paper's Figures 6, 17, 18: the input features (mean of ``input_curves [runs, T]``)
+    and, per ``settings`` entry ``{label: (init, trained)}``, the last hidden layer at initialisation (dashed) and
+    trained (solid, with a standard-error band)."""
     import matplotlib.pyplot as plt
 
     t = np.asarray(thresholds, dtype=np.float64)
@@ -249,10 +231,9 @@ def task_alignment_bands(ax, runs: Sequence[dict], names: Sequence[str], thresho
 
 
 def linear_learning_curves(axes, runs: Sequence[dict], names: Sequence[str], colors: dict | None = None):
-    """The alignment paper's Figures 13c, d and 20b, c: training (dashed) and test (solid) loss of the
-    gradient-descent linear models, mean over the tasks, against the step (log scale; step 0 drawn at 0.5):
-    one panel per loss (``axes``: the squared-loss and the logistic-loss axes). ``runs``:
-    ``layersim.papers.alignment.pretrain.evaluate_task`` results."""
+    """The alignment paper's Figures 13c, d and 20b, c: training (dashed) and test (solid) loss of the linear
+    models, mean over tasks, against the step (log scale), one of ``axes`` per loss; ``runs``: ``evaluate_task``
+    results."""
     for ax, loss, letter in zip(axes, ("squared", "logistic"), "cd"):
         for name in names:
             steps = runs[0]["gd"][name][loss]["steps"]
@@ -271,11 +252,9 @@ def linear_learning_curves(axes, runs: Sequence[dict], names: Sequence[str], col
 
 
 def pca_comparison(reference, others: dict, labels=None, title: str | None = None, max_points: int = 2000):
-    """Scatter plots of representations ``[N, d]`` on the top two principal axes of ``reference``
-    (centred with its mean): the reference first, then each of ``others`` (name -> ``[N, d]`` of the
-    same samples) projected on the *same* axes, so differences are the representations' own (the
-    redundancy paper's Figs. 4, 5, 8-10). ``labels``: colours per sample (None: one colour).
-    Returns the figure."""
+    """Scatter plots on the top two principal axes of ``reference`` ``[N, d]``: the reference, then each of
+    ``others`` (name -> ``[N, d]``) on the same axes (the redundancy paper's Figs. 4, 5, 8-10). ``labels``: colours
+    per sample. Returns the figure."""
     import matplotlib.pyplot as plt
 
     R = np.asarray(reference, dtype=np.float64)
@@ -304,9 +283,8 @@ def pca_comparison(reference, others: dict, labels=None, title: str | None = Non
 
 def token_table(words, probs, ax=None, columns: Sequence[str] | None = None, title: str | None = None,
                 cmap: str = "RdBu", fontsize: float = 5.5):
-    """The tracing paper's Fig. 20: one row per layer (layer 0 at the bottom, the last at the top),
-    one column per decoding step; each cell shows that layer's top-1 token (``words`` ``[L+1, S]``)
-    and is coloured by its probability (``probs`` ``[L+1, S]``: red 0, blue 1)."""
+    """The tracing paper's Fig. 20: one row per layer (layer 0 at the bottom), one column per decoding step, each
+    cell the top-1 token of ``words [L+1, S]`` coloured by ``probs [L+1, S]``."""
     import matplotlib.pyplot as plt
 
     W, P = np.asarray(words, dtype=object), np.asarray(probs, dtype=float)

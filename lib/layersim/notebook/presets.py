@@ -1,18 +1,9 @@
-"""Per-scale settings of the models that several notebooks share.
+"""Per-scale settings of the models that several notebooks share, so that they share cache keys and checkpoints.
 
-The tracing notebooks (t01 cosine vs CKA, t02 saturation events, t04 early exit, ...) and the
-redundancy notebooks all read the same standard-trained ViT, so its settings live here once:
-a notebook that asks for ``TRACING_VIT[scale]`` gets the same cache key, hence the same
-checkpoint, as every other notebook at that scale.
-
-- ``smoke``: seconds on a CPU; exercises every code path, proves nothing.
-- ``default``: a 12-block DeiT-style ViT of width 128 on 28x28 Fashion-MNIST (patches of 7x7),
-  trained here on two CPU cores in a few minutes.
-- ``paper``: DeiT-S (12 blocks, width 384, 6 heads) trained from scratch on CIFAR-10 with the
-  appendix-B recipe (batch 256, 200 epochs, MultiStepLR at epochs 100 and 150, random crop,
-  flip and 15-degree rotation). The appendix states "AdamW with an initial learning rate of
-  0.1", an SGD-sized rate with which AdamW diverges on a ViT; we use DeiT's own AdamW rate
-  5e-4 x batch/512 and weight decay 0.05 instead. Needs a GPU (hours).
+:data:`TRACING_VIT` is the standard-trained ViT of the tracing and redundancy notebooks: ``smoke`` (seconds,
+exercises the code), ``default`` (a 12-block DeiT-style ViT of width 128 on 28x28 Fashion-MNIST, on two CPU cores)
+and ``paper`` (DeiT-S on CIFAR-10 with appendix B's recipe and DeiT's AdamW rate; GPU) (see docs/modules.md,
+`layersim.notebook.presets`).
 """
 
 from __future__ import annotations
@@ -55,9 +46,8 @@ def patch_size_for(dataset: str) -> int:
 
 
 def check_vit_shape(settings: dict) -> None:
-    """The ViT settings fit together and fit the data set: ``patch_size`` divides the data set's image side,
-    ``embed_dim`` is a multiple of ``num_heads`` and the counts fit its splits (:func:`check_split_counts`);
-    else one ``ValueError`` naming the parameter."""
+    """One ``ValueError`` naming the parameter unless ``patch_size`` divides the image side, ``embed_dim`` is a
+    multiple of ``num_heads`` and the counts fit the splits (:func:`check_split_counts`)."""
     side = dataset_info(settings["dataset"])["image_size"]
     patch = settings["patch_size"]
     if side % patch:
@@ -72,9 +62,8 @@ def check_vit_shape(settings: dict) -> None:
 
 
 def check_split_counts(settings: dict) -> None:
-    """``n_train`` (0: the whole split) and ``n_eval`` fit the training and test splits of ``settings["dataset"]``,
-    checked before anything loads (``layersim.inputs.data.split_size``); else one ``ValueError`` naming the parameter,
-    so that a run never records a count larger than the one it used."""
+    """One ``ValueError`` naming the parameter unless ``n_train`` (0: all) and ``n_eval`` fit the training and test
+    splits of ``settings["dataset"]``, checked before anything loads."""
     for name, split in (("n_train", "train"), ("n_eval", "test")):
         n, size = settings.get(name), split_size(settings["dataset"], split)
         if n and size is not None and n > size:  # n = 0 / None: the whole split
@@ -221,13 +210,10 @@ def shallow_depths(L: int) -> list[int]:
 
 
 def aligned_training_models(scale: str, budget: Mapping[str, int] | None = None) -> dict[str, dict]:
-    """Every model of the aligned-training notebook (t03), name -> its settings (:func:`tracing_vit`): the full
-    budget's standard and aligned model, the ablation budget's standard, aligned, multi-exit, CE-reg and
-    uniform-weight aligned models and its standard models of :func:`shallow_depths` blocks.
-
-    ``budget``: the ablation models' training images and epochs (:data:`BUDGET_KEYS`; default
-    ``TRACING_ABLATION_BUDGET[scale]``); ``{}`` trains them at the full budget, where the ablation budget's
-    standard and aligned models are the full budget's (the same settings, the same cached checkpoints)."""
+    """Every model of the aligned-training notebook (t03), name -> settings (:func:`tracing_vit`): the full budget's
+    standard and aligned models, and the ablation budget's standard, aligned, multi-exit, CE-reg, uniform-weight and
+    :func:`shallow_depths` models. ``budget``: the ablation images and epochs (:data:`BUDGET_KEYS`); ``{}`` means
+    the full budget, its models shared."""
     if scale not in TRACING_VIT:
         raise ValueError(f"unknown scale {scale!r}; use one of {sorted(TRACING_VIT)}")
     budget = dict(TRACING_ABLATION_BUDGET[scale] if budget is None else budget)

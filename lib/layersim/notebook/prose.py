@@ -1,28 +1,12 @@
 """Numbers in a notebook's prose, filled from its run: text that cannot drift from the outputs.
 
-A Markdown cell whose text quotes the run keeps a **template** in its metadata (``metadata["layersim"]["template"]``)
-and shows the template rendered from the run's ``metrics.json``. A *field* ``{{ path | filter : format }}`` in the
-template names one value of ``metrics.json`` and how it is printed:
-
-- ``path``: keys separated by dots, a key holding dots, slashes or spaces in double quotes, a list entry by its index
-  (``claims.br_tracks_final_mse.value``, ``claims.fit.per_pair."ViT | digits"``, ``seed_run_seconds.1``);
-- ``filter`` (none or several, applied left to right): :data:`FILTERS` -- ``min``, ``max``, ``median``, ``mean``,
-  ``range`` (a list's smallest and largest value, printed ``a–b``, or one value where they agree at the printed
-  rounding), ``count``, ``sum``, ``abs``, ``percent`` (times 100), ``duration`` (seconds as ``"12 s"`` or
-  ``"4.5 min"``), ``values`` (a dict's values), ``argmax1`` (the 1-based position of a list's largest entry: a
-  block number), ``verdict`` (a claim's ``holds`` as "holds" or "does not hold"), ``cache`` (the run's record of
-  checkpoints, ``from_cache``, as "training its 4 checkpoints" or "with its 4 checkpoints cached": :func:`cache_state`);
-- filters with one argument: ``each(key)`` (the ``key`` entry of every dict in a dict or list), ``key(k)``,
-  ``div(x)`` (divided by the number ``x``: millions as billions, ``div(1000)``);
-- ``run_seconds``: the run's own time (papermill's ``duration`` in the executed notebook's metadata);
-- ``format``: a Python format spec (``.2f``, ``.0f``, ``.1e``); a list is printed item by item, joined by ``", "``.
-
-The runner renders every template after it runs a notebook (:func:`render_file`, with the metrics the run wrote), so a
-re-run rewrites the numbers with the interpretation around them untouched, and ``python -m layersim.tools.prose
-render`` re-renders committed notebooks from their committed ``metrics.json`` (no retraining). Numbers the prose
-still holds outside any field are found by :func:`loose_numbers` (formulas, code, citations, dates and names
-left out); ``tests/test_prose.py`` fails on a committed notebook whose rendered text differs from its cells, or whose
-loose numbers are not listed, with their reasons, in ``notebooks/prose_exceptions.json``.
+A Markdown cell keeps a template in ``metadata["layersim"]["template"]`` and shows it rendered from the run's
+``metrics.json``. A field is ``{{ path | filter : format }}``: ``path`` is dotted keys (a key holding dots, slashes
+or spaces in double quotes, a list entry by index) or ``run_seconds``; filters, applied left to right, are
+:data:`FILTERS` (``min``, ``max``, ``median``, ``mean``, ``range``, ``count``, ``sum``, ``abs``, ``percent``,
+``duration``, ``values``, ``argmax1``, ``verdict``, ``cache``) or ``each(key)``, ``key(k)``, ``div(x)``; ``format``
+is a Python format spec, a list printed item by item. :func:`render_file` renders after every run;
+:func:`loose_numbers` finds numbers outside fields (see docs/modules.md, `layersim.notebook.prose`).
 """
 
 from __future__ import annotations
@@ -68,10 +52,9 @@ def _argmax1(v: Any) -> int:
 
 
 def cache_state(uses: Any) -> str:
-    """What a run's record of checkpoints (``{"loaded": [...], "trained": [...]}``:
-    :func:`layersim.train.checkpoints.uses`, kept as ``from_cache`` in ``metrics.json``) says of the cache, as prose:
-    "training its 4 checkpoints", "with its 4 checkpoints cached", "with 2 of its 4 checkpoints cached, training the
-    others", "with no checkpoint"."""
+    """A run's record of checkpoints (:func:`layersim.train.checkpoints.uses`) as prose: "training its 4
+    checkpoints", "with its 4 checkpoints cached", "with 2 of its 4 checkpoints cached, training the others", "with
+    no checkpoint"."""
     if not isinstance(uses, Mapping) or not {"loaded", "trained"} <= set(uses):
         raise ValueError(f"needs a record of checkpoints {{'loaded': [...], 'trained': [...]}}, got {uses!r}")
     loaded, trained = len(uses["loaded"]), len(uses["trained"])
@@ -174,10 +157,9 @@ def lookup(data: Any, keys: list[str]) -> Any:
 
 
 def format_value(value: Any, spec: str = "") -> str:
-    """``value`` printed with the format ``spec``: a :data:`FILTERS` ``range`` as ``low–high`` (one value when both
-    print the same), a list item by item joined by ``", "``, a bool as ``yes``/``no``, a whole float without a format
-    as an integer (``1.0`` as ``1``); a number that is not finite
-    raises ``ValueError`` (prose does not quote a failed measurement)."""
+    """``value`` printed with format ``spec``: a ``range`` as ``low–high`` (one value when both print the same), a
+    list joined by ``", "``, a bool as ``yes``/``no``, a whole float without spec as an integer; ``ValueError`` when
+    not finite."""
     if isinstance(value, _Range):
         low, high = (format_value(v, spec) for v in value)
         return low if low == high else f"{low}–{high}"
@@ -227,10 +209,9 @@ NOT_THIS_RUN = ("*A passage of the notebook's text is left out here: it reads va
 
 
 def render_notebook(nb: Mapping, data: Mapping, strict: bool = True) -> dict:
-    """A copy of notebook ``nb`` whose Markdown cells with a template show it rendered from ``data``. A template that
-    does not render raises ``ValueError`` naming the cell (counted from 1) when ``strict`` (the committed run); else
-    (a run at another scale, with other models or settings) the cell shows :data:`NOT_THIS_RUN` in place of its text,
-    its template kept."""
+    """A copy of ``nb`` with every template rendered from ``data``. A template that does not render raises
+    ``ValueError`` naming the cell (from 1) when ``strict``; otherwise the cell shows :data:`NOT_THIS_RUN`, its
+    template kept."""
     out = copy.deepcopy(dict(nb))
     seconds = (out.get("metadata", {}).get("papermill") or {}).get("duration")
     if seconds is not None:  # the run's own time, as papermill measured it
@@ -252,17 +233,16 @@ def render_notebook(nb: Mapping, data: Mapping, strict: bool = True) -> dict:
 
 
 def stale_cells(nb: Mapping, data: Mapping, strict: bool = True) -> list[tuple[int, str, str]]:
-    """``(cell number, shown, rendered)`` of every Markdown cell whose text differs from its template rendered
-    from ``data`` (empty: the prose says what the run measured; ``strict``: :func:`render_notebook`)."""
+    """``(cell number, shown, rendered)`` of every Markdown cell whose text differs from its template rendered from
+    ``data``."""
     fresh = render_notebook(nb, data, strict)
     return [(i, _source(old), _source(new)) for i, (old, new) in enumerate(zip(nb["cells"], fresh["cells"]), start=1)
             if template_of(old) is not None and _source(old) != _source(new)]
 
 
 def render_file(notebook: Path, metrics: Path, strict: bool = True) -> bool:
-    """Render the templates of the notebook file ``notebook`` from the run's ``metrics`` file in place (whole or
-    not at all; ``strict``: :func:`render_notebook`); False, and nothing written, when the notebook has no template or
-    the run wrote no metrics."""
+    """Render the notebook file's templates from the run's ``metrics`` file in place, whole or not at all; False,
+    with nothing written, when there is no template or no metrics."""
     from layersim.core import writers
 
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
@@ -297,9 +277,8 @@ _NUMBER = re.compile(r"(?<![\w./\\-])[−-]?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+�
 
 
 def loose_numbers(text: str) -> list[str]:
-    """The numbers of Markdown ``text`` that no field fills: everything that looks like a number once formulas, code,
-    link targets, HTML, fields, dates, citations of the papers (sections, figures, tables, equations, theorems,
-    author-year) and names holding digits are left out, in order."""
+    """The numbers of Markdown ``text`` that no field fills, in order, leaving out formulas, code, links, HTML,
+    fields, dates, citations of the papers and names holding digits."""
     return [m.group(0) for m in _NUMBER.finditer(_blanked(text))]
 
 
@@ -311,9 +290,8 @@ def _blanked(text: str) -> str:
 
 
 def prose_numbers(nb: Mapping) -> list[tuple[int, str, str]]:
-    """``(cell number, number, context)`` of every loose number (:func:`loose_numbers`) in the Markdown cells of
-    ``nb``: in a cell with a template, the template's; else the cell's text. ``context``: up to 30 characters either
-    side, one line."""
+    """``(cell number, number, context)`` of every :func:`loose_numbers` number in ``nb``'s Markdown cells (a
+    template's text where there is one); ``context``: up to 30 characters either side."""
     out = []
     for i, cell in enumerate(nb.get("cells", []), start=1):
         if cell.get("cell_type") != "markdown":

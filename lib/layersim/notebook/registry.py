@@ -1,30 +1,13 @@
 """The claims registry: every claim the notebooks test, fixed as data before it is judged.
 
-One file per paper, ``lib/layersim/papers/<paper>/claims.json``, holds the paper's text file (name and
-SHA-256) and one entry per claim:
-
-- ``id`` (``<stem>/<claim>``), ``notebook`` (``<paper>/<stem>``) and ``claim`` (the key in ``metrics.json``);
-- ``quote``: the paper's sentence the claim tests, **verbatim** -- ``text``, ``where`` (section, figure or
-  table), ``offset`` (its place in the paper's text after :func:`normalise`) and, for a claim that rests on a
-  figure or a table the extracted text lacks, ``reading``: what the project reads off the figure (the quote is
-  then its caption, marked ``"caption": true``);
-- ``measured``: what is measured, in words; ``op`` and ``threshold`` (as they are now, every revision applied:
-  :func:`rules` gives them to the run that judges the claim, :func:`judge`); ``threshold_reason``: why that threshold
-  (the paper's own numbers where it gives them; for the claims registered before the registry, the reason as it
-  was -- "a round number fixed before the run" included);
-- ``registered``: the date the claim was first defined, ``origin``: one of :data:`ORIGINS`, and ``revisions``:
-  every later change of its definition (date, commit, old -> new, why, whether a result of it had been seen);
-- ``audit``: whether the test means what the sentence means (:data:`AUDITS`), with a note where it does not;
-- ``definition``: what the claim was registered with -- ``op``, ``threshold``, ``source`` (where the code that
-  measures and judges it lives: the notebook's code cell that builds it, or the function of a paper module) and
-  ``source_sha256`` (:func:`claim_source`) -- and the date it was recorded. A later change of any of these is a
-  revision that carries the new values in ``new`` (:func:`current_definition`; its ``commit`` is empty when it is
-  the commit that records the revision); ``tests/test_registry.py`` fails on a change
-  that no revision records, and on a registered definition or revision edited in place (against git history).
-
-:func:`check_quote` matches a quote exactly against the paper's text after one normalisation
-(:func:`normalise`); the texts are read from ``$LAYERSIM_PAPERS`` (default ``../shared/papers`` beside the
-repository), and a check without them says it skipped.
+``lib/layersim/papers/<paper>/claims.json`` holds the paper's text file (``file``, ``sha256``) and one entry per
+claim: ``id`` (``<stem>/<claim>``), ``notebook`` (``<paper>/<stem>``), ``claim`` (its ``metrics.json`` key);
+``quote`` (verbatim ``text``, ``where``, ``offset`` after :func:`normalise`, for a figure a ``reading`` with
+``"caption": true``); ``measured``; ``op``, ``threshold``, ``threshold_reason``; ``registered``, ``origin``
+(:data:`ORIGINS`), ``revisions`` (date, commit, old -> new, why, ``results_seen``, ``new``); ``audit``
+(:data:`AUDITS`, note); ``definition`` (``op``, ``threshold``, ``source``, ``source_sha256``, date). A change no
+revision records fails ``tests/notebook/test_registry.py``. Paper texts come from ``$LAYERSIM_PAPERS`` (see
+docs/modules.md, `layersim.notebook.registry`).
 """
 
 from __future__ import annotations
@@ -55,10 +38,8 @@ _HYPHEN = re.compile(r"(?<=\w)-\n[ \t]*(?=\w)")  # a word hyphenated across a li
 
 
 def normalise(text: str) -> str:
-    """The one normalisation under which a quote must match the paper's text exactly (and its ``offset`` counts):
-    Unicode NFKC (ligatures such as ``ﬁ`` become ``fi``), the review copy's margin line numbers (lines holding
-    only a number) dropped, a word hyphenated across a line break joined, and every run of whitespace made one
-    space (leading and trailing whitespace removed). Markup (LaTeX, Markdown) is kept as the text has it."""
+    """The one normalisation under which a quote must match the paper's text (and ``offset`` counts): NFKC, margin
+    line numbers dropped, words hyphenated across a line break joined, whitespace runs made one space; markup kept."""
     text = unicodedata.normalize("NFKC", text).replace("\r\n", "\n")
     text = _MARGIN.sub("", text)
     text = _HYPHEN.sub("", text)
@@ -125,8 +106,7 @@ def load_all() -> dict[str, dict]:
 
 def rules(notebook: str) -> dict[str, tuple[str, float]]:
     """``{claim: (op, threshold)}`` of every claim registered for ``notebook`` (``"<paper>/<stem>"``), each its
-    :func:`current_definition` (the registered one with every revision applied); empty for a notebook of no
-    paper's registry."""
+    :func:`current_definition`; empty for a notebook of no registry."""
     paper = notebook.partition("/")[0]
     if paper not in PAPERS or not registry_path(paper).is_file():
         return {}
@@ -139,13 +119,13 @@ def rules(notebook: str) -> dict[str, tuple[str, float]]:
 
 
 def judge(notebook: str, claims: dict[str, dict]) -> dict[str, dict]:
-    """``claims`` of a run of ``notebook`` with every measurement (:func:`layersim.notebook.results.measure`)
-    judged against the op and threshold registered for it (:func:`rules`).
+    """``claims`` of a run of ``notebook`` with every measurement judged against its registered op and threshold
+    (:func:`rules`).
 
-    A ``ValueError`` names a measurement that no registry entry defines (register it first: quote, op, threshold
-    and its reason), and, in a notebook that has registered claims, a claim judged by the notebook itself (one
-    with its own ``holds``): its threshold belongs in the registry. A notebook outside the registry (one of a
-    user's own) may judge its claims itself with :func:`layersim.notebook.results.claim`."""
+    ``ValueError`` for an unregistered measurement, and, in a notebook with registered claims, for a claim carrying
+    its own ``holds``. A notebook outside the registry may judge claims itself
+    (:func:`layersim.notebook.results.claim`).
+    """
     registered = rules(notebook)
     out = {}
     for name, c in claims.items():
@@ -166,8 +146,8 @@ def judge(notebook: str, claims: dict[str, dict]) -> dict[str, dict]:
 
 
 def paper_text(registry: Registry, folder: Path | None = None) -> str | None:
-    """The normalised text of ``registry``'s paper (:func:`normalise`), or None when the file is not there. A file
-    whose SHA-256 differs from the registered one raises ``ValueError``: quotes and offsets hold for that text."""
+    """The normalised text of ``registry``'s paper, or None when the file is missing; ``ValueError`` when its
+    SHA-256 differs from the registered one."""
     path = Path(folder or papers_folder()) / registry.file
     if not path.is_file():
         return None
@@ -228,9 +208,8 @@ def _builds(node: ast.AST, claim: str) -> bool:
 
 
 def claim_source(claim: dict, root: Path | None = None) -> tuple[str, str]:
-    """Where the code that measures and judges ``claim`` lives and that code: the one code cell of its notebook that
-    names it (``notebooks/<paper>/<stem>.ipynb, code cell N``), else the top-level function of its paper's modules
-    (``lib/layersim/papers/<paper>/*.py``) that builds it. ``ValueError`` when neither or several do."""
+    """``(where, code)`` of what measures ``claim``: the one code cell of its notebook naming it, else the one
+    top-level function of ``lib/layersim/papers/<paper>/*.py`` building it; ``ValueError`` when none or several."""
     root = Path(root or repo_root())
     notebook = root / "notebooks" / f"{claim['notebook']}.ipynb"
     cells = _code_cells(notebook)
@@ -255,8 +234,7 @@ def claim_source(claim: dict, root: Path | None = None) -> tuple[str, str]:
 
 
 def source_sha256(text: str) -> str:
-    """The SHA-256 of code ``text`` with trailing whitespace and blank lines at either end removed (a re-indented or
-    reformatted body is a change; a trailing space is not)."""
+    """SHA-256 of code ``text`` with trailing whitespace and blank end lines removed (re-indenting is a change)."""
     lines = [line.rstrip() for line in text.strip("\n").splitlines()]
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
@@ -266,8 +244,7 @@ DEFINITION_FIELDS = ("op", "threshold", "source", "source_sha256")
 
 
 def current_definition(claim: dict) -> dict:
-    """The claim's definition now: its registered ``definition`` with every revision's ``new`` values applied in
-    order (a revision without ``new`` changed nothing of :data:`DEFINITION_FIELDS`)."""
+    """The claim's definition now: ``definition`` with every revision's ``new`` values applied in order."""
     out = {k: claim["definition"][k] for k in DEFINITION_FIELDS}
     for rev in claim["revisions"]:
         out.update({k: v for k, v in rev.get("new", {}).items() if k in DEFINITION_FIELDS})

@@ -1,19 +1,10 @@
 """What a notebook run writes: its output folder, figures, claims and ``metrics.json``.
 
-Layout (the design card): the committed default-scale results live in ``figures/<paper>/<stem>/``
-and only a run with the switch ``LAYERSIM_UPDATE_COMMITTED=1`` writes there (``make reproduce``
-sets it; :mod:`layersim.core.writers`). Any other run -- a notebook opened and run at the default
-scale, a variation with parameters, another scale -- writes ``runs/<scale>/<paper>/<stem>/``.
-``$LAYERSIM_OUT`` moves the output root (``<root>/<paper>/<stem>``) for any scale, never into the
-committed results without the switch (and never at a scale other than default). The settings of
-a run are merged from the presets and validated by :func:`layersim.notebook.settings.pick`.
-
-``metrics.json`` is ``{"notebook", "scale", "params", "claims": {name: {"holds", "value",
-"threshold" or "note", ...}}, ...measured numbers}``. A claim is one of the paper's
-statements tested on this run: a notebook measures it (:func:`measure`) and its run judges it against
-the threshold registered for it (:mod:`layersim.notebook.registry`; :func:`claim` is the judgement), so that
-``holds`` is computed, never typed in. Every file is written whole or not at all
-(:func:`layersim.core.writers.atomic_path`).
+A run writes ``runs/<scale>/<paper>/<stem>/`` (or below ``$LAYERSIM_OUT``); only a default-scale run with
+``LAYERSIM_UPDATE_COMMITTED=1`` writes the committed ``figures/<paper>/<stem>/``. ``metrics.json`` is
+``{"notebook", "scale", "params", "claims": {name: {"holds", "value", "threshold" or "note", ...}}, ...}``; a
+notebook measures a claim (:func:`measure`) and the registry judges it (:func:`claim`), so ``holds`` is never typed.
+Files are written atomically (see docs/modules.md, `layersim.notebook.results`).
 """
 
 from __future__ import annotations
@@ -44,12 +35,8 @@ def check_scale(scale: str) -> str:
 
 
 def run_folder(paper: str, stem: str, scale: str) -> Path:
-    """Where a run of ``<paper>/<stem>`` at ``scale`` writes (see :func:`output_dir`); nothing is created.
-
-    ``$LAYERSIM_OUT`` (a relative one against the working directory) if set; else ``figures/`` for
-    a default-scale run with the switch on (:func:`layersim.core.writers.update_allowed`), else
-    ``runs/<scale>/``.
-    """
+    """Where a run of ``<paper>/<stem>`` at ``scale`` writes, creating nothing: ``$LAYERSIM_OUT`` if set,
+    ``figures/`` for a default-scale run with the switch on, else ``runs/<scale>/``."""
     check_scale(scale)
     env = os.environ.get("LAYERSIM_OUT")
     if env:
@@ -62,13 +49,9 @@ def run_folder(paper: str, stem: str, scale: str) -> Path:
 
 
 def output_dir(paper: str, stem: str, scale: str) -> Path:
-    """The folder a run writes to, made ready (:func:`layersim.core.writers.prepare_folder`): created,
-    checked writable before any work, and cleared of an earlier run's figures and ``metrics.json``.
-
-    ``figures/<paper>/<stem>`` only for a default-scale run with the switch on, ``runs/<scale>/...``
-    else (:func:`run_folder`). A folder inside the committed results without the switch, or at a
-    scale other than default, raises :class:`layersim.core.writers.ProtectedPath` (a ``ValueError``).
-    """
+    """The folder a run writes to (:func:`run_folder`), created, checked writable and cleared of an earlier run's
+    figures and ``metrics.json``. :class:`~layersim.core.writers.ProtectedPath` (a ``ValueError``) for committed
+    results without the switch or at a scale other than default."""
     folder = run_folder(paper, stem, scale)
     if scale != "default" and writers.protected_root(folder) is not None:
         raise writers.ProtectedPath(f"a {scale}-scale run may not write into {folder} (committed default-scale "
@@ -88,11 +71,9 @@ ROUNDING = 1e-9
 
 
 def compare(value: float, threshold: float, op: str) -> bool:
-    """``value <op> threshold`` where a value equal to the threshold up to float rounding (relative
-    :data:`ROUNDING`) *is* equal: an accuracy difference of 12 of 600 examples is -0.02 exactly, though
-    ``0.935 - 0.955`` gives -0.020000000000000018; it meets ``>= -0.02`` and does not meet ``< -0.02``.
-    A threshold of 0 is only met by an exact 0 (no absolute tolerance). A NaN value or threshold meets no
-    comparison; an infinity equals only itself."""
+    """``value <op> threshold``, a value equal to the threshold up to relative :data:`ROUNDING` counting as equal
+    (``0.935 - 0.955`` meets ``>= -0.02``). A threshold of 0 needs an exact 0; NaN meets nothing; an infinity equals
+    only itself."""
     if op not in _OPS:
         raise ValueError(f"unknown comparison {op!r}; use one of {sorted(_OPS)}")
     if math.isnan(value) or math.isnan(threshold):
@@ -122,13 +103,10 @@ def _measured_value(value: Any) -> float:
 
 def claim(value: float, threshold: float, op: str = ">=", note: str | None = None, *, kind: str | None = None,
           reason: str | None = None, **extra: Any) -> dict:
-    """A paper's statement tested on this run: ``holds = value <op> threshold`` (:func:`compare`: a value equal to
-    its threshold up to float rounding counts as equal).
+    """A paper's statement tested on this run: ``holds = value <op> threshold`` (:func:`compare`).
 
-    ``value`` must be a finite number measured by the run; a NaN (or an infinity) raises ``ValueError``
-    instead of being recorded as a claim that does not hold, and so does a ``threshold`` that is not a finite
-    number. ``kind`` (one of :data:`DIAGNOSES`) and ``reason`` (one line) say why the claim misses at our
-    scale; they come together, written before the run.
+    ``ValueError`` when ``value`` or ``threshold`` is not a finite number. ``kind`` (one of :data:`DIAGNOSES`) and
+    ``reason`` (one line), given together before the run, say why the claim misses at our scale.
     """
     return judge(measure(value, note, kind=kind, reason=reason, **extra), threshold, op)
 
@@ -139,13 +117,9 @@ VERDICT_KEYS = ("holds", "threshold", "op")
 
 def measure(value: float, note: str | None = None, *, kind: str | None = None, reason: str | None = None,
             **extra: Any) -> dict:
-    """A paper's statement measured on this run, not yet judged: ``{"value", "note", ...}`` without a threshold.
-
-    The project's notebooks build their claims with it; :meth:`layersim.notebook.run.Run.record` judges each one
-    against the op and threshold registered for it (:func:`layersim.notebook.registry.judge`), so that no notebook
-    holds a threshold of its own. ``value`` must be a finite number (a NaN or an infinity raises ``ValueError``);
-    ``kind`` and ``reason`` are a diagnosis (:func:`diagnosis`); ``extra`` must not name :data:`VERDICT_KEYS`.
-    """
+    """A paper's statement measured on this run, not yet judged: ``{"value", "note", ...}`` without a threshold; the
+    registry judges it at :meth:`layersim.notebook.run.Run.record`. ``ValueError`` for a non-finite ``value`` or an
+    ``extra`` naming :data:`VERDICT_KEYS`; ``kind``, ``reason``: :func:`diagnosis`."""
     value = _measured_value(value)
     taken = sorted(set(extra) & set(VERDICT_KEYS))
     if taken:
@@ -159,9 +133,8 @@ def measure(value: float, note: str | None = None, *, kind: str | None = None, r
 
 
 def judge(measured: dict, threshold: float, op: str = ">=") -> dict:
-    """The claim of a measurement (:func:`measure`) judged ``value <op> threshold`` (:func:`compare`), its note,
-    diagnosis and other numbers kept: ``{"holds", "value", "threshold", "op", ...}``. A ``threshold`` that is not a
-    finite number, or a ``measured`` that is not a measurement, raises ``ValueError``."""
+    """A measurement (:func:`measure`) judged ``value <op> threshold`` (:func:`compare`), other keys kept;
+    ``ValueError`` for a non-finite ``threshold`` or a ``measured`` that is not a measurement."""
     taken = sorted(set(measured) & set(VERDICT_KEYS))
     if taken or "value" not in measured:
         raise ValueError(f"not a measurement (it {'carries ' + ', '.join(taken) if taken else 'has no value'}): "
@@ -184,8 +157,8 @@ def diagnosis(kind: str | None, reason: str | None) -> dict:
 
 
 def diagnose(claims: dict, diagnoses: dict[str, tuple[str, str]]) -> dict:
-    """``claims`` with the diagnoses ``{name: (kind, reason)}`` added to the claims they name (:func:`diagnosis`),
-    for claims built by a library function; a ``ValueError`` for a name that is not one of the claims."""
+    """``claims`` with the diagnoses ``{name: (kind, reason)}`` added (:func:`diagnosis`); ``ValueError`` for a name
+    that is not a claim."""
     unknown = sorted(set(diagnoses) - set(claims))
     if unknown:
         raise ValueError(f"no claim named {unknown}: the claims are {sorted(claims)}")
@@ -235,8 +208,7 @@ def save_figure(fig, folder: Path, name: str, dpi: int = 120) -> Path:
 
 
 def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
-    """A small, rounded digest of a run for a reader (at smoke scale nbval compares its keys and list lengths,
-    its numbers masked; ``layersim.tools.smoke_check`` checks the numbers in ``metrics.json``)."""
+    """A small, rounded digest of a run for a reader (nbval compares its keys and list lengths at smoke scale)."""
     def rnd(v):
         v = to_jsonable(v)
         if isinstance(v, list):
@@ -251,8 +223,8 @@ def summary(claims: dict, digits: int = 3, **numbers: Any) -> dict:
 
 
 def format_value(value: float | None) -> str:
-    """Three decimals, or three significant digits for values too small to show that way; ``NaN``, ``inf`` or
-    ``-inf`` for a number that is not finite, and ``none`` for a value that is missing (``null``)."""
+    """Three decimals, or three significant digits for smaller values; ``NaN``, ``inf``, ``-inf`` or ``none`` for
+    non-finite or missing values."""
     if not seeds.is_finite_number(value):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -266,11 +238,9 @@ def format_threshold(threshold: float | None) -> str:
 
 
 def claims_table(claims: dict) -> str:
-    """A Markdown table of the claims: name, verdict with the seeds on which it holds (``k/n``,
-    :mod:`layersim.notebook.seeds`), measured value (the median over the seeds, with their range when
-    there are several), threshold, and the note with the diagnosis of a miss (every string escaped,
-    :mod:`layersim.core.markup`). A claim whose value is not a finite number is shown as not holding
-    (:func:`layersim.notebook.seeds.holds`), and its note says so."""
+    """A Markdown table of the claims: name, verdict with ``k/n`` seeds, measured value (median, with the seeds'
+    range), threshold and note with the diagnosis of a miss, strings escaped; a non-finite value shows as not
+    holding."""
     rows = []
     for name, c in claims.items():
         value = format_value(c.get("value"))

@@ -1,20 +1,11 @@
-"""One notebook run: its settings, its output folder, its figures and its claims, in three calls.
-
-Every notebook of the project follows the same shape, and this module holds it once::
+"""One notebook run: its settings, its output folder, its figures and its claims, in three calls::
 
     run = start("alignment/a06_convergence", PRESETS, globals(), rules=RULES)   # settings + output folder
-    P = run.P
-    ...
     run.finish(fig, "fig9a_alignment")                                          # save + show a figure
-    ...
     run.record(claims, sigma_top=sigma[:60])                                     # metrics.json + claims table
 
-:func:`start` reads ``scale``, ``seed``, ``device`` and every setting of the scale's preset from the
-notebook's own variables (``globals()``: the parameters cell, with papermill's ``-p`` values injected),
-validates them (:func:`layersim.notebook.settings.pick`: one ``ValueError`` naming the parameter), picks the
-output folder (:func:`layersim.notebook.results.output_dir`: ``figures/`` only when publishing, else
-``runs/<scale>/``), seeds numpy, torch and Python's ``random`` (:func:`layersim.train.training.seed_everything`)
-and applies the project's plot style (``layersim.mplstyle``: no legend frames, light grids).
+:func:`start` validates the notebook's parameters (:func:`layersim.notebook.settings.pick`), picks the output
+folder, seeds every generator and applies the plot style :data:`STYLE`.
 """
 
 from __future__ import annotations
@@ -48,8 +39,8 @@ class Run:
     claims: dict = field(default_factory=dict)  # the claims as :meth:`record` judged and wrote them
 
     def finish(self, fig, name: str, show: bool = True) -> None:
-        """Save ``fig`` as ``<out>/<name>.png`` (:func:`layersim.notebook.results.save_figure`), then show it
-        in the notebook and close it. Returns None, so that a cell ending in it shows the figure only."""
+        """Save ``fig`` as ``<out>/<name>.png``, show it and close it; returns None, so a cell ending in it shows
+        the figure once."""
         import matplotlib.pyplot as plt
 
         results.save_figure(fig, self.out, name)
@@ -60,14 +51,13 @@ class Run:
 
     def record(self, claims: Mapping[str, dict], extra_settings: Mapping[str, Any] | None = None,
                show: bool = True, **measured: Any) -> dict:
-        """Write ``<out>/metrics.json`` (:func:`layersim.notebook.results.write_metrics`: the settings with
-        ``seed`` and ``extra_settings``, the ``claims``, every ``measured`` number) and show the claims
-        table, and, when the run used checkpoints, which it trained and which it loaded (``from_cache``:
-        :func:`layersim.train.checkpoints.uses`). Each claim is a measurement (:func:`layersim.notebook.results.measure`) that is judged here against
-        the op and threshold registered for it (:func:`layersim.notebook.registry.judge`), over this seed and the
-        other seeds' runs that the runner names in ``$LAYERSIM_SEED_RUNS`` (:func:`layersim.notebook.seeds.combine`;
-        none: this seed alone).
-        Returns the claims as recorded (also kept as :attr:`claims`)."""
+        """Write ``<out>/metrics.json`` (settings with ``seed`` and ``extra_settings``, ``claims``, every
+        ``measured`` number), show the claims table and the checkpoints trained or loaded; returns the claims as
+        recorded (also :attr:`claims`).
+
+        Each claim is judged against its registered op and threshold (:func:`layersim.notebook.registry.judge`) over
+        this seed and the seed runs named in ``$LAYERSIM_SEED_RUNS`` (:func:`layersim.notebook.seeds.combine`).
+        """
         params = {**self.P, "seed": self.seed, **(extra_settings or {})}
         claims = registry.judge(self.notebook, dict(claims))
         results.check_claims(claims)
@@ -88,8 +78,7 @@ class Run:
 
 
 def shown_path(path: Path) -> str:
-    """``path`` as a reader should see it in a notebook's output: relative to the repository when it lies inside it
-    (``figures/tracing/t01_cos_vs_cka``), else as it is."""
+    """``path`` as a notebook output shows it: relative to the repository when inside it, else as it is."""
     from layersim.core.paths import repo_root
 
     try:
@@ -110,13 +99,11 @@ def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mappi
           rules: Mapping[str, settings.Rule] | None = None, derived: Mapping[str, Callable[[dict], Any]] | None = None,
           checks: Iterable[Callable[[dict], None]] = (), style: bool = True, announce: bool = True,
           **overrides: Any) -> Run:
-    """Begin the run of ``notebook`` (``"<paper>/<stem>"``) at ``params["scale"]``.
+    """Begin the run of ``notebook`` (``"<paper>/<stem>"``) at ``params["scale"]``; returns a :class:`Run`.
 
-    ``params``: the notebook's variables (pass ``globals()``): ``scale``, ``seed`` (default 0), ``device``
-    (default ``"auto"``) and, for every key of the scale's preset, the value the user set (``None`` = the
-    preset's). ``overrides`` set a preset key explicitly (they win over ``params``). ``rules``, ``derived``
-    and ``checks`` go to :func:`layersim.notebook.settings.pick`. Prints the scale and the output folder
-    when ``announce``.
+    ``params``: the notebook's ``globals()`` (``scale``, ``seed`` = 0, ``device`` = ``"auto"``, each preset key,
+    None meaning the preset's). ``overrides`` win over ``params``; ``rules``, ``derived``, ``checks`` go to
+    :func:`~layersim.notebook.settings.pick`; ``announce`` prints scale and output folder.
     """
     paper, stem = split_name(notebook)
     if "scale" not in params:

@@ -1,27 +1,11 @@
 """The runs that test a claim: several seeds (*holds in k of n*), and a larger run for a *scale* diagnosis.
 
-One run tests each of the paper's statements once (:func:`layersim.notebook.registry.judge`); a verdict
-from one seed cannot tell a claim that holds from one that sits on its threshold by chance. So the
-runner (``python -m layersim.tools.runner --seeds N``; ``make reproduce`` uses :func:`seeds_for`) first
-runs a notebook at the seeds after its own, each into its own folder (:func:`seed_folder`), then the
-notebook's own run, whose :meth:`layersim.notebook.run.Run.record` folds their claims in (:func:`combine`).
-The folders of those runs reach the kernel in the environment variable :data:`ENV`; a notebook opened
-and run by hand has none, and records its one seed (``n = 1``).
-
-Every recorded claim then carries, besides ``threshold``, ``op`` and ``note``:
-
-- ``n`` (the runs), ``k`` (those on which it holds), ``seeds``, ``values`` and ``verdicts`` (per seed, in
-  the order of ``seeds``: the notebook's own seed first), ``seed_mean`` and ``seed_std`` (``ddof=1``; 0 for one seed);
-- ``value``: the median of ``values``, and ``holds``: ``k > n / 2``, the claim holds on most seeds.
-  For an odd ``n`` the two agree: the median passes the threshold exactly when most seeds do.
-
-A claim whose value is not a finite number (NaN, an infinity, or none) is a failed measurement: it never
-holds, whatever its recorded ``holds`` says (:func:`holds`), and a seed run that recorded one is refused.
-
-The other numbers of ``metrics.json`` (curves, accuracies, timings) and the figures are those of the
-notebook's own seed. Runs are folded in only when they are the same notebook at the same scale with
-the same settings but the seed (a ``ValueError`` names what differs), so that ``k / n`` never mixes two
-experiments.
+The runner runs a notebook at the seeds after its own, each into :func:`seed_folder`, then the notebook's own run,
+whose :meth:`layersim.notebook.run.Run.record` folds their claims in (:func:`combine`; the folders arrive in
+:data:`ENV`). Each claim then carries :data:`SEED_KEYS` (``n``, ``k``, per-seed ``seeds``, ``values``, ``verdicts``,
+``seed_mean``, ``seed_std``), ``value`` (the median) and ``holds`` (``k > n / 2``). A non-finite value never holds
+(:func:`holds`). Only runs differing in the seed alone are combined (see docs/modules.md,
+`layersim.notebook.seeds`).
 """
 
 from __future__ import annotations
@@ -69,7 +53,7 @@ SCALE_CHECKS: dict[str, dict] = {
     "c03_layer_skipping": dict(LONGER_FINE_TUNING),
     "t09_aligned_bert": dict(LONGER_FINE_TUNING),
     # every ablation model (multi-exit, CE-reg, uniform weights, 6 and 9 blocks) at the full budget: 30,000 images,
-    # 5 epochs; the full budget's standard and aligned models are reused (five ViTs to train: 872 s on 2 cores)
+    # 5 epochs; the full budget's standard and aligned models are reused (five ViTs to train)
     "t03_aligned_training": {"ablation_budget": {}},
     # the classifier on the final [CLS] trained for 100 epochs instead of the paper's 5: about the paper's number of
     # Adam steps (5 epochs of its 50,000 images) on our 3,000 Fashion-MNIST images
@@ -103,10 +87,8 @@ def seed_list(first: int, n: int) -> list[int]:
 
 
 def seed_folder(root: Path, scale: str, seed: int, variant: str = "", base: Path | None = None) -> Path:
-    """Where the run of one extra seed writes: ``<root>/runs/<scale>/seeds/seed-<seed>`` (as ``$LAYERSIM_OUT``:
-    the notebook writes ``<paper>/<stem>/`` below it); a ``variant`` of the notebook's settings (a scale check)
-    writes ``<root>/runs/<scale>/seeds/<variant>/seed-<seed>``. ``base``: a run's own output folder (the user's
-    ``$LAYERSIM_OUT``) instead of ``<root>/runs/<scale>``, so that runs into different folders share nothing."""
+    """Where one extra seed's run writes (its ``$LAYERSIM_OUT``): ``<root>/runs/<scale>/seeds/seed-<seed>``, with
+    ``<variant>/`` before ``seed-<seed>`` for a scale check; ``base`` replaces ``<root>/runs/<scale>``."""
     base = (Path(base) if base is not None else Path(root) / "runs" / scale) / "seeds"
     return (base / variant if variant else base) / f"seed-{int(seed)}"
 
@@ -126,8 +108,8 @@ def write_wall_time(folder: Path, seconds: float) -> Path:
 
 
 def load_runs(folders: Sequence[Path]) -> list[dict]:
-    """Each folder's ``metrics.json``, with the run's wall time as ``"seconds"`` when the runner noted it
-    (:func:`write_wall_time`); a ``ValueError`` names a folder without one (a seed run that failed)."""
+    """Each folder's ``metrics.json``, with the runner's wall time as ``"seconds"`` when noted; ``ValueError`` names
+    a folder without one (a failed seed run)."""
     runs = []
     for folder in folders:
         path = Path(folder) / "metrics.json"
@@ -142,8 +124,8 @@ def load_runs(folders: Sequence[Path]) -> list[dict]:
 
 
 def wall_times(runs: Sequence[Mapping]) -> dict[str, float]:
-    """``{seed: seconds}`` of the seed runs whose wall time the runner noted (what the rule of
-    :data:`COSTLY_SECONDS` is checked against: each of these runs trained its models from scratch)."""
+    """``{seed: seconds}`` of the seed runs whose wall time the runner noted (checked against
+    :data:`COSTLY_SECONDS`)."""
     return {str(r["params"]["seed"]): float(r["seconds"]) for r in runs if "seconds" in r}
 
 
@@ -177,12 +159,11 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 def combine(notebook: str, scale: str, params: Mapping[str, Any], claims: Mapping[str, Mapping],
             runs: Sequence[Mapping] = ()) -> dict:
-    """This run's ``claims`` (at ``params["seed"]``) and those of the other seeds' ``runs`` (their
-    ``metrics.json``) as one verdict per claim over all seeds (the module's docstring lists the keys).
+    """This run's ``claims`` (at ``params["seed"]``) and the other seeds' ``runs`` as one verdict per claim over all
+    seeds, with :data:`SEED_KEYS`.
 
-    Raises ``ValueError`` when a claim already carries one of :data:`SEED_KEYS`, when a run is another notebook,
-    scale or setting, lacks one of the claims, has other claims, or tests a claim against another threshold or
-    comparison.
+    ``ValueError`` when a claim already carries a seed key, or a run is another notebook, scale or setting, lacks or
+    adds claims, or uses another threshold or comparison.
     """
     _same_runs(notebook, scale, params, runs)
     seeds = [params.get("seed")] + [r["params"].get("seed") for r in runs]
@@ -228,8 +209,8 @@ def is_finite_number(v: Any) -> bool:
 
 
 def holds(c: Mapping) -> bool:
-    """Whether a recorded claim holds: its ``holds`` says so and its ``value`` is a finite number. A NaN or infinite
-    value (or none) is a measurement that failed, which never holds, whatever the record says."""
+    """Whether a recorded claim holds: its ``holds`` says so and its ``value`` is a finite number (a failed
+    measurement never holds)."""
     return bool(c.get("holds")) and is_finite_number(c.get("value"))
 
 
@@ -243,8 +224,8 @@ def value_problem(c: Mapping) -> str:
 
 
 def seed_verdicts(c: Mapping) -> list[bool]:
-    """Whether a recorded claim holds on each of its seeds (one verdict for a one-seed record): a seed whose value
-    is not a finite number does not hold."""
+    """Whether a recorded claim holds on each of its seeds (one verdict for a one-seed record); a non-finite value
+    does not hold."""
     if "verdicts" not in c:
         return [holds(c)]
     values = c.get("values")
@@ -278,9 +259,9 @@ SCALE_STATUSES = ("not yet retested", "confirmed", "trending", "not supported")
 
 
 def scale_status(claim: Mapping, larger: Mapping | None) -> str:
-    """The status (:data:`SCALE_STATUSES`) of a claim diagnosed *scale*, from its default run ``claim`` and its
-    larger run ``larger`` (``None``: not run yet). *trending* when the larger run's value lies closer to the
-    threshold than the default run's by more than the seeds' spread (the larger of the two runs' ``seed_std``)."""
+    """The :data:`SCALE_STATUSES` entry of a claim diagnosed *scale*, from its default run ``claim`` and its larger
+    run ``larger`` (None: not run yet); *trending* when the larger value is closer to the threshold by more than the
+    larger ``seed_std``."""
     if larger is None:
         return SCALE_STATUSES[0]
     if holds(larger):

@@ -1,20 +1,10 @@
 """A notebook's settings: the presets of each scale, the user's overrides, and their validation.
 
-Every notebook has a papermill ``parameters`` cell whose settings are ``None`` by default ("the
-preset of this scale") and a dict of presets per scale. :func:`pick` merges the two and checks
-every value *before any data or model is loaded*, so a bad ``-p NAME VALUE`` stops the run with
-one ``ValueError`` that names the parameter, the value given and what is allowed, instead of an
-error from deep inside torch or numpy (or, worse, a run that caches a model nobody asked for).
-
-A :class:`Rule` says what one setting accepts. Rules are built with :func:`integer`,
-:func:`real`, :func:`choice`, :func:`flag`, :func:`text`, :func:`seq`, :func:`table`,
-:func:`optional` and :func:`custom`. :data:`COMMON` holds the rules of names that mean the same
-thing in every notebook (``seed``, ``device``, ``epochs``, ...); a notebook passes the rules of
-its other settings. Every merged setting must have a rule, so a new parameter cannot skip
-validation. Consistency between settings (a patch size that divides the image size, classes
-that exist in the data set) is checked by ``checks``: functions of the merged settings that
-raise ``ValueError`` naming the parameters involved. A setting "chosen per data set" (or per any
-other setting) is ``derived``: computed from the merged settings unless the user gave it.
+:func:`pick` merges a notebook's papermill parameters (None: this scale's preset) with its presets and checks every
+value before any data or model is loaded, raising one ``ValueError`` naming the parameter, the value and what is
+allowed. A :class:`Rule` (built by :func:`integer`, :func:`real`, :func:`choice`, :func:`flag`, :func:`text`,
+:func:`seq`, :func:`table`, :func:`optional`, :func:`custom`) says what a setting accepts; :data:`COMMON` holds the
+shared ones, and every setting needs a rule (see docs/modules.md, `layersim.notebook.settings`).
 """
 
 from __future__ import annotations
@@ -37,12 +27,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Rule:
-    """The values one setting accepts.
-
-    ``allowed`` is the phrase an error shows ("an integer >= 1"); ``convert`` returns the
-    normalised value (an int given for a float becomes a float, a tuple becomes a list) or raises
-    ``TypeError`` / ``ValueError`` for a value outside the rule.
-    """
+    """The values one setting accepts: ``allowed`` is the phrase an error shows ("an integer >= 1"); ``convert``
+    returns the normalised value or raises ``TypeError`` / ``ValueError``."""
 
     allowed: str
     convert: Callable[[Any], Any]
@@ -78,10 +64,8 @@ def _in_range(v: float, low, high, open_low: bool, open_high: bool) -> bool:
 
 
 def integer(low: int | None = None, high: int | None = None, meaning: str = "") -> Rule:
-    """An integer (not a bool, not a float like ``1.5`` or ``2.0``) in ``[low, high]``.
-
-    ``meaning`` is appended to the allowed phrase, e.g. ``"0 means the whole split"``.
-    """
+    """An integer (not a bool or a float) in ``[low, high]``; ``meaning`` is appended to the allowed phrase
+    (``"0 means the whole split"``)."""
     allowed = "an integer" + _bounds(low, high) + (f" ({meaning})" if meaning else "")
 
     def convert(v: Any) -> int:
@@ -253,19 +237,11 @@ def check_value(name: str, value: Any, rules: Mapping[str, Rule] | None = None) 
 def pick(presets: Mapping[str, Mapping[str, Any]], scale: str, *, seed: Any = 0, device: Any = "auto",
          rules: Mapping[str, Rule] | None = None, derived: Mapping[str, Callable[[dict], Any]] | None = None,
          checks: Iterable[Callable[[dict], None]] = (), **overrides: Any) -> dict:
-    """The validated settings for ``scale``: ``presets[scale]`` with the non-``None`` ``overrides``.
+    """The validated settings for ``scale``: ``presets[scale]`` with the non-None ``overrides``.
 
-    Steps, each raising one ``ValueError`` that names the parameter:
-
-    1. ``scale`` must be a known scale with a preset, and every override a preset's name
-       (a typo in ``-p`` is not silently ignored);
-    2. ``seed`` and ``device`` (:data:`RUN_RULES`) and every merged setting are checked against
-       ``rules`` (falling back to :data:`COMMON`); a setting without a rule is an error;
-    3. each ``derived[name](settings)`` fills a setting the user left ``None`` (e.g. the patch
-       size chosen for the data set), then is checked like the others;
-    4. each of ``checks`` is called on the settings (consistency between settings).
-
-    ``seed`` and ``device`` are validated but not included in the result.
+    Each step raises one ``ValueError`` naming the parameter: ``scale`` and every override must exist in the
+    presets; ``seed``, ``device`` (:data:`RUN_RULES`, not returned) and every setting are checked against ``rules``
+    or :data:`COMMON`; ``derived[name](settings)`` fills settings left None; ``checks`` test consistency.
     """
     check_scale(scale)
     if scale not in presets:

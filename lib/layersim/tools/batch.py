@@ -1,37 +1,11 @@
 """Notebooks side by side on Ray: ``python -m layersim.tools.runner --jobs N`` (or ``--address ADDR``).
 
-The runner's serial loop, spread over a Ray instance: each notebook is one Ray task that does what the serial
-loop does for it (the runner hands :func:`run` its ``batch_work``: the notebook's seeds and its own run, where
-its ``plan`` says), so the outputs land exactly where a serial run writes them and committed results are protected
-the same way (a notebook's run is published only when it succeeded).
-
-- ``--jobs N`` alone starts a local Ray instance of ``N`` CPUs for the batch and stops it at the end;
-  ``--address`` (``auto``, ``host:port``, ``ray://host:port``) submits to an existing cluster instead, whose
-  nodes must see the repository and the data cache at the same path (a shared file system) and hold the same
-  environment; ``--jobs`` then caps how many notebooks run at once. The address is checked before any work
-  (:func:`check_address`): a malformed one is refused at once, and one where nothing accepts a TCP connection
-  within seconds is refused with one line, instead of Ray retrying the connection for minutes.
-- What a notebook needs is declared once, in :data:`NEEDS` (:class:`Needs`: CPUs, a GPU at the paper scale,
-  memory); Ray places it on a node with those free. Its BLAS and torch threads are set from its CPU share
-  (``OMP_NUM_THREADS`` and friends in its kernel's environment): several processes each using every core slowed
-  small models 10-25x on two cores.
-- Notebooks that share a trained model (the tracing ViTs are read by t01-t06 and the redundancy notebooks) do not
-  train it twice: the first to need it claims the checkpoint and trains it, the others wait on the claim and load
-  it (:func:`layersim.train.training.cached_model`, :func:`layersim.core.paths.claim`). So that a reader does not
-  hold a CPU while it waits, the groups of :data:`SHARED_MODELS` are also scheduled (:func:`schedule`): the first
-  notebook of a group in the batch (its trainer in a serial run) starts first, the group's other notebooks only
-  after it ended, and notebooks that share nothing fill the CPUs meanwhile.
-- One notebook's failure, or the death of the worker running it, is reported with its error and the others go on
-  (no retries: a notebook writes files). The driver prints a line per finished notebook and a summary table
-  (notebook, node, seconds, outcome) at the end.
-
-What a dead worker leaves: the committed notebook is not replaced (that happens only after a run succeeded), every
-file is whole (the library's writers write to a temporary name and rename), and a shared checkpoint it was training
-is neither saved nor locked (its claim dies with it). Its executed copy under ``runs/`` stops where it died; in a
-run that replaces the committed results its ``figures/<paper>/<stem>/`` holds what it wrote before dying (the
-folder is cleared when a run starts) until the runner puts back the outputs it kept aside before the run
-(:mod:`layersim.tools.committed`, on the driver, which also does it for a failed notebook and for a batch
-stopped before the notebook ended: the running tasks are cancelled first, :func:`run`).
+Each notebook is one Ray task that does what the runner's serial loop does for it
+(:func:`layersim.tools.runner.batch_work`), so its outputs land where a serial run writes them and committed results
+are replaced only by a notebook that succeeded. This module holds what each notebook needs (:data:`NEEDS`,
+:func:`resources`), the notebooks that share a trained model and the order that follows (:data:`SHARED_MODELS`,
+:func:`schedule`), the check of a cluster's address (:func:`check_address`) and the driver (:func:`run`): a failed
+notebook or a dead worker is reported and the others go on (see docs/modules.md, `layersim.tools.batch`).
 """
 
 from __future__ import annotations
@@ -55,8 +29,8 @@ from layersim.tools import committed
 
 @dataclass(frozen=True)
 class Needs:
-    """What one notebook needs to run: ``cpus`` (also its BLAS/torch threads), ``gpus`` at the paper scale (none at
-    the others: their models are small enough for the CPU), and ``memory_gb`` of RAM (a Ray placement hint)."""
+    """What a notebook needs: ``cpus`` (also its BLAS/torch threads), ``gpus`` at the paper scale and ``memory_gb`` of
+    RAM (a Ray placement hint)."""
 
     cpus: int = 1
     gpus: float = 0.0
@@ -94,11 +68,9 @@ SHARED_MODELS: dict[str, tuple[str, ...]] = {
 
 
 def schedule(notebooks: Sequence[Path]) -> tuple[list[Path], dict[Path, set[Path]]]:
-    """The order in which a batch submits ``notebooks`` and, for each, the notebooks it waits for.
-
-    For every group of :data:`SHARED_MODELS` with members in the batch, its first member (in ``notebooks``' order)
-    trains the models: it goes to the front of the queue, and the group's other members wait for it to end. The
-    rest keep their order. Notebooks outside every group wait for nothing."""
+    """The order in which a batch submits ``notebooks``, and the notebooks each one waits for: the first member in the
+    batch of each :data:`SHARED_MODELS` group goes first and trains, the group's others wait for it, the rest keep
+    their order."""
     trainers: list[Path] = []
     waits: dict[Path, set[Path]] = {nb: set() for nb in notebooks}
     for members in SHARED_MODELS.values():
@@ -120,10 +92,8 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 
 def resources(stem: str, scale: str, cluster: Mapping[str, float] | None = None) -> dict:
-    """The Ray task options of notebook ``stem`` at ``scale``: ``num_cpus``, ``num_gpus`` (only at the paper scale)
-    and ``memory`` (bytes; only at the paper scale, where it matters), each at most what ``cluster`` (Ray's
-    ``cluster_resources()``) has in all, so that no notebook waits for resources that do not exist (a paper-scale
-    notebook on a cluster without GPUs runs on the CPU, as it would serially)."""
+    """Ray task options of notebook ``stem`` at ``scale``: ``num_cpus``, ``num_gpus`` (0 below the paper scale) and, at
+    the paper scale, ``memory`` (bytes), each capped at ``cluster``'s total (``ray.cluster_resources()``)."""
     need = NEEDS.get(stem, Needs())
     cluster = cluster or {}
     out = {"num_cpus": max(1, min(need.cpus, int(cluster.get("CPU", need.cpus)))),
@@ -141,9 +111,8 @@ _FORMS = "give 'auto', 'host:port' or 'ray://host:port' (port 1-65535)"
 
 
 def ray_address_file() -> Path:
-    """Where ``ray start`` records the address of the cluster it started, which ``ray.init(address="auto")`` reads:
-    ``ray_current_cluster`` in Ray's temporary folder (``$RAY_TMPDIR/ray``, else ``$TMPDIR/ray`` on Linux, else
-    ``/tmp/ray``)."""
+    """Where ``ray start`` records its cluster's address, which ``ray.init(address="auto")`` reads:
+    ``ray/ray_current_cluster`` under ``$RAY_TMPDIR``, else ``$TMPDIR`` on Linux, else ``/tmp``."""
     base = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None)
     if not base:
         base = "/tmp" if sys.platform.startswith(("linux", "darwin")) else tempfile.gettempdir()
@@ -151,8 +120,8 @@ def ray_address_file() -> Path:
 
 
 def found_address() -> tuple[str, str]:
-    """The address ``--address auto`` means, as Ray finds it, and where it was found: ``$RAY_ADDRESS`` if set, else
-    the address :func:`ray_address_file` holds. ``ValueError`` when there is none."""
+    """The address ``--address auto`` means and where it was found: ``$RAY_ADDRESS``, else :func:`ray_address_file`'s.
+    ``ValueError`` when there is none."""
     env = os.environ.get("RAY_ADDRESS", "").strip()
     if env and env != "auto":
         return env, f"RAY_ADDRESS={env!r}"
@@ -180,8 +149,8 @@ def _parse(address: str, origin: str = "") -> tuple[str, int]:
 
 
 def _reachable(host: str, port: int, timeout: float, origin: str = "") -> None:
-    """Open and close one TCP connection to ``host:port`` within ``timeout`` seconds; ValueError saying that
-    nothing listens there (and why), or that the host is unknown, if it fails."""
+    """Open and close one TCP connection to ``host:port`` within ``timeout`` seconds; ``ValueError`` saying why when it
+    fails."""
     where = f"; {origin}" if origin else ""
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -196,10 +165,9 @@ def _reachable(host: str, port: int, timeout: float, origin: str = "") -> None:
 
 
 def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT) -> str | None:
-    """``address`` (stripped) if a batch can submit to it, checked in seconds before any work: None (a local
-    instance) as it is; ``host:port`` and ``ray://host:port`` well formed and accepting a TCP connection within
-    ``timeout`` seconds; ``auto`` when Ray finds a cluster's address (:func:`found_address`) that accepts one.
-    Anything else raises one ``ValueError`` naming the address."""
+    """``address`` (stripped) if a batch can submit to it: None as it is; ``host:port``, ``ray://host:port`` or
+    ``auto`` (:func:`found_address`) when well formed and accepting a TCP connection within ``timeout`` seconds.
+    Otherwise one ``ValueError`` naming it."""
     if address is None:
         return None
     address = str(address).strip()
@@ -215,8 +183,8 @@ def check_address(address: str | None, timeout: float = CONNECT_TIMEOUT) -> str 
 
 
 def _run_on_worker(work: Callable[..., dict], nb: str, cpus: int, root: str) -> dict:
-    """One notebook on a Ray worker: its threads set from ``cpus``, then ``work(notebook, say)``. Returns what
-    ``work`` returned, with the node's name and the lines ``work`` said."""
+    """One notebook on a Ray worker: threads set from ``cpus``, then what ``work(notebook, say)`` returns, with the
+    node's name and the lines said."""
     import socket
 
     for var in THREAD_VARIABLES:
@@ -232,9 +200,8 @@ WAIT_SLICE = 1.0
 
 
 def _signal_handlers(restore: dict | None = None) -> dict:
-    """The Python handlers of SIGINT, SIGTERM and SIGHUP (main thread only), or, given ``restore``, put those back:
-    the runner's (:func:`layersim.tools.committed.stops`) must stay in force while Ray runs, so that a stop cancels
-    the notebooks and puts the committed results back."""
+    """The handlers of SIGINT, SIGTERM and SIGHUP (main thread only), or, given ``restore``, put those back: the
+    runner's must outlive ``ray.init``."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     if restore is not None:
@@ -249,11 +216,10 @@ def _signal_handlers(restore: dict | None = None) -> dict:
 def run(notebooks: Sequence[Path], work: Callable[..., dict], scale: str, jobs: int | None = None,
         address: str | None = None, say: Callable[[str], None] | None = None,
         on_done: Callable[[Path, dict], None] | None = None) -> list[dict]:
-    """Run ``work(notebook, say) -> {"ok", "seconds", "error", "claims"}`` for each of ``notebooks`` as a Ray task
-    (module docstring; the runner's work is :func:`layersim.tools.runner.batch_work`) and return the results, each
-    with its ``node``, in the order given. ``jobs``: the CPUs of the local instance (or, with ``address``, the most
-    notebooks at once). ``on_done(notebook, result)`` is called on the driver as each notebook ends. ``address``
-    is checked first (:func:`check_address`: one ``ValueError`` in seconds, before Ray is imported)."""
+    """Run ``work(notebook, say)`` (returning ``{"ok", "seconds", "error", "claims"}``) for each of ``notebooks`` as a
+    Ray task; return the results, each with its ``node``, in the order given. ``jobs``: the local instance's CPUs,
+    or with ``address`` the most notebooks at once; ``on_done(notebook, result)`` runs on the driver as each ends. A
+    bad ``address`` raises ``ValueError`` before Ray is imported."""
     address = check_address(address)
     import ray
 

@@ -1,37 +1,13 @@
-"""Benchmark of the all-pairs linear-CKA matrix: ``python -m layersim.tools.bench``
-(``python -m layersim.tools.bench train``: the training throughput of :mod:`layersim.tools.bench_train`;
-``python -m layersim.tools.bench device-cka``: the CKA matrix of hidden states on their GPU, :func:`device_cka`;
-``python -m layersim.tools.bench lens``: the logit lens beside plain transformers, :mod:`layersim.tools.bench_lens`;
-``python -m layersim.tools.bench device``: training step times on the CPU and the GPU beside ``device="auto"``'s pick,
-:func:`layersim.tools.bench_train.crossover`; ``python -m layersim.tools.bench paper``: the measured paper-scale plan,
-:mod:`layersim.tools.bench_paper`).
+"""Benchmark of the all-pairs linear-CKA matrix: ``python -m layersim.tools.bench``.
 
-In one run, for each shape (default: 13 layers x N=3000 x d=384 and 13 x N=10000 x d=768)
-it times, on the same float32 layer stack:
-
-- ``naive``: one pair of N x N Gram matrices per layer pair (float64 Gram of the layers,
-  double-centred, HSIC ratio; Kornblith et al.'s demo recipe), for all L(L-1)/2 pairs.
-  If the full loop would take longer than ``--naive-budget`` seconds, a random sample of
-  pairs is timed and the total extrapolated (the table says so).
-- ``floor``: ONE float64 product ``Z^T Z`` of the stacked centred layers ``Z = [N, L d]``
-  (centring excluded), and the same with the centring (float32 -> float64, mean removed).
-- ``layer_matrix(..., "cka")`` with ``form='auto'`` (and the form it picks), and with the
-  feature and the Gram form forced.
-- ``StreamingCKA`` over minibatches of ``--batch`` rows, and the minibatch estimator
-  ``minibatch_cka_matrix`` (a different quantity: Nguyen et al.'s estimator).
-- ``torch_cka`` (PyPI ``torch-cka``) if it is importable, on the smaller shape: the layer
-  stack is replayed by a dummy ``nn.Module`` whose submodules output the stored layers.
-
-Peak memory is the tracemalloc peak of the call (numpy allocations; every path here
-allocates through numpy) or, for torch_cka, the peak growth of the resident set size
-sampled every 2 ms (torch allocations are invisible to tracemalloc).  The reference for
-``max |diff|`` is the exact float64 CKA read block by block, in a plain Python loop, off the
-floor's product.  A final sweep shows that StreamingCKA's memory does not grow with N
-(batches generated on the fly, so the data never exist in full).
-
-Timings are best-of-k wall-clock seconds (k >= 2 for calls under ``--slow`` seconds) with
-the process CPU time beside them: on a shared machine a wall time far above CPU/threads
-means other processes took the cores.
+On a random residual stream (:class:`ResidualStream`) of each ``--shapes``, it times the naive loop of Gram pairs,
+the floor (one float64 ``Z^T Z`` of the stacked centred layers, whose blocks give the exact reference),
+``layer_matrix(..., "cka")`` in each form, ``StreamingCKA``, the minibatch estimator and ``torch_cka`` if
+importable, with peak memory and the largest difference to the reference, then checks that streaming memory does not
+grow with N. Other benchmarks: ``train`` (:mod:`layersim.tools.bench_train`), ``device``
+(:func:`layersim.tools.bench_train.crossover`), ``device-cka`` (:func:`device_cka`), ``lens``
+(:mod:`layersim.tools.bench_lens`) and ``paper`` (:mod:`layersim.tools.bench_paper`) (see docs/modules.md,
+`layersim.tools.bench`).
 """
 
 from __future__ import annotations
@@ -62,13 +38,8 @@ MiB = 1 << 20
 # data: a residual stream with a shared offset, float32 as models give it
 # --------------------------------------------------------------------------------------
 class ResidualStream:
-    """Random residual-stream-like layer outputs ``h_{l+1} = h_l + f_l(h_l)`` (tracing eq. 1).
-
-    ``f_l`` is a random two-layer tanh MLP of width d; layer l is returned with a shared
-    per-feature offset (a few "massive activation" features at ~100, the rest O(3)),
-    growing with depth, as float32.  Rows are independent given the weights, so
-    :meth:`batch` draws fresh samples of the same process for streaming.
-    """
+    """Random float32 residual-stream layer outputs ``h_{l+1} = h_l + f_l(h_l)`` (tracing eq. 1), with ``f_l`` a random
+    tanh MLP, plus an offset that grows with depth and has a few massive features. :meth:`batch` draws fresh rows."""
 
     def __init__(self, d: int, n_layers: int, seed: int = 0, step: float = 0.6):
         rng = np.random.default_rng(seed)
@@ -559,9 +530,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def device_layers(n: int, d: int, L: int, device, seed: int = 0):
-    """A residual stream like :class:`ResidualStream`'s, made with torch on ``device``: ``[L, n, d]``
-    float32 (``h_{l+1} = h_l + 0.6 tanh(h_l W1_l) W2_l`` plus a shared offset with a few massive
-    features), without passing through the host."""
+    """A :class:`ResidualStream`-like ``[L, n, d]`` float32 stack, made with torch directly on ``device``."""
     import torch
 
     g = torch.Generator(device=device).manual_seed(seed)
@@ -578,12 +547,10 @@ def device_layers(n: int, d: int, L: int, device, seed: int = 0):
 
 
 def device_cka(n: int, d: int, L: int, device: str = "auto", check_n: int = 2000, log=print) -> dict:
-    """``layer_matrix`` (linear CKA) of ``L`` layers of ``n x d`` float32 hidden states that live on
-    ``device`` (CUDA: :func:`layersim.measures.similarity.layer_matrix` on torch tensors, on their device), timed against
-    the floor of the form it picks: ONE stacked float64 product on the same device (the Gram form:
-    ``Z Z^T`` of the centred ``Z = [n, L d]``, as many multiply-adds as building every layer's Gram
-    matrix; the feature form: ``Z^T Z``). The first ``check_n`` samples are also computed on the CPU
-    and compared (max |diff|)."""
+    """Time ``layer_matrix`` (linear CKA) of ``L`` layers of ``n x d`` float32 hidden states on ``device`` against the
+    floor of the form it picks: one float64 product of the stacked centred layers (``Z Z^T`` for the Gram form,
+    ``Z^T Z`` for the feature form). The first ``check_n`` samples are checked on the CPU. Returns ``{"seconds",
+    "floor", "form", "maxdiff", "cka_last_first"}``."""
     import torch
 
     dev = resolve_device(device)

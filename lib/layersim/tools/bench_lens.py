@@ -1,20 +1,10 @@
 """The logit lens against its peers: ``python -m layersim.tools.bench lens``.
 
-:func:`layersim.nets.readout.token_lens` reads, at every non-padding position of a text set, the top-1 token of
-the final norm and the unembedding applied to every layer of a causal LM (the tracing paper's saturation analysis,
-§2.2 and App. C.1; notebook t08). This times it on t08's default inputs (SmolLM2-135M, Austen sentences of at most
-64 tokens in batches of 16) beside the recipes a reader would otherwise use, on the same batches:
-
-* ``plain transformers``: one forward pass with ``output_hidden_states=True``, then the final norm and
-  ``lm_head`` on every layer (the last hidden state already carries the norm) and the arg-max at the real
-  positions;
-
-(TransformerLens's ``run_with_cache`` + ``unembed`` is the other common recipe; it is not a dependency of this
-project and is not timed here.)
-
-Each recipe runs once untimed, then ``--repeat`` times; the table gives the median wall time, the positions per
-second, and how often its top-1 token agrees with ``token_lens``'s (layer by layer, position by position: a random tie within
-float rounding can flip one). The model is read on ``--device`` with ``--threads`` torch threads.
+Times :func:`layersim.nets.readout.token_lens` (the top-1 token of every layer of a causal LM at every real
+position: the tracing paper's saturation analysis, §2.2 and App. C.1, notebook t08) on t08's default inputs, beside
+plain ``transformers`` (:func:`plain_lens`) on the same batches: the median wall time of ``--repeat`` runs after an
+untimed one, positions per second, and the share of top-1 tokens equal to ``token_lens``'s (see docs/modules.md,
+`layersim.tools.bench_lens`).
 """
 
 from __future__ import annotations
@@ -38,8 +28,7 @@ MODEL, N_TEXTS, MAX_LENGTH, BATCH = "smollm2-135m", 16, 64, 16
 
 def plain_lens(model: nn.Module, batches: Sequence[dict]) -> np.ndarray:
     """The logit lens as plain ``transformers`` gives it: ``[L+1, N]`` top-1 tokens at the real positions, from
-    ``output_hidden_states`` (entry 0 the embeddings, entry ``i`` block ``i``; the last entry already normalised),
-    the model's final norm and ``lm_head``."""
+    ``output_hidden_states``, the final norm (already in the last entry) and ``lm_head``."""
     norm, head = final_norm(model), classifier_head(model)
     dev = next(model.parameters()).device
     tops = []
@@ -65,9 +54,8 @@ def timed(fn: Callable[[], np.ndarray], repeat: int) -> tuple[float, np.ndarray]
 
 
 def compare(model: nn.Module, batches: Sequence[dict], repeat: int = 3) -> list[dict]:
-    """Every recipe on ``batches`` (on the model's device): ``{"recipe", "seconds", "positions", "agreement"}``
-    rows, ``token_lens`` first (agreement: the fraction of (layer, position) top-1 tokens equal to
-    ``token_lens``'s)."""
+    """Each recipe on ``batches``: rows ``{"recipe", "seconds", "positions", "agreement"}``, ``token_lens`` first;
+    agreement is the share of (layer, position) top-1 tokens equal to its."""
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
     device = next(model.parameters()).device
@@ -92,8 +80,8 @@ def table(rows: Sequence[dict]) -> list[str]:
 
 
 def random_lm(folder: str) -> tuple[nn.Module, object]:
-    """A causal LM built from ``folder``'s ``config.json`` with random weights (seed 0, float32) and the tokenizer
-    stored there: the lens's timings without the checkpoint's weights."""
+    """A causal LM from ``folder``'s ``config.json`` with random weights (seed 0, float32), and the tokenizer stored
+    there."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(0)

@@ -1,23 +1,11 @@
 """A measured paper-scale plan: ``python -m layersim.tools.bench paper``.
 
-For the notebooks whose paper scale runs on a GPU, this builds the paper preset's models from their
-configurations with random weights (nothing is downloaded), times a few training steps or reading passes of
-the paper's shapes on synthetic inputs on the current device, and multiplies the measured time per step by the
-number of steps the preset asks for. The settings are read where the notebooks read them: the library's presets
-(``layersim.notebook.presets``: the tracing ViT, the clusters fine-tuning, t03's models) and each notebook's own
-``PRESETS`` (:func:`notebook_presets`), never a second copy. The architectures of the pretrained models are
-their published configurations (:data:`layersim.nets.params.HF_ARCHITECTURES`; its image encoders are the
-redundancy notebooks' paper-scale models, which a test checks).
-
-A workload whose number of steps depends on a data set's size that is not known offline (a GLUE validation
-set, the images a redundancy notebook reads) reports its measured rate (per 1,000 steps) instead of hours.
-Notebooks that are not listed run on the CPU at every scale (the alignment paper's small networks) or are
-dominated by work this bench does not model; ``benchmarks/PAPER_SCALE.md`` keeps their estimates.
-
-Each workload is timed after ``warmup`` untimed steps (CUDA kernel selection, the allocator's warm-up), with the
-device synchronised before the clock stops; the peak of GPU memory is torch's ``max_memory_allocated``.
-``--tiny`` shrinks every model (two blocks of width 32, 16 tokens, images of 32 pixels) while keeping the
-presets' step counts: the tests run it on the CPU in seconds.
+For the notebooks whose paper scale runs on a GPU, it builds the paper presets' models with random weights (nothing
+downloaded), times a few training steps or reading passes of the paper's shapes on synthetic inputs
+(:func:`time_workload`) and multiplies the time per step by the steps the preset asks for (a workload whose step
+count is unknown offline reports its rate per 1,000 steps). The settings are read where the notebooks read them:
+``layersim.notebook.presets`` and each notebook's ``PRESETS`` (:func:`notebook_presets`). ``--tiny`` shrinks the
+models and keeps the step counts (see docs/modules.md, `layersim.tools.bench_paper`).
 """
 
 from __future__ import annotations
@@ -46,10 +34,9 @@ from layersim.train import finetune, objectives, training
 
 @dataclass(frozen=True)
 class Workload:
-    """One kind of step of a notebook at paper scale: ``build()`` makes the model (random weights),
-    ``batch(model)`` one synthetic batch on the CPU, ``kind`` ``"train"`` (forward, backward, AdamW) or
-    ``"read"`` (a forward pass returning every hidden state, no gradients), ``steps`` how many the preset asks
-    for (None: unknown offline; ``per`` says what one step is)."""
+    """One kind of paper-scale step: ``build()`` makes the model (random weights), ``batch(model)`` a synthetic CPU
+    batch; ``kind`` is ``"train"`` or ``"read"`` (forward only); ``steps`` the preset's count (None: unknown
+    offline), ``per`` what one step is."""
 
     notebook: str
     label: str
@@ -62,18 +49,16 @@ class Workload:
 
 
 def _display_import(node: ast.stmt) -> bool:
-    """Whether ``node`` imports the notebook's display layer (IPython), which no preset needs and which a GPU
-    machine or a batch node without Jupyter lacks."""
+    """Whether ``node`` imports IPython, which no preset needs and a machine without Jupyter lacks."""
     if isinstance(node, ast.ImportFrom):
         return (node.module or "").split(".")[0] == "IPython"
     return isinstance(node, ast.Import) and any(a.name.split(".")[0] == "IPython" for a in node.names)
 
 
 def notebook_presets(stem: str, root: Path | None = None) -> dict:
-    """The ``PRESETS`` of notebook ``stem`` (``"t10_aligned_gpt"`` or ``"tracing/t10_aligned_gpt"``), read from
-    the notebook itself: the statements of its settings cell before its ``start(...)`` call are executed (imports
-    and assignments; imports of IPython are left out, so that no Jupyter is needed), and ``PRESETS`` is returned.
-    ValueError if the notebook has no such cell."""
+    """The ``PRESETS`` of notebook ``stem`` (``"t10_aligned_gpt"`` or ``"tracing/t10_aligned_gpt"``), read from the
+    notebook: the statements of its settings cell before ``start(...)`` are executed, imports of IPython left out
+    (no Jupyter needed). ValueError without such a notebook or cell."""
     root = Path(root or paths.repo_root()) / "notebooks"
     name = stem.split("/")[-1]
     found = sorted(root.glob(f"*/{name}.ipynb"))
@@ -224,10 +209,9 @@ def _to(batch: tuple, dev: torch.device) -> tuple:
 
 def time_workload(w: Workload, device: str | torch.device = "auto", steps: int = 3, warmup: int = 1,
                   precision: str = "auto") -> dict:
-    """Seconds per step of ``w`` on ``device`` (the mean of ``steps`` timed steps after ``warmup`` untimed ones),
-    the precision it ran in and the peak GPU memory (GiB; None on the CPU). ``precision="auto"``: what the
-    notebooks use, i.e. training in :func:`layersim.train.training.resolve_precision`'s (bf16 autocast on CUDA) and
-    reading in float32 (TF32 on CUDA unless strict, :func:`layersim.core.device.evaluation_autocast`)."""
+    """Seconds per step of ``w`` on ``device`` (the mean of ``steps`` after ``warmup``), the precision used and the
+    peak GPU memory in GiB (None on the CPU). ``precision="auto"``: the notebooks' (bf16 training on CUDA, float32
+    reading)."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got {steps}, {warmup}")
     dev = resolve_device(device)
@@ -259,8 +243,8 @@ def time_workload(w: Workload, device: str | torch.device = "auto", steps: int =
 
 def plan(device: str | torch.device = "auto", tiny: bool = False, only: str = "", steps: int = 3,
          log: Callable[[str], None] = print) -> list[dict]:
-    """Time every workload whose notebook contains ``only``; returns one row per workload (its fields and the
-    measurement, with ``hours`` = seconds x steps / 3600 where the steps are known) and logs a Markdown table."""
+    """Time every workload whose notebook contains ``only``, log a Markdown table and return one row per workload, with
+    ``hours`` = seconds x steps / 3600 where the steps are known."""
     dev = resolve_device(device)
     rows = []
     log("| notebook | workload | precision | s per step | steps | hours | GPU memory peak (GiB) |")
@@ -282,9 +266,8 @@ def plan(device: str | torch.device = "auto", tiny: bool = False, only: str = ""
 
 
 def notebook_hours(rows: list[dict], complete_only: bool = False) -> dict[str, float]:
-    """``{notebook: GPU hours}`` from :func:`plan`'s rows: the sum of the notebook's workloads whose step count is
-    known. With ``complete_only``, only the notebooks whose every workload has one (a partial sum would understate
-    the notebook; the book's table shows those as unmeasured)."""
+    """``{notebook: GPU hours}`` summed over :func:`plan`'s rows with known step counts; with ``complete_only``, only
+    the notebooks whose every workload has one."""
     hours: dict[str, float] = {}
     partial: set[str] = set()
     for r in rows:

@@ -1,22 +1,10 @@
 """Training throughput of the paper-scale tracing ViT: ``python -m layersim.tools.bench train``.
 
-The tracing paper trains DeiT-S from scratch on CIFAR-10 (``layersim.notebook.presets.TRACING_VIT["paper"]``:
-12 blocks of width 384, 6 heads, patches of 4 on 32 x 32 images, batch 256, 200 epochs). This measures
-how many training images per second :func:`layersim.train.training.train_classifier` gets through on the
-device it runs on, for every combination of
-
-* the objective: ``ce`` (standard cross-entropy) and ``aligned`` (the paper's eq. 5: one shared
-  classifier on every block);
-* the precision: ``fp32`` and ``bf16`` (autocast; CUDA only, :func:`layersim.train.training.resolve_precision`);
-* the augmentation (crop, flip, 15-degree rotation, :class:`layersim.inputs.data.Augmentation`): ``none``,
-  ``per-image`` (torchvision, image by image in the DataLoader's workers or, on the CPU, the main
-  process) and ``batch`` (one gather per batch on the training device).
-
-The images are random tensors of CIFAR-10's shape (nothing is downloaded; decoding is not measured).
-Each measurement trains for two epochs of ``--steps`` steps and times the second (the first pays for
-worker start-up, CUDA kernel selection and the allocator's warm-up); a step ends with ``loss.item()``,
-so GPU work is finished when the clock stops. Results go to standard output as a Markdown table,
-with the device named; ``benchmarks/RESULTS.md`` keeps the measured ones.
+Training images per second of :func:`layersim.train.training.train_classifier` on the current device, for the
+tracing paper's DeiT-S on CIFAR-10 (``TRACING_VIT["paper"]``) with random images of that shape, for every
+combination of objective (``ce``; ``aligned``, eq. 5), precision (``fp32``; ``bf16`` on CUDA) and augmentation
+(``none``, ``per-image``, ``batch``): :func:`measure`, :func:`run`. :func:`crossover` times models on the CPU and
+the GPU to check ``device="auto"``'s threshold (see docs/modules.md, `layersim.tools.bench_train`).
 """
 
 from __future__ import annotations
@@ -71,8 +59,8 @@ def vit_settings(quick: bool = False) -> dict:
 
 def measure(objective: str, precision: str, augmentation: str, steps: int, batch: int, device: torch.device,
             quick: bool = False, workers: int | None = None, compile: bool | str | None = False) -> float:
-    """Training images per second of one combination (module docstring); raises ValueError for a
-    precision the device does not have."""
+    """Training images per second of one combination, timed over the second of two epochs; ValueError for an unknown
+    augmentation or a precision the device lacks."""
     if augmentation not in AUGMENTATIONS:
         raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {augmentation!r}")
     s = vit_settings(quick)
@@ -98,9 +86,8 @@ def device_name(device: torch.device) -> str:
 def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, precisions=PRECISIONS,
         augmentations=AUGMENTATIONS, quick: bool = False, workers: int | None = None, log=print,
         compile: bool | str | None = False) -> dict:
-    """Every combination; returns ``{(objective, precision, augmentation): images/s or None}`` (None:
-    the precision is not available on this device) and prints the table with the ratios that matter
-    (bf16 over fp32; each augmentation over none)."""
+    """Every combination: ``{(objective, precision, augmentation): images/s, or None where the device lacks the
+    precision}``; prints the table with the bf16/fp32 and augmentation/none ratios."""
     results: dict[tuple[str, str, str], float | None] = {}
     for obj, prec, aug in itertools.product(objectives, precisions, augmentations):
         try:
@@ -136,9 +123,8 @@ def run(steps: int, batch: int, device: torch.device, objectives=OBJECTIVES, pre
 
 
 def ladder(quick: bool = False) -> list[tuple[str, torch.nn.Module, int, tuple[int, ...]]]:
-    """Models of growing training work (``layersim.core.device.training_work``) around
-    :data:`layersim.core.device.GPU_MIN_WORK`: ``(label, model, batch size, one input's shape)``. The
-    tracing notebooks' MLP and ViT at the default scale are on it, with smaller and larger MLPs."""
+    """Models of growing training work around :data:`layersim.core.device.GPU_MIN_WORK`, as ``(label, model, batch
+    size, input shape)``: MLPs of several widths and the tracing notebooks' default MLP and ViT."""
     from layersim.train import mlp
 
     widths = (16, 64) if quick else (16, 64, 128, 192, 256, 512, 1024)
@@ -169,8 +155,8 @@ def step_seconds(model: torch.nn.Module, batch: int, shape: tuple[int, ...], dev
 
 
 def timed(step, device: torch.device, steps: int, warmup: int) -> float:
-    """Seconds per call of ``step()``: the mean of ``steps`` calls after ``warmup`` untimed ones, the device
-    synchronised before the clock starts and before it stops (CUDA work is asynchronous)."""
+    """Seconds per ``step()`` call: the mean of ``steps`` calls after ``warmup`` ones, CUDA synchronised before the
+    clock starts and stops."""
     for _ in range(warmup):
         step()
     if device.type == "cuda":
@@ -184,9 +170,8 @@ def timed(step, device: torch.device, steps: int, warmup: int) -> float:
 
 
 def crossover(quick: bool = False, steps: int = 20, log=print) -> list[dict]:
-    """Each model of :func:`ladder` timed on the CPU and, where there is one, on the GPU, beside what
-    ``device="auto"`` picks for it: the measurement that checks :data:`layersim.core.device.GPU_MIN_WORK`
-    (the pick should never be more than 10 % slower than the other device)."""
+    """Time each :func:`ladder` model on the CPU and the GPU (if any) beside ``device="auto"``'s pick, which should
+    never be more than 10 % slower than the faster device (the check of :data:`layersim.core.device.GPU_MIN_WORK`)."""
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     log(f"| model | work (params x batch) | {' | '.join(f'{d.type} ms/step' for d in devices)} | auto picks | "
         f"auto within 10 % of the faster |")

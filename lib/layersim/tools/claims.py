@@ -1,12 +1,9 @@
 """Every claim of a run in one table: ``python -m layersim claims``.
 
-Reads ``<paper>/<stem>/metrics.json`` under a results folder (by default the committed ``figures/``)
-and lists each claim with its verdict over the seeds (*holds in k of n*, :mod:`layersim.notebook.seeds`),
-its value (the median over the seeds), its threshold and, for a claim that misses on some seed, the
-diagnosis recorded beside it (:data:`layersim.notebook.results.DIAGNOSES`); for a *scale* diagnosis, the
-claim's verdict in the notebook's larger run (``<folder>/scale_checks/<paper>/<stem>/metrics.json``,
-``python -m layersim.tools.runner --scale-check``). The book's claims audit page
-(:func:`layersim.tools.site.audit_page`) is built from the same rows.
+Reads every ``<paper>/<stem>/metrics.json`` under a results folder (default: the committed ``figures/``) and lists
+each claim with its verdict over the seeds (*holds in k of n*), its median value, its threshold and, for a claim
+that misses on some seed, its diagnosis, with the verdict of the notebook's larger run for a *scale* diagnosis
+(``scale_checks/``). The book's claims audit (:func:`layersim.tools.site.audit_page`) is built from the same rows.
 """
 
 from __future__ import annotations
@@ -66,9 +63,8 @@ class Row:
 
     @property
     def why(self) -> str:
-        """The diagnosis of a claim that misses on some seed (``"kind: reason"``, and for a *scale* diagnosis the
-        verdict of the larger run); "" for a claim that holds on every seed. A value that is not a finite number
-        comes first (:func:`layersim.notebook.seeds.value_problem`)."""
+        """The diagnosis of a claim that misses on some seed (``"kind: reason"``, with the larger run's verdict for
+        *scale*), preceded by a non-finite value's problem; "" when it holds on every seed."""
         c = self.claim
         failed = seeds.value_problem(c)
         if not (self.misses_somewhere and "kind" in c):
@@ -110,10 +106,8 @@ ORIGIN_LABELS = ("defined before their first result", "defined with their first 
 
 
 def headline(rows: list[Row]) -> list[str]:
-    """The counts a reader needs to weigh the verdicts, one line each: how many claims hold, in all and by origin
-    (:data:`layersim.notebook.registry.ORIGINS`: a claim added after its notebook missed is counted apart), the
-    misses by diagnosis, and the *scale* misses by what their larger runs say
-    (:data:`layersim.notebook.seeds.SCALE_STATUSES`)."""
+    """The counts that weigh the verdicts, one line each: claims that hold, in all and by origin; the misses by
+    diagnosis; the *scale* misses by their larger runs' status."""
     def held(some: list[Row]) -> str:
         return f"{sum(seeds.holds(r.claim) for r in some)} of {len(some)}"
 

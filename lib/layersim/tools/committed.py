@@ -1,25 +1,11 @@
 """The committed results while a run rewrites them: nothing lost, whatever stops the run.
 
-A run with ``--update-committed`` rewrites ``figures/<paper>/<stem>/`` (its figures and ``metrics.json``,
-written by the notebook itself) and ``notebooks/<paper>/<stem>.ipynb`` (replaced by the executed copy at
-the end). Each committed folder is left either **as it was** or **complete and new**:
-
-- :func:`snapshot` copies the folder's run outputs and the committed notebook aside, into
-  ``runs/.restore/<folder>/``, before the run touches them; the copy appears whole (written under a
-  temporary name, then renamed) with ``keep.json`` naming the process that made it.
-- after a success the copy is dropped (:func:`drop`: renamed away, then deleted, so that a half-deleted
-  copy is never mistaken for a whole one); after a failure or a stop, :func:`restore` puts the folder and
-  the notebook back as they were.
-- every signal that stops a run -- SIGINT (Ctrl-C), SIGTERM (``timeout``, Slurm's ``scancel``, CI
-  cancellation), SIGHUP (a closed terminal) -- becomes :class:`Stopped` in the main thread
-  (:func:`stops`), so the runner's clean-up runs; the clean-up ends the processes the run started (its
-  kernels, :func:`end_children`) and restores with further signals held back (:func:`shielded`).
-- a hard kill (SIGKILL, a power loss) leaves the copy behind: the next run finds it before it takes a
-  snapshot and puts it back (:func:`recover`, also ``python -m layersim.tools.runner --recover``),
-  once the process named in ``keep.json`` is gone.
-
-:func:`phase` marks the named points of a run (``locked``, ``kept``, ``publishing``, ``published``) where
-the tests stop it; it does nothing unless ``LAYERSIM_PAUSE_AT`` names the phase.
+Each committed folder (``figures/<paper>/<stem>/`` and its notebook) is left as it was or complete and new.
+:func:`snapshot` copies it to ``runs/.restore/`` before a run touches it; :func:`drop` deletes the copy after a
+success, :func:`restore` puts it back after a failure or a stop. :func:`stops` turns SIGTERM and SIGHUP into
+:class:`Stopped`, :func:`shielded` holds signals back during the clean-up, :func:`end_children` ends the run's
+kernels, :func:`recover` puts back what a hard-killed run left, and :func:`phase` marks where the tests stop a run
+(see docs/modules.md, `layersim.tools.committed`).
 """
 
 from __future__ import annotations
@@ -49,8 +35,8 @@ OUTPUTS = (*writers.RUN_OUTPUTS, "*.ipynb")
 
 
 class Stopped(BaseException):
-    """A signal stopped the run (a ``BaseException``, like ``KeyboardInterrupt``: no ``except Exception`` in the
-    run swallows it). ``exit_code`` is the shell's convention, 128 + the signal's number."""
+    """A signal stopped the run: a ``BaseException``, so that no ``except Exception`` swallows it; ``exit_code`` is 128
+    + the signal's number."""
 
     def __init__(self, signum: int):
         super().__init__(f"stopped by {signal.Signals(signum).name}")
@@ -81,8 +67,8 @@ def stops() -> Iterator[None]:
 
 @contextlib.contextmanager
 def shielded() -> Iterator[list[int]]:
-    """Hold back SIGINT, SIGTERM and SIGHUP for the block (a clean-up that must finish); yields the list of those
-    that arrived meanwhile. A no-op outside the main thread."""
+    """Hold back SIGINT, SIGTERM and SIGHUP for the block; yields the list of those that arrived. A no-op outside the
+    main thread."""
     got: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield got
@@ -96,9 +82,8 @@ def shielded() -> Iterator[list[int]]:
 
 
 def end_children(grace: float = 5.0) -> list[int]:
-    """End every process this one started (a notebook's kernel, a local worker), TERM first and KILL after
-    ``grace`` seconds, and wait for them: a kernel still running after a stop could write into a folder that was
-    just put back. Returns their process ids."""
+    """End every process this one started, TERM first and KILL after ``grace`` seconds, and wait for them (a live
+    kernel could write into a folder just put back); returns their ids."""
     import psutil
 
     try:
@@ -117,8 +102,8 @@ def end_children(grace: float = 5.0) -> list[int]:
 
 
 def phase(name: str, say=None) -> None:
-    """A named point of a run. With ``LAYERSIM_PAUSE_AT`` naming it, say ``paused at <name>`` on standard error and
-    wait there (up to 10 minutes) for a signal: the tests stop the runner at known points this way."""
+    """A named point of a run: when ``LAYERSIM_PAUSE_AT`` names it, say ``paused at <name>`` on stderr and wait (up to
+    10 minutes) for the tests' signal."""
     if name not in {p.strip() for p in os.environ.get(PAUSE, "").split(",")}:
         return
     print(f"paused at {name} (pid {os.getpid()})", file=sys.stderr, flush=True)
@@ -156,11 +141,9 @@ def read_keep(keep: Path) -> dict | None:
 
 
 def snapshot(folder: Path, notebook: Path | None = None, root: Path | None = None, say=None) -> Path:
-    """Keep a copy of committed ``folder``'s run outputs and of ``notebook`` (the committed notebook the run
-    replaces, if any) before a run rewrites them; return the copy's folder.
-
-    A copy already there is another run's: put back first if its process is gone (:func:`recover_one`),
-    refused with :class:`layersim.core.locks.Busy` if that run is alive."""
+    """Copy committed ``folder``'s run outputs and ``notebook`` (if any) aside before a run rewrites them; returns the
+    copy, which appears whole. A copy already there is recovered first (:func:`recover_one`), or
+    :class:`layersim.core.locks.Busy` if its run is alive."""
     root = root or repo_root()
     keep = keep_folder(folder, root)
     if keep.exists() or any(keep.parent.glob(f".{keep.name}.*")):
@@ -182,8 +165,8 @@ def snapshot(folder: Path, notebook: Path | None = None, root: Path | None = Non
 
 
 def drop(keep: Path) -> None:
-    """Delete a kept copy: renamed away first (one atomic step), so that an interrupted delete never leaves a
-    partial copy that would be taken for a whole one."""
+    """Delete a kept copy, renamed away first so that an interrupted delete never leaves a partial copy that passes for
+    whole."""
     if not keep.exists():
         return
     gone = keep.with_name(f".{keep.name}.discard-{os.getpid()}")
@@ -192,9 +175,8 @@ def drop(keep: Path) -> None:
 
 
 def restore(keep: Path, root: Path | None = None) -> Path:
-    """Put back what :func:`snapshot` kept: the folder's run outputs as they were (the run's partial ones removed,
-    each kept file renamed into place) and the committed notebook; then :func:`drop` the copy. Returns the
-    folder. Safe to repeat: the copy stays whole until every file is back."""
+    """Put back what :func:`snapshot` kept (the run's partial outputs removed, kept files renamed into place, the
+    notebook), then :func:`drop` the copy; returns the folder. Safe to repeat."""
     root = root or repo_root()
     info = read_keep(keep)
     if info is None:
@@ -213,9 +195,9 @@ def restore(keep: Path, root: Path | None = None) -> Path:
 
 
 def recover_one(keep: Path, root: Path | None = None, say=None) -> bool:
-    """Settle what a stopped run left at ``keep``: a whole copy whose process is gone is put back (one line through
-    ``say``); half-made or half-deleted copies of a gone process are removed; a live run's copy raises
-    :class:`layersim.core.locks.Busy`. Returns whether a folder was put back."""
+    """Settle what a stopped run left at ``keep``: a whole copy of a gone process is put back (one line through
+    ``say``), half-made ones removed; :class:`layersim.core.locks.Busy` for a live run's. Returns whether a folder
+    was put back."""
     root = root or repo_root()
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     put_back = False
@@ -245,9 +227,8 @@ def leftovers(root: Path | None = None) -> list[Path]:
 
 
 def recover(root: Path | None = None, say=None) -> list[Path]:
-    """Put back every committed folder that a hard-killed run left half-written (:func:`recover_one` for each copy
-    under ``runs/.restore/`` whose process is gone; a live run's copy is left to it). Returns the folders put
-    back."""
+    """Put back every folder a hard-killed run left half-written (:func:`recover_one` for each copy under
+    ``runs/.restore/``; a live run's is left alone); returns those folders."""
     root = root or repo_root()
     done = []
     for keep in leftovers(root):

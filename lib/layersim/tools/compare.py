@@ -1,38 +1,13 @@
 """How close one run came to another: ``metrics.json`` compared notebook by notebook.
 
-``python -m layersim.tools.compare`` (``make compare``) compares a finished run with the committed
-results: by default the ``figures/`` of the working tree (what ``make reproduce`` just wrote)
-against ``figures/`` as committed at ``HEAD``. Either side may be a folder (``runs/default``,
-another machine's ``figures/`` copied over) or ``git:<rev>`` (``figures/`` at that commit), so two
-committed runs made on different machines can be compared as well.
+``python -m layersim.tools.compare [RUN] [REFERENCE]`` (``make compare``) compares two runs, each a folder of
+``<paper>/<stem>/metrics.json`` or ``git:<rev>`` (default: ``figures/`` against ``git:HEAD``). Per notebook it
+reports flipped verdicts, the largest relative differences (claims' values, all numbers), structural changes and
+numbers that are not finite or outside a :class:`Tolerance`; run facts (:data:`RUN_FACTS`) are left out. The smoke
+checks of ``make test`` use the same functions (see docs/modules.md, `layersim.tools.compare`).
 
-For every notebook present on both sides it reports
-
-- whether every claim's verdict (``holds``) is the same, naming those that flipped;
-- the largest relative difference among the claims' values and among all numbers
-  (``|a - b| / max(|a|, |b|)``), with the key where it occurs;
-- structural differences: keys present on one side only, lists of another length, strings,
-  booleans, types, parameters (``params``) or PNG figure names (:data:`FIGURES`) that differ (a
-  changed layer count or a missing figure shows here; the numbers inside a note's text are not
-  compared as text);
-- with a :class:`Tolerance`, the numbers outside it; a verdict that flipped while the claim's value
-  lies within the tolerance of its threshold is *fragile*: reported, and not counted as a failure
-  by :meth:`Comparison.ok` (a value that close to its threshold is decided by rounding);
-- numbers that are not finite: a NaN or an infinity where the other side has another number is a
-  difference with or without a tolerance (NaN against NaN, and an infinity against the same one, are the
-  same), and a claim whose value is not a finite number does not hold, whatever its recorded ``holds``
-  says (:func:`layersim.notebook.seeds.holds`).
-
-What is not a result is left out: timings (keys containing ``seconds``), weight checksums
-(``sha256``) and cache hits (``from_cache``) describe the run, not what it measured.
-
-The smoke-scale regression checks of ``make test`` use the same functions with the per-notebook
-tolerances of ``tests/notebooks/tolerances.json``, which were measured across CPU kernels and thread
-counts (:func:`spread`).
-
-Exit status of the command: 0 when every compared notebook has the same verdicts, the same
-structure and (with ``--rtol``/``--atol``) every number within the tolerance; 1 otherwise; 2 when
-nothing could be compared.
+Exit status of the command: 0 when every compared notebook has the same verdicts, the same structure and (with
+``--rtol``/``--atol``) every number within the tolerance; 1 otherwise; 2 when nothing could be compared.
 """
 
 from __future__ import annotations
@@ -56,8 +31,8 @@ RUN_FACTS = re.compile(r"seconds|sha256|from_cache")
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Two numbers agree when ``|new - ref| <= atol + rtol * |ref|`` (numpy's ``isclose``); a number that is not
-    finite agrees only with itself (NaN with NaN, an infinity with the same one: :func:`same_number`)."""
+    """Two numbers agree when ``|new - ref| <= atol + rtol * |ref|``; a number that is not finite agrees only with
+    itself (:func:`same_number`)."""
 
     rtol: float = 0.0
     atol: float = 0.0
@@ -135,8 +110,7 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?(?![\w.])"
 
 
 def mask_numbers(text: str) -> str:
-    """``text`` with every number in it replaced by ``#``: notes such as ``"error 6.5e-11 (3 of 4)"``
-    embed measured numbers, which are compared as numbers elsewhere, not as text."""
+    """``text`` with every number replaced by ``#``: a note's numbers are compared as numbers elsewhere, not as text."""
     return _NUMBER.sub("#", text)
 
 
@@ -150,9 +124,8 @@ def without_run_facts(metrics: Any) -> Any:
 
 
 def relative_difference(a: float, b: float) -> float:
-    """``|a - b| / max(|a|, |b|)``: 0 for the same numbers (:func:`same_number`), at most 2 for finite ones;
-    symmetric. ``inf`` when one of them is not finite and they differ (NaN against a number, an infinity
-    against another number): no finite distance describes that."""
+    """``|a - b| / max(|a|, |b|)``: 0 for the same numbers (:func:`same_number`), at most 2 for finite ones, ``inf``
+    when one is not finite and they differ."""
     if same_number(a, b):
         return 0.0
     if not (math.isfinite(a) and math.isfinite(b)):
@@ -209,11 +182,10 @@ def flipped_claims(ref: dict, new: dict) -> list[str]:
 
 def compare_metrics(ref: dict, new: dict, tolerance: Tolerance | Tolerances | None = None,
                     notebook: str = "") -> Comparison:
-    """Compare two ``metrics.json`` payloads (see the module docstring for what is reported).
-
-    ``tolerance``: one for every number, or :class:`Tolerances` per group of keys. Without one,
-    numbers are only measured, never failed, and no flip is fragile.
-    """
+    """Compare two ``metrics.json`` payloads: flipped verdicts (*fragile* when a value lies within the tolerance of its
+    threshold), the largest differences, structural changes, numbers not finite or outside the tolerance.
+    ``tolerance``: one for every number, or :class:`Tolerances` per group of keys; without one, numbers are
+    measured, never failed."""
     if isinstance(tolerance, Tolerance):
         tolerance = Tolerances(tolerance)
     out = Comparison(notebook or str(ref.get("notebook", "")))
@@ -268,12 +240,8 @@ FIGURES = "png_files"
 
 
 def record(folder: Path, since: float | None = None) -> dict:
-    """A run folder's ``metrics.json`` with the names of its PNG figures under :data:`FIGURES`.
-
-    With ``since`` (a ``time.time()``), only files written at or after it count: a ``metrics.json``
-    older than that raises ``ValueError`` (the run did not write one), and older PNGs are ignored
-    (left there by an earlier run).
-    """
+    """A run folder's ``metrics.json`` with its PNG names under :data:`FIGURES`. With ``since`` (a ``time.time()``)
+    only files written since count: an older ``metrics.json`` raises ``ValueError``, older PNGs are ignored."""
     folder = Path(folder)
     path = folder / "metrics.json"
     if not path.is_file() or (since is not None and path.stat().st_mtime < since):
@@ -298,12 +266,9 @@ def _key(rel: str) -> str | None:
 
 
 def load_run(source: str | Path, root: Path | None = None) -> dict[str, dict]:
-    """Every ``metrics.json`` of a run, keyed by ``<paper>/<stem>``.
-
-    ``source`` is a folder holding ``<paper>/<stem>/metrics.json`` (or ``<paper>/<stem>.metrics.json``,
-    the smoke references' layout), or ``git:<rev>`` for ``figures/`` at that commit of the repository.
-    Raises ``ValueError`` when the source does not exist or holds no metrics, naming it.
-    """
+    """Every ``metrics.json`` of a run, keyed by ``<paper>/<stem>``: ``source`` is a folder of
+    ``<paper>/<stem>/metrics.json`` (or ``<paper>/<stem>.metrics.json``) or ``git:<rev>`` (``figures/`` at that
+    commit). ``ValueError`` naming a missing or empty source."""
     root = root or repo_root()
     text = str(source)
     files: dict[str, str] = {}
@@ -364,15 +329,10 @@ def compare_runs(ref: dict[str, dict], new: dict[str, dict],
 
 
 def spread(runs: list[dict]) -> dict[str, Any]:
-    """How far the numbers of several runs of one notebook move (every run against the first).
-
-    Returns ``{"atol": largest |a - b| among values with |first| < 1, "rtol": largest |a - b| / |first|
-    among values with |first| >= 1, "worst_abs", "worst_rel": their keys, "flipped": claims whose verdict
-    differs from the first run, "groups": {group: {"atol", "rtol"}} the same per group of keys}``: what a
-    tolerance must cover for these runs to agree (settings, ``params``, are not measured). A number that is not
-    finite where the first run has another one raises ``ValueError`` naming its key: no tolerance covers it
-    (NaN against NaN, and an infinity against the same one, did not move).
-    """
+    """How far the numbers of several runs move against the first, ``params`` aside: ``atol``, the largest absolute
+    change of a value under 1; ``rtol``, the largest relative change of the others; ``worst_abs`` and ``worst_rel``,
+    their keys; ``flipped``, the claims whose verdict changed; ``groups``, both per group of keys. ``ValueError``
+    for a non-finite number where the first run has another."""
     if len(runs) < 2:
         raise ValueError("spread needs at least two runs")
     base = flatten(runs[0])
@@ -413,8 +373,8 @@ def _diff(rel: float, key: str, pair: tuple) -> str:
 
 
 def strict_json(obj: Any) -> Any:
-    """``obj`` with every float that is not finite written as the string ``"NaN"``, ``"Infinity"`` or
-    ``"-Infinity"``: strict JSON has no such numbers, and its readers refuse Python's ``NaN``."""
+    """``obj`` with every float that is not finite written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``,
+    which strict JSON readers accept."""
     if isinstance(obj, dict):
         return {k: strict_json(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -1,23 +1,12 @@
 """The smoke checks under other CPU kernels and thread counts: ``python -m layersim.tools.portable``
 (``make test-portable``).
 
-Another machine computes the same notebook with other float kernels: torch picks its vectorised
-kernels by the CPU's instruction set (``ATEN_CPU_CAPABILITY``: default, avx2, avx512), oneDNN its
-convolutions (``ONEDNN_MAX_CPU_ISA``), BLAS libraries split sums by the thread count, and small
-trainings amplify the rounding. This command runs smoke notebooks under each of :data:`SETTINGS`
-on this machine, each with an empty checkpoint cache (a checkpoint trained under another setting
-would hide the difference), and checks each run against the committed smoke references exactly as
-``make test`` does (:mod:`layersim.tools.smoke_check`): exit status 0 when every run passes.
-
-With ``--measure`` it also records how far the numbers moved between the settings and the reference,
-per notebook and per group of keys (a claim, or a top-level key of ``metrics.json``:
-:func:`layersim.tools.compare.spread`), and writes ``tests/notebooks/tolerances.json``: a notebook's tolerance
-is :data:`SAFETY` times the (lower) median spread of its groups that moved, and a group that moved more (here,
-or as reported from another machine: kept in the file under ``reported``) gets :data:`SAFETY` times its
-own; rounded up, never below :data:`FLOOR` (:func:`notebook_entry`).
-Runs made by hand under other settings can be added with ``--also NAME=FOLDER``. The file is written only when
-every run it is measured from succeeded, and there is at least one (:func:`why_not_measurable`); otherwise
-nothing is written, one ``error:`` line says why, and the exit status is 1.
+Runs smoke notebooks on this machine under each kernel setting of :data:`SETTINGS` (torch's, oneDNN's and MKL's
+instruction sets, thread counts), each from an empty checkpoint cache, and checks every run against its committed
+smoke reference as ``make test`` does (:mod:`layersim.tools.smoke_check`); exit 0 when every run passes.
+``--measure`` also writes ``tests/notebooks/tolerances.json`` from how far the numbers moved (:func:`measure`,
+:func:`notebook_entry`), and only when every run succeeded (:func:`why_not_measurable`; otherwise exit 1) (see
+docs/modules.md, `layersim.tools.portable`).
 """
 
 from __future__ import annotations
@@ -80,12 +69,10 @@ def tolerance_from(measured: dict, reported: dict | None = None) -> dict:
 
 
 def notebook_entry(spread: dict, runs: list[str], reported: dict | None = None) -> dict:
-    """A notebook's ``tolerances.json`` entry from :func:`layersim.tools.compare.spread` of its runs.
-
-    Its default, for every group of keys, is :func:`tolerance_from` the median spread of the groups that
-    moved (a group can stay still by chance: a near tie in an accuracy that none of the runs broke, while
-    another CPU does); a group that moved more (or that another machine was reported to move more,
-    ``reported``: ``{group: {"atol" or "rtol": spread}}``) gets its own. The measured spreads are kept."""
+    """A notebook's ``tolerances.json`` entry from :func:`layersim.tools.compare.spread` of its runs: a default of
+    :func:`tolerance_from` the lower median spread of the groups that moved, and its own tolerance for a group that
+    moved more, here or as ``reported`` from another machine (``{group: {"atol" or "rtol": spread}}``). The measured
+    spreads are kept."""
     reported = reported or {}
     moved = [v for v in spread["groups"].values() if v["atol"] or v["rtol"]]
     typical = {k: _low_median([v[k] for v in moved if v[k]]) for k in ("atol", "rtol")}
@@ -137,10 +124,9 @@ def run_setting(name: str, env: dict, notebooks: str, work: Path) -> Path:
 
 def check_run(out: Path, refs: Path, expected: list[str] | None = None,
               tolerances: bool = True) -> dict[str, compare.Comparison | str]:
-    """Every notebook of the smoke run ``out`` against its reference under ``refs`` (``tests/notebooks``);
-    a notebook of ``expected`` (``<paper>/<stem>`` keys) without an output folder did not run.
-    ``tolerances=False``: compared without the committed ``tolerances.json`` (numbers measured, not failed),
-    as the runs that measure it are."""
+    """Every notebook of the smoke run ``out`` against its reference under ``refs``: ``{key: Comparison or why it
+    failed}`` (a key of ``expected`` without an output folder did not run). ``tolerances=False``: numbers measured,
+    not failed."""
     results: dict[str, compare.Comparison | str] = {}
     for nb in sorted(refs.rglob("*.ipynb")):
         key = f"{nb.parent.name}/{nb.stem}"
@@ -195,10 +181,9 @@ def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> 
 
 
 def why_not_measurable(results: dict[str, dict[str, compare.Comparison | str]]) -> str:
-    """Why tolerances cannot be measured from the checked runs ``{setting: check_run(...)}``, or "" when they can:
-    at least one notebook ran, and every run of every setting succeeded: it ran, wrote a ``metrics.json`` of
-    its reference's structure, and every number that is finite in the reference is finite in the run (a
-    tolerance covers numbers that moved, not a run that failed)."""
+    """Why tolerances cannot be measured from the checked runs ``{setting: check_run(...)}``, or "" when they can: at
+    least one notebook ran, and every run of every setting wrote a ``metrics.json`` of its reference's structure,
+    finite wherever the reference is."""
     failed = [(s, k, c) for s, r in results.items() for k, c in sorted(r.items())
               if isinstance(c, str) or c.structure or c.not_finite]
     if not any(isinstance(c, compare.Comparison) for r in results.values() for c in r.values()):

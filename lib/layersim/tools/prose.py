@@ -1,10 +1,9 @@
 """Render or check the numbers in the committed notebooks' prose (:mod:`layersim.notebook.prose`).
 
 ``python -m layersim.tools.prose render [--nb PATTERN]`` fills every Markdown template of the committed notebooks
-(``notebooks/<paper>/<stem>.ipynb`` and the scale checks' ``figures/scale_checks/<paper>/<stem>/<stem>.ipynb``) from
-the ``metrics.json`` committed beside it: no notebook is run, so a change of wording (or of a template) costs
-seconds. ``check`` renders nothing: it lists the cells whose text differs from their template rendered, and the
-numbers typed by hand that ``notebooks/prose_exceptions.json`` does not list; exit 1 when there is one.
+and scale checks from the ``metrics.json`` committed beside them, running no notebook. ``check`` renders nothing: it
+lists the cells whose text differs from their template rendered and the numbers typed by hand that
+:data:`EXCEPTIONS` does not list; exit 1 when there is one.
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ def label(nb: Path, root: Path | None = None) -> str:
 
 
 def is_scale_check(nb_label: str) -> bool:
-    """Whether the committed notebook ``nb_label`` (:func:`label`) is a scale check's copy: rendered like any run
-    other than the committed one (``strict=False``: a passage that reads values its run lacks is left out)."""
+    """Whether ``nb_label`` (:func:`label`) is a scale check's copy, rendered with ``strict=False``."""
     return nb_label.startswith("figures/scale_checks/")
 
 
@@ -73,9 +71,8 @@ def load_exceptions(root: Path | None = None) -> dict:
 
 
 def unexcused(nb_label: str, nb: dict, exceptions: dict) -> list[tuple[int, str, str]]:
-    """The loose numbers of ``nb`` (:func:`layersim.notebook.prose.prose_numbers`) that the exceptions do not
-    excuse (all excused for a notebook listed whole; a scale check's copy shares the excuses of the notebook it
-    copies: :func:`exceptions_label`)."""
+    """The loose numbers of ``nb`` (:func:`layersim.notebook.prose.prose_numbers`) that the exceptions do not excuse; a
+    scale check's copy shares its notebook's (:func:`exceptions_label`)."""
     if nb_label in exceptions["notebooks"]:
         return []
     mine = [e for e in exceptions["numbers"] if e["notebook"] in (nb_label, exceptions_label(nb_label))]

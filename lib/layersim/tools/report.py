@@ -1,36 +1,12 @@
 """``layersim report``: every lens of the four papers on any model, from one extraction pass.
 
-A report takes a **model** a user has and a **data set**, reads every layer of the model once
-(:func:`layersim.nets.models.collect`: one forward pass per batch, one token per sample) and applies every
-lens of the registry (:mod:`layersim.notebook.lenses`) that the inputs allow: COS and linear CKA to the last
-layer and between all pairs, adjacent-layer cosine and the residual norm ratio (tracing), the logit
-lens and saturation layers where the model's own classifier fits the labels (tracing), Block
-Redundancy and the fit error of a per-block linear map (redundancy), alignment areas (alignment), the
-two-cluster block-diagonal score (clusters), within-class collapse and linear probes. A lens that does
-not apply is listed as skipped with the reason, never dropped.
-
-Models (:func:`describe_model`, :func:`load_model`):
-
-* a registered asset (``layersim.inputs.assets``): ``all-minilm-l6-v2``, ``smollm2-135m`` offline; the paper
-  models (``bert-base-uncased``, ``deit_small_patch16_224``, ...) when downloads are allowed;
-* ``tracing-vit`` (``tracing-vit:<scale>``): the tracing paper's ViT trained here at that scale
-  (``layersim.notebook.presets.TRACING_VIT``; trained on first use, then cached, as in t01);
-* a local folder with a Hugging Face ``config.json`` (a fine-tuned model of your own; its family is
-  matched against the adapters from the configuration alone, :func:`folder_adapter`);
-* ``timm:<name>``: a timm model of a family with an adapter (its weights downloaded by timm when
-  allowed; the name and family are checked first, :func:`timm_adapter`).
-
-Data sets (:func:`describe_data`, :func:`load_data`): images ``fashion-mnist``, ``digits`` (offline),
-``mnist``, ``cifar10``, ``cifar100`` (downloaded); text ``austen`` (sentences labelled by novel),
-the text tasks of :mod:`layersim.inputs.text_tasks` (``austen-excerpt``, ..., GLUE names at paper scale),
-``python-docs`` (no labels); a folder of images in one sub-folder per class, or a ``.txt`` file with
-one text per line (no labels).
-
-Every check that can fail — an unknown name, a model family without an adapter, a data set of the
-other modality — runs in :func:`check` before any model or data is loaded, and raises one
-``ValueError`` that says what to do. A model folder, an image folder or a text file is named by the path the
-operating system reads (``~`` expanded, relative to the working directory: :func:`local_path`), and the command
-line hands the notebook's kernel, which runs in ``notebooks/report/``, that absolute path.
+A report reads every layer of a **model** once on a **data set** (:func:`extract`) and applies every lens of
+:mod:`layersim.notebook.lenses` that the inputs allow (:func:`run_lenses`); a lens that does not apply is listed as
+skipped, with the reason. Models (:func:`describe_model`): a registered asset, ``tracing-vit[:scale]``, a folder
+with a Hugging Face ``config.json``, or ``timm:<name>``. Data sets (:func:`describe_data`): :data:`DATA_SETS`, the
+text tasks, a folder of images with one sub-folder per class, or a ``.txt`` file of one text per line. :func:`check`
+refuses a bad name or combination with one ``ValueError`` before anything loads (see docs/modules.md,
+`layersim.tools.report`).
 """
 
 from __future__ import annotations
@@ -108,16 +84,14 @@ def _shown(name: str, limit: int = 120) -> str:
 
 
 def _path_like(name: str) -> bool:
-    """Whether ``name`` is spelt as a path (a separator, a leading ``~`` or ``.``, a ``.txt`` suffix): such a name
-    that names nothing is reported as a missing file, not as an unknown registered name."""
+    """Whether ``name`` is spelt as a path (a separator, a leading ``~`` or ``.``, a ``.txt`` suffix), and so is
+    reported as a missing file."""
     return "/" in name or os.sep in name or name.startswith(("~", ".")) or name.lower().endswith(".txt")
 
 
 def local_path(name: str, what: str) -> Path | None:
-    """The file or folder ``name`` names, resolved the way the operating system reads it
-    (:func:`layersim.core.writers.resolved`: ``~`` expanded, relative to the working directory, symlinks followed),
-    or None when there is none (or no file can have that name). ``ValueError`` starting with ``what`` when the
-    system cannot look it up (a name too long, a folder it may not enter)."""
+    """The file or folder ``name`` names as the operating system reads it (``~`` expanded, relative to the working
+    directory, symlinks followed), or None. ``ValueError`` starting with ``what`` when it cannot be looked up."""
     try:
         path = writers.resolved(name)
         return path if path.exists() else None
@@ -181,8 +155,8 @@ def describe_model(name: str) -> ModelSpec:
 
 
 def _skeleton_adapter(build: Any, what: str) -> Any:
-    """The adapter of the model ``build()`` makes, built on PyTorch's meta device (modules and shapes:
-    no memory, no weights read or downloaded); ValueError starting with ``what`` when no adapter fits."""
+    """The adapter of the model ``build()`` makes on PyTorch's meta device (no memory, no weights); ``ValueError``
+    starting with ``what`` when none fits."""
     import torch
 
     with torch.device("meta"):
@@ -194,10 +168,8 @@ def _skeleton_adapter(build: Any, what: str) -> Any:
 
 
 def folder_adapter(path: str | os.PathLike) -> Any:
-    """The adapter (``layersim.nets.adapters``) of the model saved in ``path``, found **before any weight
-    is read**: the model is built from its ``config.json`` on the meta device and matched against the
-    adapters. ValueError naming the family and the supported ones when there is no adapter, or when
-    transformers does not know the config's ``model_type``."""
+    """The adapter of the model saved in ``path``, found from its ``config.json`` on the meta device **before any
+    weight is read**; ``ValueError`` naming the family when no adapter fits or transformers does not know it."""
     import transformers as tr
 
     try:
@@ -215,8 +187,8 @@ def folder_adapter(path: str | os.PathLike) -> Any:
 
 
 def timm_adapter(name: str) -> Any:
-    """The adapter of timm model ``name``, found before any weight is downloaded (the architecture
-    built on the meta device); ValueError for a name timm does not know or a family without an adapter."""
+    """The adapter of timm model ``name``, found on the meta device before any download; ``ValueError`` for an unknown
+    name or a family without an adapter."""
     import difflib
 
     import timm
@@ -263,9 +235,8 @@ def describe_data(name: str) -> DataSpec:
 
 
 def check(model: str, data: str, lenses: list[str] | None = None) -> tuple[ModelSpec, DataSpec, list[str]]:
-    """Everything that can be checked before loading: the model and data names, that their
-    modalities agree, and the lens names or patterns (:data:`LENS_GROUPS` when None). Returns the
-    specs and the lens names; ValueError otherwise."""
+    """Check ``model``, ``data`` and ``lenses`` (default :data:`LENS_GROUPS`) before anything loads, and that the
+    modalities agree; returns the two specs and the lens names, or raises ``ValueError``."""
     m, d = describe_model(model), describe_data(data)
     if m.modality != d.modality:
         raise ValueError(f"{model!r} reads {m.modality}s but {data!r} is {'an' if d.modality == 'image' else 'a'} {d.modality} data set; choose "
@@ -346,10 +317,9 @@ class Inputs:
 
 
 def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
-    """``n`` samples of ``spec``: the test split of an image set (stratified), held-out sentences
-    (``austen``: the validation chunks of the six-novel task, balanced), a text task's validation
-    split, a seeded sample of a text source, every image of a class folder or every line of a text
-    file: at most ``n`` of each (all of a smaller set; the count used is what ``extract`` records)."""
+    """At most ``n`` samples of ``spec`` (all of a smaller set): an image set's test split (stratified), held-out
+    Austen sentences, a text task's validation split, a seeded sample of a text source, or a seeded choice from a
+    class folder or a text file. ``ValueError`` below 4 samples."""
     import torch
 
     if n < 4:
@@ -463,18 +433,11 @@ def _logits(loaded: Loaded, inputs: Inputs, hidden: np.ndarray) -> tuple[np.ndar
 def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size: int = 64, max_length: int = 128,
             device: Any = "auto", progress: bool = False, max_in_memory: int = 20000,
             workdir: str | os.PathLike | None = None, n_surgery: int = 128) -> Report:
-    """One forward pass over the samples (:func:`layersim.nets.models.collect`, ``token`` or the adapter's
-    default; texts batched in order of length, so the samples of the result are in that order, with
-    their labels), then the logits of every layer where they apply; returns a :class:`Report` without
-    lens results.
-
-    More than ``max_in_memory`` samples: the features go to a ``.npy`` memmap in ``workdir`` (memory:
-    one batch), the similarity lenses are streamed over it (:func:`streamed_similarity`: memory
-    independent of N) and every other lens reads an evenly spaced subsample of ``max_in_memory``
-    samples (stratified by label; ``meta["subsample"]``).
-
-    ``n_surgery`` samples (0: none) are kept with the model for the lenses that skip or approximate
-    blocks and run it again (:func:`model_runs`; ``meta["surgery"]``)."""
+    """One forward pass over the samples (:func:`layersim.nets.models.collect`; texts batched by length, so samples and
+    labels come in that order), then every layer's logits where they apply: a :class:`Report` without lens results.
+    Beyond ``max_in_memory`` samples the features go to a memmap in ``workdir``, the similarity lenses are streamed
+    (:func:`streamed_similarity`) and the rest read a stratified subsample. ``n_surgery`` samples feed
+    :func:`model_runs`."""
     import tempfile
     import time
 
@@ -521,9 +484,8 @@ def extract(loaded: Loaded, inputs: Inputs, token: str | None = None, batch_size
 
 
 def stratified(labels: np.ndarray | None, n: int, k: int) -> np.ndarray:
-    """Indices of ``k`` of ``n`` samples, evenly spaced over the samples ordered by label (stable):
-    every class in proportion to its size (all samples when ``k >= n``), in increasing order;
-    evenly spaced over the samples' own order when ``labels`` is None."""
+    """Sorted indices of ``k`` of ``n`` samples, evenly spaced over the samples ordered by label (each class in
+    proportion), or over their own order when ``labels`` is None; all when ``k >= n``."""
     ranked = np.arange(n) if labels is None else np.argsort(np.asarray(labels), kind="stable")  # by class
     return np.unique(ranked[np.linspace(0, n - 1, min(k, n)).round().astype(int)])
 
@@ -545,10 +507,9 @@ SURGERY_BATCH = 16
 
 def model_runs(loaded: Loaded, inputs: Inputs, n: int, token: str | None = None, batch_size: int = 64,
                max_length: int = 128, device: Any = "auto") -> tuple[Any, str]:
-    """What the lenses that run the model again read (``layersim.notebook.lenses.ModelRuns``): ``n`` samples
-    (:func:`stratified`), alternately to fit RBA maps on and to compare final representations on,
-    as the model's batches (at most :data:`SURGERY_BATCH` samples each), and a line saying so. The forward passes they cost (one per skipped span and one fit plus one
-    per approximated span, over ``n / 2`` samples each) are why ``n`` is small."""
+    """What the lenses that run the model again read (``layersim.notebook.lenses.ModelRuns``), and a line saying so:
+    ``n`` stratified samples, alternately to fit RBA maps on and to compare final representations on, in batches of
+    at most :data:`SURGERY_BATCH`."""
     total = len(inputs)
     if n < 4:
         raise ValueError(f"n_surgery must be 0 (off) or at least 4, got {n}")
@@ -566,10 +527,8 @@ STREAMED = ("cka/matrix", "cka/to_last", "clusters/block_diagonal", "cos/matrix"
 
 
 def streamed_similarity(hidden: np.ndarray, keep: list[int], chunk: int = 4096) -> dict[str, np.ndarray]:
-    """The lenses of :data:`STREAMED` over every sample of ``hidden [E, N, d]`` (a memmap is read
-    ``chunk`` samples at a time; memory independent of N), for the entries ``keep``: linear CKA by
-    :class:`layersim.measures.similarity.StreamingCKA` (exact), the centred sample-wise COS by
-    :func:`layersim.measures.similarity.streamed_cosine_matrix` (two passes)."""
+    """The lenses of :data:`STREAMED` over every sample of ``hidden [E, N, d]`` for the entries ``keep``, read
+    ``chunk`` samples at a time (memory independent of N): exact linear CKA and centred COS."""
     cos = similarity.streamed_cosine_matrix(hidden, keep, chunk)
     acc = similarity.StreamingCKA()
     for s in range(0, hidden.shape[1], chunk):
@@ -580,10 +539,8 @@ def streamed_similarity(hidden: np.ndarray, keep: list[int], chunk: int = 4096) 
 
 
 def constant_entries(hidden: np.ndarray) -> list[int]:
-    """The entries of ``hidden [E, N, d]`` whose token is the same vector in every sample (to
-    float64 rounding, the tolerance of ``layersim.measures.similarity``): a CLS token at the embedding output,
-    before any attention has mixed the sequence in. No centred measure (COS, CKA, probes) is defined
-    on them, so a report leaves them out and says so."""
+    """The entries of ``hidden [E, N, d]`` whose token is the same vector in every sample (to float64 rounding), such
+    as a CLS token at the embedding output: no centred measure is defined on them."""
     out = []
     n, chunk = hidden.shape[1], 4096
     for i in range(hidden.shape[0]):  # two passes of chunks: memory independent of N (a memmap is fine)
@@ -613,9 +570,8 @@ def _why_not(lens, data, logit_reason: str) -> str | None:
 
 
 def run_lenses(report: Report, names: list[str], progress: bool = False) -> Report:
-    """Apply every lens in ``names`` to ``report.data``; a lens that cannot run (a missing input, or
-    its own ValueError, e.g. too few samples per class) is recorded in ``report.skipped`` with why.
-    The seconds of each lens go to ``report.meta["lens_seconds"]``."""
+    """Apply each lens of ``names`` to ``report.data``; one that cannot run (a missing input, its own ``ValueError``)
+    goes to ``report.skipped`` with why. Seconds per lens: ``report.meta["lens_seconds"]``."""
     import time
 
     reason = report.meta.get("logits", "")
@@ -675,9 +631,8 @@ KEY_LENSES = {"cka_to_last": "cka/to_last", "cos_to_last": "cos/to_last"}
 
 
 def key_numbers(report: Report) -> dict[str, Any]:
-    """What the report's last cell shows (``results.summary``'s numbers): the number of layers, the lenses that ran
-    and those skipped, and each lens of :data:`KEY_LENSES` that ran; a report on a subset of lenses shows only
-    those it ran."""
+    """What the report's last cell shows: the number of layers, the lenses that ran and those skipped, and each lens of
+    :data:`KEY_LENSES` that ran."""
     out = {"layers": len(report.data.layers), "ran": sorted(report.results), "skipped": sorted(report.skipped)}
     out.update({key: report.results[name] for key, name in KEY_LENSES.items() if name in report.results})
     return out
@@ -707,15 +662,13 @@ RULES = {
 
 def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: Any) -> dict:
     """The report's validated settings: :data:`PRESETS` ``[scale]`` with the non-None ``overrides``
-    (``layersim.notebook.settings.pick``; one ``ValueError`` naming a bad value). The notebook and the command
-    line both call it, so the command line refuses a bad value before anything executes."""
+    (``layersim.notebook.settings.pick``); one ``ValueError`` naming a bad value."""
     return settings.pick(PRESETS, scale, seed=seed, device=device, rules=RULES, **overrides)
 
 
 def recorded_settings(P: dict, seed: int) -> dict:
-    """The settings as ``metrics.json`` records them: ``P`` (:func:`settings_for`) with the seed, and a given output
-    folder as a reader sees it (relative to the repository when it lies inside it,
-    ``layersim.notebook.run.shown_path``), so that a committed report names no machine's folders."""
+    """``P`` (:func:`settings_for`) with the seed, as ``metrics.json`` records it: an output folder inside the
+    repository shown relative to it, so that no machine's folders are named."""
     out = P.get("out")
     return {**P, "seed": seed, "out": None if out is None else shown_path(Path(out))}
 
@@ -731,9 +684,9 @@ def _is_report_folder(folder: Path) -> bool:
 
 
 def check_out(out: str | os.PathLike) -> Path:
-    """``out`` (resolved) if a report may write there: not inside the committed results without the
-    switch (:func:`layersim.core.writers.check_target`), and new, empty or an earlier report's folder (a
-    folder of other files is refused: the report would mix its files with them). ``ValueError`` else."""
+    """``out`` resolved, if a report may write there: outside the committed results unless the switch is on
+    (:func:`layersim.core.writers.check_target`), and new, empty or an earlier report's folder. ``ValueError``
+    otherwise."""
     path = writers.check_target(out, "the report folder")
     if path.exists() and not path.is_dir():
         raise ValueError(f"the report folder {out} is a file")
@@ -757,11 +710,9 @@ def ready_out(out: str | os.PathLike) -> Path:
 
 
 def output_folder(out: str | os.PathLike | None, scale: str) -> Path:
-    """Where a report writes, made ready (:func:`layersim.core.writers.prepare_folder`: checked, writable, an
-    earlier report's figures and numbers removed): ``out`` if given (:func:`check_out`; ``python -m
-    layersim report`` passes ``runs/report/<model>__<data>``), else the notebook's own folder,
-    ``results.output_dir("report", "layer_report", scale)`` (``figures/report/layer_report`` for the
-    committed default-scale run, ``runs/<scale>/report/layer_report`` else)."""
+    """Where a report writes, made ready (checked, writable, an earlier report's figures and numbers removed): ``out``
+    if given (:func:`ready_out`), else the notebook's own folder, ``results.output_dir("report", "layer_report",
+    scale)``."""
     if out:
         return ready_out(out)
     return results.output_dir("report", "layer_report", scale)
@@ -788,10 +739,9 @@ _TOGETHER = {"skip vs approximate (log scale)": (("redundancy/skip_change", "blo
 
 
 def figures(report: Report, title: str = "") -> dict[str, Any]:
-    """The report's figures, ``{file stem: matplotlib figure}``: ``matrices`` (CKA and COS between all
-    pairs of layers), ``per_layer`` (one panel per per-layer lens), ``per_step`` (one panel per
-    adjacent-layer lens) and ``saturation`` (histogram of the saturation layers), each only when
-    at least one of its lenses ran."""
+    """The report's figures, ``{file stem: matplotlib figure}``: ``matrices`` (CKA and COS between all pairs),
+    ``per_layer`` and ``per_step`` (a panel per lens) and ``saturation`` (a histogram), each only when one of its
+    lenses ran."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -878,12 +828,9 @@ NOTEBOOK = Path("notebooks") / "report" / "layer_report.ipynb"
 
 
 def export_html(executed: Path, html: Path) -> Path:
-    """The executed notebook as one self-contained HTML page (nbconvert; figures embedded), with the
-    code cells' inputs kept so that a reader sees how each number was computed. Markdown and HTML
-    outputs pass nbconvert's sanitizer (no script survives, whatever a table quoted); the page loads nothing
-    from the network (the ``layersim_offline`` template leaves out the CDN scripts of nbconvert's lab page:
-    require.js, MathJax, the widget manager), so formulas in the text show as their LaTeX source; the page is
-    written whole or not at all."""
+    """The executed notebook as one self-contained, sanitised HTML page (nbconvert, the ``layersim_offline`` template:
+    figures embedded, code kept, nothing loaded from the network, so formulas show as LaTeX source), written whole
+    or not at all."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -914,14 +861,10 @@ def kernel_name(spec: ModelSpec | DataSpec, given: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m layersim report --model M --data D [...]`` (module docstring): checks the names, the
-    settings and the output folder, executes the report notebook with papermill into ``--out`` (default
-    :func:`default_out`) and exports it to ``report.html`` there. Exit 2 with one line for a bad name,
-    value, device, cache or folder (before anything runs), 1 with one line naming the failed cell. The kernel gets
-    absolute paths (:func:`kernel_name`, ``layersim.core.paths.resolved_variables``): a relative ``--data`` or
-    ``LAYERSIM_CACHE`` means the same file to it as to the command. A stop (Ctrl-C, SIGTERM, SIGHUP) while it
-    rewrites a committed example (``--update-committed``) leaves that folder as it was
-    (:mod:`layersim.tools.committed`); one folder has one report at a time (:mod:`layersim.core.locks`)."""
+    """``python -m layersim report --model M --data D [...]``: check the names, settings and output folder, run the
+    report notebook with papermill into ``--out`` (default :func:`default_out`) with absolute paths
+    (:func:`kernel_name`), and export ``report.html``. Exit 2 with one line for a bad name, value, device, cache or
+    folder, before anything runs; 1 naming a failed cell."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m layersim report",
@@ -998,9 +941,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _execute(root: Path, out: Path, params: dict, switch: str, update: bool) -> int:
-    """Run the layer report notebook with ``params`` into ``out`` (the executed notebook, figures, ``metrics.json``,
-    ``report.html``); a committed example (``update``) is published without progress bars or machine paths.
-    Returns the command's exit code: 0, or 1 for a failed cell (one line naming it)."""
+    """Run the report notebook with ``params`` into ``out`` and export ``report.html``, publishing a committed example
+    when ``update``; returns 0, or 1 after one line naming a failed cell."""
     import time
 
     import papermill as pm

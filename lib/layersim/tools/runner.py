@@ -1,48 +1,12 @@
 """Run the project's notebooks with papermill: ``python -m layersim.tools.runner``.
 
-``make reproduce`` calls this. Every notebook under ``notebooks/<paper>/`` (or those matching
-``--nb``) is executed with ``scale`` injected as a papermill parameter, one progress line per
-notebook with its wall time. A failing notebook is named with the cell that failed; the batch
-goes on and the command exits non-zero at the end.
-
-The runner owns ``scale`` (``--scale``; ``-p scale`` is refused) and refuses, before anything
-runs, a ``-p NAME`` that a selected notebook does not have (listing the parameters it has).
-Values are validated by the notebook itself (``layersim.notebook.settings.pick``) before it loads anything.
-
-Where the executed notebook goes (:func:`plan`); only the first case writes anything committed:
-
-- ``--scale default --update-committed`` without ``-p`` (what ``make reproduce`` runs): executed
-  into ``runs/default/<paper>/<stem>/<stem>.ipynb`` first; on success it replaces
-  ``notebooks/<paper>/<stem>.ipynb`` (notebooks are committed with the outputs of their last
-  default-scale run). Its figures and ``metrics.json`` are written by the notebook itself into
-  ``figures/<paper>/<stem>/`` (the kernel gets ``LAYERSIM_UPDATE_COMMITTED=1``, the one switch
-  that lets :mod:`layersim.core.writers` write there). A failed run leaves the committed notebook
-  untouched.
-- any other run -- ``--scale default`` without the switch, with ``-p``, another scale: the
-  notebook and its outputs go to ``runs/<scale>/<paper>/<stem>/`` (or ``$LAYERSIM_OUT/<paper>/<stem>/``),
-  never into ``notebooks/`` or ``figures/``: the kernel runs with the switch off, and a
-  ``$LAYERSIM_OUT`` or ``-p out`` that resolves into them (symlinks included) is refused up front.
-- ``--refs``: the smoke-scale reference copies under ``tests/notebooks/<paper>/`` that the
-  nbval regression tests compare against (``make smoke-refs``), each with ``<stem>.metrics.json``:
-  the run's numbers and figure names, which ``layersim.tools.smoke_check`` compares with measured
-  tolerances; no ``-p`` and no other scale.
-
-Seeds (:mod:`layersim.notebook.seeds`): at the default scale each notebook's claims are judged over 3
-seeds (``--seeds N`` sets another number; the costly notebooks and the other scales run one). The runs
-at the seeds after the notebook's own go first, each into ``runs/<scale>/seeds/seed-<s>/<paper>/<stem>/``
-(never committed); the notebook's own run goes last, where the cases above say, and records every claim
-as *holds in k of n*. A notebook without a ``seed`` parameter runs once.
-
-Scale checks (``--scale-check``): a claim diagnosed *scale* (our stand-in too small to show the effect)
-is shown at a larger scale: the notebook at the default scale with the settings of
-``layersim.notebook.seeds.SCALE_CHECKS``, one seed unless ``--seeds``, into
-``runs/default/scale_checks/<paper>/<stem>/``, or, with ``--update-committed``, into
-``figures/scale_checks/<paper>/<stem>/`` (executed notebook, figures, ``metrics.json``): committed evidence
-that the claims table and the notebook's text cite. The committed notebook is left as it is.
-
-A relative ``$LAYERSIM_OUT`` is taken from the directory the runner was started in (the kernels
-run in the notebooks' folders). A notebook that cannot be read (not JSON, not a notebook) is
-named and counted as failed; the others run.
+``make reproduce`` calls it. It executes every notebook under ``notebooks/<paper>/`` (or those ``--nb`` selects) at
+``--scale``, judging each claim over several seeds (:mod:`layersim.notebook.seeds`), with one line per notebook; a
+failed notebook is named with its cell, the others go on, and the exit status is 1. Where a run writes is
+:func:`plan`'s: only ``--scale default --update-committed`` without ``-p`` replaces the committed results;
+``--refs`` writes the smoke references, ``--scale-check`` the scale checks, any other run ``runs/<scale>/``.
+``--jobs`` or ``--address`` runs notebooks side by side on Ray (:mod:`layersim.tools.batch`) (see docs/modules.md,
+`layersim.tools.runner`).
 """
 
 from __future__ import annotations
@@ -70,11 +34,8 @@ KERNEL = "python3"
 
 
 def kernel_options() -> dict:
-    """What every papermill run of the project passes to its kernel: the ``python3`` kernel, whose own log is kept
-    to errors. ipykernel 7 warns at each start that its sockets are unencrypted TCP (they listen on 127.0.0.1 and
-    every message is signed with the connection file's key), once per notebook in a batch's output; the cells'
-    output, warnings and tracebacks are not the kernel's log and are unaffected. A fresh list each call: nbclient
-    appends to it."""
+    """What every papermill run passes to its kernel: ``python3``, its own log kept to errors (ipykernel 7 warns at
+    each start that its local sockets are unencrypted). A fresh dict each call: nbclient appends to its list."""
     return {"kernel_name": KERNEL, "extra_arguments": ["--IPKernelApp.log_level=ERROR"]}
 
 
@@ -87,12 +48,8 @@ class Outcome:
 
 
 def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
-    """Notebooks under ``notebooks/`` whose relative path matches ``pattern``.
-
-    ``pattern`` is a glob (``tracing/t0*`` or ``t07*``: matched against ``<paper>/<stem>`` and against
-    the notebook's own name) or a plain substring (``t01``), or several of them separated by commas
-    (``a02,r05``); empty means all. Checkpoint folders are skipped.
-    """
+    """Notebooks under ``notebooks/`` matching ``pattern``: globs (against ``<paper>/<stem>`` and the file name) or
+    substrings, several separated by commas; empty means all. ``ValueError`` for commas alone."""
     base = (root or repo_root()) / "notebooks"
     found = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     patterns = [p.strip() for p in pattern.split(",") if p.strip()]
@@ -111,11 +68,8 @@ def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
 
 
 def describe_failure(exc: BaseException) -> str:
-    """One line naming the failing cell and the error, for papermill's execution errors.
-
-    Cells are counted from 1 in the executed notebook, which holds papermill's injected
-    parameters cell right after the ``parameters`` cell.
-    """
+    """One line naming the failing cell (counted from 1 in the executed notebook, papermill's injected cell included)
+    and the error."""
     from papermill.exceptions import PapermillExecutionError
 
     if isinstance(exc, PapermillExecutionError):
@@ -127,10 +81,9 @@ def describe_failure(exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Plan:
-    """Where one run writes: ``executed`` (papermill's output notebook), ``publish`` (the
-    committed notebook it replaces on success, or ``None``) and ``out_root`` (the
-    ``LAYERSIM_OUT`` the kernel gets, or ``None`` to unset it and let ``results.output_dir``
-    choose: ``figures/`` in a publishing run, ``runs/<scale>/`` else)."""
+    """Where one run writes: ``executed`` (papermill's output), ``publish`` (the committed notebook it replaces on
+    success, or None) and ``out_root`` (the kernel's ``LAYERSIM_OUT``, or None to let ``results.output_dir``
+    choose)."""
 
     executed: Path
     publish: Path | None
@@ -148,14 +101,11 @@ class Plan:
 
 def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
          update: bool = False) -> Plan:
-    """Where a run of ``nb`` writes. Only a default-scale run with ``update`` (``--update-committed``)
-    and without parameters publishes into ``notebooks/`` and lets the notebook write ``figures/``.
-
-    Raises ``ValueError`` for a combination that would clobber committed results or cannot be
-    honoured: ``update`` with parameters, another scale or ``refs``; a reference run at another
-    scale or with parameters; a ``scale`` parameter; a non-publishing run whose ``$LAYERSIM_OUT``
-    or ``out`` parameter resolves into ``figures/`` or ``notebooks/``.
-    """
+    """Where a run of ``nb`` writes. Only a default-scale run with ``update`` (``--update-committed``) and no
+    ``params`` publishes into ``notebooks/`` and lets the notebook write ``figures/``. ``ValueError`` for a
+    combination that would clobber committed results: ``update`` with params, another scale or ``refs``; ``refs``
+    off the smoke scale or with params; a ``scale`` param; a ``$LAYERSIM_OUT`` or ``out`` inside the committed
+    folders."""
     root = root or repo_root()
     params = params or {}
     if scale not in SCALES:
@@ -210,13 +160,8 @@ PATH_VARIABLES = paths.VARIABLES
 
 
 def absolute_path_variables(environ: dict | None = None) -> dict[str, str]:
-    """Make every :data:`PATH_VARIABLES` entry of ``environ`` (default ``os.environ``) absolute, from the current
-    directory with ``~`` expanded (:func:`layersim.core.paths.resolved_variables`), in place; returns the ones
-    rewritten.
-
-    papermill starts each kernel in its notebook's folder, so ``LAYERSIM_CACHE=runs/cache`` given to the runner
-    would otherwise mean ``notebooks/<paper>/runs/cache`` inside the kernel: one cache per folder, none where the
-    user looks."""
+    """Make every :data:`PATH_VARIABLES` entry of ``environ`` (default ``os.environ``) absolute from the current
+    directory, in place, since kernels start in their notebooks' folders; returns those rewritten."""
     environ = os.environ if environ is None else environ
     resolved = paths.resolved_variables(environ)
     changed = {k: v for k, v in resolved.items() if k in PATH_VARIABLES and v != environ.get(k)}
@@ -225,10 +170,8 @@ def absolute_path_variables(environ: dict | None = None) -> dict[str, str]:
 
 
 def notebook_parameters(nb: Path) -> list[str]:
-    """The names in ``nb``'s ``parameters`` cell (papermill's inspection; nothing is executed).
-
-    A file that is not a readable notebook raises ``ValueError`` naming it and what is wrong.
-    """
+    """The names in ``nb``'s ``parameters`` cell, executing nothing; ``ValueError`` naming a file that is not a
+    readable notebook."""
     import papermill as pm
 
     try:
@@ -256,10 +199,8 @@ def unknown_parameters(notebooks: list[Path], params: dict, root: Path | None = 
 
 def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
                  update: bool = False, seed_runs: list[Path] | tuple = (), target: Plan | None = None) -> Outcome:
-    """Execute one notebook with papermill at ``scale`` where :func:`plan` (or ``target``) says; never raises
-    for notebook errors (``ValueError`` for a combination :func:`plan` refuses). ``seed_runs``: the output
-    folders of the other seeds' runs, whose claims this run folds into its own
-    (:mod:`layersim.notebook.seeds`)."""
+    """Execute ``nb`` with papermill at ``scale`` where :func:`plan` (or ``target``) says; a notebook error gives a
+    failed :class:`Outcome`. ``seed_runs``: the other seeds' output folders, whose claims this run folds in."""
     import papermill as pm
 
     root = root or repo_root()
@@ -307,15 +248,14 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
 
 
 def publish(executed: Path, dest: Path, root: Path, scale_check: str | None = None) -> None:
-    """Write the executed notebook ``executed`` to ``dest`` (it may be the same file) as a committed copy: without
-    widgets (:func:`without_widgets`) and without the repository's absolute location (:func:`without_root`), in the
-    layout of the committed notebooks, whole or not at all, as the ``results`` writer
-    (:data:`layersim.core.writers.WRITERS`: nowhere but ``notebooks/`` and ``figures/``). The runner publishes through
-    it (a committed scale check of ``scale_check`` = ``"<paper>/<stem>"`` with :func:`with_scale_check_note`), and the
-    report its committed examples."""
+    """Write the executed notebook ``executed`` to ``dest`` (possibly the same file) as a committed copy, whole or not
+    at all, through the ``results`` writer: without widgets (:func:`without_widgets`) or the repository's absolute
+    path (:func:`without_root`). A scale check (``scale_check="<paper>/<stem>"``) also gets
+    :func:`with_scale_check_note` and :func:`without_findings`. The report publishes its committed examples through
+    it too."""
     clean = without_root(without_widgets(json.loads(Path(executed).read_text(encoding="utf-8"))), root)
     if scale_check:  # the scale check of the notebook "<paper>/<stem>": it opens with what it is
-        clean = with_scale_check_note(clean, scale_check)
+        clean = with_scale_check_note(without_findings(clean, scale_check), scale_check)
     text = json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
     writers.write_committed(dest, text, "results", root)
 
@@ -344,9 +284,8 @@ def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None, variant
 
 
 def seed_base(target: Plan, root: Path | None = None) -> Path | None:
-    """The folder under which the other seeds' runs of a run planned as ``target`` go: the run's own output folder
-    when it is not the repository's (``$LAYERSIM_OUT``: runs into different folders share nothing), else None
-    (``runs/<scale>/``)."""
+    """The folder the other seeds' runs of ``target`` go under: the run's own output folder when it lies outside the
+    repository (``$LAYERSIM_OUT``), else None (``runs/<scale>/``)."""
     root = root or repo_root()
     if target.publish is not None or target.committed or target.out_root is None:
         return None
@@ -364,11 +303,9 @@ def scale_check_plan(nb: Path, root: Path | None = None, update: bool = False) -
 
 def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, root: Path | None = None,
                    update: bool = False, say=print, target: Plan | None = None, variant: str = "") -> list[Outcome]:
-    """Run ``nb`` at ``n`` seeds: the seeds after its own first (:func:`seed_plan`), then its own run, which
-    publishes as :func:`plan` says and judges every claim over all ``n`` (:mod:`layersim.notebook.seeds`).
-    A failed seed run stops the notebook (its own run would judge the claims on fewer seeds). Returns the
-    outcomes in the order run; ``say`` reports each seed run. ``target`` (default :func:`plan`) is where its own
-    run goes, ``variant`` names the folders of the other seeds' runs (:func:`seed_plan`)."""
+    """Run ``nb`` at ``n`` seeds: the seeds after its own first (:func:`seed_plan`, folders named by ``variant``), then
+    its own run where ``target`` (default :func:`plan`) says, which judges every claim over all ``n``. A failed seed
+    run stops the notebook. Returns the outcomes in the order run; ``say`` reports each seed run."""
     root = root or repo_root()
     params = dict(params or {})
     first = own_seed(nb, params) if n > 1 else params.get("seed")
@@ -415,12 +352,10 @@ def claims_line(path: Path) -> str:
 
 
 def write_reference(run: Path, executed: Path, reference: Path, root: Path | None = None) -> Path:
-    """Write a smoke reference into ``tests/notebooks/`` (``reference``: ``<paper>/<stem>.ipynb``) as the
-    ``smoke-refs`` writer (:data:`layersim.core.writers.WRITERS`): the run's ``metrics.json`` and figure names from
-    its output folder ``run`` (run facts such as timings left out) as ``<stem>.metrics.json``, what
-    ``layersim.tools.smoke_check`` compares with, then the stripped executed notebook ``executed``
-    (:func:`strip_reference`), each file whole. A run without ``metrics.json`` raises ``ValueError`` before either is
-    written."""
+    """Write a smoke reference (``reference``: ``tests/notebooks/<paper>/<stem>.ipynb``) through the ``smoke-refs``
+    writer, each file whole: first ``<stem>.metrics.json``, the metrics and figure names of the run's output folder
+    ``run`` without run facts (what :mod:`layersim.tools.smoke_check` compares with), then the stripped notebook
+    ``executed`` (:func:`strip_reference`). ``ValueError`` before writing when the run wrote no ``metrics.json``."""
     data = compare.without_run_facts(compare.record(run))
     writers.write_committed(reference.with_suffix(".metrics.json"), json.dumps(data, indent=1) + "\n", "smoke-refs",
                             root)
@@ -428,10 +363,8 @@ def write_reference(run: Path, executed: Path, reference: Path, root: Path | Non
 
 
 def strip_reference(path: Path) -> None:
-    """Keep only what nbval compares in a smoke reference: the outputs of the cells tagged
-    ``nbval-check-output``. Other outputs, execution timings and papermill's run metadata are
-    dropped so that the reference stays small and its diffs show real changes; the run's wall time
-    (papermill's ``duration``, rounded to 0.1 s) is kept: the smoke time the README and the book show."""
+    """Keep only what nbval compares in a smoke reference: the outputs of the cells tagged ``nbval-check-output``, and
+    papermill's ``duration`` (rounded to 0.1 s), the smoke time the README shows."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
@@ -455,28 +388,52 @@ SCALE_CHECK_NOTE = "layersim-scale-check-note"
 
 
 def with_scale_check_note(nb: dict, notebook: str) -> dict:
-    """``nb`` (a committed scale check's JSON) opening with a Markdown cell that says what it is: ``notebook``
-    (``<paper>/<stem>``) run once with its larger settings (``layersim.notebook.seeds.SCALE_CHECKS``), whose code and
-    outputs and the numbers of its text are that run's (its templates rendered with ``strict=False``:
-    :func:`layersim.notebook.prose.render_notebook`), while the interpretation was written for the default run.
-    Added once."""
+    """``nb`` (a committed scale check's JSON) opening, once, with a Markdown cell saying that it is ``notebook``
+    (``<paper>/<stem>``) run with its larger settings."""
     cells = nb.get("cells", [])
     if cells and cells[0].get("id") == SCALE_CHECK_NOTE:
         return nb
     text = (f"*The committed scale check of `notebooks/{notebook}.ipynb`: that notebook run with the larger "
             "settings of `layersim.notebook.seeds.SCALE_CHECKS`. Its code, its outputs and the numbers in its text are "
             "this run's (filled from the `metrics.json` beside this notebook); a passage that reads values this run "
-            "does not have is left out and says so. The interpretation around the numbers was written for the "
-            "default-scale run: what this larger run settled is said in the notebook itself and in the claims table "
-            "of the README.*\n")
+            "does not have is left out and says so, and so is the interpretation written for the default-scale run "
+            "(\"What we found\"): what this larger run settled is said in the notebook itself and in the claims "
+            "table of the README.*\n")
     note = {"cell_type": "markdown", "id": SCALE_CHECK_NOTE, "metadata": {}, "source": text.splitlines(keepends=True)}
     return {**nb, "cells": [note, *cells]}
 
 
+#: the heading of a notebook's interpretation of its default-scale run, which runs to the next level-2 heading
+FINDINGS = "## What we found"
+#: the id of the Markdown cell that stands in a committed scale check for the default run's interpretation
+SCALE_CHECK_FINDINGS = "layersim-scale-check-findings"
+
+
+def without_findings(nb: dict, notebook: str) -> dict:
+    """``nb`` (a committed scale check's JSON) with the default run's interpretation (from :data:`FINDINGS` to the next
+    level-2 heading) replaced by a cell saying where this run's findings are."""
+    cells = nb.get("cells", [])
+
+    def opens(cell: dict, heading: str) -> bool:  # its text or its template (a passage left out keeps it there)
+        texts = ("".join(cell.get("source", "")), prose.template_of(cell) or "")
+        return cell.get("cell_type") == "markdown" and any(t.lstrip().startswith(heading) for t in texts)
+
+    start = next((i for i, c in enumerate(cells) if opens(c, FINDINGS)), None)
+    if start is None or cells[start].get("id") == SCALE_CHECK_FINDINGS:
+        return nb
+    end = next((i for i in range(start + 1, len(cells)) if opens(cells[i], "## ")), len(cells))
+    text = (f"{FINDINGS}\n\n*The notebook's interpretation is left out of this copy: it was written for the "
+            "default-scale run and its numbers. This larger run's numbers are its outputs above (the claims table) "
+            "and the `metrics.json` beside this notebook; what it settled is stated in the diagnosis of "
+            f"`notebooks/{notebook}.ipynb` and in the README's claims table.*\n")
+    note = {"cell_type": "markdown", "id": SCALE_CHECK_FINDINGS, "metadata": {},
+            "source": text.splitlines(keepends=True)}
+    return {**nb, "cells": [*cells[:start], note, *cells[end:]]}
+
+
 def without_widgets(nb: dict) -> dict:
-    """``nb`` (a notebook's JSON) without Jupyter widget state and widget outputs (the progress bars a run leaves):
-    outside a live kernel they render as nothing, and their state makes a rendered page load the widget scripts from
-    a CDN. The committed notebooks are published through it, and the book renders them through it."""
+    """``nb`` (a notebook's JSON) without Jupyter widget state and outputs (progress bars), which render as nothing
+    outside a kernel and would load scripts from a CDN."""
     nb = json.loads(json.dumps(nb))
     nb.get("metadata", {}).pop("widgets", None)
     for cell in nb.get("cells", []):
@@ -494,9 +451,8 @@ def without_widgets(nb: dict) -> dict:
 
 
 def without_root(nb: dict, root: Path) -> dict:
-    """``nb`` (a notebook's JSON) with the repository's absolute location taken out of every string: ``<root>/x``
-    becomes ``x`` (papermill's input and output paths, an injected folder parameter, a printed folder), so that a
-    committed notebook names no machine's folders. Paths outside the repository stay as they are."""
+    """``nb`` (a notebook's JSON) with ``<root>/`` taken out of every string, so that a committed notebook names no
+    machine's folders; paths outside the repository stay."""
     prefixes = sorted({str(Path(root)) + os.sep, str(Path(root).resolve()) + os.sep}, key=len, reverse=True)
 
     def walk(x):
@@ -525,9 +481,9 @@ def parse_value(text: str):
 
 @dataclass(frozen=True)
 class Job:
-    """What the runner does with each notebook of one invocation (its command line): the scale, a smoke reference
-    (``refs``), a scale check, the number of seeds (None: :func:`layersim.notebook.seeds.seeds_for`), the ``-p``
-    parameters and whether the run replaces the committed results."""
+    """One invocation's settings for every notebook: ``scale``, ``refs``, ``scale_check``, ``seeds`` (None:
+    :func:`layersim.notebook.seeds.seeds_for`), the ``-p`` ``params``, and ``update`` (replace the committed
+    results)."""
 
     scale: str
     refs: bool = False
@@ -555,11 +511,9 @@ def committed_outputs(nb: Path, job: Job, root: Path | None = None) -> Path | No
 
 
 class CommittedGuard:
-    """The committed outputs of the notebooks a run rewrites, kept aside from the moment each starts (:meth:`keep`:
-    :func:`layersim.tools.committed.snapshot` of its figures folder and committed notebook) until it ends
-    (:meth:`settle`: dropped after a success, put back by :func:`layersim.tools.committed.restore` otherwise);
-    :meth:`settle_all` puts back those of the notebooks that had not ended when the run stopped. A no-op for a run
-    that writes nothing committed."""
+    """Keeps the committed outputs of each notebook a run rewrites from its start (:meth:`keep`) to its end
+    (:meth:`settle`: dropped after a success, restored otherwise); :meth:`settle_all` restores the unfinished ones.
+    A no-op for a run that writes nothing committed."""
 
     def __init__(self, job: Job, say=print):
         self.job, self.kept, self.say = job, {}, say
@@ -603,8 +557,8 @@ def seed_count(nb: Path, job: Job, parameters: list[str]) -> int:
 
 
 def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
-    """Everything the runner does for one notebook (a reference, a scale check, or its seeds and its own run),
-    reported through ``say``; the serial loop and the Ray batch (:mod:`layersim.tools.batch`) both call it."""
+    """Everything the runner does for one notebook (a reference, a scale check, or its seeds and own run), reported
+    through ``say``; the serial loop and the Ray batch both call it."""
     name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
     if job.refs:
         return run_notebook(nb, job.scale, refs=True)
@@ -622,9 +576,8 @@ def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
 
 
 def folders_written(nb: Path, job: Job, parameters: list[str], root: Path | None = None) -> list[Path]:
-    """Every folder that the run of ``nb`` under ``job`` writes: its executed notebook's, its outputs' and each other
-    seed's (:func:`seed_plan`); a reference run's is its place under ``tests/notebooks/``. What the runner locks
-    before any work (:func:`lock_place`)."""
+    """Every folder the run of ``nb`` under ``job`` writes (its executed notebook's, its outputs', the other seeds', or
+    a reference's place), which the runner locks before any work."""
     root = root or repo_root()
     if job.refs:
         return [plan(nb, job.scale, refs=True, root=root).executed.parent]
@@ -642,9 +595,8 @@ def folders_written(nb: Path, job: Job, parameters: list[str], root: Path | None
 
 
 def lock_place(folder: Path, root: Path | None = None) -> Path:
-    """Where the lock of ``folder`` lives (:mod:`layersim.core.locks`): in the folder itself, except for a folder of
-    the repository outside ``runs/`` (the committed ``figures/``, ``notebooks/``, ``tests/notebooks/``), whose lock
-    goes to ``runs/.locks/<its path>`` so that no lock file ever lands among committed files."""
+    """Where the lock of ``folder`` lives: in it, except for a repository folder outside ``runs/`` (the committed
+    results), whose lock goes to ``runs/.locks/<its path>``."""
     root = writers.resolved(root or repo_root())
     real = writers.resolved(folder)
     if real.is_relative_to(root) and not real.is_relative_to(root / "runs"):
@@ -662,9 +614,8 @@ def batch_work(nb: Path, say, job: Job, parameters: dict[Path, list[str]]) -> di
 
 def run_all(readable: list[Path], job: Job, parameters: dict[Path, list[str]], guard: CommittedGuard,
             outcomes: list[Outcome], scale: str, jobs: int | None, address: str | None, say) -> None:
-    """Run every notebook of ``readable`` under ``job`` -- one after another, or on Ray with ``jobs``/``address``
-    (:mod:`layersim.tools.batch`) -- keeping each one's committed outputs through ``guard`` from its start to its
-    end; appends an :class:`Outcome` per notebook to ``outcomes`` as each ends."""
+    """Run every notebook of ``readable`` under ``job``, serially or on Ray (``jobs``, ``address``), with its committed
+    outputs kept by ``guard`` from start to end; appends an :class:`Outcome` per notebook to ``outcomes``."""
     if jobs is None and address is None:
         for i, nb in enumerate(readable, 1):
             name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()

@@ -1,37 +1,12 @@
 """The book of the four reproductions: ``python -m layersim.tools.site build|serve|readme`` (``make site``).
 
-``build`` stages a source tree (:func:`stage`) and renders it with Sphinx, myst-nb and the book theme
-(``docs/conf.py``) into ``runs/site/html``, offline and without executing anything: the notebooks are rendered
-with the outputs of their committed default-scale run. The staged tree holds
-
-- the committed notebooks (``notebooks/<paper>/<stem>.ipynb``) and the layer report examples;
-- the hand-written pages of ``docs/`` (how to reproduce, the library, the tests) and the data card;
-- the generated pages: the landing page (:func:`landing_page`: the papers, a reading order, the measured time of
-  every notebook at every scale), one page per paper (:func:`paper_page`) and the **claims audit**
-  (:func:`audit_page`): every claim of every ``figures/<paper>/<stem>/metrics.json`` with the statement it tests,
-  its threshold, value and verdict over the seeds, the diagnosis of a miss and a link to the notebook section
-  that tests it. Nothing on these pages is typed by hand: a claim added to a notebook appears at the next build.
-
-``readme`` writes the README's generated block (the notebook table with measured times and claim counts) between
-:data:`START` and :data:`END`; ``readme --check`` exits 1 when it is out of date (the tests run it).
-``serve`` serves a built site on localhost.
-
-What the book may delete, and what a reader's browser runs: ``build`` writes only into a folder that layersim made
-(:func:`layersim.core.writers.claim_folder`; a user's non-empty ``--out`` is refused with one line, nothing
-deleted), and clears ``src/`` and ``html/`` in it only through :func:`layersim.core.writers.replace_folder`. Every
-name that becomes a page (a notebook's stem, a layer report example's folder) is checked by :func:`page_name`,
-since the theme writes it into a JavaScript string; every string of a run (titles, notes, values) reaches the
-generated pages through :mod:`layersim.core.markup`; and raw HTML, in a notebook's Markdown or in its outputs, is
-made inert: :func:`folded` passes ``text/html`` outputs through :func:`inert_html`, drops script outputs and the
-metadata that would change the build (myst-nb's ``execution_mode``), and ``docs/conf.py`` passes every raw HTML node
-Sphinx renders through :func:`inert_doctree`.
-
-Where the times come from (:func:`notebook_infos`): smoke, the wall time papermill recorded in the smoke reference
-``tests/notebooks/<paper>/<stem>.ipynb``; default, the longest wall time among the notebook's seed runs in its
-committed default-scale run (the committed notebook's own run and the seed runs noted in ``metrics.json``: the
-longest is the one that trained its models, where one did; a notebook that reads models an earlier notebook trained,
-such as t02 with t01's ViT, shows its time with them cached); paper, the GPU hours measured by
-``python -m layersim.tools.bench paper`` (``benchmarks/gpu/*paper-plan.json``), where its step count is known.
+``build`` stages a source tree (:func:`stage`: the committed notebooks with the outputs of their default-scale run,
+the layer report examples, the pages of ``docs/``, the data card, and generated pages: :func:`landing_page`,
+:func:`paper_page` and the claims audit, :func:`audit_page`) and renders it with Sphinx and myst-nb into
+``runs/site/html``, offline and executing nothing. Raw HTML is made inert (:func:`inert_html`,
+:func:`inert_doctree`). ``readme`` writes the README's notebook table between :data:`START` and :data:`END`
+(``--check``: exit 1 when it is out of date); ``serve`` serves a built book on localhost (see docs/modules.md,
+`layersim.tools.site`).
 """
 
 from __future__ import annotations
@@ -101,9 +76,8 @@ PAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def page_name(name: str, where: str) -> str:
-    """``name`` if it can name a page of the book (:data:`PAGE_NAME`: letters, digits, ``.``, ``_``, ``-``), else a
-    ``ValueError`` naming ``where`` it comes from: a quote or ``<`` in a page name would end the theme's JavaScript
-    string or a toctree entry, so such a name is refused rather than escaped."""
+    """``name`` if it can name a page of the book (:data:`PAGE_NAME`), else a ``ValueError`` naming ``where`` it comes
+    from: a quote or ``<`` would end the theme's JavaScript string."""
     if not PAGE_NAME.fullmatch(name):
         raise ValueError(f"{where}: the name {name!r} cannot be a page of the book, which takes only letters, digits, "
                          "'.', '_' and '-': rename it")
@@ -156,9 +130,9 @@ def title_of(nb: dict) -> str:
 
 
 def statements(nb: dict) -> dict[str, str]:
-    """``{claim name: the statement as the notebook words it}`` from the notebook's section "The paper's
-    statement(s), tested on this run" (:data:`STATEMENTS_HEADING`): each claim is a paragraph or list item that starts with its name in
-    backticks and a colon. Markdown is kept; line breaks become spaces."""
+    """``{claim name: statement}`` from the notebook's section "The paper's statement(s), tested on this run"
+    (:data:`STATEMENTS_HEADING`): paragraphs or list items that start with the claim's name in backticks and a
+    colon; Markdown kept, line breaks made spaces."""
     out: dict[str, str] = {}
     for cell in nb.get("cells", []):
         text = _source(cell)
@@ -193,8 +167,9 @@ def paper_gpu_hours(root: Path) -> dict[str, float]:
 
 
 def notebook_infos(root: Path | None = None) -> list[NotebookInfo]:
-    """Every committed notebook with a committed default-scale run (:data:`NOTEBOOK_GROUPS`: the papers' order, then
-    the layer report), with its measured times and claim counts (see the module's text for the sources)."""
+    """Every committed notebook with a committed default-scale run, in :data:`NOTEBOOK_GROUPS` order, with its claim
+    counts and times: smoke, its smoke reference's papermill duration; default, the longest of its committed run's
+    seed runs; paper, :func:`paper_gpu_hours`."""
     root = Path(root or repo_root())
     gpu = paper_gpu_hours(root)
     out = []
@@ -306,9 +281,9 @@ def _stand_in(metrics: dict) -> str:
 
 
 def audit_page(root: Path | None = None) -> str:
-    """The claims audit (MyST Markdown): counts per paper, then per notebook every claim with what it tests, its
-    threshold, value, verdict over the seeds, the diagnosis where it misses (with the larger run of a *scale*
-    diagnosis) and a link to the section that tests it. Built from :func:`layersim.tools.claims.collect`."""
+    """The claims audit (MyST Markdown), from :func:`layersim.tools.claims.collect`: counts per paper, then per
+    notebook every claim with what it tests, its threshold, value, verdict over the seeds, the diagnosis of a miss
+    (with a *scale* diagnosis's larger run) and a link to the section that tests it."""
     root = Path(root or repo_root())
     rows = [r for r in claims.collect(root / "figures") if (root / "notebooks" / f"{r.notebook}.ipynb").is_file()]
     sections, counts = [], []
@@ -359,16 +334,16 @@ def audit_page(root: Path | None = None) -> str:
 
 
 def _quoted(text: str) -> str:
-    """A string of the claims registry as inert text in the book: :func:`layersim.core.markup.cell`, and ``$`` escaped
-    so that the LaTeX of a quoted sentence shows as the paper's text has it instead of being typeset."""
+    """A claims-registry string as inert text (:func:`layersim.core.markup.cell`), ``$`` escaped so that a quoted
+    sentence's LaTeX is not typeset."""
     return markup.cell(text).replace("$", "\\$")
 
 
 def registered_block(row) -> list[str]:
-    """What the claims registry (:mod:`layersim.notebook.registry`) holds of one claim, as Markdown lines for the
-    claims audit: the paper's sentence, quoted (or a figure's caption with the project's reading of it), the
-    threshold's reason, when and how the claim was defined, its revisions, and the audit of the test against the
-    sentence. Every string is escaped (:func:`_quoted`); nothing for an unregistered claim."""
+    """One claim's entry in the claims registry (:mod:`layersim.notebook.registry`) as Markdown lines for the audit:
+    the paper's sentence quoted (or a caption with its reading), the threshold's reason, when and how the claim was
+    defined and revised, and the audit of the test. Every string escaped (:func:`_quoted`); nothing for an
+    unregistered claim."""
     c = row.registered
     if not c:
         return []
@@ -425,7 +400,7 @@ def landing_page(infos: list[NotebookInfo], counts: list[str] | tuple = ()) -> s
         time_table(infos, lambda i: f"{i.paper}/{i.stem}.ipynb" if i.paper != "report" else "report/index.md"), "",
         TIMES_NOTE, "",
         "```{toctree}", ":hidden:", ":maxdepth: 2", "",
-        *[f"{p.key}/index" for p in PAPERS], "claims", "report/index", "reproduce", "library", "data", "```", ""])
+        *[f"{p.key}/index" for p in PAPERS], "claims", "report/index", "reproduce", "library", "modules", "data", "```", ""])
 
 
 def report_examples(root: Path) -> list[Path]:
@@ -453,9 +428,8 @@ _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
 def relink(text: str, exists) -> str:
-    """Markdown ``text`` with every relative link whose target the book does not contain (``exists(path)`` is
-    False; anchors and external URLs are kept) replaced by its label: a page moved from the repository may name
-    files that the book does not carry."""
+    """Markdown ``text`` with every relative link whose target the book lacks (``exists(path)`` is False) replaced by
+    its label; anchors and external URLs kept."""
     def fix(m: re.Match) -> str:
         bang, label, target = m.groups()
         if re.match(r"^[a-z]+:", target) or target.startswith("#") or exists(target.split("#")[0]):
@@ -558,20 +532,18 @@ class _Inert(HTMLParser):
 
 def inert_html(text: str) -> str:
     """HTML ``text`` as the book may show it: the tags of :data:`HTML_TAGS` written anew with only the attributes of
-    :data:`HTML_ATTRIBUTES` (no ``on...`` handler; a link or image only with a :func:`safe_url`; CSS only without
-    ``url(...)``, ``@import`` and the like), every other tag escaped so that it shows as text (``<script>``,
-    ``<svg onload=...>``, ``<iframe>``), comments left out. Text stays as it is, a stray ``<`` escaped. What it
-    returns comes back unchanged when passed again; the pandas tables of the committed notebooks keep their markup."""
+    :data:`HTML_ATTRIBUTES` (a link or image only with a :func:`safe_url`, CSS only without ``url(...)``,
+    ``@import`` and the like), every other tag escaped so that it shows as text, comments left out, a stray ``<``
+    escaped. Idempotent; pandas tables keep their markup."""
     parser = _Inert()
     parser.feed(text)
     return parser.result()
 
 
 def inert_doctree(doctree) -> None:
-    """Make a Sphinx/docutils doctree safe to show (``docs/conf.py`` calls it on every page): the text of every raw
-    HTML node (raw HTML in a notebook's Markdown or a page's, in a directive's body, an HTML or Markdown output)
-    through :func:`inert_html`, and every link whose URL is not a :func:`safe_url` (``javascript:`` in a
-    reStructuredText link) replaced by its text."""
+    """Make a Sphinx doctree safe to show (``docs/conf.py`` calls it on every page): every raw HTML node through
+    :func:`inert_html`, and every link without a :func:`safe_url` (``javascript:`` in reStructuredText) replaced by
+    its text."""
     from docutils import nodes
 
     for node in list(doctree.findall(nodes.raw)):
@@ -607,12 +579,10 @@ NOTEBOOK_METADATA = ("kernelspec", "language_info", "papermill")
 
 
 def folded(nb: dict) -> dict:
-    """``nb`` as the book shows it: the plumbing out of sight. papermill's injected-parameters cell is removed; the
-    parameters cell and every cell whose input the notebook itself collapses (``metadata.jupyter.source_hidden``,
-    which JupyterLab honours: the settings cell with the presets and the ``start(...)`` call) get myst-nb's
-    ``hide-input`` tag, so their code is folded behind a toggle and their output stays visible. Outputs are made
-    inert (:func:`inert_outputs`), and the notebook's metadata is cut to :data:`NOTEBOOK_METADATA`, so that the book's
-    settings stay those of ``docs/conf.py``. The notebook files are not changed."""
+    """A copy of ``nb`` as the book shows it: papermill's injected-parameters cell removed; the parameters cell and
+    every cell whose input the notebook collapses (``metadata.jupyter.source_hidden``) tagged ``hide-input``;
+    outputs made inert (:func:`inert_outputs`); metadata cut to :data:`NOTEBOOK_METADATA`, so that ``docs/conf.py``
+    alone decides how the book is built."""
     nb = json.loads(json.dumps(nb))
     nb["metadata"] = {k: v for k, v in nb.get("metadata", {}).items() if k in NOTEBOOK_METADATA}
     kept = []
@@ -651,9 +621,9 @@ def mathjax_folder() -> Path:
 
 
 def stage(dest: Path, root: Path | None = None) -> Path:
-    """Write the book's source tree into ``dest`` and return it (resolved). ``dest`` is emptied first, and only if
-    layersim made it (:func:`layersim.core.writers.replace_folder`: a user's non-empty folder raises ``ValueError``
-    and nothing in it is deleted); the names that become pages are checked before (:func:`page_name`)."""
+    """Write the book's source tree into ``dest`` and return it (resolved). ``dest`` is emptied first, only if layersim
+    made it (:func:`layersim.core.writers.replace_folder`: a user's non-empty folder raises ``ValueError``, nothing
+    deleted); the names that become pages are checked before (:func:`page_name`)."""
     root = Path(root or repo_root())
     infos = notebook_infos(root)
     examples = report_examples(root)
@@ -683,11 +653,10 @@ def stage(dest: Path, root: Path | None = None) -> Path:
 
 
 def build(out: Path | None = None, root: Path | None = None, quiet: bool = True) -> Path:
-    """Stage the book into ``<out>/src`` and render it into ``<out>/html`` with Sphinx (nothing executed); returns
-    the HTML folder. ``out`` (default ``runs/site``) is claimed before anything is written
-    (:func:`layersim.core.writers.claim_folder`): a user's non-empty folder, or one inside the committed results,
-    raises ``ValueError`` and nothing is deleted; ``src/`` and ``html/`` in it are replaced only if layersim made them.
-    A ``RuntimeError`` carries Sphinx's output when the build fails."""
+    """Stage the book into ``<out>/src`` and render it with Sphinx into ``<out>/html`` (returned), executing nothing.
+    ``out`` (default ``runs/site``) is claimed first (:func:`layersim.core.writers.claim_folder`): a user's
+    non-empty folder, or one inside the committed results, raises ``ValueError`` and nothing is deleted. A
+    ``RuntimeError`` carries Sphinx's output when the build fails."""
     root = Path(root or repo_root())
     out = Path(out or root / "runs" / "site")
     out = writers.claim_folder(writers.check_target(out, "book folder", root), "book folder", root)

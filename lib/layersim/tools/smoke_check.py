@@ -1,22 +1,11 @@
 """pytest plugin: every smoke-scale notebook's ``metrics.json`` checked against its committed reference.
 
-``make test`` re-executes the smoke references ``tests/notebooks/<paper>/<stem>.ipynb`` with nbval,
-which compares the text of the cells tagged ``nbval-check-output`` after ``tests/nbval_sanitize.cfg``
-has replaced every number and boolean: nbval checks that every cell runs and that the digest keeps
-its keys and its lists their lengths, the part of the text that is the same on every CPU.
-
-This plugin checks the numbers. When a reference's ``nbval-check-output`` cell has run, the
-``metrics.json`` (and PNG figures) that the notebook wrote in that run is compared with
-``<stem>.metrics.json`` next to the reference (written by ``make smoke-refs``), using
-:func:`layersim.tools.compare.compare_metrics` and the notebook's tolerance from ``tolerances.json`` in
-the references' root folder (``tests/notebooks/``): same keys, list lengths, strings and figures;
-every number within the tolerance of its group of keys; every claim's verdict the same unless the
-claim's value lies within the tolerance of its threshold. The tolerances were measured across
-torch's CPU kernels (``ATEN_CPU_CAPABILITY``), oneDNN's and thread counts (``tolerances.json``
-records the spreads; ``python -m layersim.tools.portable --measure`` writes it).
-
-Only notebooks two folders below a ``tolerances.json`` are checked. Loaded for every pytest run
-of the repository (``addopts`` in ``pyproject.toml``); elsewhere ``-p layersim.tools.smoke_check``.
+While nbval re-executes a smoke reference ``tests/notebooks/<paper>/<stem>.ipynb`` (every cell must run, the masked
+digest keep its shape), this plugin compares the ``metrics.json`` and PNG figures that run wrote with
+``<stem>.metrics.json`` beside the reference (:func:`layersim.tools.compare.compare_metrics`), with the notebook's
+measured tolerance from ``tolerances.json`` in the references' root folder; only notebooks two folders below one are
+checked. Loaded by ``addopts`` in ``pyproject.toml``; elsewhere ``-p layersim.tools.smoke_check`` (see
+docs/modules.md, `layersim.tools.smoke_check`).
 """
 
 from __future__ import annotations
@@ -49,9 +38,8 @@ def reference_of(notebook: Path) -> tuple[Path, Path] | None:
 
 
 def tolerance_for(key: str, tolerances_file: Path) -> compare.Tolerances:
-    """The notebook's measured tolerances, or the file's ``default`` for a notebook not measured yet; one
-    ``ValueError`` naming the file and the notebook when the entry is missing or not a tolerance (a NaN, an
-    infinity or a negative number is none)."""
+    """The measured tolerances of notebook ``key`` in ``tolerances_file``, or the file's ``default``; one
+    ``ValueError`` naming both when the entry is missing or not a tolerance (NaN, infinite, negative)."""
     try:
         data = json.loads(Path(tolerances_file).read_text())
         return compare.Tolerances.from_json(data["notebooks"].get(key) or data["default"])

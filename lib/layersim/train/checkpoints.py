@@ -1,12 +1,9 @@
 """The checkpoint store: trained models cached on disk by configuration, verified on every load.
 
-A trained model lives in ``<cache>/checkpoints/<prefix>-<key>/`` (``layersim.core.paths.cache_dir``), where
-``key`` (:func:`config_key`) hashes the model configuration, the training configuration and the data
-description, so every setting change trains a new model. The folder holds ``model.safetensors`` and
-``meta.json`` with ``weights_sha256``. :func:`save` writes a hidden temporary sibling and renames it
-into place, so an interrupted save leaves no checkpoint (and leftovers of killed saves are removed by
-the next one); :func:`load` refuses weights that do not match their sha256. No checkpoint is written inside the
-repository's committed folders. What to train on a miss is the caller's: :func:`layersim.train.training.cached_model`.
+A model lives in ``<cache>/checkpoints/<prefix>-<key>/`` (``model.safetensors`` and ``meta.json`` with
+``weights_sha256``), ``key`` (:func:`config_key`) hashing the model, training and data descriptions. :func:`save` is
+atomic; :func:`load` refuses weights that do not match their sha256. Training on a miss is
+:func:`layersim.train.training.cached_model`'s (see docs/modules.md, `layersim.train.checkpoints`).
 """
 
 from __future__ import annotations
@@ -68,8 +65,8 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _remove_stale_temps(parent: Path) -> None:
-    """Remove the hidden temporary folders in ``parent`` that killed saves left: those of a dead process
-    on this host, and any older than :data:`STALE_TEMP_SECONDS` (a live save takes seconds)."""
+    """Remove the hidden temporary folders killed saves left in ``parent``: a dead process's on this host, and any
+    older than :data:`STALE_TEMP_SECONDS`."""
     now = time.time()
     for entry in parent.iterdir():
         match = _TEMP.search(entry.name)
@@ -84,14 +81,9 @@ def _remove_stale_temps(parent: Path) -> None:
 
 
 def save(folder: Path, model: nn.Module, meta: dict, replace: bool = False) -> str:
-    """Write ``model.safetensors`` and ``meta.json`` (``meta`` + ``weights_sha256``) to ``folder``; return the sha256.
-
-    The files go to a hidden temporary sibling (with the umask's permissions, like its files) that is renamed into
-    place, so an interrupted save leaves no checkpoint; leftovers of killed saves are removed first
-    (:func:`_remove_stale_temps`). If ``folder`` exists by then (an identical training finished first in
-    another process), it is kept, unless ``replace``. A folder inside the repository's committed folders is refused
-    with one ``ValueError`` before anything is written (:func:`layersim.core.paths.refuse_committed`).
-    """
+    """Write ``model.safetensors`` and ``meta.json`` (``meta`` + ``weights_sha256``) to ``folder`` atomically;
+    return the sha256. An existing ``folder`` is kept unless ``replace``; ``ValueError`` for a folder inside the
+    repository's committed folders."""
     from safetensors.torch import save_model
 
     refuse_committed(folder, f"the checkpoint {folder}")
@@ -129,11 +121,8 @@ def _rename_dir(src: Path, dst: Path) -> bool:
 
 
 def load(folder: Path, model: nn.Module, key: str) -> dict:
-    """Load ``folder``'s weights into ``model`` and return its meta; raise if anything is wrong with them.
-
-    The weights must match ``meta["weights_sha256"]``. Checkpoints of earlier versions have no checksum:
-    they are trusted if they load cleanly (they were written atomically too), and the checksum is added.
-    """
+    """Load ``folder``'s weights into ``model`` and return its meta; ``ValueError`` when the key differs from
+    ``key`` or the weights do not match ``meta["weights_sha256"]`` (a checkpoint without one gets it added)."""
     from safetensors.torch import load_model
 
     meta = json.loads((folder / "meta.json").read_text())
@@ -163,22 +152,20 @@ _USES: list[tuple[str, bool]] = []
 
 
 def note_use(name: str, from_cache: bool) -> None:
-    """Record that the checkpoint ``name`` (its folder's name, ``<prefix>-<key>``) was used, loaded from the cache
-    (``from_cache``) or trained now (:func:`layersim.train.training.cached_model` calls it on every return)."""
+    """Record that checkpoint ``name`` (``<prefix>-<key>``) was loaded from the cache (``from_cache``) or trained
+    now."""
     _USES.append((str(name), bool(from_cache)))
 
 
 def forget_uses() -> None:
-    """Start a new record of used checkpoints (a notebook's run begins: :func:`layersim.notebook.run.start`)."""
+    """Start a new record of used checkpoints (at :func:`layersim.notebook.run.start`)."""
     _USES.clear()
 
 
 def uses() -> dict[str, list[str]]:
     """The checkpoints used since :func:`forget_uses`: ``{"loaded": [...], "trained": [...]}``, each name once, in
-    order of first use; one trained by this run and loaded again later counts as trained. A run's ``metrics.json``
-    keeps it as ``from_cache`` (a run fact, not a result: ``layersim.tools.compare.RUN_FACTS``), and the prose reads it
-    through the ``cache`` filter (``layersim.notebook.prose``): "from an empty checkpoint cache" or "with its
-    checkpoints cached" is then the run's, not typed."""
+    order of first use; one trained and later loaded counts as trained. A run records it as ``from_cache`` (see
+    docs/modules.md, `layersim.train.checkpoints`)."""
     trained = list(dict.fromkeys(n for n, hit in _USES if not hit))
     loaded = [n for n in dict.fromkeys(n for n, hit in _USES if hit) if n not in trained]
     return {"loaded": loaded, "trained": trained}

@@ -1,27 +1,11 @@
-"""Fine-tuning pretrained Hugging Face encoders for text classification (one loop, cached).
+"""Fine-tuning pretrained Hugging Face encoders for text classification, one loop, cached.
 
-The clusters paper (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42, §2 "Optimization") fine-tunes every model with
-Adam, batch size 4, learning rate 1e-5, 1,000 warm-up steps, for up to 10,000 steps, a
-classification head on the CLS token (jiant's defaults: linear warm-up, then linear decay to 0).
-:class:`FinetuneConfig` holds those numbers (its defaults are the paper's); the default scale
-chooses a CPU budget in its notebooks' presets.
-
-- :func:`lr_at`: the learning rate at a step (linear warm-up, then linear decay);
-- :func:`finetune`: the loop (AdamW, seeded batch order, dropout on, tqdm progress);
-- :func:`predict` / :func:`evaluate`: logits and the task's score on a :class:`~layersim.inputs.text_tasks.TextTask`;
-- :func:`load_classifier`: a registered encoder with a fresh ``num_labels`` head, seeded;
-- :func:`cached_finetune`: the fine-tuned model, trained once per configuration and restart and
-  then loaded from ``<cache>/checkpoints/ft-<model>-<key>/`` (``layersim.train.training.cached_model``:
-  atomic writes, sha256-checked, a broken entry is moved aside and retrained);
-- a fine-tuned encoder layer by layer, for the notebooks of both papers that fine-tune one (the
-  clusters paper's c01-c03, the tracing paper's aligned BERT): :func:`task_data` (the splits),
-  :func:`fine_tuned` (the cached model of a settings dict, :func:`config_from`), :func:`cls_features`
-  (every layer at the token the head reads), :func:`layer_scores` (the task score of the head on each
-  layer) and :func:`check_names` (the settings' models and tasks exist); a budget given as ``steps`` or as
-  ``epochs`` (:func:`check_steps_or_epochs`, :func:`steps_of`).
-
-A *restart* (the paper's "random restarts", FT[1] and FT[2]) changes the seed of the head's
-initialisation, of dropout and of the batch order; the pretrained weights and the data are the same.
+:class:`FinetuneConfig`'s defaults are the clusters paper's (§2 "Optimization"): Adam, batch 4, learning rate 1e-5,
+1,000 warm-up steps, up to 10,000 steps, linear decay (:func:`lr_at`). :func:`finetune` is the loop, :func:`predict`
+/ :func:`evaluate` score a task, :func:`load_classifier` adds a fresh head, and :func:`cached_finetune` trains once
+per configuration and restart (a restart changes the seed of the head, dropout and batch order).
+:func:`cls_features` and :func:`layer_scores` read a fine-tuned encoder layer by layer (see docs/modules.md,
+`layersim.train.finetune`).
 """
 
 from __future__ import annotations
@@ -55,8 +39,7 @@ OBJECTIVES = ("ce", "aligned")
 
 @dataclass(frozen=True)
 class FinetuneConfig(StepConfig):
-    """Optimisation of one fine-tuning run (defaults: the clusters paper's, §2; ``objective``: one
-    of :data:`OBJECTIVES`; the shared fields and their checks: ``layersim.train.training.StepConfig``)."""
+    """One fine-tuning run (defaults: the clusters paper's, §2); ``objective``: one of :data:`OBJECTIVES`."""
 
     lr: float = 1e-5
     batch_size: int = 4
@@ -76,8 +59,8 @@ class FinetuneConfig(StepConfig):
 
 
 def steps_for(n_examples: int, batch_size: int, epochs: float) -> int:
-    """Optimiser steps of ``epochs`` passes over ``n_examples`` in batches of ``batch_size`` (the
-    last batch of an epoch may be short): ``ceil(epochs * n_examples / batch_size)``."""
+    """Optimiser steps of ``epochs`` passes over ``n_examples`` in batches of ``batch_size``:
+    ``ceil(epochs * n_examples / batch_size)``; ``ValueError`` for non-positive inputs."""
     if n_examples < 1 or batch_size < 1 or not (math.isfinite(epochs) and epochs > 0):
         raise ValueError(f"need n_examples, batch_size >= 1 and epochs > 0, got {n_examples}, {batch_size}, {epochs}")
     return int(math.ceil(epochs * n_examples / batch_size))
@@ -96,12 +79,9 @@ def _to(batch: dict, dev: torch.device) -> dict:
 
 
 def aligned_loss(model: nn.Module, batch: dict) -> torch.Tensor:
-    """The tracing paper's aligned loss, eq. (5), for a fine-tuned encoder (AlignedBERT, §4 and
-    App. C.2): ``sum_l lambda_l CE(W h^(l), y)`` over blocks ``l = 1..L`` with the model's own
-    classifier ``W`` (for BERT: pooler + classifier, ``layersim.nets.adapters``) on each block's CLS
-    token and the linearly increasing weights ``lambda_l = 2l / (L(L+1))``
-    (``layersim.train.objectives``). The last term is the standard loss. Single-label classification
-    with BERT-like encoders (no final norm: HF's ``hidden_states[l]`` is block ``l``'s output)."""
+    """The tracing paper's aligned loss, eq. (5), for a fine-tuned encoder (AlignedBERT, §4, App. C.2):
+    ``sum_l lambda_l CE(W h^(l), y)`` over blocks ``1..L`` with the model's own classifier on each block's CLS token
+    and ``lambda_l = 2l/(L(L+1))``. ``ValueError`` unless a BERT-like single-label classifier."""
     adapter = adapters.get(model)
     if adapter.name not in ("bert", "albert", "distilbert") or type(model).__name__.endswith("ForMultipleChoice"):
         raise ValueError(f"the aligned loss is implemented for BERT-like sequence classifiers, not {type(model).__name__}")
@@ -116,13 +96,10 @@ def aligned_loss(model: nn.Module, batch: dict) -> torch.Tensor:
 
 def finetune(model: nn.Module, task: text_tasks.TextTask, cfg: FinetuneConfig, tokenizer: Any = None,
              device: Any = "auto", progress: bool = True, precision: str = "auto") -> list[dict]:
-    """Fine-tune ``model`` (a HF ``*ForSequenceClassification``) in place on ``task`` for
-    ``cfg.steps`` AdamW steps of ``cfg.batch_size`` examples (epochs of a ``cfg.seed``-ed
-    permutation, as many as the steps need). ``tokenizer`` defaults to ``model.layersim_tokenizer``
-    (set by :func:`load_classifier`). Returns the history: one entry per 10 % of the steps
-    (``step``, mean training ``loss`` since the last entry, ``seconds``). Raises FloatingPointError
-    when the loss is not finite. ``precision``: ``layersim.train.training.resolve_precision`` (bf16 autocast
-    on CUDA under "auto", fp32 on the CPU)."""
+    """Fine-tune ``model`` (a HF ``*ForSequenceClassification`` or ``*ForMultipleChoice``) in place on ``task`` for
+    ``cfg.steps`` AdamW steps (``cfg.seed``-ed batch order); ``tokenizer`` defaults to ``model.layersim_tokenizer``.
+    Returns :func:`~layersim.train.training.run_steps`'s history. ``ValueError`` when the model does not fit the
+    task, ``FloatingPointError`` on a non-finite loss."""
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "layersim_tokenizer", None)
     if tokenizer is None:
         raise ValueError("finetune needs the model's tokenizer (pass tokenizer=)")
@@ -192,11 +169,9 @@ def quiet_transformers():
 
 def load_classifier(name: str, num_labels: int, seed: int = 0, random_init: bool = False,
                     config: dict | None = None, multiple_choice: bool = False) -> nn.Module:
-    """The registered encoder ``name`` (``layersim.inputs.assets``) as ``AutoModelForSequenceClassification``
-    with a new ``num_labels`` head initialised under ``seed`` (``multiple_choice``:
-    ``AutoModelForMultipleChoice``, one logit per (context, ending) pair); its tokenizer is attached
-    as ``model.layersim_tokenizer``. ``random_init``: the architecture with random weights (tests;
-    ``config`` overrides its fields, e.g. ``num_hidden_layers=2``)."""
+    """The registered encoder ``name`` with a new ``num_labels`` head initialised under ``seed``
+    (``multiple_choice``: one logit per (context, ending) pair), its tokenizer as ``model.layersim_tokenizer``.
+    ``random_init``: random weights, ``config`` overriding fields (tests)."""
     torch.manual_seed(seed)
     auto = "AutoModelForMultipleChoice" if multiple_choice else "AutoModelForSequenceClassification"
     kwargs = {} if multiple_choice else {"num_labels": num_labels}
@@ -217,12 +192,9 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
                     device: Any = "auto", progress: bool = True, retrain: bool = False,
                     tokenizer: Any = None, random_init: bool = False,
                     config: dict | None = None) -> tuple[nn.Module, dict]:
-    """Model ``name`` fine-tuned on ``task`` under ``cfg`` with random restart ``restart`` (1, 2, ...:
-    seed ``cfg.seed + restart - 1`` for the head, dropout and batch order), or loaded from the
-    checkpoint cache. Returns ``(model in eval mode, meta)`` (``meta``: key, configs, history,
-    ``train_seconds``, ``weights_sha256``, ``from_cache``); ``model.layersim_tokenizer`` is set.
-    ``random_init`` / ``config``: fine-tune the architecture from random weights (tests of the
-    paper-scale path; pass the ``tokenizer`` then)."""
+    """Model ``name`` fine-tuned on ``task`` under ``cfg`` with restart ``restart`` (1, 2, ...: seed
+    ``cfg.seed + restart - 1``), or loaded from the checkpoint cache. Returns ``(model in eval mode, meta)``;
+    ``random_init`` / ``config``: from random weights (pass ``tokenizer`` then)."""
     if isinstance(restart, bool) or int(restart) < 1:
         raise ValueError(f"restart must be 1, 2, ..., got {restart!r}")
     run_cfg = dataclasses.replace(cfg, seed=cfg.seed + int(restart) - 1)
@@ -272,8 +244,8 @@ def _labels_digest(task: text_tasks.TextTask) -> str:
 
 
 def check_names(settings: Mapping[str, Any]) -> None:
-    """A notebook check: every model is a registered model asset and every task a known task
-    (ValueError naming the parameter and the choices)."""
+    """A notebook check: ``ValueError`` naming the parameter unless every model is a registered model asset and
+    every task a known task."""
     for name in settings.get("models", ()):
         try:
             kind = assets.get_asset(name).kind
@@ -288,24 +260,21 @@ def check_names(settings: Mapping[str, Any]) -> None:
 
 
 def check_steps_or_epochs(settings: Mapping[str, Any]) -> None:
-    """A notebook check: the fine-tuning budget is given, as ``steps`` or (when ``steps`` is None) as
-    ``epochs`` (ValueError naming both parameters when both are None)."""
+    """A notebook check: ``ValueError`` when neither ``steps`` nor ``epochs`` is given."""
     if settings.get("steps") is None and settings.get("epochs") is None:
         raise ValueError("parameters 'steps' and 'epochs' are both None: give one of them")
 
 
 def steps_of(settings: Mapping[str, Any], n_examples: int) -> int:
-    """The fine-tuning steps of a settings dict: ``settings["steps"]`` when given, else
-    ``settings["epochs"]`` passes over ``n_examples`` in batches of ``settings["batch_size"]``
-    (:func:`steps_for`)."""
+    """The fine-tuning steps of a settings dict: ``settings["steps"]``, else :func:`steps_for` of
+    ``settings["epochs"]`` and ``settings["batch_size"]``."""
     check_steps_or_epochs(settings)
     return settings["steps"] or steps_for(n_examples, settings["batch_size"], settings["epochs"])
 
 
 def config_from(settings: Mapping[str, Any], seed: int = 0) -> FinetuneConfig:
-    """The :class:`~layersim.train.finetune.FinetuneConfig` of a settings dict (``presets.CLUSTERS_FINETUNE``
-    keys ``lr``, ``batch_size``, ``warmup_steps``, ``steps``, ``max_length``, ``weight_decay`` and,
-    optionally, ``objective``)."""
+    """The :class:`FinetuneConfig` of a settings dict (keys ``lr``, ``batch_size``, ``warmup_steps``, ``steps``,
+    ``max_length``, ``weight_decay``, optional ``objective``)."""
     keys = ("lr", "batch_size", "warmup_steps", "steps", "max_length", "weight_decay", "objective")
     return FinetuneConfig(**{k: settings[k] for k in keys if k in settings}, seed=seed)
 
@@ -326,21 +295,16 @@ def fine_tuned(model: str, train: text_tasks.TextTask, settings: Mapping[str, An
 
 
 def cls_features(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str, Any], device: Any = "auto") -> np.ndarray:
-    """``[L+1, N, d]`` float32 features of every layer of ``model`` on ``task`` at the token its
-    classifier reads (``layersim.nets.models.collect`` with the adapter's default token): the CLS token
-    of an encoder (the paper's "representations of the CLS token", §3), the last token of a decoder.
-    A multiple-choice task gives ``C`` rows per example (one per (context, ending) pair, in order):
-    ``[L+1, N * C, d]``."""
+    """``[L+1, N, d]`` float32 features of every layer at the token the classifier reads (CLS for an encoder, the
+    paper's §3; the last token for a decoder); a multiple-choice task gives ``[L+1, N * C, d]``."""
     batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),
                                 settings["max_length"])
     return models.collect(model, text_tasks.flat_choices(batches), token=None, device=device, progress=False).hidden
 
 
 def layer_scores(model: nn.Module, features: np.ndarray, task: text_tasks.TextTask) -> np.ndarray:
-    """The task score when the fine-tuned head reads layer ``l``'s features directly, for every entry of
-    ``features`` ``[L+1, N, d]`` (:func:`cls_features`): the model truncated after block ``l`` (the
-    blocks above cannot change a lower layer's output, so this equals running
-    ``layersim.nets.surgery.truncate(model, l)``). The clusters paper's UNTUNED curve (§4 (a)); the tracing
-    paper's layer-wise accuracy of a fine-tuned encoder."""
+    """The task score of the fine-tuned head reading each layer of ``features`` ``[L+1, N, d]`` directly (the model
+    truncated after block ``l``): the clusters paper's UNTUNED curve (§4 (a)), the tracing paper's layer-wise
+    accuracy."""
     logits = readout.layer_logits(model, features)
     return np.array([text_tasks.score(task, text_tasks.predictions(task, z)) for z in logits])

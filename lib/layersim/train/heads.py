@@ -1,12 +1,6 @@
-"""Classifier heads trained on frozen features by minibatch Adam (the library's epoch loop,
-:func:`layersim.train.training.train_epochs`).
-
-* :func:`train_linear_head`: the redundancy paper's probe (§4.3: a linear layer, Adam, 5 epochs, batch 256);
-* :func:`train_head`: any head from its current weights (the clusters paper's TUNED heads), with
-  cross-entropy, squared error or multiple choice, optionally on standardised features (:class:`Standardize`).
-
-Probes fitted to convergence (L-BFGS) and the accuracy of any head are :mod:`layersim.measures.probe`'s.
-"""
+"""Classifier heads trained on frozen features by minibatch Adam (:func:`layersim.train.training.train_epochs`):
+:func:`train_linear_head`, the redundancy paper's probe (§4.3), and :func:`train_head`, any head from its current
+weights (the clusters paper's TUNED heads). Probes fitted to convergence are :mod:`layersim.measures.probe`'s."""
 
 from __future__ import annotations
 
@@ -22,12 +16,9 @@ __all__ = ["Standardize", "train_head", "train_linear_head"]
 
 def train_linear_head(features, labels, epochs: int = 5, lr: float = 0.01, batch_size: int = 256, seed: int = 0,
                       num_classes: int | None = None) -> nn.Linear:
-    """A linear classifier on frozen ``features`` [N, d] trained by minibatch Adam on the mean
-    cross-entropy (the redundancy paper's probe, §4.3: Adam, 5 epochs, batch 256; its code's
-    learning rate 0.01), float32, on the CPU with one thread. Deterministic given ``seed`` (the
-    initialisation and the order of the minibatches). ``num_classes`` defaults to
-    ``labels.max() + 1``. Unlike :func:`layersim.measures.probe.fit_linear_probe` this does not run to convergence: a few
-    epochs of a fixed schedule, as the paper."""
+    """A linear classifier on frozen ``features`` [N, d], trained by minibatch Adam on the mean cross-entropy for a
+    fixed schedule, not to convergence (the redundancy paper's probe, §4.3: 5 epochs, batch 256, its code's lr
+    0.01). Float32, CPU, deterministic given ``seed``; ``num_classes`` defaults to ``labels.max() + 1``."""
     X, y = arrays.labelled_rows(features, labels, "train_linear_head")
     K = int(y.max()) + 1 if num_classes is None else int(num_classes)
     if y.min() < 0 or y.max() >= K:
@@ -39,9 +30,8 @@ def train_linear_head(features, labels, epochs: int = 5, lr: float = 0.01, batch
 
 
 class Standardize(nn.Module):
-    """``(h - mean) / scale`` with a fixed mean vector and one global scale (:func:`layersim.measures.arrays.standardizer`).
-    Placed before a head whose first layer is linear, it is a reparameterisation, not a new model:
-    the composition is again that linear layer on the raw features."""
+    """``(h - mean) / scale`` with a fixed mean vector and one global scale; before a linear first layer it is a
+    reparameterisation, not a new model."""
 
     def __init__(self, mean: np.ndarray, scale: float):
         super().__init__()
@@ -54,23 +44,13 @@ class Standardize(nn.Module):
 
 def train_head(head: nn.Module, features, labels, epochs: int = 5, lr: float = 0.01, batch_size: int = 256,
                seed: int = 0, loss: str = "ce", standardize: bool = False, choices: int | None = None) -> nn.Module:
-    """Train ``head`` (any ``[N, d] -> [N, K]`` module, in place, from its current weights) on frozen
-    ``features`` by minibatch Adam: mean cross-entropy (``loss="ce"``, integer labels) or mean
-    squared error on output 0 (``"mse"``, a regression). Float32, CPU, one thread; dropout in
-    ``head`` is on while training. Deterministic given ``seed`` (the order of the minibatches and
-    dropout). Used by :func:`train_linear_head` and by the clusters paper's TUNED heads
-    (``layersim.papers.clusters.protocol``). Returns ``head`` in eval mode.
+    """Train ``head`` (``[N, d] -> [N, K]``) in place on frozen ``features`` by minibatch Adam, deterministic given
+    ``seed``; returns it in eval mode.
 
-    ``standardize``: train and return ``nn.Sequential(Standardize(mean, scale), head)`` with the
-    features' mean and one global scale. Without it Adam cannot move a head whose input varies by
-    1e-3 around a constant of norm 10 (the [CLS] token of a BERT's early blocks: a head re-trained
-    on them stayed at chance where an L-BFGS probe reached 0.4); with a linear first layer the
-    function class is unchanged.
-
-    ``choices``: multiple choice (``C`` endings per example): ``features`` are ``[N * C, d]`` (the
-    ``C`` rows of an example together), ``head`` scores each row with one logit, ``labels`` ``[N]``
-    index the right ending, the loss is the cross-entropy over each example's ``C`` logits and
-    minibatches hold whole examples."""
+    ``loss``: ``"ce"`` or ``"mse"`` (output 0). ``standardize``: return ``nn.Sequential(Standardize(...), head)``.
+    ``choices``: ``C`` rows per example, ``labels [N]`` naming the right one. ``ValueError`` for bad inputs (see
+    docs/modules.md, `layersim.train.heads`).
+    """
     if choices is not None:
         if loss != "ce" or choices < 2 or np.asarray(features).shape[0] != len(labels) * choices:
             raise ValueError(f"choices={choices}: need loss='ce' and features with {choices} rows per label "

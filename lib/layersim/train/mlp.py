@@ -1,38 +1,10 @@
 """Deep MLPs with and without residual connections (tracing paper, appendix B.2, Figure 12).
 
-The tracing paper argues that COS works as a layer-wise similarity in transformers because
-the residual update ``h^(l+1) = h^(l) + f(h^(l))`` (eq. 1) leaves little rotation between
-layers; to test it, appendix B.2 trains 9-layer MLPs on MNIST with and without residual
-connections and compares the layer-wise accuracy of the last-layer classifier with COS and
-CKA to the last layer. This module builds and trains those MLPs; reading their layers and
-the last-layer classifier on each goes through ``layersim.nets.models`` and ``layersim.nets.readout``.
-
-Architecture (:class:`MLP`, ``L = depth`` hidden layers, all of width ``d``; ``phi`` = ReLU):
-
-- layer 1 (the input projection, the same in both variants): ``h^(1) = phi(W_1 x + b_1)``
-  with ``x`` the flattened image;
-- layers ``l = 2..L``: plain ``h^(l) = phi(W_l h^(l-1) + b_l)``; residual
-  ``h^(l) = h^(l-1) + phi(W_l h^(l-1) + b_l)`` (eq. 1 with ``f = phi o W_l``);
-- classifier ``logits = W norm(h^(L)) + b`` with ``norm`` the optional final LayerNorm
-  (``final_norm=False`` by default: the paper's MLPs are described without one, so the
-  readout is the plain linear head; with ``final_norm=True`` the readout recomputes the
-  LayerNorm on every layer, as :func:`layersim.nets.readout.layer_logits` does for transformers).
-
-So both variants have exactly the same parameters and the same first layer; the only
-difference is the skip connection on layers 2..L. Choices made here (the paper does not
-give them): the input projection is the first of the ``L`` hidden layers (there is no
-separate linear embedding), the residual branch is a single linear layer with a ReLU (as a
-plain layer), no normalisation inside the network.
-
-Layer indices: the hidden layers are the blocks of the MLP's adapter (``layersim.nets.adapters``,
-``"mlp"``), so ``layersim.nets.models.collect(model, batches, layers=range(1, L + 1))`` returns
-``[L, N, d]`` with entry ``i`` the output of hidden layer ``i + 1`` (index 0, the flattened
-image, is not of width ``d``), and ``layersim.nets.readout.evaluate(model, images, embedding=False)``
-their layer-wise accuracy (eq. 2) through the final norm and head.
-
-Training uses :func:`layersim.train.training.train_classifier`; :func:`cached_mlp` caches trained
-models under ``<cache>/checkpoints/mlp-<key>/`` with :func:`layersim.train.checkpoints.config_key`
-and the same atomic save as :func:`layersim.train.training.cached_vit`.
+:class:`MLP` has ``L = depth`` hidden layers of width ``d`` (``phi`` = ReLU): ``h^(1) = phi(W_1 x + b_1)``; for
+``l = 2..L`` plain ``h^(l) = phi(W_l h^(l-1) + b_l)`` or residual ``h^(l) = h^(l-1) + phi(W_l h^(l-1) + b_l)``
+(eq. 1); ``logits = W norm(h^(L)) + b``, ``norm`` an optional final LayerNorm. Its adapter ``"mlp"`` reads the
+hidden layers as blocks; index 0 is the flattened input, so collect ``layers=range(1, L + 1)``. :func:`cached_mlp`
+trains or loads ``<cache>/checkpoints/mlp-<key>/`` (see docs/modules.md, `layersim.train.mlp`).
 """
 
 from __future__ import annotations
@@ -44,6 +16,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from layersim.inputs import data
+from layersim.nets import adapters
 from layersim.train import training
 
 __all__ = [
@@ -74,13 +47,10 @@ def make_activation(name: str) -> nn.Module:
 class MLPConfig:
     """A ``depth``-hidden-layer MLP of constant ``width`` on flattened inputs.
 
-    ``residual``: skip connections on hidden layers 2..depth; ``final_norm``: a LayerNorm
-    between the last hidden layer and the linear classifier. ``activation``: a name of
-    :data:`ACTIVATIONS`; ``bias``: whether the hidden layers have biases (the head always has
-    one). ``widths``: the hidden widths input side first, for networks whose layers differ
-    (then ``depth = len(widths)`` and ``width = widths[-1]``); None = ``(width,) * depth``.
-    The tracing paper's MLPs are the defaults; the alignment paper's come from
-    :func:`small_nets.make_mlp` (``num_classes`` = outputs, 1 for its scalar tasks).
+    ``residual``: skips on layers 2..depth; ``final_norm``: a LayerNorm before the classifier; ``activation``: a
+    name of :data:`ACTIVATIONS`; ``bias``: biases on hidden layers. ``widths``: per-layer widths, input side first
+    (``depth = len(widths)``, ``width = widths[-1]``); None = ``(width,) * depth``. Raises ``ValueError`` on
+    non-positive sizes or unequal residual widths.
     """
 
     in_features: int = 784
@@ -117,9 +87,8 @@ class MLPConfig:
 
 
 class MLPLayer(nn.Linear):
-    """One hidden layer: ``h -> act(W h + b)``, plus ``h`` with a skip connection (eq. of the
-    module docstring). A ``Linear`` itself, so its parameters keep the names ``layers.<i>.weight``
-    / ``.bias`` of the checkpoints; ``act`` is the activation module (ReLU by default)."""
+    """One hidden layer ``h -> act(W h + b)`` (plus ``h`` when ``residual``); an ``nn.Linear``, so checkpoints keep
+    the names ``layers.<i>.weight`` / ``.bias``."""
 
     def __init__(self, in_features: int, out_features: int, residual: bool = False, activation: str = "relu",
                  bias: bool = True):
@@ -133,13 +102,9 @@ class MLPLayer(nn.Linear):
 
 
 class MLP(nn.Module):
-    """The MLP of :class:`MLPConfig` (see the module docstring for the equations).
-
-    ``layers[i]`` is hidden layer ``i + 1`` (an :class:`MLPLayer`, residual from layer 2 on when
-    ``cfg.residual``); ``norm`` is the final norm (``nn.Identity`` without one); ``head`` the linear
-    classifier. ``forward`` returns logits. Its adapter (``layersim.nets.adapters``, ``"mlp"``) reads
-    the hidden layers as blocks: index 0 is the flattened input, so collect ``layers=1..L``.
-    """
+    """The MLP of :class:`MLPConfig`: ``layers[i]`` is hidden layer ``i + 1`` (residual from layer 2 when
+    ``cfg.residual``), ``norm`` the final norm (``nn.Identity`` without one), ``head`` the classifier; ``forward``
+    returns logits."""
 
     def __init__(self, cfg: MLPConfig):
         super().__init__()
@@ -175,6 +140,22 @@ class MLP(nn.Module):
         return self.classify(h)
 
 
+adapters.register(adapters.Adapter(
+    name="mlp",
+    models="the project's MLPs (`layersim.train.mlp.MLP`: the tracing paper's appendix B.2 networks and the alignment "
+           "paper's, `small_nets.make_mlp`): hidden layers as blocks; index 0 is the flattened input (another "
+           "width: collect `layers=range(1, L + 1)`)",
+    matches=lambda m: isinstance(m, MLP),
+    blocks=lambda m: list(m.layers),
+    set_blocks=adapters.container_setter(lambda m: (m, "layers")),
+    final_norm=lambda m: m.norm,
+    head=lambda m: m.head,
+    run=lambda m, x: m(x),
+    token="all",
+    widths=lambda m: [m.layers[0].in_features, *(layer.out_features for layer in m.layers)],
+), replace=True)
+
+
 def build_mlp(cfg: MLPConfig, seed: int | None = 0) -> MLP:
     """A randomly initialised :class:`MLP` (PyTorch's default init) drawn from ``seed``
     without touching the global random state; ``seed=None`` uses the global state."""
@@ -202,12 +183,8 @@ def cached_mlp(model_cfg: MLPConfig, train_cfg: training.TrainConfig, train_set,
 def mlp_from_settings(settings: dict, residual: bool | None = None, seed: int = 0,
                       device: str | torch.device = "auto", progress: bool = True,
                       retrain: bool = False) -> tuple[MLP, dict]:
-    """The MLP that ``settings`` describe (``residual`` overrides ``settings["residual"]``),
-    trained on its data set's training split (``n_train`` images, 0 = all), or cached.
-
-    The training images are loaded (and stacked into a ``TensorDataset``) only when no cached
-    checkpoint exists.
-    """
+    """The MLP that ``settings`` describe (``residual`` overrides ``settings["residual"]``), trained on ``n_train``
+    images of its data set's training split (0 = all), or loaded from the cache; returns ``(model, meta)``."""
     if residual is not None:
         settings = {**settings, "residual": bool(residual)}
     info = data.dataset_info(settings["dataset"])

@@ -1,35 +1,14 @@
-"""Training objectives of the tracing paper for timm ViTs: ``f(model, x, y, cfg) -> loss``.
+"""Training objectives of the tracing paper for timm ViTs, ``f(model, x, y, cfg) -> loss``, all reading blocks
+``1..L`` from one forward pass with gradients (:func:`block_outputs`).
 
-Every objective here reads all layers of the model in the *same* forward pass, with
-gradients, by running the blocks itself (:func:`block_outputs`: the steps of timm's
-``forward_features``). Layer ``l`` means the output of block ``l`` (1..L, as in
-``layersim.nets.models``); the embedding output has no loss.
+- ``aligned``: eq. (5), ``sum_l lambda_l CE(W norm(h^(l)), y)`` with ``lambda_l = 2l/(L(L+1))``;
+  ``aligned_uniform``: ``lambda_l = 1/L`` (footnote 4).
+- ``alternating``: appendix B.3, the last layer's CE on odd iterations, eq. (5) on even ones.
+- ``ce_reg``: appendix B.3, ``CE(W h^(L), y) + beta L_sim``.
+- ``multi_exit``, ``multi_exit_alternating``: the BERxiT baseline, one classifier per layer.
 
-- ``aligned`` — the aligned loss, eq. (5): ``sum_l lambda_l CE(W norm(h^(l)), y)`` with the
-  linearly increasing weights ``lambda_l = 2l / (L(L+1))`` (section 3.1; ``cfg.extra["weights"]
-  = "uniform"`` switches to ``1/L``); ``aligned_uniform``: the same with ``lambda_l = 1/L``
-  (footnote 4, the ablation of appendix B.3).
-- ``alternating`` — appendix B.3, "Setup for Aligned Training in ViT" (after BERxiT): odd
-  iterations the last layer's CE, even iterations the aligned loss (iterations counted from 1).
-- ``ce_reg`` — appendix B.3, "Alternative approach": ``CE(W h^(L), y) + beta L_sim`` with
-  ``L_sim = sum_l lambda_l (1 - cos(h^(l), h^(L)))`` (``beta = cfg.extra["beta"]``, required).
-- ``multi_exit`` — the "multi-exit/classifiers" baseline (BERxiT, Xin et al. 2021): one
-  classifier per layer (:func:`add_exit_heads`), loss ``sum_l lambda_l CE(W_l h^(l), y)``;
-  ``multi_exit_alternating``: BERxiT's alternating schedule with those heads.
-
-"The classifier ``W``" is the model's own head path: ``model.forward_head(model.norm(.))``
-(final norm, pooling, ``fc_norm``, head dropout, head), so the last layer's logits equal
-``model(x)``. ``h^(l)`` (for ``ce_reg`` and the exit heads) is the pooled feature the
-classifier reads (``model.pool``: the class token for DeiT-style models) *before* the final norm.
-
-The iteration counter of the alternating objectives lives on the model object
-(:func:`objective_step`; a plain attribute, neither parameter nor buffer, so it is not saved
-in checkpoints). It advances once per call in training mode with gradients enabled; calls in
-eval mode or under ``torch.no_grad`` (e.g. a validation loss) return the loss of the
-*next* training iteration without advancing. A fresh model starts at iteration 1.
-
-The ``OBJECTIVES`` dict at the bottom is merged into ``layersim.train.training.OBJECTIVES``
-(training imports this module; this module does not import training).
+``W`` is the model's own head path, so the last layer's logits equal ``model(x)``. :data:`OBJECTIVES` joins
+``layersim.train.training.OBJECTIVES`` (see docs/modules.md, `layersim.train.objectives`).
 """
 
 from __future__ import annotations
@@ -67,11 +46,8 @@ _STEP_ATTR = "_layersim_objective_step"
 
 
 def block_outputs(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
-    """Full token sequences ``[N, T, d]`` after each block ``1..L`` of a timm ViT, with gradients.
-
-    The steps of timm's ``forward_features`` (``patch_embed``, ``_pos_embed``, ``patch_drop``,
-    ``norm_pre``, the blocks) without the final norm, keeping every block's output.
-    """
+    """Token sequences ``[N, T, d]`` after each block ``1..L`` of a timm ViT, with gradients and without the final
+    norm (the steps of timm's ``forward_features``); ``NotImplementedError`` for other models."""
     if family(model) != "timm_vit":
         raise NotImplementedError("the training objectives support timm VisionTransformer models only")
     h = model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))
@@ -88,18 +64,16 @@ def _shared_head(model: nn.Module, seq: torch.Tensor) -> torch.Tensor:
 
 
 def _head_tokens(model: nn.Module, seq: torch.Tensor) -> torch.Tensor:
-    """The tokens of ``seq [N, T, d]`` that the classifier reads: the class token alone (``[N, 1, d]``) when
-    the model pools by token, the whole sequence otherwise. The final norm acts token by token, so the
-    classifier gives the same logits on the class token alone, at a ``T``-th of the norm's cost."""
+    """The tokens of ``seq [N, T, d]`` the classifier reads: the class token alone (``[N, 1, d]``) when the model
+    pools by token (same logits, the norm being token-wise), the whole sequence otherwise."""
     if getattr(model, "attn_pool", None) is None and getattr(model, "global_pool", None) == "token":
         return seq[:, :1]
     return seq
 
 
 def shared_head_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Logits ``[L, N, K]`` of the last-layer classifier on blocks ``1..L`` (eq. 5's ``W h^(l)``);
-    the last entry equals ``model(x)``. The ``L`` layers go through the norm and the classifier as one
-    batch of ``L N`` rows: one pass instead of ``L`` (fewer, larger kernels on a GPU)."""
+    """Logits ``[L, N, K]`` of the last-layer classifier on blocks ``1..L`` (eq. 5's ``W h^(l)``), computed as one
+    batch of ``L N`` rows; the last entry equals ``model(x)``."""
     outs = [_head_tokens(model, seq) for seq in block_outputs(model, x)]
     return _shared_head(model, torch.cat(outs)).unflatten(0, (len(outs), len(x)))
 
@@ -151,10 +125,8 @@ def aligned_uniform(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> 
 
 
 def objective_step(model: nn.Module, advance: bool = False) -> int:
-    """The 1-based training iteration the alternating objectives are at for ``model``.
-
-    With ``advance``, returns the current iteration and moves the counter on by one.
-    """
+    """The 1-based training iteration the alternating objectives are at for ``model``; with ``advance``, returns it
+    and moves the counter on by one."""
     step = model.__dict__.get(_STEP_ATTR, 1)
     if advance:
         model.__dict__[_STEP_ATTR] = step + 1
@@ -171,21 +143,17 @@ def _last_layer_ce(model, x, y, cfg) -> torch.Tensor:
 
 
 def alternating(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
-    """Appendix B.3 (after BERxiT): odd iterations ``CE(W h^(L), y)``, even iterations the
-    aligned loss, eq. (5). The iteration count is kept on the model (module docstring)."""
+    """Appendix B.3 (after BERxiT): odd iterations ``CE(W h^(L), y)``, even iterations eq. (5); the iteration is
+    :func:`objective_step`'s counter."""
     if _this_step(model) % 2:
         return _last_layer_ce(model, x, y, cfg)
     return aligned(model, x, y, cfg)
 
 
 def ce_reg(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
-    """Appendix B.3: ``L_CE-reg = CE(W h^(L), y) + beta L_sim`` with
-    ``L_sim = sum_{l=1}^{L} lambda_l (1 - cos(h^(l), h^(L)))`` (batch mean; the ``l = L`` term
-    is 0), ``lambda_l`` the weights of eq. (5), ``beta = cfg.extra["beta"]``.
-
-    ``h^(l)`` is the pooled feature the classifier reads (the class token) before the final
-    norm; gradients flow into both ``h^(l)`` and ``h^(L)``, as the paper writes it.
-    """
+    """Appendix B.3: ``CE(W h^(L), y) + beta L_sim``, ``L_sim = sum_l lambda_l (1 - cos(h^(l), h^(L)))`` (batch
+    mean), ``lambda_l`` of eq. (5), ``h^(l)`` the pooled feature before the final norm, ``beta = cfg.extra["beta"]``
+    (``KeyError`` without it)."""
     extra = getattr(cfg, "extra", None) or {}
     if "beta" not in extra:
         raise KeyError("ce_reg needs cfg.extra['beta'] (the paper's beta > 0; it states no value)")
@@ -201,14 +169,9 @@ def ce_reg(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Ten
 
 
 def add_exit_heads(model: nn.Module, seed: int | None = 0) -> nn.ModuleList:
-    """Attach ``model.exit_heads``: one classifier for each of blocks ``1..L-1`` (BERxiT-style
-    multi-exit model); block ``L`` keeps the model's own norm and head.
-
-    Each head is its own ``LayerNorm(d)`` + ``Linear(d, K)`` (the final norm's affine
-    parameters belong to the last layer's classifier, so the norm is not shared), initialised
-    like timm's head (weights truncated normal, std 0.02; zero bias) from ``seed``. Call it
-    before the optimiser is built (before ``training.train_classifier``). Returns the heads.
-    """
+    """Attach and return ``model.exit_heads``: a ``LayerNorm(d)`` + ``Linear(d, K)`` for each block ``1..L-1``
+    (BERxiT-style), initialised like timm's head from ``seed``; block ``L`` keeps the model's own norm and head.
+    Call it before the optimiser is built."""
     if family(model) != "timm_vit":
         raise NotImplementedError("exit heads are implemented for timm VisionTransformer models")
     L, d, K = len(block_modules(model)), model.embed_dim, model.num_classes
@@ -234,9 +197,8 @@ def _exit_heads(model: nn.Module) -> nn.ModuleList:
 
 
 def exit_head_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Logits ``[L, N, K]`` of the multi-exit model on blocks ``1..L``, with gradients: exit
-    head ``l`` on block ``l < L`` (pooled feature before the final norm), the model's own
-    classifier on block ``L`` (so the last entry equals ``model(x)``)."""
+    """Logits ``[L, N, K]`` of the multi-exit model, with gradients: exit head ``l`` on block ``l < L``, the model's
+    own classifier on block ``L`` (so the last entry equals ``model(x)``)."""
     heads = _exit_heads(model)
     seqs = block_outputs(model, x)
     logits = [head(model.pool(seq)) for head, seq in zip(heads, seqs[:-1])]
@@ -244,9 +206,8 @@ def exit_head_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def multi_exit(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg) -> torch.Tensor:
-    """Multi-exit/classifiers baseline (BERxiT's weighted average): ``sum_l lambda_l
-    CE(W_l h^(l), y)`` with one head per layer (:func:`add_exit_heads`), ``lambda_l`` as in
-    eq. (5) (``cfg.extra["weights"]``, default linear)."""
+    """The multi-exit baseline (BERxiT's weighted average): ``sum_l lambda_l CE(W_l h^(l), y)`` with one head per
+    layer (:func:`add_exit_heads`), ``lambda_l`` of eq. (5)."""
     logits = exit_head_logits(model, x)
     return weighted_ce(logits, y, layer_weights(logits.shape[0], _weights_kind(cfg)), cfg.label_smoothing)
 
@@ -260,12 +221,10 @@ def multi_exit_alternating(model: nn.Module, x: torch.Tensor, y: torch.Tensor, c
 
 
 def multi_exit_logits(model: nn.Module, hidden: np.ndarray | torch.Tensor, chunk: int = 1024) -> np.ndarray:
-    """Readout of a multi-exit model: float32 logits ``[L, N, K]`` for blocks ``1..L``.
+    """Float32 logits ``[L, N, K]`` of a multi-exit model for blocks ``1..L``, in eval mode.
 
-    ``hidden``: the pooled token (``token="cls"`` for DeiT-style models) of every layer,
-    ``[L+1, N, d]`` from ``layersim.nets.models.hidden_states`` (the embedding entry is dropped)
-    or ``[L, N, d]`` (blocks only), before the final norm. Exit head ``l`` reads block ``l``;
-    block ``L`` gets the model's final norm and head. Eval mode, no gradients.
+    ``hidden``: every layer's pooled token before the final norm, ``[L+1, N, d]`` (the embedding entry is dropped)
+    or ``[L, N, d]``; ``ValueError`` otherwise.
     """
     heads = _exit_heads(model)
     L = len(block_modules(model))
@@ -307,9 +266,8 @@ MODEL_SETUP = {
 
 
 def aligned_lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
-    """Eq. (5) for a causal LM: ``sum_l lambda_l CE(head(norm(h^(l))), next tokens)`` over blocks
-    ``l = 1..L``, ``lambda_l = 2l / (L(L+1))`` (:func:`layer_weights`), the shared final norm and
-    LM head recomputed on each block's output; the last term is the standard loss."""
+    """Eq. (5) for a GPT-2 or LLaMA causal LM: ``sum_l lambda_l CE(head(norm(h^(l))), next tokens)`` over blocks
+    ``1..L`` with :func:`layer_weights`; ``ValueError`` for other models."""
     adapter = adapters.get(model)
     if adapter.name not in ("gpt2", "llama"):
         raise ValueError(f"aligned_lm_loss needs a GPT-2 or LLaMA-style causal LM, not {type(model).__name__}")

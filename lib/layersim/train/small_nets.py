@@ -1,14 +1,7 @@
-"""The alignment paper's small trainable networks (its Sections 3, 4.2 and 7.2), trained in place on arrays.
-
-* :func:`make_mlp`: the fully connected network ``in -> hidden[0] -> ... -> out`` (a
-  :class:`layersim.train.mlp.MLP`, the project's one MLP class), whose initial weights depend only on ``seed``;
-* :class:`RBFNet`: the two-layer RBF network with trainable centres and widths (:class:`RBFLayer`);
-* :func:`train_mlp`: full-data mini-batch training of either (or any module ``[b, m] -> [b, k]``) with the
-  paper's losses and optimisers, on the CPU;
-* :func:`hidden_representations`: every hidden layer on an input array (``layersim.nets.models.layer_outputs``).
-
-The alignment score of those representations is :mod:`layersim.measures.alignment`'s.
-"""
+"""The alignment paper's small trainable networks (Sections 3, 4.2 and 7.2), trained on arrays on the CPU:
+:func:`make_mlp` (a :class:`layersim.train.mlp.MLP`), :class:`RBFNet` (trainable centres and widths),
+:func:`train_mlp` (the paper's losses and optimisers) and :func:`hidden_representations`. Their alignment score is
+:mod:`layersim.measures.alignment`'s."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from layersim.nets import models
+from layersim.nets import adapters, models
 from layersim.train import mlp, training
 
 
@@ -39,9 +32,8 @@ class RBFLayer(nn.Module):
 
 
 class RBFNet(nn.Module):
-    """Two-layer RBF network (Section 3): an :class:`RBFLayer` (``layers[0]``), then a linear output.
-    Its hidden layer is the representation (read by the ``rbf_net`` adapter of
-    :mod:`layersim.nets.adapters`, as every model's layers are)."""
+    """Two-layer RBF network (Section 3): an :class:`RBFLayer` (``layers[0]``, the representation, read by the
+    ``rbf_net`` adapter), then a linear output."""
 
     def __init__(self, centers, width: float = 1.0, out_dim: int = 1):
         super().__init__()
@@ -52,13 +44,26 @@ class RBFNet(nn.Module):
         return self.head(self.layers[0](x))
 
 
+adapters.register(adapters.Adapter(
+    name="rbf_net",
+    models="the alignment paper's two-layer RBF network (`layersim.train.small_nets.RBFNet`): one block, its Gaussian "
+           "layer",
+    matches=lambda m: isinstance(m, RBFNet),
+    blocks=lambda m: list(m.layers),
+    set_blocks=adapters.no_surgery("its only block maps inputs to Gaussian units of another width"),
+    final_norm=adapters.identity,
+    head=lambda m: m.head,
+    run=lambda m, x: m(x),
+    token="all",
+    uniform=False,
+), replace=True)
+
+
 def make_mlp(in_dim: int, hidden: Sequence[int], out_dim: int = 1, activation: str = "relu",
              hidden_bias: bool = True, seed: int = 0):
-    """The paper's fully connected network ``in -> hidden[0] -> ... -> hidden[-1] -> out``: a
-    :class:`layersim.train.mlp.MLP` (one MLP class for the project) whose initial weights depend only on
-    ``seed`` (PyTorch's default init). ``hidden_bias=False`` drops the hidden layers' biases (the
-    authors' demo MLP); the output layer keeps its bias. Every hidden layer's output (after its
-    activation) is read by :func:`hidden_representations`."""
+    """The paper's network ``in -> hidden[0] -> ... -> hidden[-1] -> out``, an :class:`~layersim.train.mlp.MLP`
+    whose initial weights depend only on ``seed``; ``hidden_bias=False`` drops the hidden biases (the authors' demo
+    MLP). ``ValueError`` without a hidden layer."""
     hidden = [int(w) for w in hidden]
     if not hidden:
         raise ValueError("make_mlp needs at least one hidden layer")
@@ -69,12 +74,11 @@ def make_mlp(in_dim: int, hidden: Sequence[int], out_dim: int = 1, activation: s
 
 def train_mlp(model, X, y, loss: str = "mse", epochs: int = 10, batch_size: int = 64, lr: float = 1e-3,
               optimizer: str = "adam", seed: int = 0, momentum: float = 0.9) -> list[float]:
-    """Train ``model`` (any module mapping ``[b, m] -> [b, k]``) in place on arrays ``X [n, m]``, ``y [n]``
-    or ``[n, k]``; return the mean training loss of every epoch.
+    """Train ``model`` (``[b, m] -> [b, k]``) in place on arrays ``X [n, m]``, ``y [n]`` or ``[n, k]``, on the CPU;
+    return each epoch's mean training loss.
 
-    ``loss``: ``"mse"`` (regression, or +-1 labels) or ``"bce"`` (logits vs 0/1 labels, or +-1 labels
-    mapped to 0/1). ``optimizer``: ``"adam"``, ``"sgd"`` (plain), ``"momentum"``, ``"rmsprop"``.
-    Mini-batches are shuffled with a generator seeded by ``seed``; runs on the CPU.
+    ``loss``: ``"mse"`` or ``"bce"`` (logits vs 0/1 labels; +-1 labels are mapped). ``optimizer``: ``"adam"``,
+    ``"sgd"``, ``"momentum"``, ``"rmsprop"``. Batches shuffled from ``seed``.
     """
 
     Xt = torch.as_tensor(np.asarray(X, dtype=np.float32).reshape(len(X), -1))
@@ -101,9 +105,8 @@ def train_mlp(model, X, y, loss: str = "mse", epochs: int = 10, batch_size: int 
 
 
 def hidden_representations(model, X, batch_size: int = 4096) -> list[np.ndarray]:
-    """Every hidden layer of a :func:`make_mlp` network or :class:`RBFNet` on ``X``: list of float64
-    ``[n, width]``, input side first (``layersim.nets.models.layer_outputs``, the project's one reader of
-    layers, without index 0, the input)."""
+    """Every hidden layer of a :func:`make_mlp` network or :class:`RBFNet` on ``X``: float64 ``[n, width]`` each,
+    input side first, without the input."""
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
     L = models.n_layers(model)
     return models.layer_outputs(model, X, layers=range(1, L + 1), batch_size=batch_size, device="cpu")

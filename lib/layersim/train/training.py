@@ -1,18 +1,10 @@
-"""Training small classifiers here, with checkpoints cached by configuration.
+"""Training small classifiers, with checkpoints cached by configuration.
 
-The tracing paper trains DeiT-S from scratch (its appendix B: AdamW, batch 256, 200 epochs,
-MultiStepLR at epochs 100 and 150). At the default scale we train a DeiT-style timm
-``VisionTransformer`` of the same design (class token, pre-LN blocks, final LayerNorm, linear
-head on the class token) but small enough for two CPU cores.
-
-One loop serves every objective: an *objective* maps ``(model, images, labels)`` to a scalar
-loss, and :data:`OBJECTIVES` names the ones the project provides. Later notebooks add the
-aligned loss and its variants there (:mod:`layersim.train.objectives`).
-
-A trained model is cached by configuration in the checkpoint store (:mod:`layersim.train.checkpoints`:
-``<cache>/checkpoints/<prefix>-<key>/``, written atomically, its weights' sha256 checked on load);
-:func:`cached_model` loads it, or trains it and saves it; a checkpoint that fails to load or to match
-its sha256 is moved aside with a warning and trained again.
+The default-scale model is a DeiT-style timm ``VisionTransformer`` (:class:`ViTConfig`), a small version of the
+tracing paper's DeiT-S (appendix B). One epoch loop (:func:`train_epochs`) and one step loop (:func:`run_steps`)
+serve every model; :data:`OBJECTIVES` names the losses. :func:`cached_model` trains a model or loads it from the
+checkpoint store (:mod:`layersim.train.checkpoints`), retraining one that fails to load (see docs/modules.md,
+`layersim.train.training`).
 """
 
 from __future__ import annotations
@@ -40,11 +32,8 @@ from layersim.train.objectives import MODEL_SETUP, OBJECTIVES as _PAPER_OBJECTIV
 
 @dataclass(frozen=True)
 class ViTConfig:
-    """A DeiT-style vision transformer (timm ``VisionTransformer`` keyword arguments).
-
-    The defaults are the project's default-scale model for 28x28 grey images: 16 patches of
-    7x7 plus a class token, 8 pre-LN blocks of width 128.
-    """
+    """A DeiT-style vision transformer (timm ``VisionTransformer`` keyword arguments); the defaults are the
+    default-scale model for 28x28 grey images: 16 patches of 7x7 plus a class token, 8 pre-LN blocks of width 128."""
 
     img_size: int = 28
     patch_size: int = 7
@@ -64,11 +53,8 @@ class ViTConfig:
 
 
 def build_vit(cfg: ViTConfig, seed: int | None = 0) -> nn.Module:
-    """A randomly initialised timm ``VisionTransformer`` for ``cfg`` (class-token readout).
-
-    The initialisation is drawn from ``seed`` (without touching the global random state);
-    ``seed=None`` draws from the global state instead.
-    """
+    """A randomly initialised timm ``VisionTransformer`` for ``cfg``, drawn from ``seed`` without touching the
+    global random state (``seed=None``: from the global state); ``ValueError`` for incompatible sizes."""
     from timm.models.vision_transformer import VisionTransformer
 
     if cfg.embed_dim % cfg.num_heads:
@@ -84,11 +70,9 @@ def build_vit(cfg: ViTConfig, seed: int | None = 0) -> nn.Module:
 
 @dataclass(frozen=True)
 class StepConfig:
-    """The optimisation fields of a training run counted in optimiser steps (AdamW; ``warmup_steps``
-    of linear warm-up, then the loop's decay: :func:`warmup_cosine` for the language models and
-    CLIP, linear for fine-tuning), shared by ``lm.LMConfig``, ``papers.tracing.clip.ClipConfig`` and
-    ``finetune.FinetuneConfig``, which add their own fields and defaults. Validated once here:
-    ``steps`` and ``batch_size`` at least 1, ``lr`` a positive number, ``weight_decay`` at least 0,
+    """The optimisation fields of a run counted in optimiser steps (AdamW, ``warmup_steps`` of linear warm-up, then
+    the loop's decay), shared by ``lm.LMConfig``, ``clip.ClipConfig`` and ``finetune.FinetuneConfig``.
+    ``ValueError`` unless ``steps, batch_size >= 1``, ``lr > 0``, ``weight_decay >= 0`` and
     ``0 <= warmup_steps <= steps``."""
 
     steps: int = 1000
@@ -157,8 +141,8 @@ def seed_everything(seed: int) -> None:
 
 
 def thread_share() -> int:
-    """The intra-op threads this process was given: ``OMP_NUM_THREADS`` when it is a positive integer (the batch
-    runner sets it from a notebook's CPU share, ``make test`` to 1), else PyTorch's current count."""
+    """The intra-op threads this process was given: ``OMP_NUM_THREADS`` when a positive integer, else PyTorch's
+    current count."""
     import torch
 
     try:
@@ -169,11 +153,9 @@ def thread_share() -> int:
 
 
 def cpu_for_small_models(threads: int = 1) -> int:
-    """Set PyTorch for training small models on a shared CPU: at most ``threads`` intra-op threads, and never more
-    than the process was given (:func:`thread_share`: two notebooks side by side on two cores must not each take
-    two), and denormal numbers flushed to zero (tiny gradients late in training otherwise slow every step down).
-    One thread is as fast as two for batch-64 MLPs and far faster when other processes hold the cores. Returns the
-    thread count set."""
+    """Set PyTorch for small models on a shared CPU: at most ``threads`` intra-op threads, never more than
+    :func:`thread_share`, and denormals flushed to zero. Returns the thread count set; ``ValueError`` for
+    ``threads < 1`` (see docs/modules.md, `layersim.train.training`)."""
     import torch
 
     if threads < 1:
@@ -190,13 +172,11 @@ PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def resolve_precision(precision: str, device: str | torch.device = "auto") -> str:
-    """``"fp32"`` or ``"bf16"``: what a training loop on ``device`` runs in for the setting ``precision``.
+    """``"fp32"`` or ``"bf16"``: what a training loop on ``device`` runs in for ``precision``.
 
-    ``"auto"``: bf16 autocast on CUDA devices with bf16 support (Ampere and later: on one H100, 2026-11-26, the
-    paper-scale ViT trained 1.15-1.35x as fast as in float32 with TF32, 2.3-2.6x as fast as in strict float32),
-    fp32 otherwise. ``"bf16"`` asks for it
-    and raises ValueError where it is not available (the CPU: autocast there would be slow, and would
-    move the committed CPU results)."""
+    ``"auto"``: bf16 autocast on CUDA devices with bf16 support, fp32 otherwise; ``"bf16"`` raises ``ValueError``
+    where unavailable (the CPU), as does an unknown setting.
+    """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     dev = resolve_device(device)
@@ -216,13 +196,10 @@ COMPILE_ENV = "LAYERSIM_COMPILE"
 def compile_backend(setting: bool | str | None = None) -> str | None:
     """The ``torch.compile`` backend :func:`train_classifier` compiles its loss with, or None (eager).
 
-    ``setting``: False (eager), True (``"inductor"``, torch's default), a backend's name
-    (``torch._dynamo.list_backends()``, or ``"eager"`` to trace without compiling), or None: the environment
-    variable ``LAYERSIM_COMPILE`` (unset, ``""`` or ``"0"``: eager; ``"1"``: inductor; else a backend's name),
-    so a batch of notebooks can opt in without editing them. Opt-in because compiling costs about a minute
-    per model and pays off only over long paper-scale runs on a GPU (bf16 + compile: 9,654 images/s on the
-    paper-scale ViT against 7,328 eager, one H100, 2026-11-24); it changes the rounding, not the
-    objective."""
+    ``setting``: False (eager), True (``"inductor"``), a backend's name, or None: read ``LAYERSIM_COMPILE`` (unset,
+    ``""``, ``"0"``: eager; ``"1"``: inductor; else a name). ``ValueError`` for an unknown backend. Opt-in: it
+    changes the rounding, not the objective (see docs/modules.md, `layersim.train.training`).
+    """
     if setting is None:
         env = os.environ.get(COMPILE_ENV, "")
         setting = False if env in ("", "0") else True if env == "1" else env
@@ -242,9 +219,8 @@ def compile_backend(setting: bool | str | None = None) -> str | None:
 
 
 def autocast(precision: str):
-    """The forward pass's context for a resolved precision: ``torch.autocast("cuda", bfloat16)`` for
-    ``"bf16"`` (weights, gradients and the optimiser stay float32; bf16 needs no loss scaling), a
-    no-op for ``"fp32"``."""
+    """The forward pass's context for a resolved precision: ``torch.autocast("cuda", bfloat16)`` for ``"bf16"``
+    (weights and optimiser stay float32), a no-op for ``"fp32"``; ``ValueError`` otherwise."""
     import contextlib
 
     if precision == "bf16":
@@ -255,18 +231,15 @@ def autocast(precision: str):
 
 
 def precision_key(precision: str) -> tuple[dict, ...]:
-    """The checkpoint-key part of a resolved precision: nothing for fp32 (so the keys of every checkpoint
-    trained before precisions existed stay valid), ``{"precision": "bf16"}`` otherwise: fp32 and bf16
-    checkpoints never mix."""
+    """The checkpoint-key part of a resolved precision: ``()`` for fp32 (older keys stay valid),
+    ``({"precision": "bf16"},)`` otherwise, so fp32 and bf16 checkpoints never mix."""
     return () if precision == "fp32" else ({"precision": precision},)
 
 
 def loader_settings(device: str | torch.device, workers: int | None = None) -> dict:
-    """DataLoader keywords for training on ``device``: on CUDA, ``workers`` worker processes (default:
-    all CPU cores but one, at most 8), pinned memory and persistent workers, so that decoding and the
-    per-image transforms keep up with the GPU; on the CPU the main process (``workers`` or 0), as
-    before. A pure function of the device's name: ``"cuda"`` gives CUDA's settings on any machine (only ``"auto"`` looks
-    at this one's)."""
+    """DataLoader keywords for training on ``device``: on CUDA, ``workers`` worker processes (default: all cores but
+    one, at most 8), pinned memory and persistent workers; on the CPU, ``workers`` or 0. Depends on the device's
+    name only (``"auto"`` looks at this machine)."""
     dev = resolve_device(device) if str(device) == "auto" else torch.device(device)
     if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
@@ -302,19 +275,11 @@ def train_classifier(
     augment_on_device: bool | None = None,
     compile: bool | str | None = None,
 ) -> list[dict]:
-    """Train ``model`` in place with AdamW on ``train_set``; return per-epoch history.
+    """Train ``model`` in place with AdamW on ``train_set``; return the per-epoch history (:func:`train_epochs`).
 
-    Each history entry holds the epoch, the mean training loss over the epoch's batches and
-    the epoch's wall time. ``precision``: :func:`resolve_precision` (bf16 autocast on CUDA under
-    "auto"; fp32 on the CPU). On CUDA the batches come from :func:`loader_settings` workers
-    (``workers``) into pinned memory, and a data set whose augmentation can run per batch
-    (``layersim.inputs.data.ImageDataset`` with ``augment``) is augmented on the device, one batch at a
-    time (:meth:`layersim.inputs.data.Augmentation.batch`), instead of image by image in the workers
-    (``augment_on_device``: None = on CUDA only; True/False to choose). On the CPU the loop is the
-    one every committed result was trained with. ``device="auto"`` trains a model too small to gain from a
-    GPU on the CPU (:func:`layersim.core.device.resolve_device` with :func:`~layersim.core.device.training_work`).
-    ``compile``: the loss (forward pass and objective) through ``torch.compile`` (:func:`compile_backend`;
-    off unless asked for).
+    ``precision``: :func:`resolve_precision`. ``workers``: :func:`loader_settings`. ``augment_on_device``: augment
+    batches on the device (None: on CUDA only). ``compile``: :func:`compile_backend`. ``device="auto"`` keeps a
+    model too small for a GPU on the CPU (see docs/modules.md, `layersim.train.training`).
     """
     dev = resolve_device(device, work=training_work(model, cfg.batch_size))
     prec = resolve_precision(precision, dev)
@@ -351,9 +316,8 @@ def train_classifier(
 
 
 def descend(opt: torch.optim.Optimizer, loss: torch.Tensor, what: str = "training") -> float:
-    """One optimiser step on ``loss``: refused with FloatingPointError when the loss is not finite
-    (``what`` says where, e.g. "training ... at epoch 3, step 120"), else zero the gradients,
-    back-propagate and step. Returns the loss's value. The one step of every loop in the library."""
+    """One optimiser step on ``loss`` (zero gradients, back-propagate, step); returns its value.
+    ``FloatingPointError`` naming ``what`` when the loss is not finite."""
     if not torch.isfinite(loss):
         raise FloatingPointError(f"{what} diverged: loss {loss.item()}")
     opt.zero_grad(set_to_none=True)
@@ -369,19 +333,13 @@ def train_epochs(model: nn.Module, opt: torch.optim.Optimizer, epochs: int,
                  lr_of: Callable[[int], float] | None = None, precision: str = "fp32",
                  after_epoch: Callable[[int], dict | None] | None = None, progress: bool = False,
                  desc: str = "epoch", what: str = "training") -> list[dict]:
-    """The library's epoch loop: ``epochs`` passes over ``batches(epoch)`` (0-based; each pass draws its
-    own order), each batch first through ``prepare(x, y)`` when given (e.g. to the device), then one
-    :func:`descend` on ``loss_of(x, y)`` under :func:`autocast` of ``precision``, the learning rate set to
-    ``lr_of(step)`` before each step when given. ``batches(epoch)`` is handed to the progress bar as it
-    is: a ``DataLoader`` given directly is iterated by tqdm, which starts one extra iterator of it and so
-    draws one number from its generator (wrap it in a generator to iterate it plainly). ``model`` is in
-    training mode during each epoch and in eval mode at the end.
+    """The library's epoch loop: ``epochs`` passes over ``batches(epoch)`` (0-based), each batch through
+    ``prepare(x, y)``, then one :func:`descend` on ``loss_of(x, y)`` under :func:`autocast` of ``precision``, the
+    learning rate set to ``lr_of(step)`` first.
 
-    Returns one entry per epoch: ``epoch`` (1-based), ``loss`` (the mean of the batch losses weighted by
-    batch size), ``seconds`` (the epoch's wall time), and whatever ``after_epoch(epoch)`` returns
-    (e.g. a test accuracy). Used by :func:`train_classifier`, the small networks
-    (:func:`layersim.train.small_nets.train_mlp`), the probes' heads (:func:`layersim.measures.probe.train_head`) and
-    fine-tuning (:func:`layersim.papers.alignment.pretrain.finetune`)."""
+    Returns one entry per epoch: ``epoch`` (1-based), ``loss`` (batch-size-weighted mean), ``seconds``, plus what
+    ``after_epoch(epoch)`` returns. The model ends in eval mode (see docs/modules.md, `layersim.train.training`).
+    """
     from tqdm.auto import tqdm
 
     history, step = [], 0
@@ -410,10 +368,8 @@ def train_epochs(model: nn.Module, opt: torch.optim.Optimizer, epochs: int,
 
 
 def _device_augmentation(train_set: Dataset, where: torch.device | bool):
-    """The data set's batch augmentation when it should run on the training device (``where``: the
-    device, augmented there when it is CUDA; or an explicit True/False) and the data set can
-    (an ``augment`` with a ``batch`` method and a ``defer_augment`` switch): its per-image
-    augmentation is switched off until training ends. None otherwise."""
+    """The data set's batch augmentation when it should run on the training device (``where``: a device, CUDA
+    meaning yes, or True/False) and the data set supports it, its per-image augmentation then deferred; else None."""
     aug = getattr(train_set, "augment", None)
     wanted = where if isinstance(where, bool) else where.type == "cuda"
     if not wanted or aug is None or not hasattr(aug, "batch") or not hasattr(train_set, "defer_augment"):
@@ -423,8 +379,8 @@ def _device_augmentation(train_set: Dataset, where: torch.device | bool):
 
 
 def warmup_cosine(step: int, lr: float, warmup_steps: int, steps: int) -> float:
-    """Learning rate at optimiser step ``step`` (0-based): linear warm-up over ``warmup_steps``,
-    then cosine decay to 0 at ``steps`` (the small text and CLIP models trained here)."""
+    """Learning rate at optimiser step ``step`` (0-based): linear warm-up over ``warmup_steps``, then cosine decay
+    to 0 at ``steps``."""
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     progress = (step - warmup_steps) / max(1, steps - warmup_steps)
@@ -434,11 +390,9 @@ def warmup_cosine(step: int, lr: float, warmup_steps: int, steps: int) -> float:
 def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], torch.Tensor],
               lr_of: Callable[[int], float], desc: str, progress: bool = True, what: str = "training",
               precision: str = "fp32") -> list[dict]:
-    """The step loop of the text models (``layersim.train.finetune``, ``layersim.papers.tracing.lm``): for each step set
-    the learning rate ``lr_of(step)``, take ``loss_at(step)`` (which draws its own batch) under
-    :func:`autocast` of the resolved ``precision``, stop with FloatingPointError if it is not finite,
-    back-propagate and step. Returns one history entry per 10 % of the steps (``step``, mean ``loss``
-    since the previous entry, ``seconds`` since the start)."""
+    """The step loop of the text models: per step set ``lr_of(step)``, then :func:`descend` on ``loss_at(step)``
+    under :func:`autocast` of ``precision``. Returns an entry per 10 % of the steps (``step``, mean ``loss`` since
+    the last entry, ``seconds``)."""
     from tqdm.auto import tqdm
 
     history, every = [], max(1, steps // 10)
@@ -473,32 +427,13 @@ def cached_model(
     fit: Callable[..., list[dict]] | None = None,
     precision: str = "auto",
 ) -> tuple[nn.Module, dict]:
-    """Train ``build()`` with :func:`train_classifier`, or load it if this configuration was trained before.
+    """Train ``build()`` with :func:`train_classifier` (or ``fit``), or load it if this configuration was trained
+    before.
 
-    ``fit(model, train_set, train_cfg, device=, progress=, precision=) -> history`` replaces
-    :func:`train_classifier` for models trained another way (``layersim.train.finetune`` for text
-    encoders); ``train_cfg`` is then whatever dataclass ``fit`` reads. ``precision`` is resolved
-    for ``device`` (:func:`resolve_precision`: bf16 autocast on CUDA under "auto", fp32 on the
-    CPU) and enters the key when it is not fp32 (:func:`precision_key`), so a bf16 checkpoint is
-    never loaded by an fp32 run or the other way round; ``meta["precision"]`` records it. Under
-    ``device="auto"`` a model too small to gain from a GPU (:data:`layersim.core.device.GPU_MIN_WORK`) is
-    trained, and so keyed, as on the CPU.
-
-    The checkpoint lives in ``<cache>/checkpoints/<prefix>-<key>/`` with ``key`` hashing
-    ``model_cfg``, ``train_cfg`` and ``data_desc`` (:func:`layersim.train.checkpoints.config_key`), so a different subset
-    trains a different model. ``train_set`` may be a callable that loads the data set: it is
-    only called when the model must be trained. Returns ``(model in eval mode, meta)`` with
-    ``meta`` holding the key, configurations, history, the weights' sha256 and whether it came
-    from the cache; every use is noted for the run's record (:func:`layersim.train.checkpoints.uses`).
-
-    A checkpoint that cannot be loaded (unreadable ``meta.json``, another key, broken or mismatched
-    weights) or whose weights do not match their sha256 is moved aside to ``<folder>.corrupt-<time>``
-    with a :class:`~layersim.core.paths.CacheWarning` naming it, and the model is trained as if there were
-    no cache. A checkpoint without a checksum (written before checksums) is loaded if it loads cleanly,
-    and its checksum is added (with a note).
-
-    Runs that need the same checkpoint at once (the batch runner's notebooks) train it once: the first claims it
-    (:func:`layersim.core.paths.claim`, a lock in ``<cache>/locks/``) and trains, the others wait and then load it.
+    The checkpoint ``<cache>/checkpoints/<prefix>-<key>/`` is keyed by ``model_cfg``, ``train_cfg``, ``data_desc``
+    and a non-fp32 precision. ``train_set`` may be a callable, called only to train. Returns
+    ``(model in eval mode, meta)``; a checkpoint that fails to load is moved aside with a ``CacheWarning`` and
+    retrained (see docs/modules.md, `layersim.train.training`).
     """
     model = build()
     batch = getattr(train_cfg, "batch_size", None)
@@ -539,8 +474,8 @@ def cached_model(
 
 
 def _from_cache(folder, model: nn.Module, build: Callable[[], nn.Module], key: str) -> tuple[nn.Module, dict | None]:
-    """``(model with the checkpoint's weights, its meta)`` from ``folder``, or ``(a model to train, None)`` where there
-    is none or it cannot be loaded (then moved aside: :func:`cached_model`)."""
+    """``(model with the checkpoint's weights, meta)`` from ``folder``, or ``(a model to train, None)`` when there
+    is none or it fails to load (then moved aside)."""
     if not os.path.lexists(folder):
         return model, None
     try:
@@ -575,21 +510,15 @@ def cached_vit(
 
 def configs_from(settings: dict, data_info: dict, config_cls: type = ViTConfig,
                  seed: int = 0) -> tuple[object, TrainConfig]:
-    """Split a flat settings dict (see :mod:`layersim.notebook.presets`) into a model config of
-    ``config_cls`` (:class:`ViTConfig`, ``layersim.train.mlp.MLPConfig``, ...) and a :class:`TrainConfig`
-    (:func:`split_settings`); the fields the data set decides (``data.dataset_info``) come from
-    ``config_cls.data_fields(data_info)``."""
+    """Split a flat settings dict into a ``config_cls`` model config and a :class:`TrainConfig`
+    (:func:`split_settings`), the data set's fields from ``config_cls.data_fields(data_info)``."""
     return split_settings(settings, config_cls, config_cls.data_fields(data_info), seed=seed)
 
 
 def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device = "auto",
                       progress: bool = True, retrain: bool = False) -> tuple[nn.Module, dict]:
-    """The ViT that ``settings`` describe, trained on its data set's training split (or cached).
-
-    ``settings`` needs ``dataset``, ``n_train`` (0 = the whole split) and ``augment`` besides
-    the model and optimisation keys. The training data are only loaded when no cached
-    checkpoint exists.
-    """
+    """The ViT that ``settings`` describe (``dataset``, ``n_train`` with 0 = all, ``augment``, model and
+    optimisation keys), trained on its training split or loaded from the cache; returns ``(model, meta)``."""
     info = data.dataset_info(settings["dataset"])
     model_cfg, train_cfg = configs_from(settings, info, ViTConfig, seed=seed)
     limit = settings.get("n_train") or None
@@ -606,11 +535,8 @@ def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device 
 
 
 def split_settings(settings: dict, config_cls: type, from_data: dict, seed: int = 0) -> tuple[object, TrainConfig]:
-    """A flat settings dict (see :mod:`layersim.notebook.presets`) split into ``config_cls`` and a :class:`TrainConfig`.
-
-    ``from_data`` fills the model fields the data set decides (image size, channels, classes); other
-    keys that belong to neither config (data set name, sizes, ...) are ignored.
-    """
+    """A flat settings dict (:mod:`layersim.notebook.presets`) split into ``config_cls`` and a :class:`TrainConfig`;
+    ``from_data`` fills the fields the data set decides, other keys are ignored."""
     model_keys = {f.name for f in dataclasses.fields(config_cls)} - set(from_data)
     train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"seed"}
     model_cfg = config_cls(**from_data, **{k: v for k, v in settings.items() if k in model_keys})

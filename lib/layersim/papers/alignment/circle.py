@@ -1,21 +1,8 @@
-"""The alignment paper's two-dimensional example (Imani, Hu & White, TMLR, Section 4.1, Figure 4).
-
-Unit-length points on a circle in two clusters (:func:`layersim.measures.alignment.circle_dataset`) and two
-linearly separable labellings: along the first right singular vector ``v_1`` (the two clusters are the
-classes) or along ``v_2`` (every cluster split across the line). The paper: the first labelling is better
-aligned (eq. 2) at every threshold between ``sigma_2`` and ``sigma_1``, and a linear model learns it faster
-(Section 6, Proposition 1).
-
-* :func:`oriented_svd` -- the thin SVD with each ``v_i`` turned towards a given direction (singular vectors
-  have no sign); :func:`singular_value_draws` -- the singular values of repeated draws of the points, and
-  their mean and spread (:func:`singular_value_spread`);
-* :func:`two_labellings` -- eq. 2's curves of the label vectors on a threshold grid, their projections
-  ``(u_i^T y)^2`` and the alignment between the two singular values;
-* :func:`convergence` -- gradient descent on the squared loss (Proposition 1's closed form, checked against
-  plain gradient descent; the reducible part and the steps to remove 90 % of it) and on the logistic loss;
-* :func:`labellings_figure`, :func:`alignment_figure`, :func:`learning_curves_figure` -- Figure 4 and the
-  notebook's two further figures.
-"""
+"""The alignment paper's two-dimensional example (Section 4.1, Figure 4): unit points on a circle in two clusters,
+labelled along the first or the second right singular vector. The first labelling is better aligned (eq. 2) between
+``sigma_2`` and ``sigma_1`` and learnt faster (Section 6, Proposition 1). :func:`oriented_svd`,
+:func:`singular_value_draws`, :func:`two_labellings` and :func:`convergence` compute; :func:`labellings_figure`,
+:func:`alignment_figure` and :func:`learning_curves_figure` draw."""
 
 from __future__ import annotations
 
@@ -32,8 +19,7 @@ COLORS = ("tab:red", "tab:blue")
 
 
 def oriented_svd(Phi, direction) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Thin SVD ``Phi = U diag(sigma) V^T`` (``numpy.linalg.svd``) with the sign of every pair ``(u_i, v_i)``
-    chosen so that ``v_i . direction >= 0`` (Figure 4 draws ``v_1`` towards the ``pi/4`` cluster). Returns
+    """Thin SVD ``Phi = U diag(sigma) V^T`` with each pair's sign chosen so that ``v_i . direction >= 0``. Returns
     ``(U [n, r], sigma [r], Vt [r, d])``."""
     Phi = np.asarray(Phi, dtype=np.float64)
     direction = np.asarray(direction, dtype=np.float64)
@@ -46,9 +32,8 @@ def oriented_svd(Phi, direction) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def singular_value_draws(n: int, repeats: int, spread: float, seed: int = 0) -> np.ndarray:
-    """The two singular values of ``repeats`` independent draws of ``n`` circle points
-    (:func:`layersim.measures.alignment.circle_dataset` with angular s.d. ``spread``; draw ``r`` with seed
-    ``seed + r``): ``[repeats, 2]``. For unit rows ``sigma_1^2 + sigma_2^2 = n``."""
+    """The two singular values of ``repeats`` draws of ``n`` circle points (angular s.d. ``spread``,
+    seed ``seed + r``): ``[repeats, 2]``."""
     if int(repeats) < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     return np.array([np.linalg.svd(al.circle_dataset(n, spread, seed=seed + r)["X"], compute_uv=False)
@@ -63,15 +48,9 @@ def singular_value_spread(n: int, repeats: int, spread: float, seed: int = 0) ->
 
 
 def two_labellings(Phi, U, sigma, Y, num: int = 211) -> dict:
-    """Eq. 2 for the label vectors ``Y [n, k]`` on the representation ``Phi`` (as given) with thin SVD pieces
-    ``U``, ``sigma`` (:func:`oriented_svd`).
-
-    Returns ``thresholds`` (``num`` from 0 to ``1.05 sigma_1``), ``curves`` ``[k, num]``
-    (:func:`layersim.measures.alignment.alignment_curve`), ``proj2`` ``[r, k]`` = ``(u_i^T y)^2``,
-    ``fraction_mid`` ``[k]``: the alignment at ``tau = (sigma_1 + sigma_2) / 2`` over ``n``, and
-    ``fraction_first_at_least_second``: the share of thresholds at which the first curve is at least the
-    second (to ``1e-9``).
-    """
+    """Eq. 2 for ``Y [n, k]`` on ``Phi`` with SVD pieces ``U``, ``sigma``: ``thresholds`` (0 to ``1.05 sigma_1``),
+    ``curves [k, num]``, ``proj2 [r, k]``, ``fraction_mid`` (alignment at the mid threshold over ``n``) and
+    ``fraction_first_at_least_second``."""
     sigma = np.asarray(sigma, dtype=np.float64)
     if len(sigma) < 2:
         raise ValueError(f"two_labellings needs two singular values, got {len(sigma)}")
@@ -85,15 +64,10 @@ def two_labellings(Phi, U, sigma, Y, num: int = 211) -> dict:
 
 
 def convergence(Phi, Y, lr: float, steps: int, logistic_lr: float) -> dict:
-    """A zero-initialised linear model on each label vector of ``Y [n, k]`` (Section 6).
+    """A zero-initialised linear model on each label of ``Y [n, k]`` (Section 6).
 
-    Squared loss: ``||Phi w_t - y||^2`` by Proposition 1's closed form with step ``lr``
-    (:func:`layersim.measures.alignment.gd_loss_curve`, ``squared`` ``[k, steps + 1]``), its largest relative
-    difference from plain gradient descent (``prop1_max_relative_error``), the loss no linear model removes
-    (``irreducible`` ``[k]`` = ``||Phi w* - y||^2``), the ``reducible`` part and ``steps_to_90pct`` ``[k]``, the
-    first step at which 90 % of the reducible part is gone. Logistic loss: ``logistic``,
-    :func:`layersim.measures.alignment.linear_training_curves` with step ``logistic_lr`` (mean loss in bits
-    and training error at every step).
+    Squared loss by Proposition 1's closed form (``squared``), its error against gradient descent, ``irreducible``,
+    ``reducible`` and ``steps_to_90pct``; logistic loss (``logistic``: loss in bits and training error per step).
     """
     n = len(Phi)
     squared = al.gd_loss_curve(Phi, Y, lr, steps)
@@ -107,9 +81,8 @@ def convergence(Phi, Y, lr: float, steps: int, logistic_lr: float) -> dict:
 
 
 def labellings_figure(X, labels: Mapping[str, np.ndarray], Vt, sigma, spread: float):
-    """Figure 4: the points ``X [n, 2]`` coloured by each labelling (one panel per entry of ``labels``), with
-    the right singular vectors ``v_1``, ``v_2`` drawn as arrows of length ``sigma_i / sigma_1``. Returns the
-    figure."""
+    """Figure 4: ``X [n, 2]`` coloured by each labelling, ``v_1``, ``v_2`` as arrows of length
+    ``sigma_i / sigma_1``. Returns the figure."""
     X = np.asarray(X, dtype=np.float64)
     fig, axes = plt.subplots(1, len(labels), figsize=(5 * len(labels), 4.8), squeeze=False)
     for ax, (name, y) in zip(axes[0], labels.items()):
@@ -128,9 +101,8 @@ def labellings_figure(X, labels: Mapping[str, np.ndarray], Vt, sigma, spread: fl
 
 
 def alignment_figure(fit: Mapping, sigma, names: Sequence[str]):
-    """The alignment curves of the labellings against the threshold, with ``sigma_1``, ``sigma_2`` marked
-    (left), and the squared projections ``(u_i^T y)^2`` of each label vector (right); ``fit`` from
-    :func:`two_labellings`, ``names`` one per label vector. Returns the figure."""
+    """The labellings' alignment curves with ``sigma_1``, ``sigma_2`` marked (left) and their squared projections
+    (right), from :func:`two_labellings`. Returns the figure."""
     tau, curves, proj2 = fit["thresholds"], fit["curves"], fit["proj2"]
     n = curves[0][0]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -150,9 +122,8 @@ def alignment_figure(fit: Mapping, sigma, names: Sequence[str]):
 
 
 def learning_curves_figure(fit: Mapping, names: Sequence[str], lr_factor: float, logistic_lr: float):
-    """Three panels for :func:`convergence`'s ``fit``: the reducible squared loss relative to its start (log
-    scale, drawn down to ``1e-13``, below which it is rounding), the logistic loss and its training error,
-    against the gradient-descent step. Returns the figure."""
+    """:func:`convergence`'s reducible squared loss (relative, log), logistic loss and training error against the
+    step. Returns the figure."""
     reducible, logi = fit["reducible"], fit["logistic"]
     t = np.arange(reducible.shape[1])
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))

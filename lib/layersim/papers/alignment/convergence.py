@@ -1,22 +1,11 @@
-"""Alignment and the speed of gradient descent on a fixed representation (alignment paper, Section 6,
-Figures 8-9, Propositions 1-2).
+"""Alignment and the speed of gradient descent on a fixed representation (alignment paper, Section 6, Figures 8-9,
+Propositions 1-2).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij):
-
-* **Figure 8** (Section 6.1) -- in a rank-2 representation every singular direction is a process of its own,
-  fast for a large singular value and slow for a small one: :func:`processes` (the loss before and after a
-  few steps) and :func:`processes_figure` (each process's share of the loss against its weight);
-* **Figure 9** (Section 6.2) -- two synthetic label vectors on a fixed representation
-  (:func:`pixel_representation`: image pixels with a bias column, rows not normalised): ``y_1`` the 10th left
-  singular vector, ``y_2`` mostly the 5th with a little of the 50th (:func:`synthetic_labels`); their
-  alignment curves (:func:`alignment_figure`) and learning curves (:func:`learning_curves_figure`), which
-  cross (:func:`crossing`);
-* **Proposition 1** -- its closed form against plain gradient descent (:func:`prop1_agreement`);
-* **Proposition 2** -- its iteration bound against the iterations gradient descent needs, on a grid of
-  thresholds (:func:`prop2_table`, :func:`prop2_figure`).
-
-The curves themselves come from :mod:`layersim.measures.alignment` (``alignment_curve``, ``gd_loss_curve``,
-``gd_loss_reference``, ``gd_processes``, ``prop2_iterations``).
+Figure 8: each singular direction is its own process (:func:`processes`, :func:`processes_figure`). Figure 9: two
+synthetic label vectors on a pixel representation (:func:`pixel_representation`, :func:`synthetic_labels`) whose
+learning curves cross (:func:`crossing`). Proposition 1's closed form against gradient descent
+(:func:`prop1_agreement`); Proposition 2's bound against the steps needed (:func:`prop2_table`). Curves come from
+:mod:`layersim.measures.alignment` (see docs/modules.md, `layersim.papers.alignment.convergence`).
 """
 
 from __future__ import annotations
@@ -59,19 +48,16 @@ def _process_states(steps: int, sigma, shares: Mapping[str, float], lr_factor: f
 
 def processes(steps: int, sigma=SIGMA_FIG8, shares: Mapping[str, float] = SHARES_FIG8,
               lr_factor: float = LR_FACTOR_FIG8) -> dict:
-    """Figure 8's numbers: for each unit-norm label vector (``shares``: the fraction of ``||y||^2`` on the
-    first singular direction), the loss at zero initialisation (``loss_0 = ||y||^2``) and after ``steps``
-    steps of gradient descent with ``eta = lr_factor / sigma_1^2`` (``loss_t``, the sum of the two processes'
-    shares, :func:`layersim.measures.alignment.gd_processes`)."""
+    """Figure 8's numbers per unit-norm label vector (``shares``: the fraction on the first direction): the loss at
+    zero init and after ``steps`` gradient-descent steps with ``eta = lr_factor / sigma_1^2``."""
     return {name: {"loss_0": float(np.sum(s["y_proj"] ** 2)), "loss_t": float(s["loss_share"].sum())}
             for name, s in _process_states(steps, sigma, shares, lr_factor).items()}
 
 
 def processes_figure(steps: int, sigma=SIGMA_FIG8, shares: Mapping[str, float] = SHARES_FIG8,
                      lr_factor: float = LR_FACTOR_FIG8):
-    """Figure 8: one panel per label vector of ``shares``; each process ``i`` as its share of the loss
-    ``sigma_i^2 (w_i^V - y_i^U / sigma_i)^2`` against its weight ``w_i^V``, zero initialisation (orange) and the
-    state after ``steps`` steps (green). Returns the figure."""
+    """Figure 8: per label vector, each process's loss share ``sigma_i^2 (w_i^V - y_i^U / sigma_i)^2`` against its
+    weight, at zero init (orange) and after ``steps`` (green). Returns the figure."""
     states = _process_states(steps, sigma, shares, lr_factor)
     fig, axes = plt.subplots(1, len(states), figsize=(5.5 * len(states), 4), sharey=True, squeeze=False)
     for ax, (name, s) in zip(axes[0], states.items()):
@@ -94,10 +80,8 @@ def processes_figure(steps: int, sigma=SIGMA_FIG8, shares: Mapping[str, float] =
 
 
 def pixel_representation(dataset: str, n_points: int, seed: int = 0) -> np.ndarray:
-    """Section 6.2's fixed representation, offline: ``n_points`` training images of ``dataset`` drawn without
-    replacement (``numpy.random.default_rng(seed)``), raw pixels scaled to ``[0, 1]``, a constant-1 bias column,
-    rows **not** normalised (the paper's singular values of 115/70/30 for 1000 points need unnormalised rows).
-    ``dataset``: ``fashion-mnist`` or ``digits`` (:func:`layersim.papers.alignment.layers.raw_images`)."""
+    """Section 6.2's representation: ``n_points`` images of ``dataset`` (``fashion-mnist`` or ``digits``) drawn with
+    ``seed``, pixels in ``[0, 1]``, a bias column, rows not normalised (as the paper's singular values need)."""
     images, _, top = raw_images(dataset, "train")
     if not 1 <= int(n_points) <= len(images):
         raise ValueError(f"n_points must lie in 1..{len(images)} for {dataset}, got {n_points}")
@@ -117,11 +101,9 @@ def synthetic_labels(Phi, share_50: float) -> tuple[np.ndarray, list[str]]:
 
 
 def prop1_agreement(closed, gd, rel_floor: float = 1e-12) -> dict:
-    """Proposition 1's closed form ``closed [k, >= T]`` against plain gradient descent ``gd [k, T]`` over the
-    first ``T`` steps: ``max_relative_error`` over the (label, step) pairs whose loss is at least ``rel_floor``
-    of its initial value (below that both are rounding noise), their number ``pairs_checked`` of
-    ``pairs``, and ``max_abs_error_over_initial``: the largest absolute difference over all pairs divided by
-    the largest initial loss."""
+    """Proposition 1's ``closed [k, >= T]`` against gradient descent ``gd [k, T]``: ``max_relative_error`` over
+    pairs with loss at least ``rel_floor`` of the initial, ``pairs_checked`` of ``pairs``, and
+    ``max_abs_error_over_initial``."""
     gd = np.asarray(gd, dtype=np.float64)
     ref = np.asarray(closed, dtype=np.float64)[:, : gd.shape[1]]
     if ref.shape != gd.shape:
@@ -133,14 +115,9 @@ def prop1_agreement(closed, gd, rel_floor: float = 1e-12) -> dict:
 
 
 def crossing(closed) -> dict:
-    """Where two learning curves ``closed [2, T]`` (``y_1``, ``y_2``) lead and cross (Figure 9, right).
-
-    With ``d_t = L_1(t) - L_2(t)`` (positive where ``y_2`` is ahead): ``lead_y2`` = max ``d`` at step
-    ``lead_y2_step``, ``lead_y1`` = max ``-d`` at ``lead_y1_step`` (first maxima), ``crossing_step`` the first
-    step ``t >= 2`` at which the sign of ``d`` differs from that at ``t - 1`` (-1 if never; step 0, where both
-    losses are ``||y||^2``, is left out), ``sign_changes`` how many there are, ``y2_leads_first`` whether
-    ``y_2``'s largest lead comes before ``y_1``'s.
-    """
+    """Where two learning curves ``closed [2, T]`` lead and cross (Figure 9, right), from ``d_t = L_1(t) - L_2(t)``:
+    ``lead_y2``, ``lead_y1`` and their steps, ``crossing_step`` (first sign change from step 2; -1 if none),
+    ``sign_changes`` and ``y2_leads_first``."""
     closed = np.asarray(closed, dtype=np.float64)
     if closed.ndim != 2 or closed.shape[0] != 2:
         raise ValueError(f"crossing takes two learning curves [2, T], got shape {closed.shape}")
@@ -154,16 +131,11 @@ def crossing(closed) -> dict:
 
 
 def prop2_table(Phi, Y, closed, lr: float, num: int = 40, omega_share: float = 0.9) -> dict:
-    """Proposition 2 against gradient descent, on ``num`` thresholds ``tau`` geometrically spaced from
-    ``sigma_50 / 2`` to just below ``sigma_1`` (``Phi`` or its :class:`~layersim.measures.alignment.SVD`).
+    """Proposition 2 against gradient descent on ``num`` thresholds from ``sigma_50 / 2`` to below ``sigma_1``.
 
-    For each label vector ``k`` of ``Y [n, k]`` and each ``tau`` with ``delta = Alignment(Phi, y, tau) > 1e-12``:
-    ``omega = omega_share * delta``, the bound ``-log(1 - omega/delta) / (2 lr tau^2)``
-    (:func:`layersim.measures.alignment.prop2_iterations`) and the first step at which the learning curve
-    ``closed [k, T]`` (Proposition 1) has dropped by ``omega`` (``T`` if never). Returns ``thresholds``,
-    ``rows`` ``[m, 5]`` (label, tau, delta, bound, steps needed), ``within`` (rows reached within the curve's
-    horizon ``T - 1``), ``fraction`` of those needing at most ``ceil(bound)`` steps and ``median_ratio`` of
-    needed over bound among them.
+    Per label vector and ``tau`` with ``delta > 1e-12``: the bound for ``omega = omega_share * delta`` and the first
+    step the curve drops by ``omega``. Returns ``thresholds``, ``rows`` ``[m, 5]`` (label, tau, delta, bound,
+    steps), ``within``, ``fraction`` within the bound and ``median_ratio``.
     """
     dec = Phi if isinstance(Phi, al.SVD) else al.svd(Phi)
     closed = np.asarray(closed, dtype=np.float64)
@@ -201,9 +173,8 @@ def alignment_figure(curves, thresholds, names: Sequence[str], sigma, dataset: s
 
 
 def learning_curves_figure(closed, gd, names: Sequence[str], crossing_step: int, lr_factor: float):
-    """Figure 9 (right): the learning curves of Proposition 1 (``closed [2, T]``, lines) and of plain gradient
-    descent (``gd``, circles at 25 steps spaced geometrically), on log-log axes, the crossing step marked.
-    Returns the figure."""
+    """Figure 9 (right): Proposition 1's curves (lines) and gradient descent (circles), log-log, the crossing
+    marked. Returns the figure."""
     closed, gd = np.asarray(closed), np.asarray(gd)
     t = np.arange(closed.shape[1])
     sub = np.unique(np.geomspace(1, gd.shape[1] - 1, 25).astype(int))
@@ -222,9 +193,7 @@ def learning_curves_figure(closed, gd, names: Sequence[str], crossing_step: int,
 
 
 def prop2_figure(table: Mapping, names: Sequence[str], lr: float, omega_share: float = 0.9):
-    """Proposition 2: the steps gradient descent needs (:func:`prop2_table`'s rows, 0 drawn at 0.8 on the log
-    axis) and the bound, the same line for both label vectors since ``omega / delta`` is fixed. Returns the
-    figure."""
+    """Proposition 2: the steps gradient descent needs (:func:`prop2_table`) against the bound. Returns the figure."""
     rows, tau = table["rows"], table["thresholds"]
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for k, (name, col) in enumerate(zip(names, COLORS)):

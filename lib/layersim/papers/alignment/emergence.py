@@ -1,21 +1,10 @@
 """Alignment emerges from training, even on shuffled labels (alignment paper, Sections 4 and 4.2, Figure 2).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij), Figure 2: the
-squared projections ``(u_i^T y)^2`` of a label vector on the left singular vectors of a representation, against
-the index ``i`` of the singular values,
-
-* **(a, b)** for raw pixels with the true and with shuffled labels (:func:`shuffled_labels`,
-  :func:`pixel_shares`): large on the top few directions for the true labels, "more or less uniformly" spread
-  for shuffled ones;
-* **(c, d)** for the last hidden layer of a network as wide as the input, trained on the shuffled labels,
-  before and after training (:func:`shuffled_label_runs`, :func:`network_shares`): after training "the label
-  vector is mostly aligned with the top singular vectors".
-
-"Mostly on the top singular vectors" is :func:`layersim.papers.alignment.layers.top_share` (the fraction of
-``||y||^2`` on the top ``k``; chance ``k / n``). The four panels (:func:`figure2_panels`) are drawn as bars
-(:func:`projections_figure`) and as eq. 2's alignment curves on the demo grid (:func:`panel_curves`,
-:func:`curves_figure`, :func:`panel_areas`); :func:`emergence_claims` states the paper's three statements and
-:func:`emergence_numbers` collects what ``metrics.json`` records.
+Figure 2 plots the squared projections ``(u_i^T y)^2`` of a label vector on a representation's left singular
+vectors: (a, b) raw pixels with true and shuffled labels (:func:`pixel_shares`); (c, d) the last hidden layer of a
+network trained on shuffled labels, before and after (:func:`shuffled_label_runs`, :func:`network_shares`). Shares
+use :func:`layersim.papers.alignment.layers.top_share`; :func:`figure2_panels` feeds the figures;
+:func:`emergence_claims` states the three statements (see docs/modules.md, `layersim.papers.alignment.emergence`).
 """
 
 from __future__ import annotations
@@ -48,9 +37,8 @@ def shuffled_labels(y, n_seeds: int, seed: int = 0) -> list[np.ndarray]:
 
 
 def pixel_shares(X, y, shuffles: Sequence, k: int) -> dict:
-    """Figure 2 (a, b) as numbers: the SVD of the pixels in the paper's form (``dec``,
-    :func:`layersim.measures.alignment.prepare` then :func:`~layersim.measures.alignment.svd`), the top-``k``
-    share of the true labels ``y`` (``true``) and of every shuffled label vector (``shuffled``, an array)."""
+    """Figure 2 (a, b) as numbers: the prepared pixels' SVD (``dec``), the true labels' top-``k`` share (``true``)
+    and every shuffled labelling's (``shuffled``, an array)."""
     dec = al.svd(al.prepare(X))
     return {"dec": dec, "true": la.top_share(dec, y, k),
             "shuffled": np.array([la.top_share(dec, ys, k) for ys in shuffles])}
@@ -65,16 +53,10 @@ def training_accuracy(net, X, y) -> float:
 
 def shuffled_label_runs(X, shuffles: Sequence, n_train: int, depth: int, width: int, epochs: int, k: int,
                         seed: int = 0, log: Callable[[str], None] | None = None) -> list[dict]:
-    """Figure 2 (c, d): for every shuffle ``s``, a network of ``depth`` hidden ReLU layers of ``width`` units
-    (0 = as wide as the input) without hidden biases, initialised with seed ``seed + s``
-    (:func:`layersim.train.small_nets.make_mlp`), trained on the first ``n_train`` rows of ``X`` with the labels
-    of shuffle ``s`` (BCE with logits, Adam, step 0.001, batch 64, ``epochs`` epochs, seed ``seed + s``).
-
-    Each run: ``dec`` (the SVD, in the paper's form, of the input rows and of the last hidden layer before and
-    after training: :data:`NETWORK_STATES`), its labels ``y``, the loss per epoch ``hist``, the training
-    accuracy ``acc``, the training time ``seconds`` and every representation's top-``k`` ``share``. ``log``
-    gets one line per run.
-    """
+    """Figure 2 (c, d): per shuffle ``s``, a ``depth`` x ``width`` ReLU network without hidden biases (``width`` 0:
+    as wide as the input), seeded ``seed + s``, trained on ``n_train`` rows with shuffle ``s``'s labels (BCE, Adam
+    0.001, batch 64). Each run: ``dec`` (SVDs of :data:`NETWORK_STATES`), ``y``, ``hist``, ``acc``, ``seconds``,
+    ``share``."""
     if not 1 <= n_train <= len(X):
         raise ValueError(f"n_train must be in 1..{len(X)}, got {n_train}")
     runs = []
@@ -106,9 +88,8 @@ def network_shares(runs: Sequence[dict]) -> dict:
 
 
 def figure2_panels(dec_pixels, y, y_shuffled, run: Mapping, n_train: int) -> dict:
-    """Figure 2's four panels, ``{short name: (title, SVD, label vector)}``: the pixels with the true labels
-    ``y`` (a) and with ``y_shuffled`` (b), the last hidden layer of one run of :func:`shuffled_label_runs`
-    at initialisation (c) and after training (d), with that run's labels."""
+    """Figure 2's panels ``{short name: (title, SVD, label vector)}``: pixels with ``y`` (a) and ``y_shuffled`` (b),
+    one run's last hidden layer at init (c) and trained (d) with its labels."""
     n = dec_pixels.shape[0]
     return {
         "(a) pixels, true": (f"(a) pixels, true labels ({n} points)", dec_pixels, y),
@@ -121,10 +102,8 @@ def figure2_panels(dec_pixels, y, y_shuffled, run: Mapping, n_train: int) -> dic
 
 
 def projections_figure(panels: Mapping, k: int, show: int = 30):
-    """Figure 2: one panel per entry of :func:`figure2_panels`, the squared projections ``(u_i^T y)^2`` of its
-    label vector as bars and the singular values as a line (the first ``show`` indices,
-    :func:`layersim.notebook.plotting.label_projection_bars`), the top-``k`` share in the title. Returns the
-    figure."""
+    """Figure 2: per :func:`figure2_panels` entry, squared projections as bars and singular values as a line (first
+    ``show``), the top-``k`` share in the title. Returns the figure."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     for ax, (title, dec, lab) in zip(axes.ravel(), panels.values()):
         sigma, proj2 = la.label_projections(dec, lab)
@@ -135,9 +114,8 @@ def projections_figure(panels: Mapping, k: int, show: int = 30):
 
 
 def panel_curves(panels: Mapping) -> dict:
-    """Eq. 2's alignment curve of every panel of :func:`figure2_panels` on the demo grid of its ``m`` points
-    (:func:`layersim.measures.alignment.thresholds_for`): ``{name: (thresholds / sqrt(m), curve)}``, the
-    thresholds rescaled so that panels of different sizes share one axis."""
+    """Eq. 2's curve of every panel on its demo grid: ``{name: (thresholds / sqrt(m), curve)}``, rescaled to share
+    one axis."""
     curves = {}
     for name, (_, dec, lab) in panels.items():
         m = dec.shape[0]
@@ -197,10 +175,8 @@ def emergence_claims(pixels: Mapping, shares: Mapping, runs: Sequence[dict], are
 
 
 def emergence_numbers(pixels: Mapping, shares: Mapping, runs: Sequence[dict], areas: Mapping) -> dict:
-    """What a02's ``metrics.json`` records beside the claims: the top-``k`` shares of the pixels (true and
-    shuffled labels), the pixels' top 50 singular values, the networks' shares (mean, standard error, per
-    seed), training accuracies, final losses and times, the panels' areas and the squared projections of
-    panel (d) (first 50)."""
+    """What a02's ``metrics.json`` records beside the claims: pixel shares, top 50 singular values, network shares,
+    accuracies, losses, times, panel areas and panel (d)'s first 50 squared projections."""
     return dict(
         top_share_true=pixels["true"], top_share_shuffled=pixels["shuffled"], sigma_pixels_top=pixels["dec"].sigma[:50],
         network={name: {"mean": v[0], "se": v[1], "per_seed": [r["share"][name] for r in runs]}

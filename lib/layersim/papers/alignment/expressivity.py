@@ -1,14 +1,10 @@
-"""Beyond expressivity: the alignment paper's opening experiment (Sections 3 and 4.2, Figures 1 and 5).
+"""Beyond expressivity: the alignment paper's opening experiment (Sections 3 and 4.2, Figures 1 and 5; notebook
+a01).
 
-Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) compare three expressive nonlinear representations of one
-data set, the hidden layer of a one-hidden-layer ReLU network, sparse codes from dictionary learning and the
-hidden layer of a two-layer RBF network: closed-form least squares fits the training labels on each, yet a
-zero-initialised linear model trained by gradient descent learns at very different speeds on them (Figure 1),
-in the order of their alignment with the labels (eq. 2, Figure 5). The steps of notebook ``a01_expressivity``:
-:func:`binary_task` (the data), :func:`learned_representations` (the three representations and the network at
-initialisation), :func:`compare_representations` (expressivity, alignment, learning curves),
-:func:`alignment_figure` / :func:`learning_curves_figure` (Figures 5 and 1), :func:`claims` (the paper's three
-statements) and :func:`representation_records` (what ``metrics.json`` keeps).
+Three expressive representations of one data set (a ReLU network's hidden layer, sparse codes, an RBF network's
+hidden layer) all fit the training labels by least squares, yet gradient descent learns at different speeds on them
+(Figure 1), in the order of their alignment (eq. 2, Figure 5). :func:`binary_task`, :func:`learned_representations`,
+:func:`compare_representations`, the figures and :func:`claims` are the steps.
 """
 
 from __future__ import annotations
@@ -36,10 +32,9 @@ def _say(log: Callable[[str], None] | None, text: str) -> None:
 
 def binary_task(images: np.ndarray, labels: np.ndarray, classes: Sequence[int], n_train: int, n_test: int,
                 n_centres: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The binary task of Figures 1 and 5 (offline: two classes of an image data set): the images of ``classes``
-    shuffled with ``numpy.random.default_rng(seed)`` and cut into ``n_train`` training points, ``n_test`` test
-    points and ``n_centres`` starting centres of the RBF network, flattened to float64 pixels in [0, 1]; labels
-    ``y = 2t - 1`` with ``t = 1`` for ``classes[1]``. Returns ``(X_train, X_test, centres, y_train, y_test)``."""
+    """Figures 1 and 5's task: the images of ``classes`` shuffled with ``seed`` and cut into ``n_train``, ``n_test``
+    and ``n_centres`` rows, pixels in [0, 1], labels ``y = 2t - 1``. Returns ``(X_train, X_test, centres, y_train,
+    y_test)``."""
     if len(classes) != 2:
         raise ValueError(f"a binary task needs two classes, got {list(classes)}")
     rng = np.random.default_rng(seed)
@@ -58,20 +53,10 @@ def binary_task(images: np.ndarray, labels: np.ndarray, classes: Sequence[int], 
 def learned_representations(X_train: np.ndarray, X_test: np.ndarray, centres: np.ndarray, y_train: np.ndarray,
                             width: int, nn_epochs: int, rbf_epochs: int, rbf_width: float, dl_alpha: float,
                             dl_iter: int, seed: int = 0, log: Callable[[str], None] | None = print):
-    """The representations of Figures 1 and 5, each ``width``-dimensional, of the training and test points:
-
-    * ``"ReLU network"``: the hidden layer of a one-hidden-layer ReLU network (:func:`small_nets.make_mlp`)
-      trained on the squared loss (Adam, step 1e-3, batch 64, ``nn_epochs``), and the same layer before
-      training (``"ReLU network, at init"``);
-    * ``"RBF network"``: the hidden layer of a two-layer RBF network (:class:`small_nets.RBFNet`, centres
-      starting at ``centres``, widths at ``rbf_width``; its output layer drawn from torch's global generator)
-      trained the same way (step 1e-2, ``rbf_epochs``);
-    * ``"sparse coding"``: codes from dictionary learning (:func:`alignment.sparse_coding_features`,
-      ``l1`` penalty ``dl_alpha``, ``dl_iter`` passes).
-
-    Returns ``(reps {name: [train, test]}, seconds per representation, network's and RBF network's training
-    loss per epoch)``; ``log`` gets three lines on them.
-    """
+    """The ``width``-dimensional representations of Figures 1 and 5: ``"ReLU network"`` (trained, and
+    ``", at init"``), ``"RBF network"`` and ``"sparse coding"``. Returns
+    ``(reps {name: [train, test]}, seconds, the networks' losses per epoch)`` (see docs/modules.md,
+    `layersim.papers.alignment.expressivity`)."""
     reps, seconds = {}, {}
     t0 = time.perf_counter()
     net = small_nets.make_mlp(X_train.shape[1], [width], seed=seed)
@@ -111,20 +96,9 @@ def numerical_rank(sigma: np.ndarray, rtol: float = 1e-10) -> int:
 def compare_representations(reps: Mapping[str, Sequence[np.ndarray]], y_train: np.ndarray, y_test: np.ndarray,
                             thresholds, lrs: Sequence[float], steps: int, n_record: int = 60,
                             log: Callable[[str], None] | None = print) -> dict[str, dict]:
-    """Section 3's three views of every representation (``{name: (train, test)}``), each in the paper's form
-    (:func:`alignment.prepare`: bias column, unit rows):
-
-    * expressivity: the numerical rank, the largest singular value and closed-form least squares
-      (:func:`alignment.least_squares_fit`: training and test MSE);
-    * alignment (eq. 2, Figure 5): the curve over ``thresholds`` and its normalised area
-      (:func:`alignment.curve_and_area`);
-    * learning (Figure 1): a zero-initialised linear model trained by full-batch gradient descent on the mean
-      squared error, the best of ``lrs`` by final training loss (:func:`alignment.best_linear_curves`),
-      recorded at step 0 and ``n_record`` log-spaced steps up to ``steps``.
-
-    Returns ``{name: {"rank", "sigma_1", "ls_train", "ls_test", "curve", "area", "gd"}}``; ``log`` gets a line per
-    representation.
-    """
+    """Section 3's views of every prepared representation: expressivity (rank, ``sigma_1``, least-squares MSEs),
+    alignment (eq. 2 curve and area, Figure 5) and learning (Figure 1: gradient descent, best of ``lrs``). Returns
+    ``{name: {"rank", "sigma_1", "ls_train", "ls_test", "curve", "area", "gd"}}``."""
     record = recorded_steps(steps, n_record)
     rows = {}
     for name, (A_tr, A_te) in reps.items():
@@ -155,8 +129,8 @@ def alignment_figure(rows: Mapping[str, dict], thresholds, width: int, n: int):
 
 
 def learning_curves_figure(rows: Mapping[str, dict], names: Sequence[str] = MAIN):
-    """Figure 1: training (dashed) and test (solid) MSE of the linear model on each representation, at its best
-    step size, against the gradient-descent step (log scales; step 0 drawn at 0.5)."""
+    """Figure 1: training (dashed) and test (solid) MSE per representation at its best step size, against the step
+    (log scales)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -206,9 +180,8 @@ def claims(rows: Mapping[str, dict], network: str = NETWORK, others: Sequence[st
 
 
 def representation_records(rows: Mapping[str, dict]) -> dict[str, dict]:
-    """What ``metrics.json`` keeps of every representation: rank, largest singular value, least-squares MSEs,
-    alignment area and curve, and the gradient-descent run (step size, final losses of every step size, the
-    recorded steps and the training and test curves)."""
+    """What ``metrics.json`` keeps per representation: rank, ``sigma_1``, least-squares MSEs, alignment area and
+    curve, and the gradient-descent run."""
     return {k: {kk: v[kk] for kk in ("rank", "sigma_1", "ls_train", "ls_test", "area", "curve")}
             | {"gd_lr": v["gd"]["lr"], "gd_final_losses": v["gd"]["all"], "gd_steps": v["gd"]["steps"],
                "gd_train": v["gd"]["train"], "gd_test": v["gd"]["test"]} for k, v in rows.items()}

@@ -1,14 +1,6 @@
-"""The alignment paper's figures of trained networks: every layer before and after training (Figure 7,
-notebook a05) and the architecture sweep's panels (Figures 6, 17, 18, notebook a04).
-
-* :func:`layer_alignment_figure` -- Figure 7: per task, the alignment curve (eq. 2) of the input and of every
-  hidden layer, before (dashed) and after (solid) training, from
-  :func:`layersim.papers.alignment.layers.layer_runs`;
-* :func:`layer_areas_figure` -- the same runs as one number per layer: the normalised area under each curve;
-* :func:`sweep_figure` -- Figures 6, 17 and 18: one panel per family of settings and task, the final hidden
-  layer against the input features (:func:`layersim.notebook.plotting.alignment_family`), from
-  :func:`layersim.papers.alignment.sweep.run_sweep`.
-"""
+"""The alignment paper's figures of trained networks: :func:`layer_alignment_figure` and :func:`layer_areas_figure`
+(Figure 7, every layer before and after training; a05) and :func:`sweep_figure` (Figures 6, 17, 18, the architecture
+sweep; a04)."""
 
 from __future__ import annotations
 
@@ -28,9 +20,9 @@ def _layer_colors(n_hidden: int) -> list:
 
 
 def layer_alignment_figure(runs: Mapping[str, dict], titles: Mapping[str, str], layers: Sequence[str]):
-    """Figure 7: one panel per task of ``runs`` (``{task: layers.layer_runs(...)}``, titled ``titles[task]``),
-    the mean alignment curve of every representation of ``layers`` over the runs with a band of one standard
-    error, before training (dashed) and after (solid), against ``tau / sqrt(n)``. Returns the figure."""
+    """Figure 7: one panel per task of ``runs`` (``{task: layers.layer_runs(...)}``), the mean alignment curve of
+    each of ``layers`` with a standard-error band, before (dashed) and after (solid) training, against
+    ``tau / sqrt(n)``. Returns the figure."""
     if not runs:
         raise ValueError("layer_alignment_figure needs at least one task's runs")
     colors = _layer_colors(len(layers) - 1)
@@ -49,9 +41,8 @@ def layer_alignment_figure(runs: Mapping[str, dict], titles: Mapping[str, str], 
 
 
 def layer_areas_figure(runs: Mapping[str, dict], titles: Mapping[str, str], layers: Sequence[str]):
-    """Figure 7 in one number per layer: bars of the mean normalised alignment area (± standard error) of every
-    representation of ``layers`` before (grey) and after (blue) training, one panel per task. Returns the
-    figure."""
+    """Figure 7 as bars: each layer's mean normalised area (± standard error) before (grey) and after (blue)
+    training, one panel per task. Returns the figure."""
     if not runs:
         raise ValueError("layer_areas_figure needs at least one task's runs")
     fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 3.5), sharey=True, squeeze=False)
@@ -71,11 +62,9 @@ def layer_areas_figure(runs: Mapping[str, dict], titles: Mapping[str, str], laye
 
 def sweep_figure(results: Mapping, rows: Sequence[tuple[str, str, dict]], tasks: Sequence[str],
                  families: Sequence[str], split: str, title: str):
-    """Figures 6, 17 and 18: a grid of panels, rows the ``families`` that ``rows`` (:func:`sweep.settings_grid`)
-    holds, columns the ``tasks``; each panel the input features, and the final hidden layer of every setting of
-    the family at initialisation and after training on ``split``
-    (:func:`layersim.notebook.plotting.alignment_family`, from :func:`sweep.run_sweep`'s ``results``).
-    Returns the figure."""
+    """Figures 6, 17, 18: panels of ``families`` (rows) by ``tasks`` (columns), each the input and every setting's
+    final hidden layer at init and trained on ``split``, from :func:`sweep.run_sweep`'s ``results``. Returns the
+    figure."""
     present = {f for f, _, _ in rows}
     fams = [f for f in families if f in present]
     if not fams or not tasks:

@@ -1,28 +1,11 @@
 """Where the label vector sits in a network's representations: the alignment paper's Figures 2 and 7.
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij):
-
-* **Figure 2** (Sections 4 and 4.2) plots, against the index ``i`` of the singular values, the squared
-  projections ``(u_i^T y)^2`` of the label vector on the left singular vectors of a representation:
-  raw MNIST pixels with the true labels (large on the top few directions), with shuffled labels
-  (spread "more or less uniformly"), and the last hidden layer of a network trained on the shuffled
-  labels, before and after training. :func:`top_share` turns "mostly on the top singular vectors"
-  into a number (chance, for a label vector spread evenly over ``n`` directions, is ``k / n``);
-  :func:`layersim.notebook.plotting.label_projection_bars` draws one panel.
-* **Figure 7** (Section 5) compares the alignment curves (eq. 2) of the input and of every hidden
-  layer, before and after training: :func:`layer_alignment` (input first, then each hidden layer);
-  :func:`layer_runs` trains the paper's network on one task for several seeds and measures it before and
-  after (:func:`figure7_task`: the task's data), :func:`area_steps` turns the per-layer areas into the
-  paper's three orderings, :func:`layer_metrics` gathers what a run records;
-  :func:`layersim.notebook.plotting.layer_alignment_curves` draws the curves
-  (:func:`layersim.papers.alignment.figures.layer_alignment_figure`).
-* The tasks: balanced binary image tasks (:func:`binary_task`; Fashion-MNIST and scikit-learn's
-  digits offline, MNIST / CIFAR through torchvision at the paper's scale), a regression task with
-  its label moved to ``[-1, 1]`` as the paper does for CT Position (:func:`regression_task`), and
-  label shuffling (:func:`shuffled`).
-
-Representations are put in the paper's form by :func:`layersim.measures.alignment.prepare` (a constant-1
-column, then unit-length rows) before any SVD here.
+Figure 2 (Sections 4, 4.2) plots the squared projections ``(u_i^T y)^2`` of the labels on a representation's left
+singular vectors; :func:`top_share` measures "mostly on the top singular vectors" (chance ``k / n``). Figure 7
+(Section 5) compares the alignment curves (eq. 2) of the input and every hidden layer before and after training:
+:func:`layer_alignment`, :func:`layer_runs`, :func:`area_steps`, :func:`layer_metrics`. Tasks: :func:`binary_task`,
+:func:`regression_task`, :func:`shuffled`. Representations get :func:`layersim.measures.alignment.prepare` before
+any SVD.
 """
 
 from __future__ import annotations
@@ -59,15 +42,9 @@ def raw_images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]
 
 def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: int = 0,
                 split: str = "train") -> tuple[np.ndarray, np.ndarray]:
-    """A balanced binary task as the paper builds it from "the first two classes" of MNIST or CIFAR-10.
-
-    Returns ``X`` float64 ``[2 n_per_class, pixels]`` (raw pixels scaled to ``[0, 1]``, flattened) and
-    ``t`` int ``[2 n_per_class]`` (1 for ``classes[1]``, 0 for ``classes[0]``), in a random order.
-    ``dataset``: ``fashion-mnist``, ``digits`` (offline; digits' ``train`` split means all 1797 images),
-    ``mnist``, ``cifar10``, ``cifar100`` (torchvision, for the paper's scale). The samples:
-    :func:`layersim.inputs.data.class_subset` with ``draw="per_class"``. ValueError unless ``classes`` are two
-    distinct labels with at least ``n_per_class`` samples each.
-    """
+    """A balanced binary task from two classes, as the paper builds it: ``X`` float64 ``[2 n_per_class, pixels]`` in
+    ``[0, 1]`` and ``t`` (1 for ``classes[1]``), shuffled. ``dataset``: ``fashion-mnist``, ``digits`` (offline),
+    ``mnist``, ``cifar10``, ``cifar100``. ``ValueError`` unless ``classes`` are two labels with enough samples."""
     if len(classes) != 2 or classes[0] == classes[1]:
         raise ValueError(f"a binary task needs two distinct classes, got {classes}")
     images, labels, top = raw_images(dataset, split)
@@ -96,14 +73,9 @@ def regression_data(dataset: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """A regression task with standardised features and its label moved linearly to ``[-1, 1]``
-    (Figure 6's caption: "the label vector for the regression task was moved to the interval [-1, 1]").
-
-    ``dataset``: one of :data:`REGRESSION_DATA`, offline stand-ins for UCI CT Position (384 features, which no
-    loader here reaches): ``diabetes`` (442 points, 10 features) or the larger ``digits`` (1797 points, the 61
-    pixels that vary, the digit's value as the target). Features that are constant over the data set are
-    dropped (they cannot be standardised). ``n``: a random subset of that size (all if None).
-    """
+    """A regression task with standardised features (constant ones dropped) and its label moved to ``[-1, 1]``, as
+    Figure 6's caption says. ``dataset``: one of :data:`REGRESSION_DATA` (offline stand-ins for UCI CT Position);
+    ``n``: a random subset (None: all)."""
     X, y = regression_data(dataset)
     rng = np.random.default_rng(seed)
     idx = rng.permutation(len(X)) if n is None else rng.choice(len(X), size=n, replace=False)
@@ -114,9 +86,8 @@ def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int =
 
 
 def unit_interval(y, lo: float | None = None, hi: float | None = None) -> np.ndarray:
-    """``y`` moved linearly so that ``lo`` goes to -1 and ``hi`` to 1 (default: ``y``'s own min and
-    max, so ``y`` fills ``[-1, 1]``; pass a training set's range to move test targets the same way).
-    ValueError if the range is empty."""
+    """``y`` moved linearly so that ``lo`` -> -1 and ``hi`` -> 1 (default: ``y``'s own range; pass a training range
+    for test targets); ``ValueError`` for an empty range."""
     y = np.asarray(y, dtype=np.float64)
     lo = y.min() if lo is None else lo
     hi = y.max() if hi is None else hi
@@ -134,13 +105,9 @@ def shuffled(y, seed: int = 0) -> np.ndarray:
 
 
 def top_share(Phi, y, k: int) -> float | np.ndarray:
-    """The fraction of ``||y||^2`` on the ``k`` left singular vectors with the largest singular values,
-    ``sum_{i <= k} (u_i^T y)^2 / ||y||^2``.
-
-    ``Phi`` as given (call :func:`layersim.measures.alignment.prepare` first) or its :class:`~layersim.measures.alignment.SVD`.
-    A label vector spread evenly over all ``n`` directions has a share of ``k / n``; one lying in the span
-    of the top ``k`` has 1. ``y`` [n] gives a float, ``[n, m]`` an array of ``m``.
-    """
+    """The fraction of ``||y||^2`` on the ``k`` top left singular vectors, ``sum_{i <= k} (u_i^T y)^2 / ||y||^2``,
+    for ``Phi`` as given (prepared) or its :class:`~layersim.measures.alignment.SVD`: ``k / n`` for an evenly spread
+    label, 1 within the top ``k``. ``y`` [n] gives a float, ``[n, m]`` an array."""
     if int(k) != k or k < 1:
         raise ValueError(f"k must be a positive integer, got {k}")
     sp = al.spectrum(Phi, y)
@@ -160,12 +127,8 @@ def label_projections(Phi, y) -> tuple[np.ndarray, np.ndarray]:
 
 
 def layer_alignment(model, X, y, thresholds) -> np.ndarray:
-    """Eq. 2's alignment curve of the input and of every hidden layer of an :class:`~layersim.measures.alignment.MLP`
-    (Figure 7): ``[1 + hidden layers, len(thresholds)]``, the input's curve first.
-
-    Each curve is :func:`~layersim.measures.alignment.curve_and_area`'s (the paper's form of the representation: bias
-    column, unit rows).
-    """
+    """Eq. 2's alignment curve of the input and every hidden layer of an MLP (Figure 7): ``[1 + hidden layers,
+    len(thresholds)]``, the input first."""
     X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
     reps = [X, *small_nets.hidden_representations(model, X)]
     return np.stack([al.curve_and_area(R, y, thresholds)[0] for R in reps])
@@ -183,12 +146,8 @@ def layer_names(depth: int) -> list[str]:
 
 def figure7_task(kind: str, dataset: str, seed: int = 0, classes: Sequence[int] = (0, 1),
                  n_points: int = 10000) -> tuple[np.ndarray, np.ndarray, str]:
-    """One run's training data for Figure 7 and its loss: ``(X, y, loss)``.
-
-    ``kind="classification"``: :func:`binary_task` with ``n_points // 2`` points of each of ``classes`` (a new
-    draw for every ``seed``), labels ``y = 2t - 1`` and ``"bce"``; ``kind="regression"``: all points of
-    :func:`regression_task` (label in ``[-1, 1]``, shuffled with ``seed``) and ``"mse"``.
-    """
+    """One Figure 7 run's data and loss ``(X, y, loss)``: ``"classification"``, :func:`binary_task`
+    (``n_points // 2`` per class, ``y = 2t - 1``, ``"bce"``); ``"regression"``, :func:`regression_task` (``"mse"``)."""
     if kind == "classification":
         X, t = binary_task(dataset, classes, n_points // 2, seed=seed)
         return X, al.binary_targets(t), "bce"
@@ -201,16 +160,11 @@ def figure7_task(kind: str, dataset: str, seed: int = 0, classes: Sequence[int] 
 def layer_runs(kind: str, dataset: str, epochs: int, n_seeds: int, width: int = 128, depth: int = 3,
                seed: int = 0, classes: Sequence[int] = (0, 1), n_points: int = 10000, batch_size: int = 64,
                lr: float = 1e-3) -> dict:
-    """Figure 7 on one task: for ``s = 0 .. n_seeds - 1``, the data of :func:`figure7_task` with seed
-    ``seed + s``, the authors' demo MLP (``depth`` hidden layers of ``width``, ReLU, hidden layers without bias;
-    ``small_nets.make_mlp`` with seed ``seed + s``), the alignment curve of the input and of every hidden layer
-    (:func:`layer_alignment`, on :func:`layersim.measures.alignment.thresholds_for` ``n``) before and after
-    ``epochs`` of Adam (``small_nets.train_mlp``, batch ``batch_size``, step ``lr``).
+    """Figure 7 on one task over ``n_seeds`` seeds: the authors' demo MLP (``depth`` x ``width``, ReLU, no hidden
+    bias) on :func:`figure7_task`, curves of the input and every hidden layer before and after ``epochs`` of Adam.
 
-    Returns ``init`` and ``trained`` (one ``[1 + depth, T]`` array per run), ``loss`` (each run's training loss
-    per epoch), ``seconds`` (each run's training time), ``tau`` (the last run's thresholds), ``n`` (its number
-    of points) and ``area_init`` / ``area_trained`` ``[runs, 1 + depth]``
-    (:func:`layersim.measures.alignment.alignment_area`).
+    Returns ``init``, ``trained`` (``[1 + depth, T]`` per run), ``loss``, ``seconds``, ``tau``, ``n`` and
+    ``area_init`` / ``area_trained`` ``[runs, 1 + depth]``.
     """
     if int(n_seeds) < 1:
         raise ValueError(f"n_seeds must be at least 1, got {n_seeds}")
@@ -233,9 +187,8 @@ def layer_runs(kind: str, dataset: str, epochs: int, n_seeds: int, width: int = 
 
 
 def describe_layer_runs(runs: dict, title: str, layers: Sequence[str]) -> str:
-    """Three lines on :func:`layer_runs`' ``runs``: the points, the mean training loss at the first and last
-    epoch (and ten percent of the epochs earlier), the mean training time; each layer's area before and after
-    training (mean ± standard error over the runs)."""
+    """Three lines on :func:`layer_runs`' ``runs``: points, mean training loss early and late, mean training time,
+    each layer's area before and after (mean ± standard error)."""
     losses = np.array(runs["loss"])
     epochs = losses.shape[1]
     lines = [f"{title}: {runs['n']} points; loss {losses[:, 0].mean():.4f} -> {losses[:, -1].mean():.5f} "
@@ -248,15 +201,9 @@ def describe_layer_runs(runs: dict, title: str, layers: Sequence[str]) -> str:
 
 
 def area_steps(runs: Mapping[str, dict]) -> dict:
-    """Figure 7's orderings, from the mean areas of every task's :func:`layer_runs` (a step: from one layer to
-    the next, input -> hidden 1 -> ...).
-
-    ``increase_after``: the fraction of steps at which the mean area after training grows; ``decrease_at_init``:
-    the fraction at which the mean area at initialisation falls; ``gain_grows``: the fraction of hidden ->
-    next hidden steps at which the gain through training (trained minus init) grows. Each as
-    ``{"pooled": over the steps of all tasks, "per_task": {task: fraction}}``. ``per_run_increase_after``: the
-    mean over all runs of the fraction of increasing steps of that run's trained areas.
-    """
+    """Figure 7's orderings from every task's mean areas, over the steps input -> hidden 1 -> ...:
+    ``increase_after``, ``decrease_at_init`` and ``gain_grows`` (each ``{"pooled", "per_task"}`` fractions of
+    steps), and ``per_run_increase_after`` (see docs/modules.md, `layersim.papers.alignment.layers`)."""
     if not runs:
         raise ValueError("area_steps needs at least one task's runs")
     mean = {name: {when: trends.mean_se(r[f"area_{when}"])[0] for when in ("init", "trained")}
@@ -274,9 +221,8 @@ def area_steps(runs: Mapping[str, dict]) -> dict:
 
 
 def layer_metrics(runs: Mapping[str, dict]) -> dict:
-    """What a Figure 7 run records, per task of :func:`layer_runs`' ``runs``: ``areas`` (before and after
-    training: mean, standard error and every run's areas), ``thresholds``, ``curves`` (the mean curve of every
-    layer), ``final_loss`` (each run's last-epoch training loss) and ``train_seconds``."""
+    """What a Figure 7 run records per task: ``areas`` (mean, standard error, every run's), ``thresholds``,
+    ``curves``, ``final_loss`` and ``train_seconds``."""
     areas = {}
     for nm, r in runs.items():
         areas[nm] = {}

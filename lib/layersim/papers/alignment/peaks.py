@@ -1,26 +1,10 @@
-"""Alignment and transfer between peaks functions (alignment paper, Section 7.1, Figures 10-12).
+"""Alignment and transfer between peaks functions (alignment paper, Section 7.1, Figures 10-12; notebook a07).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij):
-
-* **Figure 10** -- an MLP (60 inputs, hidden ReLU layers of 60 units, one linear output) is trained
-  with Adam (step 0.001, batch 64) on the mean squared error of a source peaks task S, on 10000
-  points. The alignment (eq. 2) of the labels of S, of a related task T1 (the same three variables in
-  another order) and of an unrelated task T2 (the three other variables) is measured for the
-  original inputs, the hidden representation at initialisation and after training on S
-  (:func:`peaks_transfer_run`).
-* **Figure 11** -- 100 of the points train a zero-initialised linear model by gradient descent on
-  each representation for T1 and T2 (three step sizes, the best kept), tested on 1000 new points;
-  errors along the steps and the weight norm needed for a given reduction of the training loss
-  (:func:`linear_transfer`, :func:`weight_norm_at_reduction`).
-* **Figure 12** -- the same with three hidden layers: every layer's alignment for S and T1
-  (``layer_curves`` of :func:`peaks_transfer_run`).
-
-Runs are summarised across seeds by their mean and standard error (:func:`layersim.measures.trends.mean_se`).
-
-The notebook a07 calls the steps above through :func:`transfer_runs` (every run of Figures 10-12), then
-summarises them (:func:`area_table`, :func:`linear_test_errors`, :func:`layer_areas`), states the paper's claims
-(:func:`transfer_claims`), collects what ``metrics.json`` records (:func:`transfer_numbers`) and draws the three
-figures (:func:`alignment_figure`, :func:`linear_transfer_figure`, :func:`layers_figure`).
+Figure 10: an MLP trained on a source peaks task S; the alignment (eq. 2) of S, a related task T1 and an unrelated
+T2 for the inputs and the hidden layer before and after training (:func:`peaks_transfer_run`). Figure 11: linear
+models trained by gradient descent on each representation for T1, T2 (:func:`linear_transfer`,
+:func:`weight_norm_at_reduction`). Figure 12: the same with three hidden layers. :func:`transfer_runs` runs all,
+then summaries, :func:`transfer_claims` and the figures (see docs/modules.md, `layersim.papers.alignment.peaks`).
 """
 
 from __future__ import annotations
@@ -52,22 +36,12 @@ REP_STYLE = {"original": dict(color="tab:orange", label="original (inputs)"),
 
 def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int = 10000, n_test: int = 1000,
                        epochs: int = 50, lr: float = 1e-3, batch_size: int = 64, thresholds=None) -> dict:
-    """One run of Figure 10 (and Figure 12 with ``hidden=(60, 60, 60)``).
+    """One run of Figure 10 (Figure 12 with ``hidden=(60, 60, 60)``): a peaks setup, ``n_source`` training and
+    ``n_test`` new points from ``seed``, ``make_mlp(60, hidden)`` trained on S, every curve divided by ``||y||^2``.
 
-    Draws a setup (:func:`layersim.measures.alignment.peaks_setup` with ``seed``), ``n_source`` training
-    points (seed ``seed``) and ``n_test`` new points (seed ``seed + 100000``, labels centred with the
-    training means); trains ``make_mlp(60, hidden, seed=seed)`` on the source labels.
-
-    Alignment is measured on the training points by :func:`layersim.measures.alignment.curve_and_area` (the
-    paper's form of every representation, eq. 2), every curve divided by ``||y||^2`` (so it starts at 1).
-    ``thresholds`` default: :func:`layersim.measures.alignment.thresholds_for` ``(n_source)``, the demo grid (0..30
-    for 1000 points) scaled by ``sqrt(n_source / 1000)``.
-
-    Returns a dict: ``setup``, ``thresholds``, ``curves`` ``{kind: {representation: [T]}}`` (last
-    hidden layer), ``areas`` (the same, their normalised areas),
-    ``layer_curves`` ``{kind: {"init"|"transfer": [layers, T]}}``, the labels ``y`` / ``y_test``
-    ``{kind: [n]}``, the representations ``reps`` / ``reps_test`` ``{representation: [n, d]}`` (last
-    layer) and the source-training loss ``history``.
+    Returns ``setup``, ``thresholds``, ``curves`` / ``areas`` ``{kind: {representation: ...}}``, ``layer_curves``,
+    ``y`` / ``y_test``, ``reps`` / ``reps_test`` and ``history`` (see docs/modules.md,
+    `layersim.papers.alignment.peaks`).
     """
     if n_source < 2 or n_test < 1 or epochs < 0:
         raise ValueError("need n_source >= 2, n_test >= 1 and epochs >= 0")
@@ -99,16 +73,9 @@ def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int =
 
 def linear_transfer(reps: dict, reps_test: dict, y, y_test, n_target: int = 100, lrs: Sequence[float] = (0.1, 1.0, 10.0),
                     steps: int = 1000, record=None, seed: int = 0) -> dict:
-    """Figure 11: a zero-initialised linear model trained by full-batch gradient descent (mean squared
-    error) on ``n_target`` randomly chosen rows of each representation, tested on all of ``reps_test``.
-
-    ``reps`` / ``reps_test``: ``{name: [n, d]}`` raw representations (put in the paper's form here);
-    ``y`` [n], ``y_test`` [m] target labels. For each representation the step size in ``lrs`` with the
-    lowest final training loss is kept (:func:`layersim.measures.alignment.best_linear_curves`).
-
-    Returns ``{name: {"steps", "train_rel", "test_rel", "weight_norm", "lr"}}``: errors relative to
-    predicting 0 (MSE divided by the mean squared label of that set, so both start at 1).
-    """
+    """Figure 11: a zero-initialised linear model trained by full-batch gradient descent (MSE) on ``n_target``
+    random rows of each of ``reps`` (prepared here), tested on ``reps_test``, the best of ``lrs`` kept. Returns
+    ``{name: {"steps", "train_rel", "test_rel", "weight_norm", "lr"}}``, errors relative to predicting 0."""
     y, y_test = np.asarray(y, dtype=np.float64), np.asarray(y_test, dtype=np.float64)
     n = len(y)
     if not 1 <= n_target <= n:
@@ -126,9 +93,8 @@ def linear_transfer(reps: dict, reps_test: dict, y, y_test, n_target: int = 100,
 
 
 def weight_norm_at_reduction(train_rel, weight_norm, levels) -> np.ndarray:
-    """Figure 11 (c, d): the weight norm at the first recorded step where the training loss has been
-    reduced by at least each fraction in ``levels`` (reduction ``1 - train_rel``, ``train_rel`` the
-    training loss relative to its value at step 0); NaN for a level never reached."""
+    """Figure 11 (c, d): the weight norm at the first recorded step where the training loss is reduced by each of
+    ``levels`` (``1 - train_rel``); NaN where never reached."""
     red = 1.0 - np.asarray(train_rel, dtype=np.float64)
     wn = np.asarray(weight_norm, dtype=np.float64)
     if red.shape != wn.shape or red.ndim != 1:
@@ -147,15 +113,9 @@ def weight_norm_at_reduction(train_rel, weight_norm, levels) -> np.ndarray:
 def transfer_runs(n_runs: int, seed: int = 0, width: int = 60, n_source: int = 10000, n_test: int = 1000,
                   epochs: int = 50, n_target: int = 100, lrs: Sequence[float] = (0.1, 1.0, 10.0), steps: int = 10000,
                   log: Callable[[str], None] | None = None) -> tuple[list, list, list, list]:
-    """Every run of Figures 10-12. Run ``r`` (seed ``seed + r``) is :func:`peaks_transfer_run` with one hidden
-    layer of ``width`` units (Figures 10, 11), the same with three (Figure 12), and Figure 11's linear models
-    (:func:`linear_transfer`, seed ``seed + r``) for the related and the unrelated task on the one-hidden-layer
-    network's representations, recorded at step 0 and 60 log-spaced steps up to ``steps``
-    (:func:`layersim.papers.alignment.transfer.recorded_steps`). The representations themselves are dropped.
-
-    Returns ``(runs, deep, linear, seconds)``: the one- and three-hidden-layer runs, ``linear[r]``
-    ``{target kind: {representation: curves}}`` and each run's wall time. ``log`` gets one line per run.
-    """
+    """Every run of Figures 10-12: run ``r`` (seed ``seed + r``) is :func:`peaks_transfer_run` with one hidden
+    layer of ``width``, with three, and :func:`linear_transfer` for T1 and T2, recorded at :func:`recorded_steps`.
+    Returns ``(runs, deep, linear, seconds)``; ``log`` gets a line per run."""
     if n_runs < 1:
         raise ValueError(f"n_runs must be at least 1, got {n_runs}")
     record = transfer.recorded_steps(steps, 60)
@@ -195,10 +155,8 @@ def area_summary(areas: Mapping) -> str:
 
 
 def linear_test_errors(linear: Sequence[dict]) -> dict:
-    """Figure 11's numbers from :func:`transfer_runs`' linear models: for every ``(target kind, representation)``
-    the relative test error per run averaged along the recorded steps ``>= 1`` (``"mean"``, the whole learning
-    curve) and at the last step (``"final"``); ``"step_sizes"``: ``{"<kind>/<representation>": [step size
-    kept, per run]}``."""
+    """Figure 11's numbers per ``(target kind, representation)``: relative test error per run averaged over steps
+    ``>= 1`` (``"mean"``) and at the last (``"final"``); ``"step_sizes"`` kept per run."""
     if not linear:
         raise ValueError("no runs")
     curves = {(k, n): np.array([x[k][n]["test_rel"] for x in linear]) for k in TARGET_KINDS for n in REPRESENTATIONS}
@@ -226,9 +184,8 @@ def layer_areas(deep: Sequence[dict], thresholds) -> dict:
 
 
 def gap_claim(d, note: str) -> dict:
-    """A claim on per-run differences ``d`` (positive = the paper's direction): the value is the mean minus two
-    standard errors (:func:`layersim.measures.trends.lower_bound`), required to be ``> 0``; the mean, standard
-    error, fraction of runs with ``d > 0`` and every ``d`` are recorded."""
+    """A claim on per-run differences ``d`` (positive = the paper's direction): mean minus two standard errors,
+    required ``> 0``; mean, standard error, fraction positive and every ``d`` recorded."""
     d = np.asarray(d)
     m, se = trends.mean_se(d)
     return results.measure(trends.lower_bound(d), note=f"{note}; mean {float(m):.3f} ± {float(se):.3f}",
@@ -272,9 +229,8 @@ def transfer_claims(areas: Mapping, test_mean: Mapping) -> dict:
 
 def transfer_numbers(runs: Sequence[dict], deep: Sequence[dict], errors: Mapping, deep_areas: Mapping,
                      seconds: Sequence[float]) -> dict:
-    """What a07's ``metrics.json`` records beside the claims: the wall time and setup of every run, the
-    thresholds, the areas and mean curves of Figure 10, the source networks' final training MSE, the linear
-    models' test errors and step sizes (Figure 11) and the three-layer networks' mean area per layer (Figure 12)."""
+    """What a07's ``metrics.json`` records beside the claims: runs' wall times and setups, thresholds, Figure 10's
+    areas and curves, final source MSE, Figure 11's test errors and step sizes, Figure 12's areas per layer."""
     return dict(
         seconds_per_run=list(seconds), setups=[run["setup"]["names"] for run in runs], thresholds=runs[0]["thresholds"],
         alignment_areas=area_table(runs),
@@ -293,9 +249,8 @@ def transfer_numbers(runs: Sequence[dict], deep: Sequence[dict], errors: Mapping
 
 
 def alignment_figure(runs: Sequence[dict]):
-    """Figure 10: for the source, related and unrelated task, the normalised alignment curve of the original
-    inputs, the hidden layer at initialisation and after training on S, mean over the runs with a band of one
-    standard error. Returns the figure."""
+    """Figure 10: for S, T1 and T2, the normalised alignment curves of the inputs and the hidden layer at init and
+    trained, mean over runs with a standard-error band. Returns the figure."""
     tau = runs[0]["thresholds"]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
     for ax, kind, tag in zip(axes, TASK_KINDS, "abc"):
@@ -314,10 +269,8 @@ def alignment_figure(runs: Sequence[dict]):
 
 
 def linear_transfer_figure(linear: Sequence[dict], levels=REDUCTION_LEVELS):
-    """Figure 11: (a, b) the relative training (dashed) and test (solid) error of the linear models along the
-    gradient-descent steps, mean over the runs with a band of one standard error, each representation at its
-    best step size; (c, d) the weight norm at the first step where the training loss is reduced by each fraction
-    in ``levels`` (:func:`weight_norm_at_reduction`, mean over the runs that reach it). Returns the figure."""
+    """Figure 11: (a, b) relative training (dashed) and test (solid) error along the steps, mean with a
+    standard-error band; (c, d) the weight norm per loss reduction in ``levels``. Returns the figure."""
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     for col, kind in enumerate(TARGET_KINDS):
         ax, axw = axes[0, col], axes[1, col]
@@ -345,9 +298,8 @@ def linear_transfer_figure(linear: Sequence[dict], levels=REDUCTION_LEVELS):
 
 
 def layers_figure(deep: Sequence[dict]):
-    """Figure 12: with three hidden layers, the normalised alignment curve of every layer at initialisation
-    (dashed) and after training on S (solid; darker = closer to the output) for the source and the related task,
-    the original inputs for reference; mean over the runs with a band of one standard error. Returns the figure."""
+    """Figure 12: every layer's normalised alignment curve at init (dashed) and trained (solid, darker near the
+    output) for S and T1, with the inputs; mean with a standard-error band. Returns the figure."""
     tau = deep[0]["thresholds"]
     n_layers = len(deep[0]["layer_curves"]["source"]["transfer"])
     shades = plt.cm.Greens(np.linspace(0.45, 1.0, n_layers))

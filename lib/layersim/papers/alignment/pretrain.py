@@ -1,37 +1,11 @@
 """Pre-trained CNNs and feature transfer for the alignment paper's Sections 7.2-7.3 (Figures 13-16, 19-20, Table 1).
 
-Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) take a CNN trained on a source task, read its hidden
-layers on images of a target task and measure how well they align with the target's labels (eq. 2,
-:mod:`layersim.measures.alignment`); then they fine-tune the network on the target. This module holds what the
-three notebooks ``a08_pretrained_cnn``, ``a09_source_similarity`` and ``a10_negative_transfer`` share:
-
-* **the networks**: :class:`SmallCNN` (conv-ReLU-maxpool blocks, then fully connected ReLU layers), the
-  offline stand-in trained here on Fashion-MNIST; at paper scale a torchvision model (``resnet18``,
-  ``resnet50``, ``resnet101``, ``vgg16``), optionally with its ImageNet weights (downloaded by
-  torchvision). :func:`build_cnn` makes either from a :class:`CNNConfig`.
-* **pre-training, cached**: :func:`pretrain_cnn` trains a network with :func:`layersim.train.training.cached_model`
-  (checkpoint keyed by the model, training and data configurations), so the notebooks share checkpoints;
-  ``init_from`` continues from another checkpoint (a10's random-label pre-training starts from a08's model,
-  :func:`random_label_model`). The shared source networks: :data:`layersim.notebook.presets.ALIGNMENT_SOURCE_CNN` (per scale),
-  :func:`source_model` (pre-trained on one class group of :data:`SOURCE_GROUPS`), :func:`pretrained_and_init`
-  (that network and its own initialisation, or torchvision ImageNet weights at paper scale).
-* **data**: :class:`LabelledSubset` (any Dataset restricted, relabelled, optionally transformed; the
-  balanced subsets come from :func:`layersim.inputs.data.class_subset`), :func:`subset_dataset`,
-  :func:`load_images`, :func:`stack`, :func:`random_labels`, :func:`model_input`; a10's domains:
-  :func:`domain_shift` (offline) and :func:`domain_sets` (offline or Office-31, :func:`load_office31`).
-* **per-layer features**: :func:`feature_layers` names the hidden layers, :func:`extract_features`
-  returns them as float64 ``[n, d]`` arrays (forward hooks on torchvision models).
-* **fine-tuning**: :func:`replace_head` and :func:`finetune` (SGD with momentum, the paper's appendix D),
-  :func:`accuracy`.
-* **binary target tasks**: :func:`binary_pairs`; :func:`evaluate_task` compares representations on one task
-  (alignment curves and areas through :func:`layersim.measures.alignment.curve_and_area` with ``gram=True``, the SVD of
-  a wide representation from its n x n Gram matrix; linear models trained by gradient descent), and
-  :func:`transfer_claims` tests Section 7.2's statements on the tasks' runs (a08 here on images; a11,
-  :mod:`layersim.papers.alignment.text`, on text with a pretrained Transformer).
-
-The notebooks' steps built on these, one call each (the tasks of a08, the source comparison of a09, the
-random-label sources of a10, their claims), are in :mod:`layersim.papers.alignment.transfer`, their figures in
-:mod:`layersim.papers.alignment.transfer_figures`.
+A CNN trained on a source task is read on a target task's images and its hidden layers' alignment with the target
+labels measured (eq. 2), then fine-tuned on the target. Shared by notebooks a08-a10: the networks
+(:class:`SmallCNN`, torchvision models; :func:`build_cnn`), cached pre-training (:func:`pretrain_cnn`,
+:func:`source_model`, :func:`pretrained_and_init`), data and domains, per-layer features (:func:`extract_features`),
+fine-tuning (:func:`finetune`), binary target tasks (:func:`evaluate_task`) and Section 7.2's claims
+(:func:`transfer_claims`) (see docs/modules.md, `layersim.papers.alignment.pretrain`).
 """
 
 from __future__ import annotations
@@ -76,10 +50,9 @@ DOMAINS = ("clean", "lowres", "inverted")
 
 @dataclass(frozen=True)
 class CNNConfig:
-    """A CNN: ``arch="small"`` (:class:`SmallCNN` with ``channels`` and ``fc``) or a torchvision name
-    from :data:`TORCHVISION_ARCHS` (``weights``: a torchvision weights name such as ``"IMAGENET1K_V1"``,
-    downloaded on first use; None = random initialisation; with weights the head has 1000 outputs
-    until :func:`replace_head`)."""
+    """A CNN: ``arch="small"`` (:class:`SmallCNN` with ``channels``, ``fc``) or a :data:`TORCHVISION_ARCHS` name;
+    ``weights``: a torchvision weights name (downloaded; None = random init; 1000 outputs until
+    :func:`replace_head`)."""
 
     arch: str = "small"
     in_chans: int = 1
@@ -99,9 +72,9 @@ class CNNConfig:
 
 
 class SmallCNN(nn.Module):
-    """``len(channels)`` blocks of 3x3 convolution (padding 1), ReLU and 2x2 max-pooling, then fully
-    connected ReLU layers ``fc`` and a linear ``head``. Its hidden layers (:attr:`layer_names`:
-    ``conv1, conv2, ..., fc1, fc2, ...``) are the block and layer outputs after their ReLU (and pooling)."""
+    """``len(channels)`` blocks of 3x3 convolution, ReLU and 2x2 max-pooling, then ReLU layers ``fc`` and a linear
+    ``head``; its hidden layers (:attr:`layer_names`, ``conv1, ..., fc1, ...``) are outputs after ReLU (and
+    pooling)."""
 
     def __init__(self, cfg: CNNConfig):
         super().__init__()
@@ -133,6 +106,21 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.hidden(x)[-1])
+
+
+adapters.register(adapters.Adapter(
+    name="small_cnn",
+    models="the alignment paper's small CNN (`layersim.papers.alignment.pretrain.SmallCNN`): conv stages, then fully "
+           "connected layers (`conv1, ..., fc1, ...`); `token='all'` flattens a map, `'mean'` averages it",
+    matches=lambda m: isinstance(m, SmallCNN),
+    blocks=lambda m: [*m.blocks, *m.fcs],
+    set_blocks=adapters.no_surgery(adapters.CNN_SURGERY),
+    final_norm=adapters.identity,
+    head=lambda m: m.head,
+    run=lambda m, x: m(x),
+    token="all",
+    uniform=False,
+), replace=True)
 
 
 def build_cnn(cfg: CNNConfig, seed: int | None = 0) -> nn.Module:
@@ -175,10 +163,8 @@ def replace_head(model: nn.Module, num_classes: int, seed: int = 0) -> nn.Module
 
 
 def feature_layers(model: nn.Module) -> list[str]:
-    """Names of the hidden layers :func:`extract_features` reads, input side first: the blocks of the model's
-    adapter (:func:`layersim.nets.adapters.get`), named as SmallCNN names them (``conv1..convK, fc1..fcM``)
-    or by their path in the model (ResNet: ``layer1..layer4``, ``avgpool``; VGG: ``features``,
-    ``classifier.1``, ``classifier.4``)."""
+    """Names of the hidden layers :func:`extract_features` reads, input side first: ``conv1..convK, fc1..fcM`` for a
+    SmallCNN, else their paths (ResNet ``layer1..layer4``, ``avgpool``; VGG ``features``, ``classifier.1``, ``.4``)."""
     blocks = adapters.get(model).blocks(model)
     if isinstance(model, SmallCNN):
         return list(model.layer_names)
@@ -188,15 +174,9 @@ def feature_layers(model: nn.Module) -> list[str]:
 
 def extract_features(model: nn.Module, images, layers: Sequence[str] | None = None, batch_size: int = 256,
                      device: str | torch.device = "cpu", spatial: str = "flatten") -> dict[str, np.ndarray]:
-    """Hidden representations ``{layer: float64 [n, d]}`` of ``images`` (a tensor ``[N, C, H, W]`` or a
-    Dataset of ``(image, label)``), for ``layers`` (default: all of :func:`feature_layers`).
-
-    The layers are the blocks of the model's adapter (``small_cnn``, ``torchvision_resnet``,
-    ``torchvision_vgg`` in :mod:`layersim.nets.adapters`), read in one pass by
-    :func:`layersim.nets.models.layer_outputs`; this names them as :func:`feature_layers` does.
-    Convolutional maps are flattened (``spatial="flatten"``) or averaged over positions (``"avg"``,
-    for the large maps of torchvision models). The model is run in eval mode without gradients.
-    """
+    """Hidden representations ``{layer: float64 [n, d]}`` of ``images`` (``[N, C, H, W]`` or a Dataset of ``(image,
+    label)``) for ``layers`` (default :func:`feature_layers`), read in one pass in eval mode. Convolutional maps are
+    flattened (``spatial="flatten"``) or averaged over positions (``"avg"``)."""
     tokens = {"flatten": "all", "avg": "mean"}
     if spatial not in tokens:
         raise ValueError(f"spatial must be 'flatten' or 'avg', got {spatial!r}")
@@ -247,13 +227,9 @@ def stack(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1) -> torch.Tensor:
-    """a10's offline stand-in for Office-31's domains, on images with pixels in [0, 1] ``[N, C, H, W]``.
-
-    ``"clean"``: unchanged (Amazon's product shots on a plain background); ``"lowres"``: averaged over
-    2x2 pixels, upsampled back bilinearly, plus Gaussian pixel noise of s.d. ``noise`` (the low-resolution
-    webcam); ``"inverted"``: ``1 - x`` (light background, dark object: a different camera and scene).
-    Values stay in [0, 1]; the noise is drawn from ``seed``.
-    """
+    """a10's offline stand-in for Office-31's domains on ``[N, C, H, W]`` pixels in [0, 1]: ``"clean"`` (unchanged),
+    ``"lowres"`` (2x2 average, upsampled, plus Gaussian noise ``noise`` from ``seed``) or ``"inverted"``
+    (``1 - x``)."""
     X = torch.as_tensor(X, dtype=torch.float32)
     if X.ndim != 4:
         raise ValueError(f"images must be [N, C, H, W], got shape {tuple(X.shape)}")
@@ -275,14 +251,10 @@ def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1
 def pretrain_cnn(cfg: CNNConfig, train_cfg: training.TrainConfig, train_set, data_desc: dict,
                  init_from: tuple[nn.Module, str] | None = None, device: str | torch.device = "auto",
                  progress: bool = False, retrain: bool = False) -> tuple[nn.Module, dict]:
-    """Train the network of ``cfg`` on ``train_set`` (a Dataset, or a callable returning one, called only
-    when no checkpoint exists), or load it from the cache: :func:`layersim.train.training.cached_model` with
-    prefix ``"cnn"`` (AdamW, ``train_cfg``'s schedule and cross-entropy).
-
-    ``init_from=(model, key)``: start from a copy of ``model`` (whose checkpoint key is ``key``) with a new
-    ``cfg.num_classes``-way head instead of a random initialisation; the key enters the cache key.
-    Returns ``(model in eval mode, meta)``.
-    """
+    """Train the network of ``cfg`` on ``train_set`` (or a callable, called only when no checkpoint exists) with
+    :func:`layersim.train.training.cached_model` (prefix ``"cnn"``), or load it. ``init_from=(model, key)``: start
+    from a copy of ``model`` with a new head, ``key`` entering the cache key. Returns
+    ``(model in eval mode, meta)``."""
     desc = dict(data_desc)
     if init_from is not None:
         base, base_key = init_from
@@ -325,14 +297,10 @@ def accuracy(model: nn.Module, data, batch_size: int = 512, device: str | torch.
 def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: int = 10, lr: float = 0.01,
              momentum: float = 0.9, weight_decay: float = 1e-4, batch_size: int = 64, seed: int = 0,
              new_head: bool = True, device: str | torch.device = "cpu", eval_every: int = 1) -> tuple[nn.Module, dict]:
-    """Fine-tune a copy of ``model`` end to end (the paper's appendix D: SGD with momentum 0.9, weight
-    decay 1e-4, cross-entropy) on ``train_data``; ``new_head``: first replace its classifier by a fresh
-    ``num_classes``-way layer (:func:`replace_head`). Data: ``(images, labels)`` tensors or Datasets.
-
-    Returns ``(fine-tuned copy, history)``; history has ``train_loss`` per epoch, ``test_accuracy`` at the
-    epochs ``eval_epochs`` (0 = before training, then every ``eval_every`` epochs and the last one; evaluating a
-    large test set every epoch costs more than the training) and ``final_accuracy``. ``model`` is not changed.
-    """
+    """Fine-tune a copy of ``model`` end to end (appendix D: SGD, momentum 0.9, weight decay 1e-4) on
+    ``train_data``; ``new_head``: a fresh ``num_classes``-way classifier first. Returns ``(copy, history)``:
+    ``train_loss`` per epoch, ``test_accuracy`` at ``eval_epochs`` (0, every ``eval_every``, the last) and
+    ``final_accuracy``."""
     if epochs < 1 or lr <= 0:
         raise ValueError(f"epochs and lr must be positive, got {epochs}, {lr}")
     dev = resolve_device(device)
@@ -373,15 +341,10 @@ LOSSES = ("squared", "logistic")
 
 def evaluate_task(reps: Mapping[str, tuple[np.ndarray, np.ndarray]], y_train, y_test, thresholds,
                   trained: Sequence[str], lrs: Sequence[float], steps: int, record: Sequence[int] | None = None) -> dict:
-    """Section 7.2's comparison of representations on one binary target task (Figures 13, 19, 20).
+    """Section 7.2's comparison of representations on one binary task (Figures 13, 19, 20).
 
-    ``reps``: ``{name: (train [n, d], test [m, d])}`` features of the same examples; ``y_train``,
-    ``y_test``: labels +-1. Every representation gets its alignment curve and area (eq. 2 through
-    :func:`layersim.measures.alignment.curve_and_area`, on the training half, SVD from the Gram matrix); the
-    ``trained`` ones also get a zero-initialised linear model trained by full-batch gradient descent
-    with each of :data:`LOSSES` (:func:`layersim.measures.alignment.best_linear_curves`: the best of ``lrs`` by
-    final training loss, test losses at the ``record`` steps).
-
+    ``reps``: ``{name: (train [n, d], test [m, d])}``; labels +-1. Each gets its alignment curve and area (eq. 2);
+    the ``trained`` ones a linear model trained by gradient descent with each of :data:`LOSSES` (best of ``lrs``).
     Returns ``{"curves", "areas", "gd": {name: {loss: curves}}, "dims": {name: d}}``.
     """
     missing = [n for n in trained if n not in reps]
@@ -484,12 +447,8 @@ def source_settings(scale: str, **overrides) -> dict:
 
 def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[int] | None = None,
                  device: str | torch.device = "auto", progress: bool = False) -> tuple[nn.Module, dict]:
-    """The network of ``settings`` (:func:`source_settings`) pre-trained on the ``source`` class group
-    (a key of ``SOURCE_GROUPS[dataset]``, or explicit ``classes``) of its data set's training split:
-    ``n_source`` images, balanced over the classes (0 = all), drawn with ``seed``; cached.
-
-    ``meta["source_indices"]`` lists the training-split images it saw (so that target data can avoid them).
-    """
+    """The network of ``settings`` pre-trained (cached) on class group ``source`` (or ``classes``) of the training
+    split: ``n_source`` balanced images (0 = all) drawn with ``seed``; ``meta["source_indices"]`` lists them."""
     s = settings
     if classes is None:
         groups = SOURCE_GROUPS.get(s["dataset"], {})
@@ -515,8 +474,8 @@ def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[i
 
 
 def imagenet_input(size: int = 224):
-    """Transform for torchvision ImageNet models applied to a [0, 1] image tensor: resize the short side to
-    ``size`` and normalise with ImageNet's mean and s.d. (use with ``data.image_dataset(..., normalize=False)``)."""
+    """Transform of a [0, 1] image tensor for torchvision ImageNet models: short side resized to ``size``, ImageNet
+    normalisation."""
     from torchvision import transforms
 
     return transforms.Compose([transforms.Resize(size, antialias=True),
@@ -524,10 +483,9 @@ def imagenet_input(size: int = 224):
 
 
 def load_office31(domain: str, root=None, size: int = 224):
-    """Office-31 (Saenko et al. 2010) ``domain`` ("amazon", "webcam", "dslr") as an ImageFolder of
-    ``<root>/<domain>/images/<class>/*.jpg`` (the original archive's layout), resized to ``size`` and
-    ImageNet-normalised. ``root``: ``$LAYERSIM_OFFICE31`` or ``<cache>/office31``. Paper scale only:
-    Office-31 is not bundled offline."""
+    """Office-31 ``domain`` ("amazon", "webcam", "dslr") as an ImageFolder of
+    ``<root>/<domain>/images/<class>/*.jpg``, resized and ImageNet-normalised; ``root``: ``$LAYERSIM_OFFICE31`` or
+    ``<cache>/office31``. Paper scale only."""
     import os
     from pathlib import Path
 
@@ -558,9 +516,8 @@ def subset_dataset(dataset: str, split: str, classes: Sequence[int], per_class: 
 def load_images(dataset: str, split: str, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
                 exclude=None, domain: str | None = None, transform=None, normalize: bool = True
                 ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-    """:func:`subset_dataset` stacked in memory: ``(X [N, C, H, W], labels 0..k-1, indices into the split)``.
-    ``domain``: apply :func:`domain_shift` to the [0, 1] pixels first, then normalise with the data set's
-    statistics (when ``normalize``)."""
+    """:func:`subset_dataset` stacked: ``(X [N, C, H, W], labels 0..k-1, split indices)``; ``domain``:
+    :func:`domain_shift` before the normalisation."""
     sub = subset_dataset(dataset, split, classes, per_class, seed, exclude, transform,
                          normalize=normalize and domain is None)
     X, y = stack(sub)
@@ -581,14 +538,9 @@ def model_input(X01: torch.Tensor, dataset: str, transform=None) -> torch.Tensor
 
 def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str | torch.device = "auto",
                         progress: bool = False) -> tuple[nn.Module, nn.Module, dict, object]:
-    """A pre-trained network and the same architecture at random initialisation (the paper's "transfer"
-    and "init", Figures 13 and 19), with the checkpoint's meta and the input transform its images need.
-
-    With ``settings["weights"]`` (paper scale): torchvision's ``arch`` with those ImageNet weights
-    (downloaded), the init network drawn from ``seed``, inputs resized to 224 and ImageNet-normalised.
-    Otherwise :func:`source_model` on ``source``; the init network is that model's own initialisation
-    (same seed), and the transform is None (the data set's standardisation, :func:`model_input`).
-    """
+    """A pre-trained network and its architecture at random initialisation (the paper's "transfer" and "init",
+    Figures 13, 19), with the meta and input transform. With ``settings["weights"]``: torchvision ImageNet weights,
+    inputs at 224; else :func:`source_model` and its own initialisation, transform None."""
     if settings.get("weights"):
         cfg = CNNConfig(arch=settings["arch"], in_chans=3, img_size=224, num_classes=1000, weights=settings["weights"])
         meta = {"model": dataclasses.asdict(cfg), "from_cache": None, "source": "ImageNet (torchvision weights)"}
@@ -636,14 +588,9 @@ def check_groups(settings: dict, groups_key: str = "groups", dataset_key: str = 
 
 def domain_sets(dataset: str, domain: str, train_per_class: int | None, test_per_class: int | None,
                 classes: Sequence[int] = tuple(range(10)), seed: int = 0, exclude=None, test_fraction: float = 0.2):
-    """Training and test data of one domain: ``(train, test, train indices)``.
-
-    Offline (``dataset`` an image data set): :func:`load_images` of the training / test split with
-    :func:`domain_shift` ``domain``, ``train_per_class`` / ``test_per_class`` images of every class, skipping
-    ``exclude`` (training split), as ``(X, y)`` tensors. ``dataset="office31"`` (paper scale): the Office-31
-    ``domain`` (:func:`load_office31`) split at random into ``test_fraction`` test images and the rest, as
-    :class:`LabelledSubset` Datasets (``*_per_class`` and ``classes`` are ignored: all 31 classes, all images).
-    """
+    """``(train, test, train indices)`` of one domain: offline, :func:`load_images` with :func:`domain_shift`,
+    per-class counts, skipping ``exclude``, as tensors; for ``"office31"``, a random ``test_fraction`` split of all
+    images as :class:`LabelledSubset` Datasets."""
     if dataset == "office31":
         ds = load_office31(domain)
         targets = np.asarray(ds.targets)
@@ -681,9 +628,8 @@ def images_of(data):
 def random_label_model(base: nn.Module, base_key: str, cfg: CNNConfig, train_data, num_classes: int,
                        train_cfg: training.TrainConfig, data_desc: dict, device: str | torch.device = "auto",
                        progress: bool = False) -> tuple[nn.Module, dict]:
-    """a10's negative-transfer source (Section 7.3, after Wang et al. 2019): ``base`` (checkpoint ``base_key``)
-    with a new ``num_classes``-way head, trained (:func:`pretrain_cnn`, cached) on the images of ``train_data``
-    with labels drawn uniformly at random (``random_labels`` seeded by ``train_cfg.seed``)."""
+    """a10's negative-transfer source (Section 7.3, after Wang et al. 2019): ``base`` with a new head, trained
+    (:func:`pretrain_cnn`, cached) on ``train_data``'s images with uniformly random labels."""
     labels = random_labels(len(labels_of(train_data)), num_classes, seed=train_cfg.seed)
     cfg = dataclasses.replace(cfg, num_classes=num_classes)
     desc = {**data_desc, "labels": "uniform random", "n": len(labels)}

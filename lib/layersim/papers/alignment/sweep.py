@@ -1,23 +1,10 @@
 """Alignment before and after training across network designs (alignment paper, Section 5, Figures 6, 17, 18).
 
-Imani, Hu & White, "Representation Alignment in Neural Networks" (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) train
-fully connected networks in five families of settings, each varying one design choice around a base
-network (depth 4, width 128, Adam, ReLU, batch 64): depth, width, optimiser, activation (tanh,
-PReLU, LeakyReLU, linear) and batch size (32, 128, 256). For every setting they compare the
-alignment (eq. 2) of the final hidden layer after training with the input features and with the same
-layer at initialisation, on training and test data, averaged over 5 runs.
-
-* :func:`settings_grid` -- the five families as ``(family, label, config)`` rows, and the distinct
-  configurations to train (:func:`unique_configs`);
-* :func:`alignment_task` -- the data of one task: binary classification (labels +-1) or regression
-  (targets moved to [-1, 1], Figure 6's caption);
-* :func:`alignment_before_after` -- train one network and measure the three alignment curves on both
-  splits (:func:`input_alignment`: the input features' curves, shared by every network on a task);
-  :func:`layersim.notebook.plotting.alignment_family` draws one panel;
-* :func:`run_sweep` -- every distinct network on every task for several runs; :func:`stacked_curves` one
-  network's curves over the runs (:func:`layersim.papers.alignment.figures.sweep_figure` draws the families);
-  :func:`area_cells` the paper's comparison per network, task and split, :func:`describe_cells` its summary
-  per task, :func:`final_losses` the training loss each network ends with.
+The paper varies one design choice at a time around a base MLP (depth 4, width 128, Adam, ReLU, batch 64): depth,
+width, optimiser, activation and batch size, and compares the final hidden layer's alignment (eq. 2) after training
+with the input and with initialisation. :func:`settings_grid` lists the settings, :func:`alignment_task` the data,
+:func:`alignment_before_after` trains and measures one network, :func:`run_sweep` all of them, and
+:func:`area_cells` makes the comparison.
 """
 
 from __future__ import annotations
@@ -46,9 +33,8 @@ ACTIVATIONS = tuple(mlp.ACTIVATIONS)
 
 
 def check_families(families: dict[str, Sequence]) -> dict[str, list]:
-    """``families`` as ``{family: [values]}`` if every family is a key of :data:`BASE` with a non-empty
-    list of valid values (depth, width, batch size: integers >= 1; an optimiser of :data:`OPTIMIZER_LR`;
-    an activation of :data:`ACTIVATIONS`), else ``ValueError`` naming the family and value."""
+    """``families`` (``{family: [values]}``) if every family is a key of :data:`BASE` with valid values, else
+    ``ValueError`` naming family and value."""
     valid = {"optimizer": lambda v: v in OPTIMIZER_LR, "activation": lambda v: v in ACTIVATIONS}
     is_count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
     if not isinstance(families, dict) or not families:
@@ -68,9 +54,8 @@ def check_families(families: dict[str, Sequence]) -> dict[str, list]:
 
 
 def settings_grid(families: dict[str, Sequence]) -> list[tuple[str, str, dict]]:
-    """Rows ``(family, label, config)``: for each family (a key of :data:`BASE`) every value in turn,
-    the other design choices at the base. ``families`` e.g. ``{"depth": [1, 2, 3, 4]}``
-    (checked by :func:`check_families`)."""
+    """Rows ``(family, label, config)``: each value of each family (e.g. ``{"depth": [1, 2, 3, 4]}``), the other
+    choices at the base."""
     rows = []
     for family, values in check_families(families).items():
         for v in values:
@@ -91,15 +76,9 @@ def unique_configs(rows) -> dict[str, dict]:
 
 
 def alignment_task(name: str, n_train: int, n_test: int, seed: int = 0) -> dict:
-    """Inputs and labels of one task: ``X_train [n, m]``, ``y_train [n]``, ``X_test``, ``y_test``,
-    ``kind`` ("classification" or "regression").
-
-    Classification (:data:`CLASSIFICATION`): images of the task's two classes, pixels in [0, 1],
-    labels ``y = 2t - 1``; fashion-mnist and digits offline, mnist and cifar10 through torchvision
-    (paper scale). Regression: scikit-learn's bundled diabetes data (442 patients, 10 standardised
-    features), the target moved to [-1, 1] with the training range. ``n_train + n_test`` distinct
-    samples are drawn at random (``seed``) from the training split (diabetes: from all 442).
-    """
+    """``X_train``, ``y_train``, ``X_test``, ``y_test``, ``kind`` of one task: two image classes with ``y = 2t - 1``
+    (:data:`CLASSIFICATION`), or diabetes regression with the target moved to [-1, 1]; ``n_train + n_test`` samples
+    drawn with ``seed``."""
     rng = np.random.default_rng(seed)
     if name in CLASSIFICATION:
         X, labels, top = raw_images(name, "train")
@@ -132,19 +111,11 @@ def alignment_task(name: str, n_train: int, n_test: int, seed: int = 0) -> dict:
 
 def alignment_before_after(task: dict, config: dict, epochs: int, seed: int = 0, thresholds=None,
                            input_curves: dict | None = None) -> dict:
-    """Train ``make_mlp`` with ``config`` (:data:`BASE` keys) on ``task`` (:func:`alignment_task`) and
-    measure the alignment of the labels with the input features, the last hidden layer at
-    initialisation and after training, on the training and the test data.
+    """Train ``make_mlp`` with ``config`` on ``task`` (BCE for classification, MSE for regression) and measure the
+    alignment of the input, the last hidden layer at init and trained, on both splits, relative to ``||y||^2``.
 
-    Loss: binary cross-entropy on logits for classification (the authors' demo), mean squared error
-    for regression; step size :data:`OPTIMIZER_LR`. Every curve and area is
-    :func:`layersim.measures.alignment.curve_and_area` (the paper's form of the representation, eq. 2) relative to
-    ``||y||^2`` (it starts at 1). ``thresholds`` default: :func:`layersim.measures.alignment.thresholds_for` for each
-    split's ``n``. ``input_curves``: the input features' curves and areas from :func:`input_alignment` (the
-    same for every network on a task), reused instead of recomputed.
-
-    Returns ``{"train"|"test": {"thresholds", "curves": {"input"|"init"|"trained": [T]}, "areas": {...}}}``
-    plus the training loss ``history``.
+    ``input_curves``: :func:`input_alignment`'s result to reuse. Returns ``{"train"|"test": {"thresholds", "curves",
+    "areas"}}`` plus ``history``.
     """
     missing = set(BASE) - set(config)
     if missing:
@@ -189,14 +160,9 @@ def input_alignment(task: dict, thresholds=None) -> dict:
 
 def run_sweep(tasks: Mapping[str, Sequence[int]], configs: Mapping[str, dict], n_seeds: int, epochs: int,
               seed: int = 0, progress: bool = True) -> tuple[dict, dict]:
-    """Figures 6, 17, 18: every network of ``configs`` (:func:`unique_configs`) on every task of ``tasks``
-    (``{name: [n_train, n_test]}``, :func:`alignment_task`), ``n_seeds`` runs each; run ``r`` draws the task's
-    data and initialises every network with seed ``seed + r``, and the input features' curves
-    (:func:`input_alignment`) are computed once per draw.
-
-    Returns ``(results, seconds)``: ``results[(task, config name)]`` the list of :func:`alignment_before_after`
-    outputs, one per run; ``seconds[task]`` the time spent on that task (printed when ``progress``).
-    """
+    """Figures 6, 17, 18: every network of ``configs`` on every task of ``tasks`` (``{name: [n_train, n_test]}``),
+    ``n_seeds`` runs, run ``r`` seeded ``seed + r``. Returns ``(results, seconds)``:
+    ``results[(task, config name)]`` lists :func:`alignment_before_after` outputs."""
     if int(n_seeds) < 1:
         raise ValueError(f"n_seeds must be at least 1, got {n_seeds}")
     res, seconds = {}, {}
@@ -224,10 +190,8 @@ def stacked_curves(results: Mapping, task: str, config: dict, split: str, rep: s
 
 
 def area_cells(results: Mapping) -> list[dict]:
-    """The paper's comparison (Section 5: trained above both the input features and the initialisation) for
-    every (task, network, split) of :func:`run_sweep`'s ``results``: the mean normalised areas of the input, the
-    initial and the trained final hidden layer over the runs (``area_input``, ``area_init``, ``area_trained``),
-    the standard error of the trained one, and ``above``: whether the trained mean exceeds both others."""
+    """Section 5's comparison per (task, network, split): mean normalised areas ``area_input``, ``area_init``,
+    ``area_trained``, the trained one's standard error, and ``above`` (trained exceeds both)."""
     cells = []
     for (task_name, name), outs in results.items():
         for split in ("train", "test"):
@@ -240,8 +204,7 @@ def area_cells(results: Mapping) -> list[dict]:
 
 
 def describe_cells(cells: Sequence[dict], tasks: Sequence[str]) -> str:
-    """One line per split and task of :func:`area_cells`: the share of networks above both, and the mean areas
-    of the input, the initial and the trained final hidden layer over the networks."""
+    """One line per split and task of :func:`area_cells`: the share of networks above both and the mean areas."""
     lines = []
     for split in ("train", "test"):
         for task_name in tasks:

@@ -1,27 +1,11 @@
-"""The alignment paper's pre-trained-network protocol on text, with a genuinely pretrained Transformer (a11).
+"""The alignment paper's pre-trained-network protocol on text, with a genuinely pretrained Transformer (a11;
+Section 7.2, Figures 13, 19, 20).
 
-Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij, Section 7.2, Figures 13, 19, 20) read networks pretrained
-on ImageNet on binary tasks of other data sets and compare the alignment (eq. 2) of their last hidden layer
-with the input, with the same network at initialisation and with hand-crafted features. The offline
-image stand-in (a08: a small CNN pre-trained on six Fashion-MNIST classes) is neither large nor diverse;
-the one network offline that is, is MiniLM-L6 (``all-minilm-l6-v2``: a 6-block BERT encoder distilled
-and then trained on over a billion sentence pairs). This module holds what the text version of the
-protocol needs; the comparison itself is :func:`layersim.papers.alignment.pretrain.evaluate_task` and
-:func:`layersim.papers.alignment.pretrain.transfer_claims`, shared with a08.
-
-* **tasks**: binary tasks between two Jane Austen novels. :func:`sentence_pool` draws a balanced pool
-  of sentences per novel from one split of the ``austen-novel`` task (:mod:`layersim.inputs.text_tasks`:
-  chunks of 50 sentences, every fifth chunk held out, so no sentence is in both splits);
-  :func:`pair_examples` takes the pool's sentences of two novels with labels 0/1.
-* **the input and hand-crafted features** (sklearn, fitted on the task's training sentences only):
-  :func:`bag_of_words` (word counts: the "input", as raw pixels are for images), :func:`lsa` (TF-IDF
-  then truncated SVD, latent semantic analysis) and :func:`char_ngrams` (TF-IDF of character 2-4-grams);
-  :func:`text_representations` makes all three.
-* **the encoder, pretrained and at initialisation**: :func:`encoders` (same architecture, the initial
-  weights drawn from ``seed`` with the model's own initialiser), :func:`encoder_features` (every layer,
-  index 0 = embedding output, ``i`` = output of block ``i``, at the CLS token and mean-pooled over the
-  tokens, from one forward pass: :func:`layersim.nets.models.collect_tokens` through the model's adapter);
-  :func:`relative_spread` tells a token that varies across sentences from one that is constant.
+The offline encoder is MiniLM-L6 (``all-minilm-l6-v2``), read on binary tasks between two Jane Austen novels
+(:func:`sentence_pool`, :func:`pair_examples`) beside the input and hand-crafted features (:func:`bag_of_words`,
+:func:`lsa`, :func:`char_ngrams`; :func:`text_representations`) and the encoder at initialisation (:func:`encoders`,
+:func:`encoder_features`). The comparison itself is :func:`layersim.papers.alignment.pretrain.evaluate_task`'s (see
+docs/modules.md, `layersim.papers.alignment.text`).
 """
 
 from __future__ import annotations
@@ -61,8 +45,8 @@ def sentence_pool(split: str, per_novel: int, seed: int = 0) -> text_tasks.TextT
 
 
 def pair_examples(labels, pair: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The binary task between the two classes of ``pair`` within a labelled pool: ``(indices into the
-    pool, t)`` with ``t = 0`` for ``pair[0]`` and ``1`` for ``pair[1]``, in pool order."""
+    """The binary task between the two classes of ``pair`` in a labelled pool: ``(pool indices, t)``, ``t = 0`` for
+    ``pair[0]``, 1 for ``pair[1]``, in pool order."""
     labels = np.asarray(labels)
     a, b = (int(c) for c in pair)
     if a == b:
@@ -87,8 +71,8 @@ def _check_texts(train: Sequence[str], test: Sequence[str]) -> None:
 
 
 def bag_of_words(train: Sequence[str], test: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Word counts (sklearn ``CountVectorizer``: lower case, words of two or more letters) over the
-    vocabulary of the ``train`` texts: the text analogue of raw pixels. Float64 ``[n, V]``, ``[m, V]``."""
+    """Word counts (lower case, words of two or more letters) over the ``train`` texts' vocabulary, the text
+    analogue of raw pixels: float64 ``[n, V]``, ``[m, V]``."""
     from sklearn.feature_extraction.text import CountVectorizer
 
     _check_texts(train, test)
@@ -137,10 +121,9 @@ def text_representations(train: Sequence[str], test: Sequence[str], lsa_dims: in
 
 
 def encoders(name: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
-    """``(pretrained, init, tokenizer)``: the registered encoder ``name`` (``layersim.inputs.assets``, e.g.
-    ``"all-minilm-l6-v2"`` offline, ``"bert-base-uncased"`` at paper scale) with its weights, the same
-    architecture with the weights its own initialiser draws under ``seed`` (the paper's "init"; the
-    global random state is left as it was), and the pretrained model's tokenizer. Both in eval mode."""
+    """``(pretrained, init, tokenizer)``: the registered encoder ``name`` with its weights, the same architecture
+    with its own initialiser's weights under ``seed`` (the paper's "init"; global random state kept), and the
+    tokenizer; both models in eval mode."""
     asset = assets.get_asset(name)  # ValueError naming the known assets for an unknown name
     if asset.kind != "model" or not asset.has_tokenizer:
         text_models = [a.name for a in assets.list_assets("model") if a.has_tokenizer]
@@ -158,15 +141,9 @@ def encoders(name: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
 def encoder_features(model: nn.Module, tokenizer: Any, texts: Sequence[str], tokens: Sequence[str] = ("cls", "mean"),
                      max_length: int = 64, batch_size: int = 64, device: Any = "auto",
                      progress: bool = False) -> dict[str, np.ndarray]:
-    """Every layer of ``model`` on ``texts``: ``{token: float32 [L+1, N, d]}`` in the order of ``texts``
-    (index 0 = embedding output, ``i`` = output of block ``i``, no final norm), each text truncated to
-    ``max_length`` tokens; ``tokens``: ``"cls"``, ``"mean"`` (over the non-padding tokens), ... as in
-    :mod:`layersim.nets.models`.
-
-    The texts are batched in order of length (less padding: about twice as fast on Austen sentences)
-    and put back in their order; padding does not change a text's features (the attention mask hides
-    it), so the result equals reading the texts one by one up to float rounding.
-    """
+    """Every layer of ``model`` on ``texts``: ``{token: float32 [L+1, N, d]}`` in text order (index 0 = embedding
+    output, no final norm), texts truncated to ``max_length``; ``tokens``: ``"cls"``, ``"mean"``, ... as in
+    :mod:`layersim.nets.models`. Batched by length; equal to reading texts one by one up to rounding."""
     texts = list(texts)
     if not texts:
         raise ValueError("no texts")
@@ -185,10 +162,9 @@ def encoder_features(model: nn.Module, tokenizer: Any, texts: Sequence[str], tok
 
 
 def relative_spread(H) -> np.ndarray:
-    """How much a token varies across samples, per layer: ``mean_i ||h_i - mean(h)||^2 / ||mean(h)||^2``
-    for ``H [L+1, N, d]`` (or one layer ``[N, d]``). Near 0 the token is the same vector in every sample
-    (e.g. a CLS token that the model does not use), so no label can be aligned with it beyond the
-    constant direction."""
+    """How much a token varies across samples, per layer: ``mean_i ||h_i - mean(h)||^2 / ||mean(h)||^2`` for
+    ``H [L+1, N, d]`` or ``[N, d]``; near 0 the token is constant, so no label aligns with it beyond the constant
+    direction."""
     H = np.asarray(H, dtype=np.float64)
     if H.ndim not in (2, 3) or H.shape[-2] < 2:
         raise ValueError(f"H must be [N, d] or [L+1, N, d] with N >= 2, got shape {H.shape}")

@@ -1,23 +1,11 @@
 """The alignment paper's pre-trained-network protocol on text, one step at a time (Section 7.2; Figures 13, 19, 20;
 notebook a11).
 
-Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) compare the alignment (eq. 2) of a network pretrained on large,
-diverse data with the input, the same network at initialisation and hand-crafted features, on binary tasks it was
-not trained on. a11 runs that comparison with a pretrained text encoder (MiniLM-L6 offline) on tasks between two
-Jane Austen novels; the features are :mod:`layersim.papers.alignment.text`'s and the per-task comparison is
-:func:`layersim.papers.alignment.pretrain.evaluate_task`, shared with a08. This module holds the steps of the
-lesson:
-
-* :func:`read_pools` -- the sentence pools of both splits read by the encoder, pretrained and at initialisation,
-  every layer at the CLS token and mean-pooled; :func:`novel_pairs` -- the target tasks;
-* :func:`task_representations` (one task's representations: the input, the hand-crafted features and every
-  layer of both networks) and :func:`text_transfer_runs` (every task: alignment, linear models, small training
-  sets);
-* :func:`layer_areas` and :func:`token_spreads` -- alignment across depth (Section 5, Figure 7), and how much
-  each token varies across the sentences;
-* :func:`depth_claim` and :func:`text_numbers` -- the claim on depth and what ``metrics.json`` records;
-* the figures: :func:`alignment_figure` (Figure 13a, b), :func:`layers_figure` (alignment across depth, Section 5,
-  Figure 7) and :func:`learning_figure` (Figure 13c, d and the test error after small training sets).
+A pretrained text encoder (MiniLM-L6 offline), the same at initialisation, the input and hand-crafted features are
+compared on tasks between two Austen novels, with :mod:`layersim.papers.alignment.text`'s features and
+:func:`~layersim.papers.alignment.pretrain.evaluate_task`. Steps: :func:`read_pools`, :func:`novel_pairs`,
+:func:`task_representations`, :func:`text_transfer_runs`, :func:`layer_areas`, :func:`token_spreads`, the claims
+(:func:`depth_claim`, :func:`monotone_claim`), :func:`text_numbers` and the figures.
 """
 
 from __future__ import annotations
@@ -56,18 +44,9 @@ def sizes_within_points(settings: Mapping) -> None:
 
 def read_pools(encoder: str, n_points: int, max_length: int, seed: int = 0, device="auto",
                progress: bool = False) -> tuple[dict, dict, float]:
-    """The sentences of the target tasks, read once by each network.
-
-    One pool of ``n_points // 2`` sentences per novel from the training chunks and one from the held-out chunks
-    (:func:`layersim.papers.alignment.text.sentence_pool`, ``seed``); the ``encoder`` pretrained and at
-    initialisation (:func:`~layersim.papers.alignment.text.encoders`, ``seed``) read every sentence, every layer
-    at the CLS token and mean-pooled, truncated to ``max_length`` tokens
-    (:func:`~layersim.papers.alignment.text.encoder_features`).
-
-    Returns ``(pools, feats, seconds)``: ``pools[split]`` for ``"train"`` and ``"validation"``,
-    ``feats[(state, split)][token]`` float32 ``[layers + 1, N, d]`` for the states :data:`STATES`, and the time the
-    reading took.
-    """
+    """The target tasks' sentences read once by each network: a pool of ``n_points // 2`` sentences per novel from
+    the training and held-out chunks, every layer at CLS and mean-pooled. Returns ``(pools, feats, seconds)``,
+    ``feats[(state, split)][token]`` float32 ``[layers + 1, N, d]`` for :data:`STATES`."""
     half = n_points // 2
     pools = {split: at.sentence_pool(split, half, seed=seed) for split in ("train", "validation")}
     pretrained, init, tokenizer = at.encoders(encoder, seed=seed)
@@ -103,14 +82,9 @@ def novel_pairs(n_novels: int, n_tasks: int, seed: int = 0) -> list[tuple[int, i
 
 def task_representations(pools: Mapping, feats: Mapping, pair: Sequence[int], lsa_dims: int, char_features: int,
                          seed: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:
-    """One target task's representations and labels: ``(reps, y_train, y_test)``.
-
-    The sentences of the two novels of ``pair`` in both pools (:func:`~layersim.papers.alignment.text.pair_examples`,
-    labels ``y = +-1``); ``reps`` ``{name: (train, test)}``: the input and the hand-crafted features fitted on the
-    task's training sentences (:func:`~layersim.papers.alignment.text.text_representations`), every layer of both
-    networks in both readings (``"<state> <token> <layer>"``) and the last layer mean-pooled as :data:`PRE` and
-    :data:`INIT`.
-    """
+    """One task's ``(reps, y_train, y_test)``, labels +-1: ``reps`` ``{name: (train, test)}`` holds the input and
+    hand-crafted features, every layer of both networks (``"<state> <token> <layer>"``), and :data:`PRE`,
+    :data:`INIT` (last layer, mean-pooled)."""
     i_tr, t_tr = at.pair_examples(pools["train"].labels, pair)
     i_te, t_te = at.pair_examples(pools["validation"].labels, pair)
     texts_tr = [pools["train"].text_a[i] for i in i_tr]
@@ -129,18 +103,9 @@ def task_representations(pools: Mapping, feats: Mapping, pair: Sequence[int], ls
 def text_transfer_runs(pools: Mapping, feats: Mapping, pairs: Sequence, thresholds, lsa_dims: int, char_features: int,
                        lrs: Sequence[float], steps: int, sizes: Sequence[int], repeats: int, seed: int = 0,
                        log: Callable[[str], None] | None = None) -> tuple[list, list]:
-    """Every target task of Figures 13, 19 and 20.
-
-    For task ``k`` (``pairs[k]``): :func:`task_representations`, then
-    :func:`layersim.papers.alignment.pretrain.evaluate_task` (the alignment curve and area of every representation
-    on ``thresholds``; linear models on :data:`MAIN` with step sizes ``lrs`` and ``steps`` steps, recorded at step 0
-    and 40 log-spaced steps) and the test classification error after small training sets
-    (:func:`layersim.measures.alignment.sample_size_errors`: ``sizes``, ``repeats`` draws, seed ``seed + k``).
-
-    Returns ``(runs, small)``: the :func:`~layersim.papers.alignment.pretrain.evaluate_task` results, each with its
-    ``pair``, and ``small[k]`` ``{name: [len(sizes)]}``, the error averaged over the draws. ``log`` gets one line
-    per task and one with the dimensions of :data:`MAIN`.
-    """
+    """Every task of Figures 13, 19, 20: :func:`task_representations`, then
+    :func:`~layersim.papers.alignment.pretrain.evaluate_task` (linear models on :data:`MAIN`) and test errors after
+    small training sets (``sizes``, ``repeats``). Returns ``(runs, small)``, ``small[k]`` ``{name: [len(sizes)]}``."""
     record = recorded_steps(steps, 40)
     names = pools["train"].label_names
     runs, small = [], []
@@ -204,9 +169,9 @@ def learning_summary(final: Mapping, test_error: Mapping[str, float], err_small:
 
 
 def depth_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
-    """``alignment_rises_with_depth_pretrained`` (alignment across depth, Section 5, Figure 7): the Spearman rank
-    correlation between depth and the pretrained network's mean-pooled area (registered threshold: at least 0.7). Every reading's correlation,
-    its last-minus-embedding difference and its best layer are recorded beside it."""
+    """``alignment_rises_with_depth_pretrained`` (Section 5, Figure 7): the Spearman correlation of depth and the
+    pretrained network's mean-pooled area; every reading's correlation, last-minus-embedding difference and best
+    layer recorded."""
     rho = {k: trends.spearman(np.arange(len(v)), v) for k, v in layer_area.items()}
     return results.measure(
         rho["pre-trained mean"],
@@ -216,10 +181,8 @@ def depth_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
 
 
 def monotone_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
-    """``no_monotone_rise_on_target_task``: the paper's appendix on Figure 12 says that, unlike on the source task,
-    "there is no such monotonous increase in alignment with another task". Value: the fraction of layer steps
-    (embedding output to the last block) at which the pretrained network's mean-pooled area rises; the claim
-    holds when it is below 1 (some step does not rise)."""
+    """``no_monotone_rise_on_target_task`` (the appendix on Figure 12: "no such monotonous increase" on another
+    task): the fraction of layer steps at which the pretrained mean-pooled area rises; holds below 1."""
     area = np.asarray(layer_area["pre-trained mean"], dtype=float)
     if area.size < 2:
         raise ValueError(f"a rise with depth needs at least two layers, got {area.size}")
@@ -231,9 +194,8 @@ def monotone_claim(layer_area: Mapping[str, Sequence[float]]) -> dict:
 def text_numbers(pools: Mapping, pairs: Sequence, thresholds, mean_area: Mapping, layer_area: Mapping,
                  spread: Mapping, runs: Sequence[dict], final: Mapping, err_small: Mapping,
                  sizes: Sequence[int]) -> dict:
-    """What a11's ``metrics.json`` records beside the claims: the novels of every task, the thresholds, the mean
-    areas, the areas by layer, the token spreads, the representations' dimensions, every task's area and the mean
-    curves of :data:`MAIN`, the final losses, the step sizes kept and the small-training-set errors."""
+    """What a11's ``metrics.json`` records beside the claims: each task's novels, thresholds, areas (mean, by layer,
+    per task), token spreads, dimensions, :data:`MAIN`'s mean curves, losses, step sizes and small-set errors."""
     names = pools["train"].label_names
     return dict(
         pairs=[[names[c] for c in p] for p in pairs], thresholds=thresholds, mean_area=dict(mean_area),
@@ -250,9 +212,8 @@ def text_numbers(pools: Mapping, pairs: Sequence, thresholds, mean_area: Mapping
 
 
 def alignment_figure(runs: Sequence[dict], thresholds, depth: int):
-    """Figure 13 (a, b): the mean normalised alignment curves over the tasks (band: one standard error) of (a) the
-    input, the encoder's mean-pooled last block at initialisation and pretrained, (b) the pretrained block against
-    the hand-crafted features (:func:`layersim.notebook.plotting.task_alignment_bands`). Returns the figure."""
+    """Figure 13 (a, b): mean normalised alignment curves over tasks (band: one standard error) of the input and the
+    mean-pooled last block at init and pretrained, then against hand-crafted features. Returns the figure."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     plotting.task_alignment_bands(axes[0], runs, [at.INPUT, INIT, PRE], thresholds, COLORS,
                                   f"(a) mean-pooled block {depth - 1}, {len(runs)} tasks (mean ± s.e.)")
@@ -262,9 +223,8 @@ def alignment_figure(runs: Sequence[dict], thresholds, depth: int):
 
 
 def layers_figure(layer_area: Mapping[str, Sequence[float]], mean_area: Mapping[str, float]):
-    """Alignment across depth (Section 5, Figure 7): the alignment area of every layer (0 = embedding output, then
-    the blocks), mean over the tasks, pretrained and at initialisation, mean-pooled and at the CLS token
-    (:func:`layer_areas`), with the input and the best hand-crafted feature for reference. Returns the figure."""
+    """Alignment across depth (Section 5, Figure 7): every layer's mean area, pretrained and at init, mean-pooled
+    and CLS, with the input and best hand-crafted feature. Returns the figure."""
     depth = len(layer_area["pre-trained mean"])
     fig, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(depth)
@@ -282,9 +242,8 @@ def layers_figure(layer_area: Mapping[str, Sequence[float]], mean_area: Mapping[
 
 
 def learning_figure(runs: Sequence[dict], err_small: Mapping[str, Sequence[float]], sizes: Sequence[int]):
-    """Figure 13 (c, d): training (dashed) and test (solid) loss of the linear models on :data:`MAIN`, mean over
-    the tasks, squared and logistic loss (:func:`layersim.notebook.plotting.linear_learning_curves`); (e) the
-    logistic model's test error after ``sizes`` training sentences (:func:`small_set_errors`). Returns the figure."""
+    """Figure 13 (c, d): training (dashed) and test (solid) losses of :data:`MAIN`'s linear models, mean over tasks;
+    (e) the test error after ``sizes`` training sentences. Returns the figure."""
     fig, axes = plt.subplots(1, 3, figsize=(18, 4.2))
     plotting.linear_learning_curves(axes[:2], runs, list(MAIN), COLORS)
     for n in MAIN:

@@ -1,26 +1,11 @@
 """Feature transfer, one step at a time: the alignment paper's Sections 7.2-7.3 (Figures 13-16, 19-21, Table 1).
 
-Imani, Hu & White (Imani et al., TMLR 2022, https://openreview.net/forum?id=fLIWMnZ9ij) read the hidden layers of a network trained on a source task on
-the images of a target task, measure how well they align with the target's labels (eq. 2) and fine-tune the
-network on the target. :mod:`layersim.papers.alignment.pretrain` holds the networks, their cached training, the
-data and the per-task comparison; this module holds the steps of the three notebooks that use them, each one
-call of a lesson:
-
-* **a08** (Section 7.2; Figures 13, 19, 20): :func:`random_pairs` of target classes, :func:`image_representations`
-  of one task (every hidden layer before and after pre-training, pixels, HOG, RBF features),
-  :func:`cnn_transfer_runs` over the tasks, :func:`layer_areas` (alignment across depth, Section 5, Figure 7) and
-  :func:`cnn_transfer_numbers` (what ``metrics.json`` records).
-* **a09** (Section 7.3; Figures 14, 15, 21): :func:`source_networks` (one per class group),
-  :func:`similarity_tasks` (similar minus dissimilar source, per layer and task), :func:`difference_summary`,
-  :func:`finetune_grid` (every source on every target group) and :func:`similarity_claims`.
-* **a10** (Section 7.3; Figure 16, Table 1): :func:`none_settings`, :func:`none_network`, :func:`domain_data`,
-  :func:`random_label_sources`, :func:`finetune_domains`, :func:`accuracy_drops`, :func:`alignment_drops`,
-  :func:`negative_transfer_claims` and the diagnoses of its misses, :data:`NEGATIVE_TRANSFER_DIAGNOSES`.
-
-Shared: :func:`recorded_steps` (where learning curves are recorded), :func:`network_input` (how a network reads
-its images), :func:`without_indices` (a checkpoint's meta without its list of training images) and
-:func:`accuracy_table` (Figure 15's and Table 1's Markdown tables). The figures are in
-:mod:`layersim.papers.alignment.transfer_figures`.
+:mod:`layersim.papers.alignment.pretrain` holds the networks, data and per-task comparison; this module holds the
+notebooks' steps. a08 (Section 7.2): :func:`image_representations`, :func:`cnn_transfer_runs`, :func:`layer_areas`.
+a09 (Section 7.3, similar sources): :func:`source_networks`, :func:`similarity_tasks`, :func:`finetune_grid`,
+:func:`similarity_claims`. a10 (random-label sources, Table 1): :func:`none_network`, :func:`random_label_sources`,
+:func:`accuracy_drops`, :func:`alignment_drops`, :func:`negative_transfer_claims`. Figures:
+:mod:`~layersim.papers.alignment.transfer_figures`.
 """
 
 from __future__ import annotations
@@ -70,9 +55,8 @@ def without_indices(meta: Mapping) -> dict:
 
 
 def network_input(arch: str) -> tuple[object, str]:
-    """How a source network reads target images: ``(transform, spatial)``. The small CNN reads its own data
-    set's standardised images and flattens its convolutional maps; a torchvision network reads 224-pixel
-    ImageNet-normalised images (:func:`pretrain.imagenet_input`) and averages its maps over positions."""
+    """How a source network reads target images, ``(transform, spatial)``: the small CNN its data set's
+    standardisation, maps flattened; a torchvision network 224-pixel ImageNet-normalised images, maps averaged."""
     if arch == "small":
         return None, "flatten"
     if arch not in pt.TORCHVISION_ARCHS:
@@ -126,12 +110,10 @@ def unit_rows(A) -> np.ndarray:
 def image_representations(pretrained: nn.Module, init: nn.Module, layers: Sequence[str], X_train: torch.Tensor,
                           X_test: torch.Tensor, dataset: str, rbf_gamma: float, transform=None,
                           device: str | torch.device = "cpu") -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Figure 13's representations of one task's training and test images (``[N, C, H, W]``, pixels in [0, 1]),
-    ``{name: (train, test)}``: every hidden layer of the pre-trained and of the initial network
-    (``"pre-trained <layer>"``, ``"init <layer>"``; the last also as :data:`PRETRAINED` and :data:`INIT`), the
-    pixels (:data:`INPUT`), HOG of the grey images (9 orientations, 8 x 8 pixels per cell, 2 x 2 cells per
-    block) and RBF features ``exp(-rbf_gamma ||x - c||^2)`` of the unit-length images, the centres all training
-    images. The networks read :func:`pretrain.model_input` (``transform``, or the data set's standardisation)."""
+    """Figure 13's representations ``{name: (train, test)}`` of one task's images (``[N, C, H, W]`` in [0, 1]):
+    every hidden layer pre-trained and at init (the last also :data:`PRETRAINED`, :data:`INIT`), pixels
+    (:data:`INPUT`), HOG, and RBF features ``exp(-rbf_gamma ||x - c||^2)`` centred on the training images (see
+    docs/modules.md, `layersim.papers.alignment.transfer`)."""
     reps = {}
     for tag, net in (("pre-trained", pretrained), ("init", init)):
         f_tr, f_te = (pt.extract_features(net, pt.model_input(X, dataset, transform), device=device)
@@ -151,11 +133,9 @@ def cnn_transfer_runs(pretrained: nn.Module, init: nn.Module, layers: Sequence[s
                       per_class: int, thresholds, lrs: Sequence[float], steps: int, record, rbf_bandwidth: float,
                       seed: int = 0, exclude=None, transform=None, device: str | torch.device = "cpu",
                       log: Log = print) -> list[dict]:
-    """Section 7.2 on every target task (Figures 13, 19, 20): for the ``k``-th class pair, ``per_class`` training
-    images per class (drawn with ``seed + k``, none of ``exclude``) and as many test images, labels ``2t - 1``,
-    the :func:`image_representations` (RBF bandwidth ``b``: ``gamma = 1 / (2 b^2)``) compared by
-    :func:`pretrain.evaluate_task` (alignment of all; linear models on :data:`TRAINED`). Returns one
-    ``evaluate_task`` result per task, with its ``"pair"``; ``log`` gets a line per task."""
+    """Section 7.2 on every target task (Figures 13, 19, 20): for class pair ``k``, ``per_class`` images per class
+    (seed ``seed + k``, none of ``exclude``), labels ``2t - 1``, :func:`image_representations` compared by
+    :func:`pretrain.evaluate_task`. Returns one result per task with its ``"pair"``."""
     gamma = 1.0 / (2.0 * rbf_bandwidth ** 2)
     runs = []
     for k, pair in enumerate(pairs):
@@ -205,9 +185,8 @@ def learning_summary(runs: Sequence[dict], names: Sequence[str] = TRAINED) -> st
 
 def cnn_transfer_numbers(runs: Sequence[dict], layers: Sequence[str], source_meta: Mapping, pairs,
                          thresholds) -> dict:
-    """What a08 records beside its claims: the source's meta, the pairs and thresholds, the mean areas (all
-    representations, and per hidden layer: :func:`layer_areas`), the areas per task, the mean alignment curves
-    of :data:`SHOWN`, the final losses (:func:`pretrain.final_losses`) and the chosen step sizes."""
+    """What a08 records beside its claims: source meta, pairs, thresholds, mean and per-task areas (also per layer),
+    mean curves of :data:`SHOWN`, final losses and step sizes."""
     final = pt.final_losses(runs)
     return dict(
         source_meta=without_indices(source_meta), pairs=pairs, thresholds=thresholds, mean_area=pt.mean_areas(runs),
@@ -251,11 +230,9 @@ def similarity_tasks(models: Mapping[str, nn.Module], groups: Sequence[str], tar
                      dataset: str, layers: Sequence[str], per_class: int, thresholds, seed: int = 0,
                      transform=None, spatial: str = "flatten", device: str | torch.device = "cpu",
                      log: Log = print) -> list[dict]:
-    """Figure 14 and 21, task by task: for every pair of classes of each target group ``g`` (``per_class``
-    test-split images per class, labels ``2t - 1``), the alignment curve (eq. 2, divided by ``||y||^2``) of each
-    of ``layers`` of the network pre-trained on ``g`` (similar source) minus that of the network pre-trained on
-    the other group (dissimilar), and the difference of their alignment areas. Returns
-    ``[{"group", "pair", "diff": {layer: curve}, "area_diff": {layer: float}}]``."""
+    """Figures 14 and 21 task by task: for each class pair of each target group ``g``, every layer's alignment curve
+    (eq. 2, over ``||y||^2``) of the network pre-trained on ``g`` minus the other group's, and the area difference.
+    Returns ``[{"group", "pair", "diff", "area_diff"}]``."""
     tasks = []
     for g in groups:
         other = _other(groups, g)
@@ -292,10 +269,9 @@ def finetune_grid(models: Mapping[str, nn.Module], groups: Sequence[str], target
                   per_class: int | None, epochs: int, lr: float, batch_size: int, seed: int = 0, exclude=None,
                   transform=None, device: str | torch.device = "cpu", log: Log = print
                   ) -> tuple[dict[tuple[str, str], float], dict[str, dict]]:
-    """Figure 15's table: every source network fine-tuned (:func:`pretrain.finetune`: a new head, SGD) on every
-    target group: ``per_class`` training images per class (None = all) that no source saw (``exclude``), the
-    target classes' whole test split for accuracy. Returns ``(accuracy in per cent by (source, target),
-    history by "source -> target")``; the small offline sets are stacked in memory first."""
+    """Figure 15's table: every source fine-tuned (new head, SGD) on every target group with ``per_class`` unseen
+    images, tested on the whole test split. Returns
+    ``(accuracy in per cent by (source, target), history by "source -> target")``."""
     acc, hist = {}, {}
     for tg in groups:
         classes = target_groups[tg]
@@ -316,9 +292,8 @@ def finetune_grid(models: Mapping[str, nn.Module], groups: Sequence[str], target
 def similarity_numbers(metas: Mapping[str, Mapping], layers: Sequence[str], thresholds, tasks: Sequence[dict],
                        mean_diff: Mapping[str, np.ndarray], mean_area_diff: Mapping[str, float],
                        acc: Mapping[tuple[str, str], float], finetune_history: Mapping[str, dict]) -> dict:
-    """What a09 records beside its claims: the sources' metas (:func:`without_indices`), the layers and thresholds,
-    the mean difference curves and area differences, every task's area differences, the fine-tuned accuracies
-    keyed ``"source -> target"`` and the fine-tuning histories."""
+    """What a09 records beside its claims: sources' metas, layers, thresholds, mean difference curves and areas,
+    per-task differences, fine-tuned accuracies and histories."""
     return dict(
         sources={g: without_indices(m) for g, m in metas.items()}, layers=layers, thresholds=thresholds,
         mean_difference_curves=mean_diff, mean_area_difference=mean_area_diff,
@@ -363,18 +338,16 @@ def similarity_claims(mean_diff: Mapping[str, np.ndarray], mean_area_diff: Mappi
 
 def none_settings(scale: str, arch: str, weights: str | None, n_source: int | None = None,
                   epochs: int | None = None) -> dict:
-    """The settings of Table 1's "None" network: the source networks a08-a10 share at ``scale``
-    (:func:`pretrain.source_settings`) with ``arch`` and ``weights``, and ``n_source`` training images and
-    ``epochs`` where given (a larger None network than a09's; None keeps the shared setting)."""
+    """Settings of Table 1's "None" network: the shared source settings at ``scale`` with ``arch``, ``weights`` and,
+    where given, ``n_source`` and ``epochs``."""
     larger = {k: v for k, v in {"n_source": n_source, "epochs": epochs}.items() if v is not None}
     return pt.source_settings(scale, arch=arch, weights=weights, **larger)
 
 
 def none_network(settings: Mapping, source: str = "clothing", seed: int = 0, device: str | torch.device = "auto"
                  ) -> tuple[nn.Module, str, pt.CNNConfig, dict]:
-    """Table 1's "None" network: the source network of ``settings`` (:func:`pretrain.pretrained_and_init`: a08's
-    CNN pre-trained on ``source`` offline, torchvision's ImageNet weights at paper scale), as ``(network,
-    checkpoint key, its CNNConfig, meta)``; the key of a torchvision network names its arch and weights."""
+    """Table 1's "None" network of ``settings`` (:func:`pretrain.pretrained_and_init`) as
+    ``(network, checkpoint key, CNNConfig, meta)``."""
     base, _, meta, _ = pt.pretrained_and_init(settings, source, seed=seed, device=device)
     key = meta.get("key") or f"torchvision-{settings['arch']}-{settings['weights']}"
     m = meta["model"]
@@ -404,9 +377,8 @@ def random_label_sources(base: nn.Module, base_key: str, base_cfg: pt.CNNConfig,
                          domains: Sequence[str], train_per_class: Sequence[int], n_classes: int, epochs: int,
                          lr: float, milestones: Sequence[int], batch_size: int, seed: int = 0,
                          device: str | torch.device = "auto", log: Log = print) -> tuple[dict, dict]:
-    """Table 1's sources: the None network ``base`` trained on each domain's training images with uniform random
-    labels (:func:`pretrain.random_label_model`, cached; AdamW, weight decay 1e-4, step ``lr`` times 0.1 after
-    each of ``milestones``). Returns ``(networks by name, "None" first, metas by domain)``."""
+    """Table 1's sources: ``base`` trained on each domain's images with random labels
+    (:func:`pretrain.random_label_model`, cached). Returns ``(networks by name, "None" first, metas by domain)``."""
     cfg = training.TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=1e-4, schedule="multistep",
                                milestones=tuple(milestones), seed=seed)
     nets, metas = {"None": base}, {}
@@ -448,11 +420,9 @@ def accuracy_drops(acc: Mapping[tuple[str, str], float], domains: Sequence[str]
 
 def alignment_drops(nets: Mapping[str, nn.Module], test: Mapping, domains: Sequence[str], layer: str,
                     n_classes: int, spatial: str = "flatten", device: str | torch.device = "cpu") -> dict:
-    """Figure 16: for every target domain and every other domain's source, the alignment of ``layer`` (before
-    fine-tuning) of the None network minus that of the source-trained network, on every binary task between two
-    classes of the target's test images (labels +-1; thresholds for the median task size), averaged over the
-    tasks: curves divided by ``||y||^2`` and area differences. Returns ``{"diff": {(s, t): curve}, "area_drop":
-    {(s, t): float}, "n_tasks": {t: int}, "thresholds", "n_pair"}`` (the last two of the last target)."""
+    """Figure 16: per target domain and other domain's source, the None network's alignment of ``layer`` minus the
+    source-trained one's, averaged over the binary tasks of the target's classes. Returns ``{"diff", "area_drop",
+    "n_tasks", "thresholds", "n_pair"}``."""
     diff, area_drop, n_tasks = {}, {}, {}
     tau = n_pair = None
     for t in domains:
@@ -485,9 +455,9 @@ def pair_names(values: Mapping[tuple[str, str], object]) -> dict[str, object]:
     return {f"{s}->{t}": v for (s, t), v in values.items()}
 
 
-#: why Section 7.3's three statements miss at the default scale (``results.diagnose``: ``{claim: (kind, reason)}``),
-#: fixed on 2026-11-26 after the runs over three seeds: a None network with little to lose. The scale check
-#: (``layersim.notebook.seeds.SCALE_CHECKS``) pre-trains the largest None network the offline split allows.
+#: why Section 7.3's three statements miss at the default scale (``results.diagnose``: ``{claim: (kind, reason)}``):
+#: a None network with little to lose. The scale check (``layersim.notebook.seeds.SCALE_CHECKS``) pre-trains the
+#: largest None network the offline split allows.
 _SMALL_NONE = ("our None network, a small CNN trained on 12,000 garment images, and 300-1000 target images give "
                "accuracy changes of a few points, within fine-tuning noise; the paper's ImageNet ResNet-18 loses "
                "18-84 points")

@@ -23,9 +23,8 @@ def _figure(*args, **kwargs):
 
 
 def alignment_bands(runs: Sequence[dict], thresholds, last: str, colors: Mapping[str, str] = COLORS):
-    """Figure 13 (a, b): mean normalised alignment curves over the tasks (band: one standard error) of (a) the
-    input, the last hidden layer ``last`` at initialisation and after pre-training, (b) the pre-trained layer
-    against the hand-crafted features (:func:`layersim.notebook.plotting.task_alignment_bands`)."""
+    """Figure 13 (a, b): mean normalised alignment curves over tasks (band: one standard error) of the input and the
+    last hidden layer ``last`` at init and pre-trained, then against hand-crafted features."""
     fig, axes = _figure(1, 2, figsize=(12, 4))
     plotting.task_alignment_bands(axes[0], runs, [INPUT, INIT, PRETRAINED], thresholds, dict(colors),
                                   f"(a) last hidden layer {last!r}, {len(runs)} tasks (mean ± s.e.)")
@@ -61,9 +60,8 @@ def learning_curves(runs: Sequence[dict], names: Sequence[str] = TRAINED, colors
 
 def similarity_differences(thresholds, tasks: Sequence[dict], mean_diff: Mapping[str, np.ndarray],
                            groups: Sequence[str]):
-    """Figure 14 (left): the mean difference curve, similar minus dissimilar source, of every layer (darker =
-    closer to the output); Figure 21 (right): every task's difference curve at the last layer, coloured by
-    target group (:func:`transfer.similarity_tasks`, :func:`transfer.difference_summary`)."""
+    """Figure 14 (left): every layer's mean difference curve, similar minus dissimilar source; Figure 21 (right):
+    each task's last-layer difference curve coloured by target group."""
     import matplotlib.pyplot as plt
 
     layers = list(mean_diff)

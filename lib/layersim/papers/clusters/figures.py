@@ -1,12 +1,6 @@
-"""The clusters paper's figures (notebooks c01-c03), one panel per fine-tuned run.
-
-Figs. 1, 2, 5, 6 (:func:`cka_maps_figure`): the four CKA maps of one fine-tuned run (ORIG-ORIG, FT-ORIG, FT-FT,
-FT[1]-FT[2]); :func:`diagonals_and_block_scores`: the diagonals of the cross-model maps and the two-cluster
-block-diagonal score of every split (c01);
-Fig. 3 (:func:`truncation_figure`): the task score when the encoder is cut after each layer, for the three
-ways of feeding that layer to the head (UNTUNED, TUNED, TUNEDORIG; ``layersim.papers.clusters.protocol``);
-Fig. 4 (:func:`skip_grid_figure`): the task score with every contiguous span of blocks skipped.
-"""
+"""The clusters paper's figures (notebooks c01-c03): :func:`cka_maps_figure` (Figs. 1, 2, 5, 6: the four CKA maps),
+:func:`diagonals_and_block_scores` (c01), :func:`truncation_figure` (Fig. 3: UNTUNED, TUNED, TUNEDORIG) and
+:func:`skip_grid_figure` (Fig. 4: every contiguous span skipped)."""
 
 from __future__ import annotations
 
@@ -27,9 +21,9 @@ CURVE_COLORS = {"UNTUNED": "tab:green", "TUNED": "tab:blue", "TUNEDORIG": "tab:o
 
 
 def truncation_figure(curves: Mapping[str, Mapping[str, Any]]):
-    """Fig. 3: one panel per run of ``curves`` (``{"<model>/<task>": protocol.truncation_curves(...)}``, the
-    key is the panel's title): validation score against the layer fed to the head for UNTUNED, TUNED and
-    TUNEDORIG, with the full fine-tuned model and the majority class as horizontal lines. Returns the figure."""
+    """Fig. 3: one panel per run of ``curves`` (``{"<model>/<task>": protocol.truncation_curves(...)}``), the
+    validation score against the layer fed to the head for UNTUNED, TUNED and TUNEDORIG, the full model and majority
+    class as lines. Returns the figure."""
     if not curves:
         raise ValueError("truncation_figure needs at least one run's curves")
     fig, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4), squeeze=False)
@@ -47,10 +41,8 @@ def truncation_figure(curves: Mapping[str, Mapping[str, Any]]):
 
 
 def skip_grid_figure(grids: Mapping[str, np.ndarray], base: Mapping[str, Mapping[str, float]]):
-    """Fig. 4: one heatmap per run of ``grids`` (``{"<model>/<task>": protocol.skip_grid(...)}``): rows the
-    first skipped block, columns the last; the colour scale of each panel runs from ``base[key]["majority"]``
-    (the majority-class baseline) to the full model's score ``base[key]["full"]`` (or the grid's best, if
-    higher). Returns the figure."""
+    """Fig. 4: one heatmap per run of ``grids`` (rows: first skipped block, columns: last), coloured from
+    ``base[key]["majority"]`` to ``base[key]["full"]`` (or the grid's best). Returns the figure."""
     if not grids:
         raise ValueError("skip_grid_figure needs at least one run's grid")
     missing = [k for k in grids if k not in base]
@@ -72,9 +64,8 @@ MAP_LABELS = {"FT-ORIG": ("FT block", "ORIG block"), "FT[1]-FT[2]": ("FT[1] bloc
 
 
 def cka_maps_figure(maps: Mapping[str, np.ndarray], title: str):
-    """Figs. 1, 2, 5, 6: one heatmap per map of ``maps`` (``protocol.cka_maps``: kind -> ``[L, L]``, row/column
-    ``l-1`` = block ``l``) on one colour scale, CKA from 0 to 1, as in the paper; ``title`` above them. Returns the
-    figure."""
+    """Figs. 1, 2, 5, 6: one heatmap per map of ``maps`` (kind -> ``[L, L]``, row ``l-1`` = block ``l``), CKA from 0
+    to 1, ``title`` above. Returns the figure."""
     if not maps:
         raise ValueError("cka_maps_figure needs at least one map")
     fig, axes = plt.subplots(1, len(maps), figsize=(4.4 * len(maps), 4.0), squeeze=False)
@@ -88,10 +79,8 @@ def cka_maps_figure(maps: Mapping[str, np.ndarray], title: str):
 
 
 def diagonals_and_block_scores(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]):
-    """Two panels over the runs of ``maps`` (``{(model, task): protocol.cka_maps(...)}``): left, the diagonals of
-    FT-ORIG and FT[1]-FT[2] (block ``l`` of one model against block ``l`` of the other; Figs. 5, 6); right, the
-    two-cluster block-diagonal score of every split of ORIG-ORIG (dotted) and FT-FT
-    (``block_structure.split_scores``). Returns the figure."""
+    """Over the runs of ``maps``: the diagonals of FT-ORIG and FT[1]-FT[2] (left; Figs. 5, 6) and the two-cluster
+    score of every split of ORIG-ORIG (dotted) and FT-FT (right). Returns the figure."""
     if not maps:
         raise ValueError("diagonals_and_block_scores needs at least one run's maps")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))

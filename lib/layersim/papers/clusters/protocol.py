@@ -1,22 +1,11 @@
-"""The clusters paper's protocol (notebooks c01-c03): fine-tuned encoders, their CKA maps,
-truncated and layer-skipped models.
+"""The clusters paper's protocol (notebooks c01-c03): fine-tuned encoders, their CKA maps, truncated and
+layer-skipped models.
 
-Phang, Liu & Bowman (Phang et al., BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42): fine-tune a pretrained encoder on a task (two
-random restarts), read the CLS token of every layer on the validation set and compare layers by
-linear CKA (ORIG-ORIG, FT-ORIG, FT-FT, FT[1]-FT[2]; §3); feed an intermediate layer to the task
-head with and without re-training it (UNTUNED, TUNED, TUNEDORIG; §4); skip every contiguous span
-of layers (§4.1).
-
-Scales (models, tasks and fine-tuning budget in ``layersim.notebook.presets.CLUSTERS_FINETUNE``): the default
-scale fine-tunes pretrained MiniLM-L6 (a 6-layer BERT, offline) on the two Austen tasks of
-``layersim.inputs.text_tasks``; the paper scale RoBERTa-base, ALBERT-large-v2 and ELECTRA-base on the paper's
-tasks (Hugging Face). The fine-tuning itself, the task splits, the CLS features and the layer-wise task
-score are ``layersim.train.finetune``'s (``fine_tuned``, ``task_data``, ``cls_features``, ``layer_scores``),
-shared with the tracing paper's aligned BERT: every notebook that asks for the same settings shares
-the checkpoints.
-
-Layer convention: ``layersim.nets.models`` (entry 0 = the embedding output, ``i`` = block ``i``'s
-output; BERT-like encoders have no final norm, so entry ``L`` is what the head reads).
+Phang, Liu & Bowman (BlackboxNLP 2021, https://aclanthology.org/2021.blackboxnlp-1.42) fine-tune an encoder (two
+restarts), compare the CLS token of every layer by linear CKA (ORIG-ORIG, FT-ORIG, FT-FT, FT[1]-FT[2]; §3), feed an
+intermediate layer to the head with and without re-training (UNTUNED, TUNED, TUNEDORIG; §4), and skip every
+contiguous span (§4.1). Fine-tuning and features are :mod:`layersim.train.finetune`'s (see docs/modules.md,
+`layersim.papers.clusters.protocol`).
 """
 
 from __future__ import annotations
@@ -46,12 +35,9 @@ def original(model: str, num_labels: int, seed: int = 0) -> nn.Module:
 
 
 def cka_maps(ft1: np.ndarray, ft2: np.ndarray | None, orig: np.ndarray) -> dict[str, np.ndarray]:
-    """The paper's four comparisons (Fig. 1) from CLS features ``[L+1, N, d]`` of the same examples,
-    over the blocks ``1..L`` (row/column ``l-1`` = block ``l``): ``"ORIG-ORIG"``, ``"FT-ORIG"`` (rows:
-    fine-tuned blocks, columns: pretrained blocks), ``"FT-FT"`` and, when ``ft2`` (a second restart)
-    is given, ``"FT[1]-FT[2]"`` (rows: restart 1). Entry 0, the embedding output, is left out: at
-    the CLS position it is the same vector for every input (token, position and segment embedding
-    of [CLS]), so its CKA is undefined; the paper's figures also start at layer 1."""
+    """The four comparisons of Fig. 1 from CLS features ``[L+1, N, d]`` over blocks ``1..L`` (row ``l-1`` =
+    block ``l``): ``"ORIG-ORIG"``, ``"FT-ORIG"`` (rows fine-tuned), ``"FT-FT"`` and, given ``ft2``,
+    ``"FT[1]-FT[2]"``. Entry 0 is left out: at CLS it is constant, so its CKA is undefined."""
     ft1, orig = ft1[1:], orig[1:]
     maps = {"ORIG-ORIG": similarity.layer_matrix(orig), "FT-ORIG": similarity.cross_matrix(ft1, orig),
             "FT-FT": similarity.layer_matrix(ft1)}
@@ -68,14 +54,9 @@ def diagonal(M: np.ndarray) -> np.ndarray:
 def tuned_head_curve(model: nn.Module, train_features: np.ndarray, train: text_tasks.TextTask,
                      val_features: np.ndarray, val: text_tasks.TextTask, epochs: int, lr: float,
                      batch_size: int = 32, seed: int = 0) -> np.ndarray:
-    """TUNED / TUNEDORIG (§4 (b), (c)): for every layer, a copy of ``model``'s task head (for BERT:
-    pooler dense + tanh + classifier) re-trained on that layer's training CLS features
-    (``layersim.train.heads.train_head``: Adam, ``epochs``, ``lr``; the features centred and divided by
-    one global scale first, which the head's first linear layer could absorb: the CLS token of
-    early blocks varies by 1e-3 around a vector of norm 10, and a head trained on it raw stayed at
-    chance), scored on the validation features. Pass the fine-tuned model's features for TUNED, the
-    pretrained encoder's for TUNEDORIG (the head starts as the fine-tuned model's either way, so
-    only the features differ)."""
+    """TUNED / TUNEDORIG (§4 (b), (c)): per layer, a copy of ``model``'s task head re-trained on that layer's
+    training CLS features (standardised; ``train_head`` with ``epochs``, ``lr``) and scored on the validation
+    features. Pass the fine-tuned features for TUNED, the pretrained ones for TUNEDORIG."""
     head = models.classifier_head(model)
     out = []
     for l in range(len(train_features)):
@@ -90,14 +71,10 @@ def tuned_head_curve(model: nn.Module, train_features: np.ndarray, train: text_t
 
 def truncation_curves(model: nn.Module, orig: nn.Module, head_train: text_tasks.TextTask, val: text_tasks.TextTask,
                       settings: Mapping[str, Any], seed: int = 0, device: Any = "auto") -> dict[str, Any]:
-    """Fig. 3 (§4) for one fine-tuned ``model`` and its pretrained encoder ``orig`` (:func:`original`): the
-    validation score with the encoder truncated after every layer (entry ``l`` = block ``l``, 0 = the
-    embedding output), as ``{"UNTUNED", "TUNED", "TUNEDORIG": array [L+1], "full": float, "majority": float}``.
-
-    UNTUNED: the fine-tuned head on the fine-tuned layer (``layersim.train.finetune.layer_scores``); TUNED and
-    TUNEDORIG: :func:`tuned_head_curve` on the fine-tuned / pretrained encoder's CLS features of ``head_train``
-    (``settings["head_epochs"]`` epochs at ``settings["head_lr"]``, seeded with ``seed``); ``full``: UNTUNED on
-    the last layer (what the model itself predicts); ``majority``: the majority-class baseline of ``val``."""
+    """Fig. 3 (§4) for ``model`` and its pretrained encoder ``orig``: the validation score with the encoder cut
+    after every layer (entry 0 = embedding output),
+    ``{"UNTUNED", "TUNED", "TUNEDORIG": [L+1], "full", "majority"}``; the heads re-trained on ``head_train`` (see
+    docs/modules.md, `layersim.papers.clusters.protocol`)."""
     H_val, H_tr = finetune.cls_features(model, val, settings, device), finetune.cls_features(model, head_train,
                                                                                               settings, device)
     O_val, O_tr = finetune.cls_features(orig, val, settings, device), finetune.cls_features(orig, head_train,
@@ -126,10 +103,9 @@ def truncation_table(curves: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def truncation_gaps(curves: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
-    """The two numbers of §4's statements per run of ``curves`` (``{key: truncation_curves(...)}``):
-    ``discard[key]`` = the best of UNTUNED and TUNED with the last block removed (entry ``L-1``) minus the
-    full model (``top_layers_discardable``); ``orig_gap[key]`` = the mean over the blocks ``1..L`` of TUNED
-    minus TUNEDORIG (``tunedorig_below_tuned``)."""
+    """§4's two numbers per run: ``discard[key]``, the best of UNTUNED and TUNED without the last block minus the
+    full model (``top_layers_discardable``); ``orig_gap[key]``, mean TUNED minus TUNEDORIG over blocks ``1..L``
+    (``tunedorig_below_tuned``)."""
     discard, orig_gap = {}, {}
     for key, c in curves.items():
         if len(c["UNTUNED"]) < 2:
@@ -159,11 +135,9 @@ def skip_grid(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str
 
 def single_skip_drops(grids: Mapping[str, np.ndarray],
                       base: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
-    """The two numbers of §4.1's statements per run of ``grids`` (``{key: skip_grid(...)}``, with the full
-    model's score in ``base[key]["full"]``), from the drops of single-block skips (full score minus the
-    diagonal of the grid): ``first_margin[key]`` = the drop skipping block 1 minus the largest drop of another
-    single block (``first_layer_critical``); ``late_drop[key]`` = the mean drop over the blocks of the upper
-    half, ``L//2 + 1 .. L`` (``single_late_skips_cheap``)."""
+    """§4.1's two numbers per run, from single-block skip drops (full score minus the grid's diagonal):
+    ``first_margin[key]``, block 1's drop minus the largest other (``first_layer_critical``); ``late_drop[key]``,
+    the mean drop over blocks ``L//2 + 1 .. L`` (``single_late_skips_cheap``)."""
     first_margin, late_drop = {}, {}
     for key, G in grids.items():
         if key not in base:

@@ -1,13 +1,10 @@
-"""Block Redundancy beside the output change of approximating each block (the redundancy paper's §3, §4.2:
-eq. 1, Figs. 3-5 and 7-10; notebook r02).
+"""Block Redundancy beside the output change of approximating each block (the redundancy paper's §3, §4.2: eq. 1,
+Figs. 3-5 and 7-10; notebook r02).
 
-:func:`measure` reads one model on one data set: Block Redundancy of every block on the [CLS] token of held-out
-inputs (``layersim.measures.redundancy.block_redundancy``, eq. 1) and, for every block alone, the MSE between the
-final representation of the model with that block replaced by its RBA map and the original's
-(``layersim.nets.linear_maps.block_approximation_errors``; Figs. 3 and 7). :func:`pca_representations` gives the
-final representations that Figs. 4, 5 and 8-10 project (original, most and least redundant block approximated);
-:func:`rank_agreement` the numbers of the paper's two statements; :func:`redundancy_line` and
-:func:`most_redundant` the notebook's printed and summarised numbers.
+:func:`measure` reads one model on one data set: BR of every block on the [CLS] token (eq. 1) and the MSE of the
+final representation with each block alone replaced by its RBA map (Figs. 3, 7). :func:`pca_representations` gives
+what Figs. 4, 5, 8-10 project; :func:`rank_agreement`, :func:`redundant_block_fidelity` and :func:`depth_trend` the
+tested numbers.
 """
 
 from __future__ import annotations
@@ -26,11 +23,9 @@ __all__ = ["Measured", "depth_trend", "extremes", "measure", "most_redundant", "
 
 
 class Measured(NamedTuple):
-    """One model on one data set: ``br`` (``[L]``, entry ``k-1``: block ``k`` against its input), ``mse``
-    (``[L]``, entry ``k-1``: the output MSE with block ``k`` approximated), and what they were measured with:
-    the ``model``, the ``fit`` batches (RBA maps), the ``held`` batches (BR and MSE) and their ``labels`` (None
-    for texts); ``spread``: the original final representation's mean squared deviation from its mean (its
-    variance per feature), the MSE of a representation that keeps nothing of the input (its mean)."""
+    """One model on one data set: ``br`` and ``mse`` (``[L]``, entry ``k-1`` for block ``k``), the ``model``,
+    ``fit``, ``held`` batches and ``labels`` (None for texts), and ``spread``, the final representation's variance
+    per feature (the MSE of its mean)."""
 
     br: np.ndarray
     mse: np.ndarray
@@ -43,12 +38,9 @@ class Measured(NamedTuple):
 
 def measure(model: Any, tokenizer: Any, spec: redundancy_models.Spec, dataset: str, settings: Mapping[str, Any],
             scale: str, seed: int = 0, device: Any = "auto") -> Measured:
-    """Eq. 1 and Figs. 3, 7 for one model and data set. The RBA maps (one map shared by every token, no
-    intercept) are fitted on ``settings["n_fit"]`` training inputs, BR and the output MSE measured on
-    ``settings["n_eval"]`` held-out inputs (``redundancy_models.inputs`` of ``spec``: batches of
-    ``settings["batch_size"]``, texts cut at ``settings["max_length"]`` tokens, drawn with ``seed``); BR on the
-    [CLS] token of every block's output, the MSE on the final representation (the [CLS] token after the final
-    norm, ``linear_maps.final_representation``)."""
+    """Eq. 1 and Figs. 3, 7 for one model and data set: RBA maps (one shared map, no intercept) fitted on
+    ``settings["n_fit"]`` training inputs; BR on each block's [CLS] token and the final-representation MSE on
+    ``settings["n_eval"]`` held-out inputs drawn with ``seed``. Returns a :class:`Measured`."""
     kw = dict(tokenizer=tokenizer, scale=scale, seed=seed, batch_size=settings["batch_size"],
               max_length=settings["max_length"])
     fit, _ = redundancy_models.inputs(spec, dataset, settings["n_fit"], split="train", **kw)
@@ -73,10 +65,8 @@ def redundancy_line(name: str, dataset: str, br: np.ndarray, mse: np.ndarray) ->
 
 
 def pca_representations(measured: Measured, device: Any = "auto") -> tuple[int, int, np.ndarray, dict[str, np.ndarray]]:
-    """Figs. 4, 5, 8-10: ``(most, least, original, approximated)``: the most and the least redundant block of
-    ``measured`` (1-based, highest and lowest BR), the original model's final representation of the held-out
-    inputs, and ``{"block k approximated (most|least redundant)": final representation}`` with that block alone
-    replaced by its RBA map (fitted on ``measured.fit``), the most redundant first."""
+    """Figs. 4, 5, 8-10: ``(most, least, original, approximated)``, the most and least redundant blocks (1-based),
+    the original final representation, and ``{"block k approximated (most|least redundant)": representation}``."""
     most, least = int(np.argmax(measured.br)) + 1, int(np.argmin(measured.br)) + 1
     original = linear_maps.final_representation(measured.model, measured.held, device=device)
     approx = {}
@@ -89,10 +79,8 @@ def pca_representations(measured: Measured, device: Any = "auto") -> tuple[int, 
 
 def rank_agreement(br: Mapping[tuple[str, str], np.ndarray],
                    mse: Mapping[tuple[str, str], np.ndarray]) -> tuple[dict[str, float], dict[str, bool]]:
-    """The numbers of the paper's two statements, per ``"<model> | <data>"`` pair of ``br`` (``{(model, data):
-    [L]}``, and ``mse`` alike): ``rhos`` = the Spearman correlation over blocks of BR and minus the output MSE
-    (``br_tracks_final_mse``); ``wins`` = whether the most redundant block's approximation has a lower output MSE
-    than the least redundant one's (``approximating_redundant_block_preserves_output``)."""
+    """The two statements' numbers per ``"<model> | <data>"``: ``rhos``, Spearman over blocks of BR and minus the
+    MSE (``br_tracks_final_mse``); ``wins``, whether the most redundant block's MSE is below the least's."""
     missing = [k for k in br if k not in mse]
     if missing:
         raise ValueError(f"no output MSE for {missing}")
@@ -104,12 +92,8 @@ def rank_agreement(br: Mapping[tuple[str, str], np.ndarray],
 
 def redundant_block_fidelity(br: Mapping[tuple[str, str], np.ndarray], mse: Mapping[tuple[str, str], np.ndarray],
                              spread: Mapping[tuple[str, str], float]) -> dict[str, float]:
-    """The number of the paper's takeaway "approximating redundant blocks effectively reduces model parameters and
-    complexity without significantly compromising representation fidelity" (Sec. 4.2), per ``"<model> | <data>"``
-    pair: the output MSE of approximating the most redundant block (highest BR), relative to the original final
-    representation's variance ``spread`` (:class:`Measured`; as ``layersim.measures.redundancy.relative_change``):
-    0 = the final representation unchanged, 1 = as far from it as its mean, which keeps nothing of the input
-    (``redundant_block_approximation_keeps_fidelity`` reads the largest over the pairs)."""
+    """Sec. 4.2's "without significantly compromising representation fidelity" per ``"<model> | <data>"``: the
+    output MSE of approximating the most redundant block over ``spread`` (0 = unchanged, 1 = as far as the mean)."""
     missing = [k for k in br if k not in mse or k not in spread]
     if missing:
         raise ValueError(f"no output MSE or spread for {missing}")
@@ -121,10 +105,8 @@ def redundant_block_fidelity(br: Mapping[tuple[str, str], np.ndarray], mse: Mapp
 
 def extremes(br: Mapping[tuple[str, str], np.ndarray], mse: Mapping[tuple[str, str], np.ndarray]
              ) -> dict[str, dict[str, float]]:
-    """Per ``"<model> | <data>"`` pair, what the notebook's text says of its two ends: the most and the least redundant
-    block (1-based, highest and lowest BR), their BR, the output MSE of approximating each, and ``ratio`` = the
-    least redundant block's output MSE over the most redundant one's (how many times less the latter changes the
-    output)."""
+    """Per ``"<model> | <data>"``: the most and least redundant blocks (1-based), their BR and output MSEs, and
+    ``ratio``, the least redundant's MSE over the most's."""
     out = {}
     for (m, d), b in br.items():
         b, e = np.asarray(b, float), np.asarray(mse[(m, d)], float)
@@ -136,10 +118,8 @@ def extremes(br: Mapping[tuple[str, str], np.ndarray], mse: Mapping[tuple[str, s
 
 
 def depth_trend(br: Mapping[tuple[str, str], np.ndarray]) -> dict[str, float]:
-    """The number of the paper's "in most cases, the BR decreases as the block depth increases" (Sec. 4.2, Fig. 3),
-    per ``"<model> | <data>"`` pair of ``br`` (``{(model, data): [L]}``): the Spearman correlation over blocks between
-    the block's depth (1..L) and its BR; negative where BR falls with depth (``br_decreases_with_depth`` counts the
-    pairs where it is). A pair of fewer than three blocks has no trend to read: ``ValueError``."""
+    """Sec. 4.2's "the BR decreases as the block depth increases" (Fig. 3) per ``"<model> | <data>"``: the Spearman
+    correlation of depth and BR (negative = falls); ``ValueError`` for fewer than three blocks."""
     short = [f"{m} | {d}" for (m, d), v in br.items() if len(v) < 3]
     if short:
         raise ValueError(f"fewer than three blocks, no depth trend to read: {short}")

@@ -1,11 +1,7 @@
-"""The redundancy paper's block-similarity matrices (§4.1, Figs. 2 and 6; notebook r01).
-
-For one model and data set, :func:`block_matrices` reads the [CLS] token of every block's output
-(``layersim.papers.redundancy.models.block_tokens``, the embedding output left out) and returns the
-block-by-block cosine matrix (uncentred, the lens ``"cos/matrix"``) and the linear-CKA matrix (``"cka/matrix"``).
-:func:`matrix_line` and :func:`correlation_lines` are the notebook's printed lines and :func:`model_record` the
-``models`` block of its ``metrics.json``.
-"""
+"""The redundancy paper's block-similarity matrices (§4.1, Figs. 2 and 6; notebook r01): :func:`block_matrices`
+reads every block's [CLS] token and returns the uncentred cosine (``"cos/matrix"``) and linear-CKA
+(``"cka/matrix"``) matrices; :func:`matrix_line`, :func:`correlation_lines` and :func:`model_record` print and
+record them."""
 
 from __future__ import annotations
 
@@ -23,13 +19,9 @@ __all__ = ["block_matrices", "correlation_lines", "matrix_line", "model_record"]
 def block_matrices(model: Any, tokenizer: Any, spec: redundancy_models.Spec, dataset: str,
                    settings: Mapping[str, Any], scale: str, seed: int = 0,
                    device: Any = "auto") -> tuple[np.ndarray, np.ndarray, int]:
-    """Figs. 2 and 6 for one model and data set: ``(cos, cka, N)``, the ``[L, L]`` block-by-block cosine
-    matrix of the [CLS] token (the plain, uncentred cosine of each sample's vectors at two blocks, averaged over
-    samples), its linear-CKA matrix, and the number of inputs read.
-
-    The inputs are ``redundancy_models.inputs`` of ``spec`` on ``dataset``: at most ``settings["n_images"]``
-    test images (0: all) or ``settings["n_texts"]`` texts, in batches of ``settings["batch_size"]``, texts cut
-    at ``settings["max_length"]`` tokens, drawn with ``seed``. Row/column ``l-1`` is block ``l``."""
+    """Figs. 2 and 6 for one model and data set: ``(cos, cka, N)``, the ``[L, L]`` uncentred cosine matrix of the
+    [CLS] token (row ``l-1`` = block ``l``), its linear-CKA matrix, and the inputs read (``settings["n_images"]``, 0
+    = all, or ``settings["n_texts"]``, drawn with ``seed``)."""
     if spec.modality not in ("image", "text"):
         raise ValueError(f"unknown modality {spec.modality!r}; use 'image' or 'text'")
     n = settings["n_images"] if spec.modality == "image" else settings["n_texts"]
@@ -42,8 +34,8 @@ def block_matrices(model: Any, tokenizer: Any, spec: redundancy_models.Spec, dat
 
 
 def matrix_line(name: str, dataset: str, n: int, cos: np.ndarray) -> str:
-    """One progress line: the model, the data set, the inputs read, the blocks, and the smallest and mean cosine
-    between two different blocks (the entries of ``cos`` above the diagonal)."""
+    """One progress line: model, data set, inputs, blocks, and the smallest and mean cosine between different
+    blocks."""
     cos = np.asarray(cos)
     if cos.ndim != 2 or cos.shape[0] != cos.shape[1] or len(cos) < 2:
         raise ValueError(f"cos must be a square matrix of at least 2 blocks, got shape {cos.shape}")

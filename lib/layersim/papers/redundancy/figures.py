@@ -1,15 +1,6 @@
-"""The redundancy paper's figures drawn from the notebooks' tables (notebooks r01-r05).
-
-:func:`block_cosine_grid`: Figs. 2 and 6, one block-by-block cosine heatmap per model and data set (r01).
-:func:`br_and_output_mse`: Figs. 3 and 7, Block Redundancy per block beside the output MSE of approximating that
-block (r02).
-:func:`skip_vs_approx`: Tables 2 and 7 as a figure, the accuracy with each span skipped against the accuracy with it
-approximated (r04).
-:func:`lm_cosine_and_br`, :func:`lm_approx_vs_skip`, :func:`vit_redundancy`: the method on a language model and on
-the standard and the aligned tracing ViT (r05).
-:func:`accuracy_vs_blocks`: Tables 1, 5 and 6 as a figure, the linear classifier's accuracy against the number of
-blocks a model keeps when a span is approximated by one linear map (``layersim.papers.redundancy.rba``).
-"""
+"""The redundancy paper's figures from the notebooks' tables: :func:`block_cosine_grid` (Figs. 2, 6; r01),
+:func:`br_and_output_mse` (Figs. 3, 7; r02), :func:`skip_vs_approx` (Tables 2, 7; r04), :func:`lm_cosine_and_br`,
+:func:`lm_approx_vs_skip`, :func:`vit_redundancy` (r05) and :func:`accuracy_vs_blocks` (Tables 1, 5, 6)."""
 
 from __future__ import annotations
 
@@ -26,11 +17,9 @@ __all__ = ["accuracy_vs_blocks", "block_cosine_grid", "br_and_output_mse", "lm_a
 
 
 def accuracy_vs_blocks(table: pd.DataFrame, offset: float = 0.08):
-    """One panel per model of ``table`` (rows of ``rba.span_accuracies``: ``model``, ``data``, ``span``,
-    ``blocks``, ``accuracy``, ``std``): the mean accuracy over seeds, with its standard deviation as error bar,
-    against the blocks kept, one series per data set (the second data set shifted right by ``offset``, the
-    others left, so that the bars do not overlap), and the unmodified model's accuracy as a dotted line of the
-    series' colour. Returns the figure."""
+    """One panel per model of ``table`` (``rba.span_accuracies`` rows): mean accuracy over seeds (error bar:
+    standard deviation) against blocks kept, one series per data set (offset by ``offset``), the unmodified accuracy
+    dotted. Returns the figure."""
     missing = {"model", "data", "span", "blocks", "accuracy", "std"} - set(table.columns)
     if missing:
         raise ValueError(f"the table lacks the columns {sorted(missing)}")
@@ -54,9 +43,8 @@ def accuracy_vs_blocks(table: pd.DataFrame, offset: float = 0.08):
 
 
 def block_cosine_grid(cos: Mapping[tuple[str, str], np.ndarray]):
-    """Figs. 2 and 6: one row per model, one heatmap per data set of ``cos`` (``{(model, data set): [L, L]}``,
-    row/column ``l-1`` = block ``l``; models and data sets in the order of its keys); the cells of a model with
-    fewer data sets than the widest row are left empty. Returns the figure."""
+    """Figs. 2 and 6: one row per model, one heatmap per data set of ``cos`` (``{(model, data set): [L, L]}``), in
+    key order. Returns the figure."""
     if not cos:
         raise ValueError("block_cosine_grid needs at least one cosine matrix")
     data: dict[str, list[str]] = {}
@@ -79,10 +67,9 @@ def block_cosine_grid(cos: Mapping[tuple[str, str], np.ndarray]):
 
 
 def skip_vs_approx(table: pd.DataFrame):
-    """Tables 2 and 7: one panel per (model, data set) of ``table`` (rows of ``skip_vs_approx.span_rows``:
-    ``model``, ``data``, ``span``, ``blocks``, ``skip``, ``approx``; pairs in the order of the table): each span's
-    mean accuracy skipped (x) against approximated (y), single blocks (the most blocks kept) as squares, the
-    diagonal dotted and the unmodified model's accuracy as a grey line. Returns the figure."""
+    """Tables 2 and 7: per (model, data set) of ``table`` (``skip_vs_approx.span_rows``), each span's accuracy
+    skipped (x) against approximated (y), single blocks as squares, the diagonal and unmodified accuracy drawn.
+    Returns the figure."""
     missing = {"model", "data", "span", "blocks", "skip", "approx"} - set(table.columns)
     if missing:
         raise ValueError(f"the table lacks the columns {sorted(missing)}")
@@ -109,10 +96,8 @@ def skip_vs_approx(table: pd.DataFrame):
 
 
 def br_and_output_mse(br: Mapping[tuple[str, str], np.ndarray], mse: Mapping[tuple[str, str], np.ndarray]):
-    """Figs. 3 and 7: one column per model of ``br`` (``{(model, data set): [L]}``, entry ``k-1`` = block ``k``;
-    models and data sets in the order of its keys), Block Redundancy per block on top and the MSE of the final
-    representation with that block approximated (``mse``, same keys; log scale) below, one line per data set.
-    Returns the figure."""
+    """Figs. 3 and 7: per model of ``br`` (``{(model, data set): [L]}``), BR per block (top) and the output MSE with
+    that block approximated (``mse``, log scale; bottom), a line per data set. Returns the figure."""
     if not br:
         raise ValueError("br_and_output_mse needs at least one model's Block Redundancy")
     missing = [k for k in br if k not in mse]
@@ -138,8 +123,8 @@ def br_and_output_mse(br: Mapping[tuple[str, str], np.ndarray], mse: Mapping[tup
 
 
 def lm_cosine_and_br(cos: np.ndarray, br: np.ndarray, name: str = "SmolLM2"):
-    """The LM's blocks (r05): the cosine of the last token between all pairs of blocks (``cos``, ``[L, L]``, not
-    annotated) beside Block Redundancy per block (``br``, ``[L]``). Returns the figure."""
+    """The LM's blocks (r05): the last token's cosine between all block pairs (``cos [L, L]``) beside BR per block
+    (``br [L]``). Returns the figure."""
     br = np.asarray(br)
     if np.shape(cos) != (len(br), len(br)):
         raise ValueError(f"cos must be [L, L] for the {len(br)} blocks of br, got shape {np.shape(cos)}")
@@ -155,9 +140,8 @@ def lm_cosine_and_br(cos: np.ndarray, br: np.ndarray, name: str = "SmolLM2"):
 
 
 def lm_approx_vs_skip(table: pd.DataFrame, base_perplexity: float, name: str = "SmolLM2"):
-    """The LM's held-out perplexity (log scale) with each span of ``table`` (rows of ``llm.span_scores``: ``span``,
-    ``ppl_approx``, ``ppl_skip``) approximated and skipped, side by side, and the unmodified model's
-    (``base_perplexity``) dotted. Returns the figure."""
+    """The LM's held-out perplexity (log) per span of ``table`` (``llm.span_scores``), approximated and skipped,
+    with ``base_perplexity`` dotted. Returns the figure."""
     missing = {"span", "ppl_approx", "ppl_skip"} - set(table.columns)
     if missing:
         raise ValueError(f"the table lacks the columns {sorted(missing)}")
@@ -174,8 +158,7 @@ def lm_approx_vs_skip(table: pd.DataFrame, base_perplexity: float, name: str = "
 
 
 def vit_redundancy(vit_br: Mapping[str, np.ndarray], dataset: str):
-    """Block Redundancy per block of each ViT of ``vit_br`` (name -> ``[L]``), [CLS] token on ``dataset``, one
-    line each (r05: the standard and the aligned tracing ViT). Returns the figure."""
+    """BR per block of each ViT of ``vit_br`` (name -> ``[L]``) on ``dataset`` (r05). Returns the figure."""
     if not vit_br:
         raise ValueError("vit_redundancy needs at least one ViT's Block Redundancy")
     fig, ax = plt.subplots(figsize=(6, 3.5))

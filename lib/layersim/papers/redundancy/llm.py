@@ -1,13 +1,10 @@
-"""The redundancy paper's method on a pretrained language model, and on the tracing paper's aligned ViT (notebook
+"""The redundancy paper's method on a pretrained language model and on the tracing paper's aligned ViT (notebook
 r05; the paper leaves "different modalities (e.g., text)" to future work).
 
-On the causal LM ``layersim.papers.redundancy.models.LLM`` (SmolLM2-135M, 30 LLaMA-style blocks): :func:`texts`
-gives the fitting and held-out Austen sentences, :func:`last_token_redundancy` the all-pairs cosine matrix of the
-last token across blocks (as Figs. 2 and 6), Block Redundancy per block (eq. 1) and the unmodified model's
-next-token scores; :func:`span_scores` the next-token perplexity and accuracy with a span of blocks approximated
-by one RBA map and with it skipped (Tables 2 and 7's comparison, judged by what an LM is for).
-:func:`vit_redundancy` reads BR of the standard and the aligned tracing ViT; :func:`lm_claims` and
-:func:`aligned_minus_standard` the numbers of the notebook's three statements.
+On SmolLM2-135M: :func:`texts` (Austen sentences), :func:`last_token_redundancy` (cosine matrix, BR, eq. 1, and base
+scores), :func:`span_scores` (perplexity and accuracy with a span approximated or skipped, as Tables 2, 7).
+:func:`vit_redundancy` reads the tracing ViTs' BR; :func:`lm_claims` and :func:`aligned_minus_standard` give the
+three statements' numbers.
 """
 
 from __future__ import annotations
@@ -28,10 +25,8 @@ __all__ = ["aligned_minus_standard", "last_token_redundancy", "lm_claims", "lm_l
 
 
 def texts(tokenizer: Any, settings: Mapping[str, Any], scale: str, seed: int = 0) -> tuple[list, list]:
-    """``(fit, held)``: batches of ``settings["n_fit"]`` Austen sentences of the training half (the RBA maps are
-    fitted on every token of them) and of ``settings["n_eval"]`` sentences of the held-out half, tokenised by
-    ``tokenizer`` (``redundancy_models.inputs`` of :data:`redundancy_models.LLM`: batches of
-    ``settings["batch_size"]``, at most ``settings["max_length"]`` tokens, drawn with ``seed``)."""
+    """``(fit, held)``: batches of ``settings["n_fit"]`` Austen sentences of the training half (RBA is fitted on
+    every token) and ``settings["n_eval"]`` of the held-out half, tokenised, drawn with ``seed``."""
     kw = dict(tokenizer=tokenizer, scale=scale, seed=seed, batch_size=settings["batch_size"],
               max_length=settings["max_length"])
     fit, _ = redundancy_models.inputs(redundancy_models.LLM, "austen", settings["n_fit"], split="train", **kw)
@@ -41,10 +36,8 @@ def texts(tokenizer: Any, settings: Mapping[str, Any], scale: str, seed: int = 0
 
 def last_token_redundancy(lm: Any, held: list,
                           device: Any = "auto") -> tuple[np.ndarray, np.ndarray, readout.NextToken]:
-    """``(cos, br, base)`` of a causal LM on the held-out batches: ``cos`` the ``[L, L]`` cosine matrix (uncentred,
-    the lens ``"cos/matrix"``) of the last non-padding token between blocks ``1..L``, ``br`` Block Redundancy
-    (eq. 1; entry ``k-1``: block ``k`` against its input, the embedding output for block 1) of that token, and
-    ``base`` the unmodified model's next-token scores (``readout.next_token_scores``)."""
+    """``(cos, br, base)`` of a causal LM on ``held``: the last token's uncentred cosine matrix ``[L, L]`` between
+    blocks, its BR (eq. 1; block 1 against the embedding output) and the unmodified model's next-token scores."""
     H = models.collect(lm, held, token="last", device=device, progress=False).hidden  # [L+1, N, d]
     cos = lenses.apply("cos/matrix", lenses.LayerData(hidden=H[1:]), center=False)
     return cos, redundancy.block_redundancy(H), readout.next_token_scores(lm, held, device=device)
@@ -65,11 +58,9 @@ def spans(settings: Mapping[str, Any]) -> list[tuple[int, int]]:
 
 def span_scores(lm: Any, fit: list, held: list, first: int, last: int, br: np.ndarray,
                 device: Any = "auto") -> dict[str, Any]:
-    """Blocks ``first..last`` (1-based, inclusive) of ``lm`` approximated by one RBA map (``linear_maps.fit_rba``
-    on every token of ``fit``, then ``surgery.replace``) and skipped (``surgery.skip``), each scored by next-token
-    perplexity and accuracy on ``held``. One row: ``span`` (``"k"`` or ``"first-last"``), ``first``, ``last``,
-    ``n_blocks``, ``BR`` (the mean of ``br`` over the span), ``ppl_approx``, ``acc_approx``, ``ppl_skip``,
-    ``acc_skip``."""
+    """Blocks ``first..last`` (1-based, inclusive) of ``lm`` approximated by one RBA map fitted on ``fit``, and
+    skipped, each scored on ``held``. One row: ``span``, ``first``, ``last``, ``n_blocks``, ``BR`` (span mean),
+    ``ppl_approx``, ``acc_approx``, ``ppl_skip``, ``acc_skip``."""
     if not 1 <= first <= last <= len(br):
         raise ValueError(f"span {first}-{last} is not a span of blocks 1..{len(br)} in order")
     rba = linear_maps.fit_rba(lm, fit, first, last, device=device)
@@ -98,9 +89,9 @@ def lm_record(name: str, cos: np.ndarray, br: np.ndarray, base: readout.NextToke
 
 
 def lm_claims(table: pd.DataFrame, base_perplexity: float) -> tuple[float, float]:
-    """The numbers of ``approx_beats_skip_llm`` and ``br_tracks_perplexity`` from a table of :func:`span_scores`
-    rows: the fraction of spans whose perplexity is lower approximated than skipped, and the Spearman correlation
-    over the single blocks between BR and minus the perplexity increase of approximating the block."""
+    """``approx_beats_skip_llm`` and ``br_tracks_perplexity`` from :func:`span_scores` rows: the fraction of spans
+    with lower perplexity approximated than skipped, and the Spearman correlation of single blocks' BR with minus
+    their perplexity increase."""
     missing = {"n_blocks", "BR", "ppl_approx", "ppl_skip"} - set(table.columns)
     if missing:
         raise ValueError(f"the table lacks the columns {sorted(missing)}")
@@ -110,9 +101,8 @@ def lm_claims(table: pd.DataFrame, base_perplexity: float) -> tuple[float, float
 
 
 def vit_redundancy(scale: str, n_images: int, seed: int = 0, device: Any = "auto") -> tuple[dict[str, np.ndarray], str]:
-    """Block Redundancy (eq. 1, [CLS] token) of the standard and the aligned tracing ViT of ``scale``
-    (``redundancy_models.tracing_vits``: t01/t02's checkpoints) on ``n_images`` test images of their own data set
-    (batches of 64, drawn with ``seed``): ``({"ViT (standard)": [L], "ViT (aligned)": [L]}, data set)``."""
+    """BR (eq. 1, [CLS]) of the standard and aligned tracing ViTs of ``scale`` on ``n_images`` test images of their
+    data set: ``({"ViT (standard)": [L], "ViT (aligned)": [L]}, data set)``."""
     vit_br, dataset = {}, ""
     for name, spec in redundancy_models.tracing_vits(scale).items():
         vit, _ = redundancy_models.load(spec, scale, seed=seed, device=device)
@@ -128,8 +118,8 @@ def vit_lines(vit_br: Mapping[str, np.ndarray]) -> str:
 
 
 def aligned_minus_standard(vit_br: Mapping[str, np.ndarray]) -> tuple[float, int]:
-    """The number of ``aligned_vit_blocks_more_redundant``: the mean BR over blocks of ``"ViT (aligned)"`` minus
-    that of ``"ViT (standard)"``, and the number of blocks whose BR is higher in the aligned ViT."""
+    """``aligned_vit_blocks_more_redundant``'s number: the aligned ViT's mean BR minus the standard one's, and the
+    blocks where the aligned BR is higher."""
     missing = {"ViT (aligned)", "ViT (standard)"} - set(vit_br)
     if missing:
         raise ValueError(f"no Block Redundancy of {sorted(missing)}")

@@ -1,22 +1,10 @@
-"""The redundancy paper's models and inputs, per scale (protocol of notebooks r01-r05).
+"""The redundancy paper's models and inputs per scale (notebooks r01-r05).
 
-The paper (Cannistraci et al., 2024, https://arxiv.org/abs/2410.04941, §4 and Table 3) reads five pretrained Hugging Face
-encoders (ViT-S, ViT-B, DiNO-S, DiNO-B, DEiT-S; all 12 blocks) on MNIST, F-MNIST, CIFAR-10 and
-CIFAR-100, always through the [CLS] token of each block's output. None of them exists offline,
-so the default scale reads every pretrained transformer that does and the ViTs trained here:
-
-- ``"ViT (standard)"`` and ``"ViT (aligned)"``: the tracing notebooks' 12-block ViTs
-  (``layersim.notebook.presets.tracing_vit``, the checkpoints t01 and t02 cache), on Fashion-MNIST (their
-  training set, test split) and sklearn's digits resized to 28 x 28 (as the paper runs ImageNet
-  models on MNIST);
-- ``"MiniLM-L6"``: pretrained all-MiniLM-L6-v2 (a 6-block BERT) on Austen sentences and on
-  paragraphs of Python's documentation (two text domains; [CLS] token).
-
-:data:`MODELS` holds each scale's table (name -> :class:`Spec`); :func:`load` builds or loads one
-model, :func:`inputs` gives the batches it reads one data set with, :func:`block_tokens` the
-``[L+1, N, d]`` [CLS] features of every block (``layersim.nets.models.collect``), and
-:func:`pattern_correlations` compares the block-similarity matrices of models and data sets
-(the paper's Fig. 2 claim).
+The paper (Cannistraci et al., 2024, https://arxiv.org/abs/2410.04941, §4, Table 3) reads five pretrained 12-block
+encoders on MNIST, F-MNIST, CIFAR-10 and CIFAR-100 through each block's [CLS] token. None exists offline, so the
+default scale reads the tracing ViTs and MiniLM-L6. :data:`MODELS` holds each scale's :class:`Spec` table;
+:func:`load`, :func:`inputs`, :func:`block_tokens` and :func:`pattern_correlations` build, feed, read and compare
+them (see docs/modules.md, `layersim.papers.redundancy.models`).
 """
 
 from __future__ import annotations
@@ -39,12 +27,9 @@ __all__ = ["LLM", "MODELS", "Spec", "by_pair", "check_spans", "block_tokens", "d
 
 @dataclass(frozen=True)
 class Spec:
-    """One model of a redundancy notebook.
-
-    ``source``: ``"tracing_vit"`` (``name`` = a variant of ``presets.TRACING_VARIANTS``, trained
-    here or loaded from the cache) or ``"asset"`` (``name`` = a model of ``layersim.inputs.assets``).
-    ``modality``: ``"image"`` or ``"text"``; ``data``: the two (or more) data sets it reads.
-    """
+    """One model of a redundancy notebook: ``source`` ``"tracing_vit"`` (``name`` a variant of
+    ``presets.TRACING_VARIANTS``) or ``"asset"``; ``modality`` ``"image"`` or ``"text"``; ``data``: the data sets it
+    reads."""
 
     source: str
     name: str
@@ -70,9 +55,8 @@ MODELS: dict[str, dict[str, Spec]] = {
 
 
 def tracing_vits(scale: str) -> dict[str, Spec]:
-    """The standard and the aligned tracing ViT of ``scale`` (t01/t02's checkpoints; at paper scale
-    DeiT-S trained on CIFAR-10, hours on a GPU), each with its own training data set as its data: what
-    r05 compares at every scale (``MODELS["paper"]`` holds the paper's pretrained encoders instead)."""
+    """The standard and aligned tracing ViTs of ``scale`` (t01/t02's checkpoints; at paper scale DeiT-S on
+    CIFAR-10), each with its own training data set: what r05 compares at every scale."""
     if scale not in presets.TRACING_VIT:
         raise ValueError(f"unknown scale {scale!r}; use one of {sorted(presets.TRACING_VIT)}")
     return {f"ViT ({variant})": Spec("tracing_vit", variant, "image", (presets.tracing_vit(scale, variant)["dataset"],))
@@ -98,9 +82,8 @@ def data_sets(specs: Mapping[str, Spec]) -> list[str]:
 
 
 def load(spec: Spec, scale: str, seed: int = 0, device: Any = "auto", random_init: bool = False) -> tuple[Any, Any]:
-    """``(model, tokenizer or None)`` of ``spec`` in eval mode: a tracing ViT from the checkpoint
-    cache (trained first if missing), or a registered asset (``random_init``: its architecture with
-    random weights, no download; for tests of the paper-scale path)."""
+    """``(model, tokenizer or None)`` of ``spec`` in eval mode: a cached tracing ViT (trained if missing) or a
+    registered asset (``random_init``: random weights, for tests)."""
     if spec.source == "tracing_vit":
         model, _ = training.vit_from_settings(presets.tracing_vit(scale, spec.name), seed=seed, device=device)
         return model.eval(), None
@@ -118,14 +101,9 @@ def inputs(spec: Spec, dataset: str, n: int | None, tokenizer: Any = None, scale
            batch_size: int = 64, max_length: int = 128, split: str = "test") -> tuple[list[Any], np.ndarray | None]:
     """The batches ``spec``'s model reads ``dataset`` with, and their labels (None for texts).
 
-    ``n`` is a cap shared by the data sets a notebook reads (a split smaller than ``n`` is read whole:
-    digits has 360 test images, Fashion-MNIST 10,000); the count used is the length of the labels.
-    Images: at most ``n`` images of the ``split`` (``"test"`` or ``"train"``; stratified, ``seed``-ed; all when
-    None) in [0, 1], prepared by ``data.as_model_input`` like the model's training data (a tracing
-    ViT: its data set's size, channels and statistics; a Hugging Face vision model: ImageNet's
-    224 px RGB and statistics). Texts: at most ``n`` texts of that half of the source (``data.text_sample``:
-    the two halves are disjoint), tokenised by ``tokenizer`` (right padding, at most ``max_length``
-    tokens).
+    ``n`` caps every data set (smaller splits are read whole). Images: at most ``n`` of ``split`` (stratified,
+    ``seed``-ed) prepared like the model's training data. Texts: at most ``n`` of that half of the source, tokenised
+    (right padding, ``max_length``) (see docs/modules.md, `layersim.papers.redundancy.models`).
     """
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
@@ -156,12 +134,9 @@ def _upper(M: np.ndarray) -> np.ndarray:
 
 
 def pattern_correlations(mats: Mapping[tuple[str, str], np.ndarray]) -> dict[str, dict[str, float]]:
-    """Pearson correlations between block-similarity matrices (their entries above the diagonal).
-
-    ``mats``: ``(model, data set) -> [L, L]``. ``same_model``: one model on two data sets
-    (``"model: a vs b"``); ``same_data``: two models of the same number of blocks on one data set
-    (``"data: m1 vs m2"``). The paper's Fig. 2 claim is that the first are higher.
-    """
+    """Pearson correlations between block-similarity matrices ``mats`` (``(model, data set) -> [L, L]``, upper
+    triangle): ``same_model`` (``"model: a vs b"``) and ``same_data`` (``"data: m1 vs m2"``); Fig. 2 claims the
+    first are higher."""
     keys = list(mats)
     out: dict[str, dict[str, float]] = {"same_model": {}, "same_data": {}}
     for i, (m1, d1) in enumerate(keys):

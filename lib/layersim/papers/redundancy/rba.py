@@ -1,17 +1,10 @@
-"""The redundancy paper's classification protocol (§4.3, Tables 1, 2, 5-7): approximate or skip a
-span of blocks, then train a linear classifier on the frozen model's final representation.
+"""The redundancy paper's classification protocol (§4.3, Tables 1, 2, 5-7): approximate or skip a span of blocks,
+then train a linear classifier on the frozen model's final representation.
 
-For one span ``i j`` of the paper's tables (block outputs numbered from 0: the map takes output
-``i`` to output ``j``, removing the blocks in between, ``redundancy.paper_span``), :func:`span_model`
-gives the model with the span approximated (RBA: ``linear_maps.fit_rba`` on the fitting inputs,
-every token, one map, then ``surgery.replace``) or skipped (``surgery.skip``), or the model itself
-for ``None``. :func:`probe_accuracies` reads its final representation (the [CLS] token after the
-final norm) on training and test inputs and trains one linear head per seed
-(``heads.train_linear_head``: Adam, 5 epochs, batch 256, as the paper). :func:`parameter_table`
-counts the parameters of the paper's encoders with each span approximated, from their
-configurations (random-init weights, no download) beside the counts the paper prints
-(:data:`PAPER_PARAMS_M`). :func:`span_accuracies` runs the whole protocol for one model and data set
-(every span of Table 1 the model has), :func:`single_block_drop` reduces the table to the paper's statement.
+:func:`span_model` approximates (RBA, one map fitted on every token) or skips the paper's span ``i j``;
+:func:`probe_accuracies` trains one linear head per seed (Adam, 5 epochs, batch 256); :func:`parameter_table` counts
+parameters beside :data:`PAPER_PARAMS_M`; :func:`span_accuracies` runs the protocol and :func:`single_block_drop`
+gives the statement (see docs/modules.md, `layersim.papers.redundancy.rba`).
 """
 
 from __future__ import annotations
@@ -73,9 +66,8 @@ PAPER_PARAMS_M: dict[str, dict[str, float]] = {
 
 def span_model(model: Any, span: tuple[int, int] | None, mode: str, fit_batches: Any = None,
                device: Any = "auto") -> Any:
-    """``model`` with the paper's ``span`` approximated (``mode="approx"``: RBA fitted on
-    ``fit_batches``) or skipped (``"skip"``); the model itself for ``span=None``. The result is a
-    ``layersim.nets.surgery`` model (nothing is copied; the model is unchanged outside calls)."""
+    """``model`` with the paper's ``span`` approximated (``mode="approx"``: RBA fitted on ``fit_batches``) or
+    skipped (``"skip"``), or itself for ``span=None``; a :mod:`layersim.nets.surgery` model, nothing copied."""
     if mode not in ("approx", "skip"):
         raise ValueError(f"mode must be 'approx' or 'skip', got {mode!r}")
     if span is None:
@@ -91,9 +83,8 @@ def span_model(model: Any, span: tuple[int, int] | None, mode: str, fit_batches:
 def probe_accuracies(model: Any, train_batches: Any, train_labels: Any, test_batches: Any, test_labels: Any,
                      seeds: Sequence[int] = (0, 1, 2), epochs: int = 5, lr: float = 0.01, batch_size: int = 256,
                      device: Any = "auto") -> list[float]:
-    """Test accuracy of one linear head per seed trained on ``model``'s final representation
-    (``linear_maps.final_representation``) of the training inputs (the paper: Adam, 5 epochs,
-    batch 256, three seeds); the features are computed once for all seeds."""
+    """Test accuracy of one linear head per seed on ``model``'s final representation (features computed once; Adam,
+    5 epochs, batch 256, as the paper)."""
     train = linear_maps.final_representation(model, train_batches, device=device)
     test = linear_maps.final_representation(model, test_batches, device=device)
     y_train, y_test = np.asarray(train_labels), np.asarray(test_labels)
@@ -110,9 +101,8 @@ PARAM_MODELS = {"vit_small": "vit-small-patch16-224", "dino_small": "dinov2-smal
 
 def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
                     models: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
-    """Parameters (millions) of each encoder (Hugging Face base model with its pooler, no
-    classifier, built from its configuration with random weights) with each span replaced by one
-    ``d x d`` RBA map (``surgery.replace(...).n_parameters()``): ``{model: {"none": M, "i-j": M}}``."""
+    """Parameters (millions) of each encoder (base model with pooler, random weights from its configuration) with
+    each span replaced by one ``d x d`` map: ``{model: {"none": M, "i-j": M}}``."""
     out: dict[str, dict[str, float]] = {}
     for key, asset in (models or PARAM_MODELS).items():
         model, _ = assets.load_model(asset, random_init=True)
@@ -132,11 +122,8 @@ def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
 
 def protocol_inputs(spec: redundancy_models.Spec, dataset: str, settings: dict[str, Any], scale: str,
                     seed: int = 0) -> tuple:
-    """The three input sets of the classification protocol (§4.3), in this order: ``settings["n_fit"]``
-    training inputs that RBA is fitted on, ``settings["n_train"]`` training inputs and labels for the linear
-    heads and ``settings["n_test"]`` test inputs and labels (0: the whole split), each
-    ``layersim.papers.redundancy.models.inputs`` of ``spec`` in batches of ``settings["batch_size"]``, drawn
-    with ``seed``. Returns ``(fit, train, y_train, test, y_test)``."""
+    """§4.3's inputs ``(fit, train, y_train, test, y_test)``: ``settings["n_fit"]`` for RBA, ``settings["n_train"]``
+    for the heads and ``settings["n_test"]`` to test (0: whole split), drawn with ``seed``."""
     kw = dict(scale=scale, seed=seed, batch_size=settings["batch_size"])
     fit, _ = redundancy_models.inputs(spec, dataset, settings["n_fit"], split="train", **kw)
     train, y_train = redundancy_models.inputs(spec, dataset, settings["n_train"] or None, split="train", **kw)
@@ -146,16 +133,12 @@ def protocol_inputs(spec: redundancy_models.Spec, dataset: str, settings: dict[s
 
 def span_accuracies(model: Any, name: str, spec: redundancy_models.Spec, dataset: str, settings: dict[str, Any],
                     scale: str, seeds: Sequence[int], seed: int = 0, device: Any = "auto") -> list[dict[str, Any]]:
-    """Tables 1, 5, 6 for one model and data set: for every span of Table 1 that ``model`` has
-    (:func:`spans_for`, the unmodified model last), the model with the span approximated (:func:`span_model`,
-    RBA fitted on ``settings["n_fit"]`` training inputs) and the test accuracy of one linear head per seed
-    of ``seeds`` (:func:`probe_accuracies`, Adam at ``settings["probe_lr"]``) trained on
-    ``settings["n_train"]`` training inputs (0: the whole split), tested on ``settings["n_test"]``.
+    """Tables 1, 5, 6 for one model and data set: for every span of :func:`spans_for` (the unmodified model last),
+    the test accuracy of one linear head per seed of ``seeds`` on the approximated model (:func:`protocol_inputs`).
 
-    The inputs are ``layersim.papers.redundancy.models.inputs`` of ``spec`` (batches of
-    ``settings["batch_size"]``, drawn with ``seed``). One row per span: ``model`` (= ``name``), ``data``,
-    ``span`` (:func:`span_label`), ``blocks`` (:func:`blocks_kept`), ``accuracy`` and ``std`` (mean and
-    standard deviation over the seeds) and ``per_seed``."""
+    One row per span: ``model``, ``data``, ``span`` (:func:`span_label`), ``blocks`` (:func:`blocks_kept`),
+    ``accuracy``, ``std`` and ``per_seed``.
+    """
     L = net_models.n_layers(model)
     fit, train, y_train, test, y_test = protocol_inputs(spec, dataset, settings, scale, seed=seed)
     rows = []
@@ -194,11 +177,8 @@ def unmodified_accuracy(table: pd.DataFrame) -> pd.Series:
 
 def single_block_drop(table: pd.DataFrame,
                       spans: Sequence[tuple[int, int]] = tuple(SINGLE_BLOCK_SPANS)) -> tuple[float, dict[str, float]]:
-    """The statement ``rba_keeps_accuracy`` (§4.3): the accuracy lost, in points, when one block is approximated.
-
-    Over the rows of ``table`` (:func:`span_accuracies`) whose span is one of ``spans`` (Table 1's single
-    blocks): the unmodified model's accuracy minus the approximated one's, times 100. Returns the mean over
-    every such row (models, data sets and spans) and its mean per ``"<model> | <data>"`` pair."""
+    """``rba_keeps_accuracy`` (§4.3): the unmodified accuracy minus the approximated, in points, over ``table``'s
+    rows whose span is one of ``spans``; returns the mean and the mean per ``"<model> | <data>"``."""
     base = unmodified_accuracy(table)
     single = table[table.span.isin([span_label(s) for s in spans])]
     if single.empty:

@@ -1,12 +1,7 @@
 """The redundancy paper's ablation (§4.3 "Ablation Analysis", Tables 2 and 7; notebook r04): a span of blocks
-skipped or approximated by one linear map, judged by a linear classifier on the final representation.
-
-:func:`span_rows` runs both operations over every span of Table 2 that one model has, on one data set, with the
-classification protocol of ``layersim.papers.redundancy.rba`` (``span_model``, ``probe_accuracies``);
-:func:`gain_line` is the notebook's progress line, :func:`approx_wins` the statement ``approx_beats_skip``
-("approximating blocks significantly outperforms skipping them in all cases"), :func:`gain_by_pair` its mean gain
-per model and data set and :func:`accuracy_record` the rows as ``metrics.json`` holds them.
-"""
+skipped or approximated by one linear map, judged by a linear classifier on the final representation, with
+:mod:`~layersim.papers.redundancy.rba`'s protocol. :func:`span_rows` runs it; :func:`approx_wins` tests
+``approx_beats_skip``; :func:`gain_line`, :func:`gain_by_pair` and :func:`accuracy_record` report."""
 
 from __future__ import annotations
 
@@ -29,17 +24,13 @@ RECORD_KEYS = ("blocks", "skip", "skip_std", "skip_per_seed", "approx", "approx_
 
 def span_rows(model: Any, name: str, spec: redundancy_models.Spec, dataset: str, settings: dict[str, Any],
               scale: str, seeds: Sequence[int], seed: int = 0, device: Any = "auto") -> list[dict[str, Any]]:
-    """Table 2 for one model and data set: for every span of ``rba.TABLE2_SPANS`` that ``model`` has (the
-    unmodified model last), the span skipped, then approximated (``rba.span_model``: RBA fitted on
-    ``settings["n_fit"]`` training inputs), and the test accuracy of one linear head per seed of ``seeds``
-    (``rba.probe_accuracies``, Adam at ``settings["probe_lr"]`` for ``settings["probe_epochs"]`` epochs, the
-    paper's 5) trained on ``settings["n_train"]`` training inputs (0: the whole split) and tested on
-    ``settings["n_test"]`` (0: the whole split); inputs of ``redundancy_models.inputs`` in batches of
-    ``settings["batch_size"]``, drawn with ``seed``.
+    """Table 2 for one model and data set: for every span of ``rba.TABLE2_SPANS`` it has (unmodified last), skipped
+    then approximated, the test accuracy of one linear head per seed of ``seeds`` (``settings["probe_epochs"]``
+    epochs).
 
-    One row per span: ``model`` (= ``name``), ``data``, ``span`` (``rba.span_label``), ``blocks``
-    (``rba.blocks_kept``), and for each mode ``m`` of :data:`MODES` its mean accuracy over the seeds (``m``),
-    standard deviation (``m_std``) and per-seed accuracies (``m_per_seed``)."""
+    One row per span: ``model``, ``data``, ``span``, ``blocks`` and, per mode ``m`` of :data:`MODES`, ``m``,
+    ``m_std`` and ``m_per_seed``.
+    """
     L = net_models.n_layers(model)
     fit, train, y_train, test, y_test = rba.protocol_inputs(spec, dataset, settings, scale, seed=seed)
     rows = []
@@ -55,8 +46,8 @@ def span_rows(model: Any, name: str, spec: redundancy_models.Spec, dataset: str,
 
 
 def gain_line(rows: Sequence[dict[str, Any]]) -> str:
-    """One progress line for the rows of one model and data set (:func:`span_rows`): in how many spans (the
-    unmodified model left out) approximating beats skipping, and the mean gain in points."""
+    """One progress line for one model and data set: spans where approximating beats skipping, and the mean gain in
+    points."""
     done = [r for r in rows if r["span"] != "none"]
     if not done:
         raise ValueError("gain_line needs at least one row of a span (not only the unmodified model)")
@@ -78,10 +69,8 @@ def _spans(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def approx_wins(table: pd.DataFrame) -> tuple[float, dict[str, Any]]:
-    """The statement ``approx_beats_skip`` (Tables 2, 7) over the rows of ``table`` (:func:`span_rows`, the
-    unmodified model left out): the fraction of (model, data set, span) whose mean accuracy is higher
-    approximated than skipped, and ``{"cases", "wins", "mean_gain_points"}`` (rows, rows won, the mean of
-    approximated minus skipped accuracy in points)."""
+    """``approx_beats_skip`` (Tables 2, 7) over ``table``'s spans: the fraction higher approximated than skipped,
+    and ``{"cases", "wins", "mean_gain_points"}``."""
     spans = _spans(table)
     wins = spans.approx > spans.skip
     return float(wins.mean()), {"cases": int(len(wins)), "wins": int(wins.sum()),
@@ -89,8 +78,7 @@ def approx_wins(table: pd.DataFrame) -> tuple[float, dict[str, Any]]:
 
 
 def gain_by_pair(table: pd.DataFrame) -> dict[str, float]:
-    """The mean of approximated minus skipped accuracy over the spans of each ``"<model> | <data>"`` pair of
-    ``table`` (the unmodified model left out), pairs sorted by model and data set."""
+    """Mean approximated-minus-skipped accuracy per ``"<model> | <data>"`` pair, sorted."""
     spans = _spans(table)
     return {f"{m} | {d}": float(g) for (m, d), g in
             (spans.approx - spans.skip).groupby([spans.model, spans.data]).mean().items()}

@@ -1,18 +1,10 @@
-"""AlignedBERT: an encoder fine-tuned with the standard and with the aligned loss, read at every layer by its
-one shared classifier (tracing paper, §3.2 and App. C.2, Figures 8 and 21; notebook t09).
+"""AlignedBERT: an encoder fine-tuned with the standard and with the aligned loss, read at every layer by its one
+shared classifier (tracing paper, §3.2, App. C.2, Figures 8 and 21; notebook t09).
 
-The paper fine-tunes BERT-base twice on each task, with the cross-entropy of the last layer and with eq. (5),
-the cross-entropies of the shared pooler + classifier on every layer's CLS token weighted by
-``2l / (L(L+1))`` (``layersim.train.finetune.aligned_loss``), and reads both with their own last-layer head on
-every block's CLS token (eq. 2). The fine-tuning, its cache and the features of every layer are
-``layersim.train.finetune``'s, shared with the clusters notebooks (the standard model *is* their checkpoint).
-
-- :data:`OBJECTIVES`: the two models of a task and their losses;
-- :func:`layerwise`: one model fine-tuned (or loaded) and read at every block: accuracy with the shared
-  classifier and COS of the CLS token with the last block; :func:`describe` prints it;
-- :func:`gains`: the statistics the paper's statements are tested on (first-half gain, last-block gap);
-- :func:`checkpoint_records`: the ``checkpoints`` block of ``metrics.json``;
-- :func:`layerwise_figure`: Figure 8 (accuracy and COS per block, standard vs aligned, the majority class).
+The aligned loss is eq. (5) over every layer's CLS token (``layersim.train.finetune.aligned_loss``); fine-tuning,
+cache and features are ``layersim.train.finetune``'s, so the standard model is the clusters notebooks' checkpoint.
+:data:`OBJECTIVES` names the two models, :func:`layerwise` reads one at every block, :func:`gains` gives the tested
+statistics, :func:`checkpoint_records` the ``metrics.json`` block and :func:`layerwise_figure` draws Figure 8.
 """
 
 from __future__ import annotations
@@ -34,12 +26,10 @@ OBJECTIVES: dict[str, str] = {"standard": "ce", "aligned": "aligned"}
 
 def layerwise(model: str, train: text_tasks.TextTask, val: text_tasks.TextTask, settings: Mapping[str, Any],
               name: str, seed: int = 0, device: Any = "auto") -> dict:
-    """Figure 8's reading of one model: encoder ``model`` fine-tuned on ``train`` with the loss of ``name`` (a key
-    of :data:`OBJECTIVES`) under ``settings`` (``presets.CLUSTERS_FINETUNE`` keys and ``epochs``; restart 1, from
-    the cache when trained before: ``layersim.train.finetune.fine_tuned``), then read on ``val`` at every block's
-    CLS token. Returns ``steps`` (the fine-tuning steps, :func:`layersim.train.finetune.steps_of`), ``accuracy``
-    (``[L]``: the shared classifier on blocks ``1..L``, eq. 2), ``cos`` (``[L]``: mean COS of each block's CLS
-    token with the last block's, the ``cos/to_last`` lens) and ``meta`` (the checkpoint's)."""
+    """Figure 8's reading of one model: ``model`` fine-tuned on ``train`` with the loss of ``name``
+    (:data:`OBJECTIVES`) under ``settings`` (restart 1, cached), read on ``val``. Returns ``steps``, ``accuracy``
+    (``[L]``, the shared classifier on blocks ``1..L``, eq. 2), ``cos`` (``[L]``, mean COS of each block's CLS token
+    with the last) and ``meta``."""
     if name not in OBJECTIVES:
         raise ValueError(f"unknown model {name!r}: choose one of {sorted(OBJECTIVES)}")
     n_steps = finetune.steps_of(settings, len(train))
@@ -66,9 +56,9 @@ def _pairs(results: Mapping[str, Mapping]) -> list[str]:
 
 
 def gains(results: Mapping[str, Mapping]) -> tuple[dict[str, float], dict[str, float]]:
-    """The tracing paper's §3.2 statements on every ``"<model>/<task>"`` of ``results`` (``"<model>/<task>/<name>"``
-    -> a :func:`layerwise` result, both names present): ``mid_gain``, the mean over blocks ``1..⌊L/2⌋`` of the
-    aligned minus the standard accuracy, and ``last_gap``, aligned minus standard at block ``L``."""
+    """§3.2's statistics per ``"<model>/<task>"`` of ``results`` (``"<model>/<task>/<name>"`` -> :func:`layerwise`):
+    ``mid_gain``, aligned minus standard accuracy averaged over blocks ``1..⌊L/2⌋``, and ``last_gap`` at
+    block ``L``."""
     mid_gain, last_gap = {}, {}
     for pair in _pairs(results):
         missing = [n for n in OBJECTIVES if f"{pair}/{n}" not in results]
@@ -88,10 +78,9 @@ def checkpoint_records(results: Mapping[str, Mapping]) -> dict[str, dict]:
 
 
 def layerwise_figure(results: Mapping[str, Mapping], majority: Sequence[Mapping]):
-    """The tracing paper's Figure 8: one column per ``majority`` row (``model``, ``task``, ``majority``: the
-    majority-class score), the validation accuracy of the shared classifier on every block (top) and the COS of
-    every block's CLS token with the last block's (bottom), standard (dashed) vs aligned (solid), from
-    ``results`` (``"<model>/<task>/<name>"`` -> a :func:`layerwise` result). Returns the figure."""
+    """Figure 8: one column per ``majority`` row (``model``, ``task``, majority-class score), the shared
+    classifier's accuracy (top) and COS with the last block (bottom) per block, standard dashed, aligned solid.
+    Returns the figure."""
     import matplotlib.pyplot as plt
 
     if not majority:

@@ -1,17 +1,8 @@
 """AlignedGPT: a causal LM trained with the standard and with the aligned loss, read and sampled at every layer
-(tracing paper, §3.2, App. C.2, Figure 9; notebook t10).
-
-The models, their training and the exits are :mod:`layersim.papers.tracing.lm`'s; this module holds the protocol
-around them:
-
-- :data:`RULES`: the rules of the notebook's settings;
-- :func:`configs`, :func:`train_pair`: the two models of one run's settings, identical but for the loss, trained
-  (or loaded from the cache) on the same texts; :func:`model_records` for ``metrics.json``;
-- :func:`score_table`: next-token accuracy and perplexity at every block (Fig. 9 a, b) as one table;
-- :func:`prompt_ids`, :func:`generation_at_exits`: text sampled from every block as an exit, its coherence (eq. 21)
-  and diversity (eq. 22) (Fig. 9 c, d); :func:`describe_samples`;
-- :func:`statistics`: the numbers the paper's statements are tested on; :func:`layers_figure`: Figure 9.
-"""
+(tracing paper, §3.2, App. C.2, Figure 9; notebook t10). The models and their training are
+:mod:`layersim.papers.tracing.lm`'s; here: :func:`train_pair`, :func:`score_table` (Fig. 9 a, b),
+:func:`generation_at_exits` (coherence, eq. 21, and diversity, eq. 22; Fig. 9 c, d), :func:`statistics` and
+:func:`layers_figure`."""
 
 from __future__ import annotations
 
@@ -68,14 +59,10 @@ def describe_training(name: str, cfg: lm.LMConfig, meta: Mapping) -> str:
 
 
 def train_pair(P: Mapping, seed: int = 0, device: Any = "auto", progress: bool = True) -> tuple[dict, dict, Any, list]:
-    """The standard and the aligned model of a run's settings ``P`` (Figure 9), each trained once on the same
-    ``P["n_train"]`` texts of ``P["source"]`` (:func:`layersim.papers.tracing.lm.cached_lm`: loaded when trained
-    before) and described in one printed line. A small GPT-2 from scratch with the Austen BPE tokenizer, or the
-    pretrained LM ``P["pretrained"]`` fine-tuned (:func:`pretrained_name`).
-
-    Returns ``(nets, metas, tokenizer, held_texts)``: the models and their training records by name, the
-    tokenizer, and ``P["n_eval"] + P["n_prompts"]`` held-out texts (the first ``n_eval`` are scored, the rest
-    give the prompts)."""
+    """The standard and aligned models of settings ``P`` (Figure 9), trained once on the same ``P["n_train"]`` texts
+    (:func:`layersim.papers.tracing.lm.cached_lm`): small GPT-2s, or ``P["pretrained"]`` fine-tuned. Returns
+    ``(nets, metas, tokenizer, held_texts)``, the held-out texts being ``n_eval`` to score then ``n_prompts``
+    prompts."""
     pretrained = pretrained_name(P)
     cfgs = configs(P, seed)
     build, tok = lm.model_and_tokenizer(cfgs["standard"], pretrained)
@@ -101,9 +88,8 @@ def model_records(metas: Mapping[str, Mapping]) -> dict[str, dict]:
 
 
 def score_table(scores: Mapping[str, Any]) -> pd.DataFrame:
-    """Next-token accuracy and perplexity of every model at blocks ``1..L`` (the embedding entry left out), one
-    column per ``"<accuracy|perplexity> <model>"``, indexed by block (Fig. 9 a, b as numbers); ``scores``:
-    :func:`layersim.nets.readout.layer_next_token_scores` per model."""
+    """Next-token accuracy and perplexity of every model at blocks ``1..L``, one column per ``"<accuracy|perplexity>
+    <model>"``, indexed by block (Fig. 9 a, b)."""
     if not scores:
         raise ValueError("score_table needs the scores of at least one model")
     L = len(next(iter(scores.values())).nll) - 1
@@ -113,8 +99,8 @@ def score_table(scores: Mapping[str, Any]) -> pd.DataFrame:
 
 def prompt_ids(texts: Sequence[str], tokenizer: Any, n_prompts: int, prompt_tokens: int,
                max_length: int) -> tuple[torch.Tensor, list[str]]:
-    """The generation prompts: the first ``prompt_tokens`` tokens of the first ``n_prompts`` ``texts`` that have
-    at least ``prompt_tokens + 2`` tokens (of ``max_length`` at most), and their decoded text."""
+    """The prompts: the first ``prompt_tokens`` tokens of the first ``n_prompts`` ``texts`` with at least
+    ``prompt_tokens + 2`` tokens, and their decoded text."""
     batch = lm.lm_batches(texts, tokenizer, n_prompts, max_length)[0]
     long_enough = batch["attention_mask"].sum(1) >= prompt_tokens + 2
     prompts = batch["input_ids"][long_enough][:, :prompt_tokens]
@@ -126,14 +112,9 @@ def prompt_ids(texts: Sequence[str], tokenizer: Any, n_prompts: int, prompt_toke
 def generation_at_exits(nets: Mapping[str, Any], prompts: torch.Tensor, prompt_text: Sequence[str], tokenizer: Any,
                         new_tokens: int, top_p: float, seed: int = 0, device: Any = "auto",
                         encoder: tuple[Any, Any] | None = None) -> tuple[pd.DataFrame, dict[str, list[str]]]:
-    """Text sampled from every block of every model as an exit (Fig. 9 c, d): ``new_tokens`` tokens after each
-    prompt by nucleus sampling (``top_p``, one ``seed`` for all) from the model cut after block ``l``
-    (:func:`layersim.papers.tracing.lm.generate_at_exit`).
-
-    Returns one row per model and block (``model``, ``block``, mean ``coherence``: eq. 21, the cosine of the
-    sentence embeddings of prompt and continuation under ``encoder`` (model, tokenizer; default
-    :data:`ENCODER`); mean ``diversity``: eq. 22 on the continuation's words) and the first three continuations
-    of each ``"<model>/<block>"``."""
+    """Text sampled from every block of every model as an exit (Fig. 9 c, d): ``new_tokens`` per prompt by nucleus
+    sampling (``top_p``, ``seed``). Returns one row per model and block with mean ``coherence`` (eq. 21, under
+    ``encoder``) and ``diversity`` (eq. 22), and the first three continuations of each ``"<model>/<block>"``."""
     encoder, enc_tok = encoder or assets.load_model(ENCODER)
     h_prompt = generation.sentence_embeddings(encoder, enc_tok, list(prompt_text))
     rows, samples = [], {}
@@ -160,9 +141,9 @@ def describe_samples(prompt_text: Sequence[str], samples: Mapping[str, list[str]
 
 
 def statistics(scores: Mapping[str, Any]) -> dict[str, float]:
-    """The numbers of the paper's statements (§3.2, Fig. 9 a, b), over the first half of the blocks ``1..L//2``:
-    ``lower_ppl``, the mean log-perplexity, standard minus aligned; ``higher_acc``, the mean next-token accuracy,
-    aligned minus standard; and ``final_ppl_ratio``, the last block's perplexity, aligned over standard."""
+    """§3.2's numbers over blocks ``1..L//2``: ``lower_ppl`` (mean log-perplexity, standard minus aligned),
+    ``higher_acc`` (mean accuracy, aligned minus standard), and ``final_ppl_ratio`` (last block, aligned over
+    standard)."""
     std, ali = scores["standard"], scores["aligned"]
     half = (len(std.nll) - 1) // 2
     if half < 1:
@@ -173,8 +154,8 @@ def statistics(scores: Mapping[str, Any]) -> dict[str, float]:
 
 
 def layers_figure(scores: Mapping[str, Any], gen: pd.DataFrame):
-    """The tracing paper's Figure 9: (a) next-token accuracy, (b) perplexity (log scale), (c) coherence and
-    (d) diversity of the text sampled at each block as an exit, standard against aligned. Returns the figure."""
+    """Figure 9: (a) next-token accuracy, (b) perplexity (log), (c) coherence and (d) diversity at each exit,
+    standard against aligned. Returns the figure."""
     import matplotlib.pyplot as plt
 
     missing = [n for n in OBJECTIVES if n not in scores]

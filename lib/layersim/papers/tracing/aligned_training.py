@@ -1,20 +1,12 @@
-"""Aligned training against standard training, a multi-exit model and two ablations (tracing paper, §3 and
-App. B.3, Figures 4, 5, 14, 15 and 16; notebook t03).
+"""Aligned training against standard training, a multi-exit model and two ablations (tracing paper, §3, App. B.3,
+Figures 4, 5, 14-16; notebook t03).
 
-Aligned training applies the last-layer classifier (with the final norm) to every block and minimises
-``sum_l lambda_l CE(W h^(l), y)`` with ``lambda_l = 2l / (L(L+1))`` (eq. 5; the objective itself is
-:mod:`layersim.train.objectives`'). The notebook trains DeiT-style ViTs at two budgets: the *full* one
-(``layersim.notebook.presets.TRACING_VIT``: the standard and the aligned model) and the smaller *ablation* one
-(``presets.TRACING_ABLATION_BUDGET``: standard, aligned, multi-exit, CE-reg, uniform-weight aligned and standard
-models of ``L/2`` and ``3L/4`` blocks), each ablation compared only with models of its own budget.
-
-- :func:`train_accuracy_models`: the models read on training images (every model's settings by name:
-  ``layersim.notebook.presets.aligned_training_models``);
-- :func:`held_out_readings`, :func:`train_accuracy`: what is read at every block (layer-wise accuracy, eq. 2; COS
-  to the last block and all pairs; NC1, footnote 5); :func:`by_model`, :func:`cos_maps` for ``metrics.json``;
-- :func:`effective_depths`: the eps-effective depth of Definition 1 at both budgets (Figure 5);
-- :func:`statistics`: the value and note of each of the paper's statements;
-- :func:`fig4_curves`, :func:`fig4_heatmaps`, :func:`fig5`, :func:`fig14_15`, :func:`fig16`: the figures.
+Aligned training minimises eq. (5), ``sum_l lambda_l CE(W h^(l), y)`` (:mod:`layersim.train.objectives`). ViTs are
+trained at a *full* budget (standard, aligned) and a smaller *ablation* budget (standard, aligned, multi-exit,
+CE-reg, uniform weights, shallower standard models), each ablation compared within its budget.
+:func:`held_out_readings` and :func:`train_accuracy` read every block; :func:`effective_depths` gives Definition 1;
+:func:`statistics` the tested values; ``fig*`` the figures (see docs/modules.md,
+`layersim.papers.tracing.aligned_training`).
 """
 
 from __future__ import annotations
@@ -54,11 +46,9 @@ def _layerwise(model, images, own_heads: bool, device: Any):
 
 
 def held_out_readings(model, images, own_heads: bool = False, device: Any = "auto") -> dict[str, np.ndarray]:
-    """What Figures 4, 14, 15 and 16 read of a model on held-out ``images``, at every block ``1..L``: ``acc``, the
-    layer-wise accuracy (eq. 2: the shared classifier with the final norm, or with ``own_heads`` a multi-exit
-    model's head per block); ``cos_last``, the mean COS of each block's class token with the last block's
-    (centred); ``cos_mat``, the COS of all pairs of blocks; ``nc1``, the within-class variability NC1 of the class
-    token before the final norm (footnote 5)."""
+    """What Figures 4, 14-16 read on held-out ``images`` at blocks ``1..L``: ``acc`` (eq. 2, or a multi-exit model's
+    own heads with ``own_heads``), ``cos_last`` (centred COS of the class token with the last block), ``cos_mat``
+    (all pairs) and ``nc1`` (NC1 before the final norm, footnote 5)."""
     blocks, labels, acc = _layerwise(model, images, own_heads, device)
     return {"acc": acc, "cos_last": sim.to_last(blocks, "cos"), "cos_mat": sim.layer_matrix(blocks, "cos"),
             "nc1": collapse.nc1_per_layer(blocks, labels)}
@@ -84,10 +74,9 @@ def describe_accuracy(test: Mapping[str, Mapping], train: Mapping[str, np.ndarra
 
 
 def effective_depths(train_acc: Mapping[str, np.ndarray], margin: float) -> dict[tuple[str, str], Any]:
-    """The eps-effective depth (Definition 1: the first block whose train accuracy is at least ``1 - eps``) of the
-    standard and the aligned model at the ``"full"`` and the ``"ablation"`` budget, with ``1 - eps`` the standard
-    model's last-block train accuracy minus ``margin`` at that budget
-    (:func:`layersim.nets.readout.effective_depth_within`). Keys ``(budget, "standard" | "aligned" | "eps")``."""
+    """The eps-effective depth (Definition 1) of the standard and aligned models at the ``"full"`` and
+    ``"ablation"`` budgets, ``1 - eps`` being the standard model's last-block train accuracy minus ``margin``; keys
+    ``(budget, "standard" | "aligned" | "eps")``."""
     depth: dict[tuple[str, str], Any] = {}
     for budget, suffix in [("full", ""), ("ablation", ABL)]:
         ref = train_acc["standard" + suffix][-1]
@@ -165,8 +154,8 @@ def _layer_axes(axes, ids, ylabel: str | None = None, fontsize: float = 8) -> No
 
 
 def fig4_curves(R: Mapping[str, Mapping]):
-    """The tracing paper's Figure 4 (a, b): COS to the last layer and layer-wise test accuracy of the standard,
-    aligned and multi-exit models (solid: full budget, dashed: ablation budget). Returns the figure."""
+    """Figure 4 (a, b): COS to the last layer and layer-wise test accuracy of the standard, aligned and multi-exit
+    models (solid: full budget, dashed: ablation). Returns the figure."""
     import matplotlib.pyplot as plt
 
     ids = np.arange(1, len(R["standard"]["acc"]) + 1)
@@ -182,8 +171,8 @@ def fig4_curves(R: Mapping[str, Mapping]):
 
 
 def fig4_heatmaps(R: Mapping[str, Mapping]):
-    """The tracing paper's Figure 4 (c, d): the COS of all pairs of blocks of the models of :data:`FIG4` (top:
-    full budget, bottom: ablation budget). Returns the figure."""
+    """Figure 4 (c, d): COS of all block pairs of the :data:`FIG4` models (top: full budget, bottom: ablation).
+    Returns the figure."""
     import matplotlib.pyplot as plt
 
     ids = np.arange(1, len(R["standard"]["acc"]) + 1)
@@ -198,10 +187,9 @@ def fig4_heatmaps(R: Mapping[str, Mapping]):
 
 
 def fig5(train_acc: Mapping[str, np.ndarray], depth: Mapping[tuple[str, str], Any], histories: Mapping[str, Mapping]):
-    """The tracing paper's Figure 5: (a) layer-wise train accuracy of the ablation budget's standard models of
-    every depth and its aligned model; (b) the full budget's standard and aligned train accuracy with their
-    eps-effective depths (dotted) and ``1 - eps`` (dashed); (c) the training loss per epoch (each model's own
-    objective) from ``histories`` (the training records by model, with ``history``). Returns the figure."""
+    """Figure 5: (a) train accuracy of the ablation budget's standard models of every depth and its aligned model;
+    (b) the full budget's with eps-effective depths and ``1 - eps``; (c) each model's training loss per epoch from
+    ``histories``. Returns the figure."""
     import matplotlib.pyplot as plt
 
     L = len(train_acc["standard"])
@@ -231,9 +219,8 @@ def fig5(train_acc: Mapping[str, np.ndarray], depth: Mapping[tuple[str, str], An
 
 
 def fig14_15(R: Mapping[str, Mapping], beta: float):
-    """The tracing paper's Figures 14 and 15 at the ablation budget: COS to the last layer and layer-wise test
-    accuracy of the standard, CE-reg (``beta``: the weight of its cosine regulariser) and aligned models; the
-    test accuracy of aligned training with uniform and with linearly increasing weights. Returns the figure."""
+    """Figures 14 and 15 (ablation budget): COS to the last layer and test accuracy of the standard, CE-reg
+    (``beta``) and aligned models, and aligned training with uniform vs linear weights. Returns the figure."""
     import matplotlib.pyplot as plt
 
     ids = np.arange(1, len(R["standard"]["acc"]) + 1)

@@ -1,24 +1,11 @@
-"""The tracing paper's CLIP appendix (App. D, Figs. 22-23, eq. 23; notebook t11): layer-wise cosine
-within and across the two towers of a CLIP model, every layer read through the final norm and the
-projection into the shared embedding space.
+"""The tracing paper's CLIP appendix (App. D, Figs. 22-23, eq. 23; notebook t11): layer-wise cosine within and
+across the two towers of a CLIP model, every layer read through the final norm and projection into the shared space.
 
-The paper reads OpenAI's CLIP ViT-B/32 on CIFAR-10 with the captions "This is a photo of a
-{label}". No pretrained CLIP exists offline, so the default scale trains a **small CLIP** here
-(HF ``CLIPModel`` from a config: a 6-block ViT on 28 x 28 grey images and a 6-block text
-transformer, width 64) with the CLIP loss on Fashion-MNIST images paired with templated captions
-("a photo of a {class}", ...), tokenised by a word-level vocabulary of those templates
-(:class:`WordTokenizer`). It has ten distinct captions per template: its text tower learns ten
-class embeddings, not language.
-
-- :class:`ClipConfig`, :func:`small_clip`, :func:`captions`, :func:`train_clip`, :func:`cached_clip`;
-  :func:`clip_for`: the notebook's model in one call (the small CLIP trained here or cached, or a pretrained
-  CLIP loaded), :func:`describe` says which;
-- :func:`projected_layers`: ``[L+1, N, e]`` features of every layer of one tower in the shared
-  space (``layersim.nets.readout.layer_logits`` through the tower's adapter: CLIP's own ``W LN(h)``, so
-  the last entry is CLIP's embedding; the paper's eq. 23 writes ``LN(W h)``); :func:`image_layers` and
-  :func:`text_layers` read images and captions in batches;
-- :func:`zero_shot_accuracy` (images against the class prompts' embeddings), :func:`rising_steps` and
-  :func:`late_minus_early` (the statements of App. D), :func:`layer_cosine_figure` (Figs. 22 and 23).
+No pretrained CLIP exists offline, so the default scale trains a small CLIP (:func:`small_clip`, :func:`train_clip`,
+:func:`cached_clip`) on Fashion-MNIST with templated captions; :func:`clip_for` gives the notebook's model.
+:func:`projected_layers` reads every layer (``[L+1, N, e]``); :func:`zero_shot_accuracy`, :func:`rising_steps`,
+:func:`late_minus_early` and :func:`layer_cosine_figure` test and draw App. D (see docs/modules.md,
+`layersim.papers.tracing.clip`).
 """
 
 from __future__ import annotations
@@ -49,9 +36,8 @@ TEMPLATES = ("a photo of a {}", "a picture of a {}", "an image of the {}", "a bl
 
 
 class WordTokenizer:
-    """Lower-cased words of ``texts`` -> ids: 0 padding, 1 start, one id per word seen in
-    ``vocabulary_texts``, and the end token last (the largest id, which CLIP's pooling reads).
-    Called like a Hugging Face tokenizer (``tok(texts, return_tensors="pt")``, right padding)."""
+    """Lower-cased words -> ids: 0 padding, 1 start, one id per word of ``vocabulary_texts``, the end token last
+    (the id CLIP's pooling reads); called like a Hugging Face tokenizer, right padding."""
 
     def __init__(self, vocabulary_texts: Sequence[str]):
         words = sorted({w for t in vocabulary_texts for w in self._words(t)})
@@ -172,19 +158,16 @@ def cached_clip(cfg: ClipConfig, images: torch.Tensor, texts: list[str], tokeniz
 
 
 def projected_layers(clip: nn.Module, which: str, inputs: list, device: Any = "auto") -> np.ndarray:
-    """``[L+1, N, e]`` float32: every layer of the ``"vision"`` ([CLS] token) or ``"text"`` (end token)
-    tower of ``clip`` on ``inputs`` (batches of images or of tokenised captions), through the
-    tower's final LayerNorm and projection (``layersim.nets.adapters.clip_tower``,
-    ``layersim.nets.readout.layer_logits``); the last entry is CLIP's own image / text embedding."""
+    """``[L+1, N, e]`` float32: every layer of ``clip``'s ``"vision"`` ([CLS]) or ``"text"`` (end token) tower on
+    ``inputs``, through the tower's final LayerNorm and projection; the last entry is CLIP's own embedding."""
     tower = adapters.clip_tower(clip, which)
     hidden = models.collect(tower, inputs, device=device, progress=False).hidden
     return readout.layer_logits(tower, hidden)
 
 
 def pixels_for(clip: nn.Module, images: torch.Tensor, trained_on: str = "fashion-mnist") -> torch.Tensor:
-    """Images in [0, 1] ``[N, C, H, W]`` as ``clip``'s vision tower reads them: a CLIP trained here
-    (grey, ``image_size`` 28) gets ``trained_on``'s normalisation (``layersim.inputs.data.as_model_input``);
-    a pretrained CLIP gets RGB resized to its ``image_size`` and OpenAI CLIP's mean and std."""
+    """Images in [0, 1] ``[N, C, H, W]`` as ``clip``'s vision tower reads them: ``trained_on``'s normalisation for a
+    CLIP trained here, else RGB resized to its ``image_size`` with OpenAI CLIP's mean and std."""
     from transformers.utils.constants import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
     vc = clip.config.vision_config
@@ -214,12 +197,9 @@ def class_names(dataset: str) -> list[str]:
 
 
 def clip_for(settings: dict, names: Sequence[str], seed: int = 0, device: Any = "auto") -> tuple[nn.Module, Any, dict]:
-    """``(clip, tokenizer, meta)`` for the tracing paper's App. D: with ``settings["pretrained"] == "scratch"`` the
-    small CLIP of ``settings`` (``width``, ``layers``, ``steps``, ``batch_size``, ``lr``; warm-up over a twelfth of
-    the steps) trained on ``n_train`` images of ``dataset``, each with a caption drawn from :data:`TEMPLATES`
-    (and ``template``'s words in the vocabulary), or loaded from the cache (:func:`cached_clip`); otherwise the
-    pretrained CLIP ``settings["pretrained"]`` (:func:`layersim.inputs.assets.load_model`, ``meta`` without a
-    checkpoint)."""
+    """``(clip, tokenizer, meta)`` for App. D: with ``settings["pretrained"] == "scratch"`` the small CLIP of
+    ``settings`` trained on ``n_train`` images of ``dataset`` with :data:`TEMPLATES` captions, or cached
+    (:func:`cached_clip`); otherwise the pretrained CLIP of that name (``meta`` without a checkpoint)."""
     if settings["pretrained"] != "scratch":
         clip, tok = assets.load_model(settings["pretrained"], device=device)
         return clip, tok, {"key": None, "train_seconds": 0.0}
@@ -265,8 +245,8 @@ def text_layers(clip: nn.Module, tokenizer: Any, texts: Sequence[str], device: A
 
 
 def zero_shot_accuracy(image_embeddings: np.ndarray, class_embeddings: np.ndarray, labels: Any) -> float:
-    """CLIP's zero-shot accuracy: the fraction of images whose embedding has the largest cosine with the
-    embedding of their own class's caption (``[N, e]`` images, ``[K, e]`` classes, ``[N]`` labels)."""
+    """CLIP's zero-shot accuracy: the fraction of images ``[N, e]`` whose embedding is closest in cosine to their
+    own class's caption ``[K, e]``."""
     images, classes, labels = np.asarray(image_embeddings), np.asarray(class_embeddings), np.asarray(labels)
     if images.ndim != 2 or classes.ndim != 2 or images.shape[1] != classes.shape[1] or labels.shape != images.shape[:1]:
         raise ValueError(f"zero_shot_accuracy needs images [N, e], classes [K, e] and labels [N]; got {images.shape}, "
@@ -279,23 +259,22 @@ def zero_shot_accuracy(image_embeddings: np.ndarray, class_embeddings: np.ndarra
 
 
 def rising_steps(*to_last: np.ndarray) -> np.ndarray:
-    """App. D's within-tower statement: for each curve of COS with the last block (``[L]``, the last entry 1),
-    whether each step ``l -> l+1`` for ``l = 1..L-2`` rises; the curves' steps pooled into one boolean array."""
+    """App. D's within-tower statement: for each COS-with-last curve ``[L]``, whether each step ``l -> l+1``,
+    ``l = 1..L-2``, rises; pooled into one boolean array."""
     return np.concatenate([np.diff(np.asarray(c)[:-1]) > 0 for c in to_last])
 
 
 def late_minus_early(curve: np.ndarray) -> float:
-    """App. D's cross-modal statement: the mean of a per-block curve over its last third of blocks minus its mean
-    over the first third (thirds of ``ceil(L / 3)`` blocks)."""
+    """App. D's cross-modal statement: a per-block curve's mean over its last third of blocks minus that over its
+    first third (``ceil(L / 3)`` blocks each)."""
     curve = np.asarray(curve)
     third = int(np.ceil(len(curve) / 3))
     return float(curve[-third:].mean() - curve[:third].mean())
 
 
 def layer_cosine_figure(within_vision: np.ndarray, within_text: np.ndarray, cross: np.ndarray):
-    """The tracing paper's Figures 22 and 23: COS of every block with the last one, within each tower and across
-    them (left), and the all-pairs maps within the vision tower, within the text tower and across (vision rows,
-    text columns). Returns the figure."""
+    """The tracing paper's Figures 22 and 23: COS of every block with the last, within and across towers (left), and
+    the all-pairs maps within each tower and across (vision rows, text columns). Returns the figure."""
     import matplotlib.pyplot as plt
 
     L = len(within_vision)

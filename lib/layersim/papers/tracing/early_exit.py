@@ -1,17 +1,11 @@
-"""Confidence-threshold early exit (tracing paper, section 3, "Saturation events and
-multi-exit model with a single classifier", Figure 7).
+"""Confidence-threshold early exit (tracing paper, §3, "Saturation events and multi-exit model with a single
+classifier", Figure 7).
 
-Input: layer-wise logits ``[L, N, K]`` of blocks ``1..L`` — the shared last-layer classifier on
-every block (``readout.layer_logits(model, H)[1:]``) or one head per block
-(``objectives.multi_exit_logits``). A sample exits at the first block whose confidence, the
-maximum softmax probability, is at least the threshold, and at block ``L`` if there is none;
-its prediction is that block's top-1 class. The paper's speed-up ratio counts blocks run:
-``sum_i L m_i / sum_i i m_i`` with ``m_i`` the number of samples exiting at block ``i`` (the
-cost of evaluating the classifier at each exit is not counted, as in the paper).
-
-The notebook's protocol (t04): :func:`model_exits` reads one model's layer-wise logits on held-out images and
-exits them at one threshold and over :data:`FIG7_THRESHOLDS`; :func:`exits_figure` draws Figure 7 beside the
-accuracy / speed-up trade-off.
+From layer-wise logits ``[L, N, K]`` of blocks ``1..L`` (the shared classifier on every block, or one head per
+block), a sample exits at the first block whose maximum softmax probability reaches the threshold (block ``L``
+otherwise), predicting its top-1 class there. The speed-up counts blocks run, ``sum_i L m_i / sum_i i m_i`` (``m_i``
+samples exiting at block ``i``; classifier cost not counted, as in the paper). :func:`model_exits` and
+:func:`exits_figure` serve notebook t04.
 """
 
 from __future__ import annotations
@@ -34,13 +28,8 @@ FIG7_THRESHOLDS = np.round(np.concatenate([np.arange(0.3, 0.9, 0.05), np.arange(
 
 
 class EarlyExit(NamedTuple):
-    """Outcome of early exit at one threshold.
-
-    ``exit_layer`` ``[N]``: the block each sample exits at (1..L); ``prediction`` ``[N]``: its
-    top-1 class there; ``counts`` ``[L]``: ``m_i``, samples exiting at block ``i``;
-    ``accuracy``: fraction of correct predictions (None without labels); ``speedup``: the
-    paper's ratio ``sum L m_i / sum i m_i``.
-    """
+    """Early exit at one threshold: ``exit_layer`` ``[N]`` (1..L), ``prediction`` ``[N]``, ``counts`` ``[L]``
+    (``m_i``), ``accuracy`` (None without labels) and ``speedup`` (``sum L m_i / sum i m_i``)."""
 
     exit_layer: np.ndarray
     prediction: np.ndarray
@@ -72,9 +61,8 @@ def speedup(exit_layer: np.ndarray, L: int) -> float:
 
 def early_exit(logits: np.ndarray, threshold: float, labels: np.ndarray | None = None,
                conf: np.ndarray | None = None) -> EarlyExit:
-    """Exit each sample at the first block with max softmax probability ``>= threshold``
-    (block ``L`` otherwise). ``logits`` ``[L, N, K]`` for blocks ``1..L``; ``conf`` the
-    precomputed :func:`confidence` (``[L, N]``) to save recomputing it in a sweep."""
+    """Exit each sample at the first block with max softmax probability ``>= threshold`` (block ``L`` otherwise);
+    ``logits [L, N, K]``; ``conf``: a precomputed :func:`confidence` ``[L, N]``."""
     logits = np.asarray(logits)
     if logits.ndim != 3:
         raise ValueError(f"logits must be [L, N, K], got shape {logits.shape}")
@@ -92,11 +80,8 @@ def early_exit(logits: np.ndarray, threshold: float, labels: np.ndarray | None =
 
 def threshold_sweep(logits: np.ndarray, labels: np.ndarray,
                     thresholds: Sequence[float] | np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Accuracy vs speed-up over confidence thresholds (the trade-off curve of early exit).
-
-    Returns arrays ``threshold``, ``accuracy``, ``speedup`` and ``mean_exit`` (mean exit
-    block), one entry per threshold (default ``0.05, 0.10, ..., 1.0``).
-    """
+    """Accuracy vs speed-up over confidence thresholds: arrays ``threshold``, ``accuracy``, ``speedup`` and
+    ``mean_exit``, one entry per threshold (default ``0.05, 0.10, ..., 1.0``)."""
     thresholds = np.round(np.arange(0.05, 1.0001, 0.05), 4) if thresholds is None else np.asarray(thresholds, float)
     conf = confidence(logits)
     runs = [early_exit(logits, t, labels, conf=conf) for t in thresholds]
@@ -109,9 +94,8 @@ def threshold_sweep(logits: np.ndarray, labels: np.ndarray,
 
 
 def best_speedup(sweep: dict[str, np.ndarray], min_accuracy: float) -> tuple[float, dict | None]:
-    """The largest speed-up of a :func:`threshold_sweep` whose accuracy is at least ``min_accuracy``,
-    and the threshold and accuracy where it is reached; ``(1.0, None)`` (run every block) if no
-    threshold qualifies. Ties go to the first (lowest) threshold."""
+    """The largest speed-up of a :func:`threshold_sweep` with accuracy ``>= min_accuracy``, with its threshold and
+    accuracy (the lowest threshold on ties); ``(1.0, None)`` if none qualifies."""
     ok = np.asarray(sweep["accuracy"]) >= min_accuracy
     if not ok.any():
         return 1.0, None
@@ -121,12 +105,9 @@ def best_speedup(sweep: dict[str, np.ndarray], min_accuracy: float) -> tuple[flo
 
 def model_exits(model, images, threshold: float, thresholds: Sequence[float] | np.ndarray = FIG7_THRESHOLDS, *,
                 multi_exit: bool = False, device: str = "cpu") -> tuple[EarlyExit, dict[str, np.ndarray], float]:
-    """Early exit of one model on held-out ``images`` (tracing paper, Figure 7).
-
-    The layer-wise logits of blocks ``1..L`` are the shared last-layer classifier on every block
-    (:func:`layersim.nets.readout.evaluate`, final norm included) or, with ``multi_exit``, each block's own head
-    (:func:`layersim.train.objectives.multi_exit_logits`). Returns the :func:`early_exit` at ``threshold``, the
-    :func:`threshold_sweep` over ``thresholds`` and the full-depth accuracy (the last block's, eq. 2)."""
+    """Early exit of one model on held-out ``images`` (Figure 7), the logits being the shared classifier on every
+    block or, with ``multi_exit``, each block's own head. Returns the :func:`early_exit` at ``threshold``, the
+    :func:`threshold_sweep` over ``thresholds`` and the full-depth accuracy."""
     if not 0 <= threshold <= 1:
         raise ValueError(f"threshold must be a probability in [0, 1], got {threshold}")
     ev = readout.evaluate(model, images, device=device, logits_fn=objectives.multi_exit_logits if multi_exit else None)
@@ -147,12 +128,9 @@ def exit_record(result: EarlyExit) -> dict:
 
 def exits_figure(exits: dict[str, EarlyExit], sweeps: dict[str, dict], reference: float, threshold: float,
                  max_loss: float):
-    """The tracing paper's Figure 7 and the trade-off beside it, for models named by the keys of ``exits``.
-
-    Left: bars of the samples exiting at each block at ``threshold``, one group per model. Right: test accuracy
-    against speed-up over each model's :func:`threshold_sweep` (``sweeps``), with the standard model's
-    full-depth accuracy ``reference`` and ``reference - max_loss`` as dashed and dotted lines. Returns the
-    figure."""
+    """Figure 7 and its trade-off for the models of ``exits``: bars of samples exiting per block at ``threshold``
+    (left); test accuracy against speed-up per :func:`threshold_sweep` with ``reference`` and
+    ``reference - max_loss`` lines (right). Returns the figure."""
     import matplotlib.pyplot as plt
 
     if not exits or set(exits) != set(sweeps):

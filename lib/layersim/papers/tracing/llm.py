@@ -1,22 +1,10 @@
 """The tracing paper's saturation analysis on language models (App. C.1, Figs. 19-20; notebook t08).
 
-The paper reads LLaMA-3.2-3B and LLaMA-3.1-8B through the logit lens (the final norm and the
-unembedding applied to every layer) while they decode "Simply put, the theory of relativity
-states" greedily, and counts the saturation layer of every generated token: the first layer from
-which the top-1 token stays the model's final choice (§2.2, after Geva et al. 2022). Offline, the
-one LLaMA-architecture model is SmolLM2-135M (30 blocks, width 576, from a PyPI package).
-
-:data:`MODELS` per scale, :data:`PROMPT`, :func:`load`; the lens itself is
-``layersim.nets.readout.greedy_lens`` / ``token_lens``; :func:`easy_vs_hard` is the notebook's
-definition of easy tokens; :func:`words` decodes token ids for the Fig. 20 table.
-
-- :func:`decode`: Fig. 20's reading of one model, the prompt decoded greedily through the lens and the
-  saturation layer of every generated token; :func:`describe_decoding` prints it, :func:`lens_table_figure`
-  draws it;
-- :func:`read_texts`: the lens at every position of a text set, each position's saturation layer and the
-  easy/hard split (Fig. 19); :func:`describe_texts` prints it, :func:`saturation_histogram` draws it;
-- :func:`statistics`: the numbers the paper's statements are tested on; :func:`records`: each model's
-  entry of ``metrics.json``.
+The paper reads LLaMA-3.2-3B and LLaMA-3.1-8B through the logit lens while they decode a prompt greedily and counts
+each token's saturation layer (§2.2); offline, the LLaMA-architecture model is SmolLM2-135M (:data:`MODELS`).
+:func:`decode` is Fig. 20's reading of one model (:func:`lens_table_figure` draws it); :func:`read_texts` reads a
+text set (Fig. 19, :func:`saturation_histogram`); :func:`easy_vs_hard`, :func:`stays_correct` and :func:`statistics`
+give the tested numbers, :func:`records` the ``metrics.json`` entries.
 """
 
 from __future__ import annotations
@@ -55,8 +43,8 @@ def load(name: str, device: Any = "auto") -> tuple[Any, Any]:
 
 
 def easy_vs_hard(saturation: np.ndarray, confidence: np.ndarray) -> dict[str, float]:
-    """Mean saturation layer of the *easy* tokens (the model's own top-1 probability at or above
-    the median) and of the *hard* ones (below it), and their difference ``hard - easy``."""
+    """Mean saturation layer of the *easy* tokens (top-1 probability at or above the median), of the *hard* ones,
+    and ``hard - easy``."""
     sat, conf = np.asarray(saturation, float), np.asarray(confidence, float)
     if sat.shape != conf.shape or sat.size < 2:
         raise ValueError(f"need one saturation layer per confidence, at least two; got {sat.shape}, {conf.shape}")
@@ -68,17 +56,13 @@ def easy_vs_hard(saturation: np.ndarray, confidence: np.ndarray) -> dict[str, fl
 
 
 def stays_correct(top: np.ndarray, target: np.ndarray) -> dict[str, Any]:
-    """The tracing paper's reading of Theorem 2 (§2.2): "if a sample is correctly predicted at the ℓ-th layer, it
-    will continue to be correctly predicted in subsequent layers", on a text set read by the logit lens.
+    """The paper's reading of Theorem 2 (§2.2), "correctly predicted at the ℓ-th layer ... in subsequent layers", on
+    a text set read by the logit lens.
 
-    ``top`` ``[L+1, N]``: each layer's top-1 token at every position (layer 0 = the embedding output);
-    ``target`` ``[N]``: the text's next token (-1 where there is none, left out). A *case* is a pair (position,
-    layer ``l < L``) whose top-1 at ``l`` is the next token; it *stays* when the top-1 is the next token at every
-    layer ``l+1..L``. Returns ``fraction`` (cases that stay over all cases, pooled over the layers), ``cases``,
-    ``per_layer`` (``[L]``, NaN where a layer has no case) and ``unconditional`` (the same pooling without the
-    condition: over every (position, ``l < L``), the fraction whose top-1 is the next token at every layer
-    ``l..L``) -- the rate at which a prediction is right from ``l`` on whatever it was before, beside which
-    ``fraction`` reads."""
+    ``top [L+1, N]``: each layer's top-1; ``target [N]``: the next token (-1: none). Returns ``fraction`` (pooled
+    cases right at ``l`` and at ``l+1..L``), ``cases``, ``per_layer`` ``[L]`` and ``unconditional`` (see
+    docs/modules.md, `layersim.papers.tracing.llm`).
+    """
     top, target = np.asarray(top), np.asarray(target)
     if top.ndim != 2 or target.shape != (top.shape[1],) or top.shape[0] < 2:
         raise ValueError(f"need top [L+1, N] with L >= 1 and target [N], got {top.shape} and {target.shape}")
@@ -105,19 +89,17 @@ def words(tokenizer: Any, ids: np.ndarray) -> np.ndarray:
 
 
 def decode(model: Any, tokenizer: Any, prompt: str, steps: int, device: Any = "auto") -> dict:
-    """The tracing paper's Fig. 20 on one causal LM: ``prompt`` decoded greedily for ``steps`` tokens, every
-    layer read through the logit lens (:func:`layersim.nets.readout.greedy_lens`), and the saturation layer
-    (§2.2, :func:`layersim.nets.readout.saturation_layer`) of every generated token. Returns ``model``,
-    ``tokenizer``, ``L`` (blocks; layers ``0..L``), ``greedy`` (the :class:`~layersim.nets.readout.GreedyLens`)
-    and ``saturation`` (``[steps]``)."""
+    """Fig. 20 on one causal LM: ``prompt`` decoded greedily for ``steps`` tokens through the logit lens. Returns
+    ``model``, ``tokenizer``, ``L``, ``greedy`` (a :class:`~layersim.nets.readout.GreedyLens`) and ``saturation``
+    (``[steps]``)."""
     g = readout.greedy_lens(model, tokenizer, prompt, steps, device=device)
     return {"model": model, "tokenizer": tokenizer, "L": g.top.shape[0] - 1, "greedy": g,
             "saturation": readout.saturation_layer(g.top)}
 
 
 def describe_decoding(name: str, prompt: str, run: dict) -> str:
-    """Two lines on a :func:`decode` run: the blocks, the prompt and its continuation; the saturation layer of
-    each generated token and the lens's largest relative difference from the model's own logits."""
+    """Two lines on a :func:`decode` run: blocks, prompt and continuation; each token's saturation layer and the
+    lens's largest relative difference from the model's logits."""
     g = run["greedy"]
     return (f"{name}: {run['L']} blocks; {prompt!r} -> {run['tokenizer'].decode(g.tokens.tolist())!r}\n"
             f"  saturation layer of each generated token: {run['saturation'].tolist()}; lens vs model logits, "
@@ -125,9 +107,8 @@ def describe_decoding(name: str, prompt: str, run: dict) -> str:
 
 
 def lens_table_figure(name: str, run: dict):
-    """The tracing paper's Fig. 20 of a :func:`decode` run: every layer's top-1 token at each decoding step,
-    coloured by its probability (:func:`layersim.notebook.plotting.token_table`), the generated tokens as
-    columns and a black dash under each step's saturation layer. Returns the figure."""
+    """Fig. 20 of a :func:`decode` run: every layer's top-1 token per step, coloured by probability, a black dash
+    under each step's saturation layer. Returns the figure."""
     import matplotlib.pyplot as plt
 
     g, tok, L, sat = run["greedy"], run["tokenizer"], run["L"], run["saturation"]
@@ -141,11 +122,9 @@ def lens_table_figure(name: str, run: dict):
 
 
 def read_texts(model: Any, tokenizer: Any, texts, batch_size: int, max_length: int, device: Any = "auto") -> dict:
-    """The tracing paper's Fig. 19 over a text set: the logit lens at every non-padding token position of
-    ``texts`` (batches of ``batch_size``, at most ``max_length`` tokens each;
-    :func:`layersim.nets.readout.token_lens`), each position's saturation layer and the mean saturation layer
-    of the easy and the hard positions (:func:`easy_vs_hard`). Returns ``text`` (the
-    :class:`~layersim.nets.readout.TokenLens`), ``text_saturation`` (``[N]``) and ``easy_hard``."""
+    """Fig. 19 over a text set: the logit lens at every non-padding position of ``texts``. Returns ``text`` (a
+    :class:`~layersim.nets.readout.TokenLens`), ``text_saturation`` ``[N]`` and ``easy_hard``
+    (:func:`easy_vs_hard`)."""
     lens = readout.token_lens(model, data.text_batches(texts, tokenizer, batch_size, max_length), device=device)
     sat = readout.saturation_layer(lens.top)
     return {"text": lens, "text_saturation": sat, "easy_hard": easy_vs_hard(sat, lens.confidence),
@@ -153,8 +132,8 @@ def read_texts(model: Any, tokenizer: Any, texts, batch_size: int, max_length: i
 
 
 def describe_texts(name: str, run: dict, n_texts: int) -> str:
-    """One line on a run with :func:`read_texts`'s entries: positions read, the mean saturation layer of all,
-    the easy and the hard positions, and the lens's largest relative difference from the model's logits."""
+    """One line on :func:`read_texts`'s entries: positions read, the mean saturation layer of all, easy and hard
+    positions, and the lens's largest relative error."""
     lens, eh = run["text"], run["easy_hard"]
     return (f"{name}: {lens.top.shape[1]} token positions of {n_texts} sentences; mean saturation layer "
             f"{run['text_saturation'].mean():.2f} of {run['L']}; easy tokens {eh['easy']:.2f}, "
@@ -162,9 +141,8 @@ def describe_texts(name: str, run: dict, n_texts: int) -> str:
 
 
 def saturation_histogram(runs: dict[str, dict]):
-    """The tracing paper's Fig. 19: for each model (``runs``: name -> a :func:`decode` run with
-    :func:`read_texts`'s entries) one panel, the fraction of tokens saturating at each layer ``0..L``, filled for
-    the text positions and outlined for the generated tokens. Returns the figure."""
+    """Fig. 19: one panel per model of ``runs``, the fraction of tokens saturating at each layer ``0..L``, filled
+    for text positions, outlined for generated tokens. Returns the figure."""
     import matplotlib.pyplot as plt
 
     if not runs:
@@ -184,11 +162,9 @@ def saturation_histogram(runs: dict[str, dict]):
 
 
 def statistics(runs: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """Per model, the numbers the tracing paper's statements are tested on: ``error`` (the lens's largest
-    relative difference from the model's logits, decoding and texts), ``early`` (the fraction of generated
-    tokens saturating below the last block, App. C.1), ``text_fraction`` (the same over the text positions),
-    ``gap`` (mean saturation layer of the hard minus the easy text positions, §2.2), ``stays`` and
-    ``stays_unconditional`` (:func:`stays_correct`'s ``fraction`` and ``unconditional``, Theorem 2)."""
+    """Per model, the tested numbers: ``error`` (the lens's largest relative difference), ``early`` (generated
+    tokens saturating below the last block, App. C.1), ``text_fraction``, ``gap`` (hard minus easy mean saturation
+    layer, §2.2), ``stays`` and ``stays_unconditional`` (:func:`stays_correct`, Theorem 2)."""
     return {
         "error": {n: max(r["greedy"].max_error, r["text"].max_error) for n, r in runs.items()},
         "early": {n: float(np.mean(r["saturation"] < r["L"])) for n, r in runs.items()},
@@ -200,9 +176,8 @@ def statistics(runs: dict[str, dict]) -> dict[str, dict[str, float]]:
 
 
 def records(runs: dict[str, dict]) -> dict[str, dict]:
-    """Each model's entry of ``metrics.json``: blocks, the generated text and ids, the generated tokens'
-    saturation layers and probabilities, the text positions read, their saturation layers counted per layer
-    ``0..L`` and the easy/hard split."""
+    """Each model's ``metrics.json`` entry: blocks, generated text, ids, saturation layers and probabilities, the
+    text positions read and their per-layer saturation counts, the easy/hard split."""
     return {n: {"blocks": r["L"], "generated": r["tokenizer"].decode(r["greedy"].tokens.tolist()),
                 "generated_ids": r["greedy"].tokens, "saturation": r["saturation"], "top_prob": r["greedy"].top_prob,
                 "chosen_prob": r["greedy"].chosen_prob, "text_tokens": int(len(r["text_saturation"])),

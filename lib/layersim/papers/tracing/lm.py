@@ -1,22 +1,11 @@
-"""Causal language models trained here, with the standard or the aligned loss (the tracing paper's
-AlignedGPT, §3.2 and App. C.2; notebook t10).
+"""Causal language models trained here with the standard or the aligned loss (the tracing paper's AlignedGPT, §3.2,
+App. C.2; notebook t10).
 
-The paper fine-tunes pretrained GPT-2 on WikiText-103 (sequences of 256, AdamW 2e-5, batch 8) once
-with the next-token loss on the last layer and once with the **aligned loss**, eq. (5) over the
-layers with the one shared unembedding (final norm + LM head recomputed on each block's output),
-then reads and samples from every layer. Offline there is no GPT-2 checkpoint, and the one
-pretrained causal LM, SmolLM2-135M, costs 4.4-5.4 s per standard step of 8 x 64 tokens on two
-cores (more with the aligned loss's 30 unembeddings of a 49k vocabulary), so the default scale
-trains a small GPT-2 from scratch on the Jane Austen novels with a byte-level BPE vocabulary
-learnt from them (``layersim.inputs.data.austen_tokenizer``).
-
-- :class:`LMConfig`, :func:`build_gpt2` — the model (HF ``GPT2LMHeadModel``, seeded);
-- :func:`lm_batches` — sentences as right-padded batches with next-token labels;
-- ``aligned_lm_loss`` (:func:`layersim.train.objectives.aligned_lm_loss`) — eq. (5) for a causal LM;
-  :func:`train_lm` — the loop (AdamW, linear warm-up then cosine decay, either loss); :func:`cached_lm` — trained
-  once per configuration;
-- :func:`generate_at_exit` — nucleus sampling from the model cut after block ``l``
-  (``layersim.nets.surgery.truncate``: block ``l``'s output goes to the final norm and the head).
+Offline there is no GPT-2 checkpoint and the one pretrained causal LM is too slow for two cores, so the default
+scale trains a small GPT-2 (:class:`LMConfig`, :func:`build_gpt2`) from scratch on the Jane Austen novels with a BPE
+vocabulary learnt from them. :func:`lm_batches` makes batches, :func:`train_lm` trains with either loss (eq. 5:
+:func:`layersim.train.objectives.aligned_lm_loss`), :func:`cached_lm` caches, and :func:`generate_at_exit` samples
+from the model cut after a block (see docs/modules.md, `layersim.papers.tracing.lm`).
 """
 
 from __future__ import annotations
@@ -93,10 +82,9 @@ def lm_batches(texts: Sequence[str], tokenizer: Any, batch_size: int, max_length
 
 def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any = "auto", progress: bool = True,
              precision: str = "auto") -> list[dict]:
-    """Train ``model`` in place for ``cfg.steps`` AdamW steps over ``batches`` (cycled in a
-    ``cfg.seed``-ed order each pass) with the standard or the aligned loss; the history has one
-    entry per 10 % of the steps (``step``, mean ``loss``, ``seconds``). FloatingPointError if the
-    loss is not finite. ``precision``: ``layersim.train.training.resolve_precision`` (fp32 on the CPU)."""
+    """Train ``model`` in place for ``cfg.steps`` AdamW steps over ``batches`` (a ``cfg.seed``-ed order each pass)
+    with the standard or the aligned loss; returns :func:`~layersim.train.training.run_steps`'s history.
+    ``FloatingPointError`` on a non-finite loss."""
     dev = resolve_device(device)
     prec = training.resolve_precision(precision, dev)
     torch.manual_seed(cfg.seed)
@@ -119,10 +107,8 @@ def train_lm(model: nn.Module, batches: list[dict], cfg: LMConfig, device: Any =
 
 
 def texts(source: str, split: str, n: int | None, seed: int = 0) -> list[str]:
-    """``n`` texts of ``source``: ``"austen"`` (sentences; ``split`` ``"train"`` / ``"test"``: the
-    disjoint halves of ``data.text_sample``) or ``"wikitext-103"`` (paper scale: non-empty lines
-    that are not section headings, of the ``"train"`` / ``"test"`` split, the first ``n`` of a
-    seeded permutation)."""
+    """``n`` texts of ``source``: ``"austen"`` (sentences; ``"train"`` / ``"test"`` are disjoint halves) or
+    ``"wikitext-103"`` (non-heading lines of the split, the first ``n`` of a seeded permutation)."""
     if source == "austen":
         return data.text_sample("austen", n, seed=seed, split=split)
     if source == "wikitext-103":
@@ -135,9 +121,8 @@ def texts(source: str, split: str, n: int | None, seed: int = 0) -> list[str]:
 
 
 def model_and_tokenizer(cfg: LMConfig, pretrained: str | None = None) -> tuple[Any, Any]:
-    """``(build, tokenizer)``: with ``pretrained`` (a causal LM of ``layersim.inputs.assets``, e.g.
-    ``"gpt2"``: the paper's setup) a function loading it and its own tokenizer; without, a small
-    GPT-2 of ``cfg``'s size (:func:`build_gpt2`) and the Austen BPE tokenizer of ``cfg.vocab_size``."""
+    """``(build, tokenizer)``: for ``pretrained`` (a causal LM asset, e.g. ``"gpt2"``) its loader and tokenizer;
+    else a small GPT-2 of ``cfg`` (:func:`build_gpt2`) and the Austen BPE tokenizer of ``cfg.vocab_size``."""
     if pretrained is None:
         tok = data.austen_tokenizer(cfg.vocab_size)
         return (lambda: build_gpt2(cfg, tok.pad_token_id)), tok
@@ -168,9 +153,8 @@ def cached_lm(cfg: LMConfig, batches: list[dict], data_desc: dict, build: Any = 
 
 def generate_at_exit(model: nn.Module, prompts: torch.Tensor, layer: int, new_tokens: int, p: float = 0.95,
                      seed: int = 0, device: Any = "auto") -> torch.Tensor:
-    """``[B, new_tokens]`` tokens sampled (nucleus, ``p``) after the equal-length ``prompts``
-    ``[B, T]`` by ``model`` cut after block ``layer`` (the final norm and LM head read block
-    ``layer``'s output: the exit of a multi-exit model with one shared classifier)."""
+    """``[B, new_tokens]`` tokens sampled (nucleus, ``p``) after the equal-length ``prompts [B, T]`` by ``model``
+    cut after block ``layer`` (the final norm and LM head reading its output)."""
     dev = resolve_device(device)
     g = torch.Generator().manual_seed(seed)
     ids = prompts.to(dev)

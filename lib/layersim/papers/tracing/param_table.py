@@ -1,15 +1,7 @@
 """The tracing paper's Table 1: the parameters one shared classifier saves in a multi-exit model, the paper's
-numbers beside the counts of the real architectures (``layersim.nets.params``), and how the paper's numbers
-were made.
-
-- :data:`PAPER_TABLE1`, :func:`paper_table`: the table as printed (typed in from the paper);
-- :func:`counted_table`: every architecture of :data:`layersim.nets.params.ARCHITECTURES` instantiated on the meta
-  device and counted, beside the closed form;
-- :func:`comparison`: the paper's rows beside ours;
-- :func:`reconstruction`: the paper's multi-classifier and saving columns rebuilt from a nominal model size plus
-  ``(L - 1) d K``;
-- :func:`overhead_figure`: the extra parameters of ``L - 1`` classifiers and the saving, paper and ours.
-"""
+numbers (:data:`PAPER_TABLE1`, :func:`paper_table`) beside the counts of the real architectures
+(:func:`counted_table`, :func:`comparison`), how the paper's numbers were made (:func:`reconstruction`), and
+:func:`overhead_figure`."""
 
 from __future__ import annotations
 
@@ -43,11 +35,9 @@ def paper_table() -> pd.DataFrame:
 
 
 def counted_table(head_bias: bool | None = None, head_norm: bool = False) -> pd.DataFrame:
-    """Every architecture of :data:`layersim.nets.params.ARCHITECTURES`, one row each: ``dim``, ``classes``,
-    ``layers``, ``single`` (``sum(p.numel())`` of the model built on the meta device), ``multi`` (plus ``L - 1``
-    copies of its classifier, :func:`layersim.nets.params.architecture_params` with ``head_bias`` and
-    ``head_norm``), whether the closed form equals the instantiated count, ``overhead`` and ``saving`` (percent
-    of the multi-classifier model)."""
+    """One row per architecture of :data:`layersim.nets.params.ARCHITECTURES`: ``dim``, ``classes``, ``layers``,
+    ``single`` (counted on the meta device), ``multi`` (plus ``L - 1`` classifiers), whether the closed form agrees,
+    ``overhead`` and ``saving`` (percent of the multi model)."""
     rows = {}
     for name in params.ARCHITECTURES:
         model = params.build_on_meta(name)
@@ -65,8 +55,8 @@ def counted_table(head_bias: bool | None = None, head_norm: bool = False) -> pd.
 
 
 def comparison(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
-    """The paper's rows beside ours (same index): single, multi and overhead in millions, the saving in percent,
-    the relative differences ``ours / paper - 1`` and the saving's difference in points."""
+    """The paper's rows beside ours: single, multi, overhead (millions), saving (percent), ``ours / paper - 1`` and
+    the saving's difference in points."""
     cmp = pd.DataFrame({
         "paper single (M)": paper["single"] / 1e6, "ours single (M)": ours["single"] / 1e6,
         "paper multi (M)": paper["multi"] / 1e6, "ours multi (M)": ours["multi"] / 1e6,
@@ -81,12 +71,9 @@ def comparison(paper: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
 
 
 def reconstruction(paper: pd.DataFrame, counted: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """The paper's multi-classifier column rebuilt as a nominal size plus ``(L - 1) d K`` (weights only, the
-    paper's own ``d``, ``K``, ``L``): the DeiTs' exact counts (``counted``), the LMs' named sizes
-    (:data:`NOMINAL_LM_SIZES`). Returns the table and ``rows_matching`` (rows whose rebuilt count has the printed
-    digits: M or B with two decimals), ``max_rel_diff`` (of the rebuilt multi column),
-    ``max_saving_diff_points`` (of the saving rebuilt from it) and ``printed_single_saving_diff_points`` (of the
-    saving computed from the printed single column instead)."""
+    """The paper's multi-classifier column rebuilt as a nominal size plus ``(L - 1) d K`` (the DeiTs' exact counts,
+    the LMs' :data:`NOMINAL_LM_SIZES`). Returns the table, ``rows_matching`` (printed digits reproduced),
+    ``max_rel_diff``, ``max_saving_diff_points`` and ``printed_single_saving_diff_points``."""
     nominal = {"deit_small": counted.loc["deit_small", "single"], "deit_base": counted.loc["deit_base", "single"],
                **NOMINAL_LM_SIZES}
     rec = pd.DataFrame({"nominal single": pd.Series(nominal, dtype=float)})
@@ -119,9 +106,9 @@ def styled_reconstruction(rec: pd.DataFrame):
 
 
 def overhead_figure(paper: pd.DataFrame, ours: pd.DataFrame, labels: Sequence[str]):
-    """Table 1 as a figure: the parameters of the ``L - 1`` extra classifiers (log scale, left) and the saving of
-    one shared classifier (right), the paper's bars beside ours, and the approximation ``K / (K + 12 d)`` of the
-    saving (per block an exit head costs ``d K``, a transformer block about ``12 d^2``). Returns the figure."""
+    """Table 1 as a figure: the ``L - 1`` extra classifiers' parameters (log scale) and the saving, paper beside
+    ours, with the approximation ``K / (K + 12 d)`` (a head costs ``d K``, a block about ``12 d^2``). Returns the
+    figure."""
     import matplotlib.pyplot as plt
 
     if len(labels) != len(ours) or len(paper) != len(ours):

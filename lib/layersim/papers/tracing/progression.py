@@ -1,13 +1,6 @@
-"""How a representation progresses towards the last layer: sample-wise COS against linear CKA (tracing paper,
-§2.1, Figures 2, 10, 11 and appendix B.2's Figure 12).
-
-- :func:`to_last_and_all_pairs`: COS and CKA of every layer with the last one (Fig. 2 a, Fig. 12) and between
-  all pairs of layers (Fig. 2 c), in one call;
-- :func:`residual_stream_views`: the per-sample views of Figures 10 and 11 (COS of each block with the last,
-  COS of adjacent layers, the norm ratio of the skip branch to the residual branch, eq. 1);
-- the figures: :func:`curves_figure` (Fig. 2 a and Fig. 12's panels), :func:`heatmap_grid` (Fig. 2 c),
-  :func:`cos_boxes_figure` (Fig. 10), :func:`residual_figure` (Fig. 11).
-"""
+"""How a representation progresses towards the last layer: sample-wise COS against linear CKA (tracing paper, §2.1,
+Figures 2, 10, 11; appendix B.2's Figure 12). :func:`to_last_and_all_pairs` and :func:`residual_stream_views`
+compute; :func:`curves_figure`, :func:`heatmap_grid`, :func:`cos_boxes_figure` and :func:`residual_figure` draw."""
 
 from __future__ import annotations
 
@@ -20,24 +13,17 @@ from layersim.notebook import plotting
 
 
 def to_last_and_all_pairs(layers) -> dict[str, np.ndarray]:
-    """COS and linear CKA of every layer with the last one and between all pairs of layers.
-
-    ``layers``: ``[L, N, d]`` (the class token of blocks ``1..L``, or the hidden layers of an MLP). Returns
-    ``cos_last`` and ``cka_last`` (length ``L``: the mean sample-wise cosine of centred features, the tracing
-    paper's footnote 2, and linear CKA, eq. 3, each against layer ``L``; Fig. 2 a, Fig. 12) and
-    ``cos_matrix`` and ``cka_matrix`` (``[L, L]``, Fig. 2 c)."""
+    """COS and linear CKA of every layer of ``layers`` ``[L, N, d]`` with the last and between all pairs:
+    ``cos_last`` (centred, footnote 2) and ``cka_last`` (eq. 3), length ``L`` (Fig. 2 a, Fig. 12), and
+    ``cos_matrix``, ``cka_matrix`` ``[L, L]`` (Fig. 2 c)."""
     return {"cos_last": similarity.to_last(layers, "cos"), "cka_last": similarity.to_last(layers, "cka"),
             "cos_matrix": similarity.layer_matrix(layers, "cos"), "cka_matrix": similarity.layer_matrix(layers, "cka")}
 
 
 def residual_stream_views(hidden) -> dict[str, np.ndarray]:
-    """The per-sample views of the tracing paper's Figures 10 and 11 on a residual stream.
-
-    ``hidden``: ``[L + 1, N, d]``, the embedding output (index 0) and blocks ``1..L``. Returns
-    ``cos_samples`` (``[L, N]``: the centred sample-wise COS of each block with block ``L``, Fig. 10),
-    ``adjacent`` (``[L, N]``: ``COS(h^(l-1), h^(l))`` on the raw stream, Fig. 11 left) and ``norm_ratio``
-    (``[L, N]``: ``||h^(l-1)|| / ||h^(l) - h^(l-1)||``, the skip branch over the residual branch of eq. 1,
-    Fig. 11 right)."""
+    """Figures 10 and 11 on ``hidden [L + 1, N, d]``: ``cos_samples`` (centred COS of each block with block ``L``),
+    ``adjacent`` (raw ``COS(h^(l-1), h^(l))``) and ``norm_ratio`` (``||h^(l-1)|| / ||h^(l) - h^(l-1)||``, eq. 1),
+    each ``[L, N]``."""
     shape = tuple(getattr(hidden, "shape", np.shape(hidden)))
     if len(shape) != 3 or shape[0] < 2:
         raise ValueError(f"residual_stream_views needs [L + 1, N, d] with L >= 1 (the embedding output first), "
@@ -52,9 +38,8 @@ def residual_stream_views(hidden) -> dict[str, np.ndarray]:
 def curves_figure(panels: Sequence[tuple[str, Mapping[str, Sequence[float]]]], layers: Sequence[int],
                   ylabel: str = "similarity / accuracy", suptitle: str | None = None, panel_size=(6, 4.2),
                   ylim: tuple[float, float] | None = None):
-    """One panel of layer curves per ``(title, {label: values})`` side by side, a shared y axis (the tracing
-    paper's Fig. 2 a: COS, CKA and the layer-wise accuracy of eq. 2; Fig. 12 (a, b): the same without and with
-    residual connections). Returns the figure."""
+    """One panel of layer curves per ``(title, {label: values})``, a shared y axis (Fig. 2 a; Fig. 12 (a, b)).
+    Returns the figure."""
     import matplotlib.pyplot as plt
 
     if not panels:
@@ -72,8 +57,8 @@ def curves_figure(panels: Sequence[tuple[str, Mapping[str, Sequence[float]]]], l
 
 def heatmap_grid(rows: Sequence[Sequence[tuple[np.ndarray, str]]], layers: Sequence[int], panel_size=(5.5, 4.6),
                  label: str = "similarity (1: identical)"):
-    """All-pairs layer heatmaps on a grid: ``rows`` of ``(matrix, title)`` (the tracing paper's Fig. 2 c: COS
-    and CKA side by side; one row per model), every colour bar labelled ``label``. Returns the figure."""
+    """All-pairs layer heatmaps, ``rows`` of ``(matrix, title)`` (Fig. 2 c), colour bars labelled ``label``. Returns
+    the figure."""
     import matplotlib.pyplot as plt
 
     if not rows or any(len(r) != len(rows[0]) or not r for r in rows):
@@ -98,8 +83,8 @@ def cos_boxes_figure(cos_samples: Sequence[np.ndarray], layers: Sequence[int]):
 
 
 def residual_figure(adjacent: Sequence[np.ndarray], norm_ratio: Sequence[np.ndarray], layers: Sequence[int]):
-    """The tracing paper's Figure 11: per-sample COS of adjacent layers on the raw residual stream (left) and the
-    norm ratio of the skip branch to the residual branch, log scale (right)."""
+    """Figure 11: per-sample COS of adjacent layers on the raw residual stream (left) and the skip-to-residual norm
+    ratio, log scale (right)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.5))

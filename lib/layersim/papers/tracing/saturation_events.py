@@ -1,16 +1,10 @@
-"""Saturation events against the similarity to the last layer, on easy and hard images (tracing paper, §2.2 and
-§3, Figures 3 and 6).
+"""Saturation events against the similarity to the last layer, on easy and hard images (tracing paper, §2.2, §3,
+Figures 3 and 6).
 
-The *saturation layer* of a sample is the first block from which the shared last-layer classifier's top-1
-prediction never changes again (:func:`layersim.nets.readout.saturation_layer`). Figure 3 counts the saturation
-events at each block next to the mean COS of each block with the last, for an easy and a hard data set; Figure 6
-compares the standard with the aligned model (eq. 5).
-
-- :func:`subset_events`: the events, the mean saturation block, COS to the last block and the layer-wise accuracy
-  (eq. 2) of one subset of the samples;
-- :func:`by_subset`: the same for all samples, the easy classes and the hard ones;
-- :func:`cos_before_last`, :func:`easy_above_hard`: the statistics the paper's statements are tested on;
-- :func:`events_figure`: Figures 3 and 6 (bars of events, lines of COS on a twin axis).
+A sample's saturation layer is the first block from which the shared classifier's top-1 never changes
+(:func:`layersim.nets.readout.saturation_layer`). :func:`subset_events` and :func:`by_subset` count the events with
+COS to the last block and accuracy; :func:`cos_before_last` and :func:`easy_above_hard` are the tested statistics;
+:func:`events_figure` draws Figures 3 and 6 (Figure 6: standard vs aligned, eq. 5).
 """
 
 from __future__ import annotations
@@ -25,13 +19,9 @@ from layersim.notebook import plotting
 
 
 def subset_events(blocks, labels, logits, mask) -> dict:
-    """Saturation statistics of the samples selected by the boolean ``mask``.
-
-    ``blocks``: ``[L, N, d]`` class tokens of blocks ``1..L``; ``labels``: ``[N]``; ``logits``: ``[L, N, K]``
-    of the shared classifier at every block. Returns ``n`` (samples in the subset), ``counts`` (``[L]``: how
-    many saturate at block ``1..L``), ``mean_saturation`` (the mean saturation block, ``1..L``), ``cos_last``
-    (``[L]``: mean centred sample-wise COS of each block with block ``L``, centred on the subset) and
-    ``accuracy`` (``[L]``: the layer-wise accuracy, eq. 2)."""
+    """Saturation statistics of the samples in boolean ``mask``, from ``blocks [L, N, d]``, ``labels [N]`` and
+    ``logits [L, N, K]``: ``n``, ``counts`` ``[L]``, ``mean_saturation`` (1..L), ``cos_last`` ``[L]`` (centred on
+    the subset) and ``accuracy`` ``[L]`` (eq. 2)."""
     logits, labels, mask = np.asarray(logits), np.asarray(labels), np.asarray(mask)
     if logits.ndim != 3 or mask.dtype != bool or mask.shape != labels.shape or labels.shape[0] != logits.shape[1]:
         raise ValueError(f"subset_events needs logits [L, N, K], labels [N] and a boolean mask [N]; got logits "
@@ -50,8 +40,8 @@ def subset_events(blocks, labels, logits, mask) -> dict:
 
 
 def by_subset(blocks, labels, logits, hard_classes: Sequence[int]) -> dict[str, dict]:
-    """:func:`subset_events` of ``"all"`` samples, the ``"easy"`` ones (labels not in ``hard_classes``) and the
-    ``"hard"`` ones, in that order (the tracing paper's Fig. 3: one model, images of two difficulties)."""
+    """:func:`subset_events` of ``"all"``, ``"easy"`` (labels not in ``hard_classes``) and ``"hard"`` samples
+    (Fig. 3)."""
     labels = np.asarray(labels)
     hard = np.isin(labels, list(hard_classes))
     return {subset: subset_events(blocks, labels, logits, mask)
@@ -78,9 +68,8 @@ def describe(events: Mapping) -> str:
 
 def events_figure(panels: Sequence[tuple[str, Sequence[tuple[Mapping, str, str]]]], layers: Sequence[int],
                   panel_size=(7.5, 4.3)):
-    """The tracing paper's Figures 3 and 6: one panel per ``(title, [(events, label, colour), ...])``, bars of
-    the fraction of the subset's samples saturating at each block and, on a twin axis, the COS of each block
-    with the last (:func:`layersim.notebook.plotting.saturation_panel`). Returns the figure."""
+    """Figures 3 and 6: one panel per ``(title, [(events, label, colour), ...])``, bars of the fraction saturating
+    per block and the COS with the last block on a twin axis. Returns the figure."""
     import matplotlib.pyplot as plt
 
     if not panels:

@@ -1,14 +1,11 @@
-"""Transfer of aligned models: the layer-wise accuracy under a distribution shift and on a new task read through
-a linear probe (tracing paper, appendix B.4, Figure 17).
+"""Transfer of aligned models: layer-wise accuracy under a distribution shift, and a new task read through a linear
+probe (tracing paper, appendix B.4, Figure 17).
 
-- :data:`CORRUPTIONS`: the offline stand-in for a re-collected test set (four mild corruptions, severities fixed
-  before any result was seen);
+- :data:`CORRUPTIONS`: four mild corruptions, the offline stand-in for a re-collected test set;
 - :func:`shift_accuracy`: every model's layer-wise accuracy (eq. 2) on every shifted test set;
-- :func:`task_inputs`, :func:`normed_blocks`, :func:`probe_transfer`: a new task's images prepared for the source
-  model, the class token of every block after the final norm, and the probes read from them (one fitted on the
-  last block and applied to every block, and one per block);
-- :func:`shallow_gap`, :func:`final_shortfall`, :func:`describe`: the statistics the statements are tested on, and
-  :data:`SEED_DIAGNOSES`, why two of them miss on one seed;
+- :func:`task_inputs`, :func:`normed_blocks`, :func:`probe_transfer`: a new task's inputs, every block's normed
+  class token, and the probes read from them;
+- :func:`shallow_gap`, :func:`final_shortfall`, :func:`describe`: the tested statistics; :data:`SEED_DIAGNOSES`;
 - :func:`transfer_figure`: Figure 17.
 """
 
@@ -33,9 +30,7 @@ CORRUPTIONS = {
     "translation (up to 2 px)": {"corruption": "translate", "severity": 2},
 }
 
-#: line colours of Figure 17's two models
-#: why two of Figure 17's statements miss on one of three seeds (``results.diagnose``: ``{claim: (kind, reason)}``),
-#: written on 2026-11-26 after the runs over seeds 0, 1, 2 of the default scale
+#: why two of Figure 17's statements miss on one seed (``results.diagnose``: ``{claim: (kind, reason)}``)
 SEED_DIAGNOSES = {
     "aligned_transfer_layerwise": (
         "does not replicate", "at seed 1 the aligned model's shallow lead is 6.3 points on the clean test images "
@@ -44,30 +39,29 @@ SEED_DIAGNOSES = {
         "does not replicate", "at seed 1 the aligned model's last block is 3.0 points behind under reduced contrast; "
         "in every other setting and seed it is at most 0.6 points behind"),
 }
+#: line colours of Figure 17's two models
 COLORS = {"standard": "tab:blue", "aligned": "tab:orange"}
 
 
 def shift_accuracy(models: Mapping[str, torch.nn.Module], sets: Mapping[str, tuple], device="auto"
                    ) -> dict[str, dict[str, np.ndarray]]:
-    """``{set label: {model name: layer-wise accuracy [L]}}``: each model's own classifier (with its final norm)
-    on blocks ``1..L`` (:func:`layersim.nets.readout.evaluate`, eq. 2) of every ``(x, y)`` test set of ``sets``
-    (``layersim.inputs.shift.shifted_sets``), the sets in order, the models in order within each."""
+    """``{set label: {model name: layer-wise accuracy [L]}}``: each model's own classifier on blocks ``1..L``
+    (eq. 2) of every ``(x, y)`` test set of ``sets``, in order."""
     return {label: {name: readout.evaluate(model, (x, y), device=device).accuracy for name, model in models.items()}
             for label, (x, y) in sets.items()}
 
 
 def task_inputs(dataset: str, split: str, n: int, like: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(x, y)``: ``n`` images of ``dataset``'s ``split`` (0 for all of them, a ``seed``-ed stratified subset
-    otherwise) prepared as the input of a model trained on ``like`` (resized, channels matched, normalised with
-    its statistics: :func:`layersim.inputs.data.as_model_input`)."""
+    """``(x, y)``: ``n`` images of ``dataset``'s ``split`` (0: all; else a ``seed``-ed stratified subset) prepared
+    as input of a model trained on ``like`` (:func:`layersim.inputs.data.as_model_input`)."""
     images, labels = data.image_dataset(dataset, split, limit=n or None, seed=seed, normalize=False).tensors()
     return data.as_model_input(images, like), labels
 
 
 def normed_blocks(model: torch.nn.Module, hidden) -> np.ndarray:
-    """The features a probe on a new task reads: the class token of blocks ``1..L`` after the model's final
-    norm (``readout.layer_logits`` with the identity as head), ``[L, N, d]`` from ``hidden`` ``[L + 1, N, d]``
-    (index 0 the embedding output). A ``logits_fn`` for :func:`layersim.nets.readout.evaluate`."""
+    """The class token of blocks ``1..L`` after the model's final norm, ``[L, N, d]``, from
+    ``hidden [L + 1, N, d]``; a ``logits_fn`` for :func:`layersim.nets.readout.evaluate`. ``ValueError`` without a
+    block."""
     L = hidden.shape[0] - 1
     if L < 1:
         raise ValueError(f"normed_blocks needs the embedding output and at least one block, "
@@ -77,12 +71,9 @@ def normed_blocks(model: torch.nn.Module, hidden) -> np.ndarray:
 
 def probe_transfer(model: torch.nn.Module, train: tuple, test: tuple, C: float = 1.0, device="auto"
                    ) -> dict[str, np.ndarray]:
-    """A new task read from a frozen model (the tracing paper's Fig. 17, right; appendix B.4).
-
-    ``train`` and ``test``: ``(x, y)`` of the new task (:func:`task_inputs`). Returns ``shared_probe``: the test
-    accuracy at every block of one logistic-regression probe (``C``, :func:`layersim.measures.probe.fit_linear_probe`)
-    fitted on the last block's normed class token (the paper's layer-wise accuracy with the new classifier), and
-    ``per_layer_probes``: the test accuracy of one probe fitted per block."""
+    """A new task read from a frozen model (Fig. 17, right; appendix B.4); ``train``, ``test``: ``(x, y)``
+    (:func:`task_inputs`). Returns ``shared_probe``, the test accuracy at every block of one logistic probe (``C``)
+    fitted on the last block, and ``per_layer_probes``, one probe per block."""
     (x_tr, y_tr), (x_te, y_te) = train, test
     normed_tr, normed_te = (readout.evaluate(model, (x, y), device=device, logits_fn=normed_blocks).logits
                             for x, y in ((x_tr, y_tr), (x_te, y_te)))
