@@ -10,6 +10,12 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 from torch.utils.data import TensorDataset
 
+# the project's own model families register their adapters where they are defined: import them, so that every test
+# that walks layersim.nets.adapters.REGISTRY sees them
+import layersim.papers.alignment.pretrain  # noqa: F401
+import layersim.train.mlp  # noqa: F401
+import layersim.train.small_nets  # noqa: F401
+
 #: the repository's root (tests may sit at any depth of tests/)
 REPO = Path(__file__).resolve().parents[1]
 

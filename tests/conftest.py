@@ -3,7 +3,7 @@ Hugging Face hub, so a test that would reach the network fails at once instead o
 
 import pytest
 
-pytest_plugins = ["pytester"]  # tests/test_smoke_check.py runs pytest itself
+pytest_plugins = ["pytester"]  # tests/tools/test_smoke_check.py runs pytest itself
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""The data card data/README.md stays in step with the asset registry (layersim.inputs.assets).
+"""The data card data/README.md stays in step with the asset registry (layersim.inputs.assets): a check of the
+repository's documentation, not of the library, so it sits at the top of tests/ rather than in tests/inputs/.
 
 Its assets table has one row per asset, the asset's registry name in backticks in the first column and
 "<kind>, <scale>" in the second. An asset added to the registry without a row fails, and so does a row
@@ -10,14 +11,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from layersim.inputs import assets
 
-ROOT = Path(__file__).resolve().parents[1]
-CARD = ROOT / "data" / "README.md"
+from builders import REPO
+
+CARD = REPO / "data" / "README.md"
 NAMES = [a.name for a in assets.list_assets()]
 
 
@@ -90,10 +91,10 @@ def test_rows_give_kind_and_scale_of_the_registry():
             f"the registry says '{asset.kind}, {asset.scale}'")
 
 
-@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs a git checkout")
 def test_card_is_tracked_and_the_rest_of_data_ignored():
     def ignored(path: str) -> bool:
-        run = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT, check=False)
+        run = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO, check=False)
         assert run.returncode in (0, 1), f"git check-ignore failed on {path}"
         return run.returncode == 0
 

@@ -135,7 +135,7 @@ def test_fast_float32_training_follows_the_strict_run():
 def test_fast_reading_of_every_layer_and_bf16_reading_stay_within_their_tolerances():
     """TF32 and bf16 autocast against the CPU's float32 features: relative to the features' scale, within
     1e-2 (TF32) and 5e-2 (bf16); CKA to the last layer within 0.005 (TF32) and 0.02 (bf16: random weights on
-    noise move it more than a trained model's, tests/test_fast_precision.py; 0.0055 under the CPU's bf16)."""
+    noise move it more than a trained model's, tests/core/test_device.py; 0.0055 under the CPU's bf16)."""
     model = tiny_vit(perturb=True)
     x = torch.randn(64, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     on_cpu = models.collect(model, [x], device="cpu", progress=False).hidden

@@ -166,3 +166,31 @@ def test_the_readme_table_of_roles_matches_the_tree():
                       if role_of(m) == r and m.count(".") == (2 if r == "papers" else 1)) for r in ORDER}
     assert list(rows) == ORDER, f"the table's roles, in order: {list(rows)}; the tree's: {ORDER}"
     assert rows == tree
+
+
+# ----------------------------------------------------------------------------- tests mirror the library
+
+TESTS = LIB.parents[1] / "tests"
+#: files of tests/ named after no module: checks of the repository as a whole
+REPOSITORY_CHECKS = {"test_data_card.py", "test_exercises.py", "test_gpu.py", "test_layout.py", "test_notebooks.py"}
+
+
+def mirrored_test(path: Path) -> Path:
+    """Where the tests of the library module ``path`` live: ``lib/layersim/measures/similarity.py`` ->
+    ``tests/measures/test_similarity.py``, ``lib/layersim/__main__.py`` -> ``tests/test_main.py``."""
+    rel = path.relative_to(LIB)
+    return TESTS / rel.parent / f"test_{rel.stem.strip('_')}.py"
+
+
+def test_every_module_has_its_tests_at_the_mirrored_path():
+    missing = [f"{module_name(p) or '__main__'} -> {mirrored_test(p).relative_to(TESTS.parent)}"
+               for p in sorted(LIB.rglob("*.py")) if p.name != "__init__.py" and not mirrored_test(p).is_file()]
+    assert not missing, "library modules without their test module:\n" + "\n".join(missing)
+
+
+def test_every_test_module_mirrors_a_library_module_or_checks_the_repository():
+    modules = {mirrored_test(p) for p in LIB.rglob("*.py") if p.name != "__init__.py"}
+    stray = [t.relative_to(TESTS.parent).as_posix() for t in sorted(TESTS.rglob("test_*.py"))
+             if t not in modules and not (t.parent == TESTS and t.name in REPOSITORY_CHECKS)]
+    assert not stray, "test modules named after no library module (name them after the module they test):\n" + \
+        "\n".join(stray)

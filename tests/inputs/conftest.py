@@ -1,0 +1,24 @@
+"""Fixtures of the tests of layersim.inputs: a tiny stand-in for the Jane Austen novels."""
+
+import pytest
+
+from layersim.inputs import assets, data
+
+#: the stand-in's lines, by the R database's key of each novel
+AUSTEN = {key: [f"{key.title()} wrote line {i} of the story today." for i in range(5)] for key in data.AUSTEN_NOVELS}
+
+
+@pytest.fixture
+def austen(tmp_cache, tmp_path, monkeypatch):
+    """The Austen lines come from a tiny stand-in for the R database; returns the list of parses."""
+    parsed, resolve = [], assets.resolve
+    monkeypatch.setattr(assets, "resolve", lambda name, allow_download=None: (
+        tmp_path if name == "janeaustenr" else resolve(name, allow_download)))
+    monkeypatch.setattr(data, "_read_rdb", lambda folder: parsed.append(folder) or AUSTEN)
+    return parsed
+
+
+@pytest.fixture
+def austen_lines():
+    """The lines of the ``austen`` stand-in as ``data._austen_lines`` gives them: by novel title."""
+    return {title: AUSTEN[key] for key, title in data.AUSTEN_NOVELS.items()}

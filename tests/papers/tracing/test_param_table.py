@@ -1,0 +1,76 @@
+"""Tests of layersim.papers.tracing.param_table: Table 1's parameter counts, the paper's table beside ours."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from layersim.nets import params  # noqa: E402
+from layersim.papers.tracing import param_table  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def counted():
+    return param_table.counted_table()
+
+
+def test_counted_table_counts_single_and_multi_classifier_models(counted):
+    assert list(counted.index) == list(params.ARCHITECTURES) and counted["closed_form_equals_instantiated"].all()
+    deit = counted.loc["deit_small"]
+    assert deit["single"] == 22_050_664 and deit["multi"] == 22_050_664 + 11 * (384 * 1000 + 1000)
+    gpt2 = counted.loc["gpt2"]
+    assert gpt2["overhead"] == 11 * 768 * 50257  # copies of the tied LM head, no bias
+    assert gpt2["saving"] == pytest.approx(100 * 11 * 768 * 50257 / (124_439_808 + 11 * 768 * 50257))
+    no_bias = param_table.counted_table(head_bias=False, head_norm=True).loc["deit_small"]
+    assert no_bias["overhead"] == 11 * (384 * 1000 + 2 * 384)
+
+
+def test_paper_table_and_comparison(counted):
+    paper = param_table.paper_table()
+    assert list(paper.index) == ["deit_small", "deit_base", "gpt2", "gpt3", "llama2"]
+    assert paper.loc["gpt2", "overhead"] == pytest.approx(541.57e6 - 117.35e6)
+    ours = counted.loc[["deit_small", "deit_base", "gpt2", "gpt3", "llama2_70b"]].set_axis(paper.index)
+    cmp = param_table.comparison(paper, ours)
+    gpt3_heads = 95 * 12288 * 50257
+    assert cmp.loc["gpt3", "overhead rel. diff"] == pytest.approx(gpt3_heads / (233.67e9 - 175.63e9) - 1)
+    assert cmp.loc["deit_base", "ours single (M)"] == pytest.approx(86.567656)
+    assert cmp.loc["llama2", "saving diff (pt)"] == pytest.approx(ours.loc["llama2", "saving"] - 6.81)
+    gpt2_m = 124.439808
+    assert param_table.per_model(ours, ["gpt2"]) == {
+        "gpt2": {"single": pytest.approx(gpt2_m), "multi": pytest.approx(gpt2_m + 11 * 768 * 50257 / 1e6)}}
+    assert param_table.column(paper, "saving", ["gpt2", "llama2"]) == {"gpt2": 78.39, "llama2": 6.81}
+
+
+def test_reconstruction_rebuilds_the_paper_from_nominal_sizes(counted):
+    paper = param_table.paper_table()
+    rec, stats = param_table.reconstruction(paper, counted)
+    nominal = [22_050_664, 86_567_656, 117e6, 175e9, 70e9]
+    rebuilt = [n + (row["layers"] - 1) * row["dim"] * row["classes"] for n, (_, row) in zip(nominal, paper.iterrows())]
+    np.testing.assert_allclose(rec["reconstructed multi"], rebuilt)
+    printed = [round(r / u, 2) == round(p / u, 2) for r, p, u in
+               zip(rebuilt, paper["multi"], [1e6, 1e6, 1e6, 1e9, 1e9])]
+    assert stats["rows_matching"] == sum(printed) == 5
+    rel = max(abs(r / p - 1) for r, p in zip(rebuilt, paper["multi"]))
+    assert stats["max_rel_diff"] == pytest.approx(rel)
+    savings = [100 * (r - n) / r for r, n in zip(rebuilt, nominal)]
+    assert stats["max_saving_diff_points"] == pytest.approx(max(abs(s - p) for s, p in zip(savings, paper["saving"])))
+    assert stats["max_saving_diff_points"] < 0.01 < stats["printed_single_saving_diff_points"]
+    param_table.styled_reconstruction(rec).to_html()
+
+
+def test_overhead_figure_draws_the_paper_beside_ours(counted):
+    paper = param_table.paper_table()
+    ours = counted.loc[["deit_small", "deit_base", "gpt2", "gpt3", "llama2_70b"]].set_axis(paper.index)
+    fig = param_table.overhead_figure(paper, ours, list("ABCDE"))
+    left, right = fig.axes
+    np.testing.assert_allclose([p.get_height() for p in left.patches[5:]], ours["overhead"].astype(float))
+    np.testing.assert_allclose([p.get_height() for p in right.patches[:5]], paper["saving"])
+    np.testing.assert_allclose(right.lines[0].get_ydata(), 100 * ours["classes"].astype(float)
+                               / (ours["classes"].astype(float) + 12 * ours["dim"].astype(float)))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one label per model"):
+        param_table.overhead_figure(paper, ours, ["A"])

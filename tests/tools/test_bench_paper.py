@@ -1,0 +1,68 @@
+"""Tests of layersim.tools.bench_paper: the measured paper-scale plan (``python -m layersim.tools.bench paper``) and
+the presets it reads from the notebooks, on the CPU."""
+
+import math
+
+import nbformat
+import pytest
+
+from layersim.inputs import data
+from layersim.notebook import presets
+from layersim.tools import bench, bench_paper
+from builders import REPO
+
+
+NOTEBOOKS = sorted(p for p in REPO.glob("notebooks/*/*.ipynb")
+                   if "start(" in "".join(c.source for c in nbformat.read(p, as_version=4).cells))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebooks_presets_are_read_from_the_notebook(path):
+    got = bench_paper.notebook_presets(path.stem)
+    assert {"smoke", "default", "paper"} <= set(got), path.stem
+
+
+def test_presets_are_read_without_jupyter(monkeypatch):
+    """A GPU machine or batch node may lack IPython: the settings cell's display import is left out."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "IPython", None)  # any import of IPython now raises ImportError
+    monkeypatch.setitem(sys.modules, "IPython.display", None)
+    with pytest.raises(ImportError):
+        import IPython.display  # noqa: F401
+    assert bench_paper.notebook_presets("t10_aligned_gpt")["paper"]["pretrained"] == "gpt2"
+
+
+def test_presets_shared_with_the_library_are_the_librarys_own_object():
+    assert bench_paper.notebook_presets("c03_layer_skipping") is presets.CLUSTERS_FINETUNE
+    with pytest.raises(ValueError, match="no notebook"):
+        bench_paper.notebook_presets("t99_nothing")
+
+
+def test_the_tracing_vit_plan_multiplies_the_measured_step_by_the_presets_steps():
+    rows = bench_paper.plan("cpu", tiny=True, only="t01", steps=1, log=lambda _: None)
+    s = presets.tracing_vit("paper", "standard")
+    n = s["n_train"] or data.split_size(s["dataset"], "train")
+    assert [r["notebook"] for r in rows] == ["t01_cos_vs_cka"]
+    assert rows[0]["steps"] == s["epochs"] * math.ceil(n / s["batch_size"]) == 200 * 196
+    assert rows[0]["hours"] == pytest.approx(rows[0]["seconds"] * rows[0]["steps"] / 3600)
+    assert rows[0]["precision"] == "fp32" and rows[0]["peak_gib"] is None
+
+
+def test_every_workload_runs_one_tiny_step_on_the_cpu(capsys):
+    assert bench.main(["paper", "--tiny", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    for w in bench_paper.workloads(tiny=True):
+        assert f"| {w.notebook} | {w.label} |" in out
+    assert "Measured hours per notebook" in out
+    with pytest.raises(ValueError, match="steps"):
+        bench_paper.time_workload(bench_paper.workloads(tiny=True)[0], "cpu", steps=0)
+
+
+def test_notebook_hours_sums_the_known_workloads_and_can_leave_out_partial_notebooks():
+    rows = [{"notebook": "t01", "hours": 0.25}, {"notebook": "t01", "hours": 0.5},
+            {"notebook": "c03", "hours": 1.0}, {"notebook": "c03", "hours": None},
+            {"notebook": "r01", "hours": None}]
+    assert bench_paper.notebook_hours(rows) == {"t01": 0.75, "c03": 1.0}
+    assert bench_paper.notebook_hours(rows, complete_only=True) == {"t01": 0.75}
+    assert bench_paper.notebook_hours([]) == {}

@@ -1,0 +1,638 @@
+"""Tests of layersim.tools.report and ``python -m layersim report``: names checked before loading, one pass, every
+lens run or skipped with its reason, and an HTML page with every section and figure.
+
+Careless input is refused before any work: a lens subset, a device name, a cache inside the committed results, a
+model or data path that is missing, a file or unreadable. Each refusal is one line that names the problem (no
+traceback), exit status 2, and nothing written; ``~`` and relative paths reach the report's kernel as the user meant
+them. A report stopped while it rewrites a committed example puts the example back. HTML in a data path stays inert
+text, and the report never writes into the committed results (however the path is spelled) or a folder of someone
+else's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+from layersim.core import locks, paths, writers
+from layersim.inputs import assets
+from layersim.notebook import lenses
+from layersim.tools import committed, report
+from builders import one_line_error, tree_files
+
+
+MINILM = "all-minilm-l6-v2"
+needs_minilm = pytest.mark.skipif(not assets.is_available(MINILM), reason="MiniLM is not installed")
+REPORT = ["report", "--model", MINILM, "--data", "austen"]
+PAYLOAD = "<svg onload=alert(2)>"
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A repository of its own (committed figures/, notebooks/ and tests/notebooks/), the switch off, no
+    LAYERSIM_OUT, LAYERSIM_CACHE or LAYERSIM_DATA, and the working directory outside it."""
+    root = tmp_path / "repo"
+    (root / "lib" / "layersim").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    for folder in ("figures/p/n", "notebooks/p", "tests/notebooks/p"):
+        (root / folder).mkdir(parents=True)
+    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
+    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
+    for name in ("LAYERSIM_OUT", "LAYERSIM_CACHE", "LAYERSIM_DATA", writers.SWITCH):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+def _committed(root: Path) -> dict[str, bytes]:
+    """Every file under the committed folders of ``root``."""
+    return {name: data for folder in ("figures", "notebooks", "tests") for name, data in tree_files(root / folder).items()}
+
+
+def _refused(argv: list[str], capsys, *words: str) -> str:
+    """Run ``python -m layersim`` with ``argv``: exit 2 and one ``error:`` line holding ``words`` (returned)."""
+    from layersim.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return one_line_error(capsys.readouterr().err, *words)
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """papermill's execution replaced by a recorder: what a report would hand its kernel (the parameters and the
+    path variables of the environment), without running it."""
+    import papermill
+
+    seen: dict = {}
+
+    def record(source, target, parameters=None, **kwargs):
+        seen["parameters"] = dict(parameters or {})
+        seen["environ"] = {k: os.environ.get(k) for k in paths.VARIABLES}
+        seen["cwd"] = kwargs.get("cwd")
+        raise RuntimeError("recorded, not run")
+
+    monkeypatch.setattr(papermill, "execute_notebook", record)
+    return seen
+
+
+@pytest.fixture
+def no_accelerator(monkeypatch):
+    """A machine without CUDA or MPS, whatever this one has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+# ----------------------------------------------------------------------------- names, data and lenses
+
+
+def test_describe_model_and_data_from_names_only(tmp_path):
+    assert report.describe_model(MINILM).modality == "text"
+    assert report.describe_model("smollm2-135m").modality == "text"
+    assert report.describe_model("deit_small_patch16_224").modality == "image"
+    vit = report.describe_model("tracing-vit:smoke")
+    assert (vit.kind, vit.modality, vit.detail) == ("tracing-vit", "image", "smoke")
+    assert report.describe_model("timm:vit_small_patch16_224").kind == "timm"
+    assert report.describe_data("Fashion_MNIST").name == "fashion-mnist"
+    assert report.describe_data("austen").labelled and not report.describe_data("python-docs").labelled
+    assert report.describe_data("austen-excerpt").kind == "text-task"
+    (tmp_path / "texts.txt").write_text("one\ntwo\n")
+    assert report.describe_data(str(tmp_path / "texts.txt")).kind == "text-file"
+    (tmp_path / "imgs" / "cat").mkdir(parents=True)
+    assert report.describe_data(str(tmp_path / "imgs")).kind == "image-folder"
+
+
+@pytest.mark.parametrize("model,data,message", [
+    ("minilm-l7", "austen", "unknown model 'minilm-l7'"),
+    ("fashion-mnist", "austen", "is a data set; pass it as the data set"),
+    ("tracing-vit:huge", "fashion-mnist", "the scale must be one of"),
+    (MINILM, "digits", "reads texts but 'digits' is an image data set"),
+    ("tracing-vit", "austen", "reads images but 'austen' is a text data set"),
+    (MINILM, "wikipedia", "unknown data set 'wikipedia'"),
+    ("", "austen", "model is empty"),
+    ("timm:resnet18", "digits", "timm:resnet18 is a timm model \\(ResNet\\), but unsupported model ResNet"),
+    ("timm:vit_smol_patch16_224", "digits", "timm has no model 'vit_smol_patch16_224'; close names: "),
+])
+def test_check_refuses_bad_names_before_loading(model, data, message):
+    with pytest.raises(ValueError, match=message):
+        report.check(model, data)
+
+
+def test_check_folders_and_lens_names(tmp_path):
+    (tmp_path / "model").mkdir()
+    with pytest.raises(ValueError, match="without a Hugging Face config.json"):
+        report.describe_model(str(tmp_path / "model"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="one sub-folder of images per class"):
+        report.describe_data(str(tmp_path / "empty"))
+    (tmp_path / "x.csv").write_text("a")
+    with pytest.raises(ValueError, match=".txt file"):
+        report.describe_data(str(tmp_path / "x.csv"))
+    with pytest.raises(ValueError, match="Did you mean 'cka/matrix'"):
+        report.check(MINILM, "austen", ["cka/matix"])
+    _, _, names = report.check(MINILM, "austen", ["cka/*", "cka/matrix"])
+    assert names == lenses.names("cka/*")
+    _, _, every = report.check(MINILM, "austen")
+    assert set(every) >= {"cos/to_last", "cka/matrix", "redundancy/rba_error", "alignment/area", "clusters/block_diagonal",
+                          "logit_lens/accuracy", "probe/accuracy"}
+
+
+def test_a_folder_is_matched_to_an_adapter_from_its_config_before_any_weight(tmp_path):
+    """Folders hold only config.json and an empty weights file here (no tokenizer): the family and modality
+    come from the configuration alone, a family without an adapter is refused by name, and a folder without
+    weights is refused before anything loads."""
+    import transformers as tr
+
+    small = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    tr.BertConfig(hidden_size=32, **small).save_pretrained(tmp_path / "bert")
+    tr.ViTConfig(hidden_size=32, **small).save_pretrained(tmp_path / "vit")
+    tr.T5Config(d_model=32, num_layers=2, num_heads=2, d_ff=64, d_kv=16).save_pretrained(tmp_path / "t5")
+    tr.CLIPConfig().save_pretrained(tmp_path / "clip")
+    with pytest.raises(ValueError, match="holds a config.json but no weights"):
+        report.describe_model(str(tmp_path / "bert"))
+    for name in ("bert", "vit"):
+        (tmp_path / name / "model.safetensors").touch()
+    assert report.describe_model(str(tmp_path / "bert")).modality == "text"
+    assert report.describe_model(str(tmp_path / "vit")).modality == "image"
+    with pytest.raises(ValueError, match="holds a 't5' model .*layersim has adapters for"):
+        report.check(str(tmp_path / "t5"), "austen")
+    with pytest.raises(ValueError, match="a report reads one tower"):
+        report.describe_model(str(tmp_path / "clip"))
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "config.json").write_text('{"model_type": "no-such-family"}')
+    with pytest.raises(ValueError, match="transformers cannot read its config.json"):
+        report.describe_model(str(tmp_path / "odd"))
+
+
+def test_stratified_subsample_keeps_class_proportions():
+    labels = np.array([0] * 60 + [1] * 30 + [2] * 10)[np.random.default_rng(0).permutation(100)]
+    pick = report.stratified(labels, 100, 20)
+    assert len(pick) == 20 and np.all(np.diff(pick) > 0)
+    assert np.bincount(labels[pick]).tolist() == [12, 6, 2]
+    assert report.stratified(None, 10, 4).tolist() == [0, 3, 6, 9] and len(report.stratified(labels, 100, 500)) == 100
+
+
+def test_constant_entries_and_skip_reasons():
+    rng = np.random.default_rng(0)
+    hidden = rng.standard_normal((4, 30, 5)).astype(np.float32)
+    hidden[0] = hidden[0, :1]  # the same vector in every sample (a CLS token before attention)
+    assert report.constant_entries(hidden) == [0]
+    data = lenses.LayerData(hidden=hidden[1:], labels=None, layers=[1, 2, 3])
+    r = report.run_lenses(report.Report(data, meta={"logits": "not available: no head"}),
+                          ["cka/to_last", "alignment/area", "logit_lens/accuracy"])
+    assert set(r.results) == {"cka/to_last"}
+    assert r.skipped["alignment/area"] == "needs labels, which this data set does not have"
+    assert r.skipped["logit_lens/accuracy"].startswith("needs logits: no head")
+    table = report.summary_table(r)
+    assert "| `cka/to_last` | tracing | " in table and "skipped: needs labels" in table
+    labelled = lenses.LayerData(hidden=hidden[1:], labels=np.zeros(30, dtype=np.int64), layers=[1, 2, 3])
+    one_class = report.run_lenses(report.Report(labelled, meta={}), ["alignment/area"])
+    assert one_class.skipped["alignment/area"].startswith("did not apply: alignment/area needs at least two classes")
+
+
+def test_the_last_cell_shows_only_the_lenses_that_ran():
+    """The report's last cell read ``cka/to_last`` and ``cos/to_last`` whatever ``--lenses`` chose: a subset without
+    them ran every lens and failed there, at the end."""
+    rng = np.random.default_rng(0)
+    data = lenses.LayerData(hidden=rng.standard_normal((3, 12, 4)), labels=None, layers=[1, 2, 3])
+    r = report.run_lenses(report.Report(data, meta={}), ["cos/adjacent", "alignment/area"])
+    assert report.key_numbers(r) == {"layers": 3, "ran": ["cos/adjacent"], "skipped": ["alignment/area"]}
+    full = report.run_lenses(report.Report(data, meta={}), ["cka/to_last", "cos/to_last"])
+    numbers = report.key_numbers(full)
+    assert list(numbers) == ["layers", "ran", "skipped", "cka_to_last", "cos_to_last"]
+    np.testing.assert_array_equal(numbers["cka_to_last"], full.results["cka/to_last"])
+
+
+# ------------------------------------------------------------------------- one pass over MiniLM and the command line
+
+
+@needs_minilm
+def test_one_pass_report_on_minilm_and_its_figures():
+    m, d, names = report.check(MINILM, "austen")
+    loaded = report.load_model(m, device="cpu")
+    inputs = report.load_data(d, 24, seed=0)
+    r = report.run_lenses(report.extract(loaded, inputs, batch_size=8, max_length=24, device="cpu", n_surgery=12), names)
+    assert r.meta["constant_layers_left_out"] == [0] and r.data.layers == [1, 2, 3, 4, 5, 6]
+    assert r.meta["surgery"].startswith("6 samples to fit RBA maps on, 6 to compare")
+    assert r.results["redundancy/skip_change"].shape == r.results["redundancy/rba_change"].shape == (5,)
+    assert r.results["cka/to_last"][-1] == pytest.approx(1.0) and r.results["cka/matrix"].shape == (6, 6)
+    assert "no classifier" in r.skipped["logit_lens/accuracy"]
+    figs = report.figures(r, title="t")
+    assert set(figs) == {"matrices", "per_layer", "per_step"}
+    digest = report.digest(r)
+    assert set(digest) == set(r.results) and "median_per_layer" in digest["cos/adjacent"]
+    mean = report.extract(loaded, inputs, token="mean", batch_size=8, max_length=24, device="cpu", n_surgery=0)
+    assert mean.meta["constant_layers_left_out"] == [] and mean.data.layers[0] == 0
+    off = report.run_lenses(mean, ["redundancy/skip_change"])
+    assert off.skipped["redundancy/skip_change"].endswith("n_surgery=0 turned that off")
+    # texts are batched by length: every label must still sit with its own text's features
+    from layersim.papers.alignment import text as alignment_text
+
+    ref = alignment_text.encoder_features(loaded.model, loaded.tokenizer, inputs.texts, tokens=("mean",),
+                                          max_length=24, device="cpu")["mean"]
+    ref_data = lenses.LayerData(hidden=ref, labels=np.asarray(inputs.labels, dtype=np.int64))
+    np.testing.assert_allclose(lenses.apply("alignment/area", mean.data), lenses.apply("alignment/area", ref_data),
+                               rtol=1e-5)
+
+
+@needs_minilm
+def test_command_line_writes_notebook_html_figures_and_metrics(tmp_path, capsys):
+    from layersim.__main__ import main
+
+    out = tmp_path / "rep"
+    assert main(["report", "--model", MINILM, "--data", "austen", "--scale", "smoke", "--n", "16", "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} >= {"layer_report.ipynb", "report.html", "metrics.json", "matrices.png",
+                                               "per_layer.png", "per_step.png"}
+    html = (out / "report.html").read_text()
+    for section in ("Layer report: every lens of the four papers", "One pass over the data", "Every lens", "Figures"):
+        assert section in html
+    assert html.count("data:image/png;base64") >= 3  # the figures, embedded
+    metrics = json.loads((out / "metrics.json").read_text())
+    for name in metrics["lenses"]:
+        assert f"<code>{name}</code>" in html
+    for name in metrics["skipped"]:
+        assert f"<code>{name}</code>" in html and "skipped" in html
+    assert metrics["params"]["n_samples"] == 16 and metrics["dataset"] == "austen"
+    assert "report.html" in capsys.readouterr().out
+
+
+@needs_minilm
+def test_a_committed_example_names_no_machine_folder(tmp_path, monkeypatch):
+    """A report written into the committed results (a repository of its own here) keeps no absolute path of
+    the repository: not in the executed notebook (parameters, outputs, papermill's metadata), not in its HTML."""
+    import shutil
+
+    from layersim.__main__ import main
+    from layersim.core.paths import cache_dir, repo_root
+
+    fake = tmp_path / "repo"
+    (fake / "lib" / "layersim").mkdir(parents=True)
+    (fake / "pyproject.toml").write_text("")
+    (fake / report.NOTEBOOK).parent.mkdir(parents=True)
+    shutil.copy(repo_root() / report.NOTEBOOK, fake / report.NOTEBOOK)
+    monkeypatch.setenv("LAYERSIM_CACHE", str(cache_dir()))  # the installed model, from the real repository
+    monkeypatch.setenv("LAYERSIM_ROOT", str(fake))
+    out = fake / "figures" / "report" / "example"
+    assert main(["report", "--model", MINILM, "--data", "austen", "--scale", "smoke", "--n", "16", "--out", str(out),
+                 "--update-committed"]) == 0
+    executed = (out / "layer_report.ipynb").read_text()
+    for name in ("report.html", "metrics.json"):
+        assert str(fake) not in (out / name).read_text(), name
+    assert str(fake) not in executed
+    assert json.loads((out / "metrics.json").read_text())["params"]["out"] == "figures/report/example"
+    nb = json.loads(executed)
+    assert nb["metadata"]["papermill"]["parameters"]["out"] == "figures/report/example"
+    assert nb["metadata"]["papermill"]["input_path"] == "notebooks/report/layer_report.ipynb"
+
+
+def test_command_line_bad_input_is_one_usage_error(capsys):
+    from layersim.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--model", MINILM, "--data", "digits"])
+    assert exc.value.code == 2 and "choose a text data set" in capsys.readouterr().err
+    assert main(["bogus"]) == 2
+
+
+def test_load_data_from_a_users_folder_and_text_file(tmp_path):
+    from PIL import Image
+
+    for k, cls in enumerate(("cats", "dogs")):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(np.full((10, 12, 3), 40 * k + i, dtype=np.uint8)).save(tmp_path / "imgs" / cls / f"{i}.png")
+    (tmp_path / "imgs" / "cats" / "notes.txt").write_text("not an image")
+    inputs = report.load_data(report.describe_data(str(tmp_path / "imgs")), 100)
+    assert inputs.images.shape == (6, 3, 224, 224) and inputs.label_names == ("cats", "dogs")
+    assert sorted(inputs.labels.tolist()) == [0, 0, 0, 1, 1, 1] and float(inputs.images.max()) <= 1.0
+    (tmp_path / "t.txt").write_text("first line\n\nsecond\nthird\nfourth\nfifth\n")
+    texts = report.load_data(report.describe_data(str(tmp_path / "t.txt")), 4, seed=1)
+    assert len(texts.texts) == 4 and texts.labels is None and set(texts.texts) <= {"first line", "second", "third",
+                                                                                   "fourth", "fifth"}
+    with pytest.raises(ValueError, match="at least 4"):
+        report.load_data(report.describe_data(str(tmp_path / "t.txt")), 3)
+
+
+@needs_minilm
+def test_streamed_report_equals_the_in_memory_one(tmp_path):
+    """More samples than max_in_memory: features go to a memmap, the similarity lenses are streamed
+    over every sample (same numbers as in memory), the others read an evenly spaced subsample."""
+    m, d, names = report.check(MINILM, "austen", ["cka/*", "cos/matrix", "cos/to_last", "clusters/*", "probe/*"])
+    loaded = report.load_model(m, device="cpu")
+    inputs = report.load_data(d, 30, seed=0)
+    full = report.run_lenses(report.extract(loaded, inputs, token="mean", batch_size=8, max_length=16, device="cpu"),
+                             names)
+    part = report.extract(loaded, inputs, token="mean", batch_size=8, max_length=16, device="cpu", max_in_memory=12,
+                          workdir=tmp_path)
+    assert (tmp_path / "hidden.npy").exists() and part.meta["subsample"]["n"] == 12
+    part = report.run_lenses(part, names)
+    for name in report.STREAMED:
+        np.testing.assert_allclose(part.results[name], full.results[name], rtol=1e-7, atol=1e-9)
+    assert part.data.n_samples == 12 and part.results["probe/accuracy"].shape == full.results["probe/accuracy"].shape
+    with pytest.raises(ValueError, match="cosine similarity is undefined"):
+        report.streamed_similarity(np.ones((2, 5, 3), np.float32), [0, 1])
+
+
+@needs_minilm
+def test_a_subset_of_lenses_runs_to_the_end_and_reports_only_those(tmp_path):
+    """``--lenses`` naming two lenses (neither of the two the last cell used to show) runs every cell, and the page,
+    ``metrics.json`` and the last cell hold those lenses alone."""
+    from layersim.__main__ import main
+
+    out = tmp_path / "rep"
+    assert main(["report", "--model", MINILM, "--data", "austen", "--scale", "smoke", "--n", "8", "--n-surgery", "0",
+                 "--lenses", "cos/adjacent,residual/*", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["lenses"]) == {"cos/adjacent", "residual/norm_ratio"} and metrics["skipped"] == {}
+    html = (out / "report.html").read_text()
+    rows = {name for name in lenses.names() if f"<td><code>{name}</code></td>" in html}  # the table of lenses run
+    assert rows == {"cos/adjacent", "residual/norm_ratio"}
+    last = json.loads((out / "layer_report.ipynb").read_text())["cells"][-1]["outputs"][0]["data"]["text/plain"]
+    assert "'ran': ['cos/adjacent', 'residual/norm_ratio']" in "".join(last) and "cka_to_last" not in "".join(last)
+
+
+# -------------------------------------------------------------- careless input: refused before any work, in one line
+
+
+def test_an_unknown_lens_is_refused_before_any_work_listing_the_known_ones(repo, capsys):
+    line = _refused([*REPORT, "--lenses", "cos/adjacent,cka/matix", "--out", str(repo / "out")], capsys,
+                    "unknown lens 'cka/matix'", "cos/adjacent", "residual/norm_ratio")
+    assert all(name in line for name in lenses.names())
+    assert not (repo / "out").exists()
+
+
+def test_report_refuses_cuda_without_cuda_before_any_work(repo, no_accelerator, capsys):
+    _refused([*REPORT, "--device", "cuda", "--out", str(repo / "out")], capsys, "'cuda'", "no CUDA")
+    assert not (repo / "out").exists()
+
+
+def test_report_refuses_a_cache_in_the_committed_folders_in_one_line(repo, monkeypatch, capsys):
+    monkeypatch.setenv("LAYERSIM_CACHE", str(repo / "notebooks" / "cache"))
+    before = _committed(repo)
+    _refused([*REPORT, "--out", str(repo / "out")], capsys, "LAYERSIM_CACHE", "committed")
+    assert _committed(repo) == before and not (repo / "out").exists()
+
+
+def test_report_hands_its_kernel_absolute_paths_the_way_the_user_meant_them(repo, tmp_path, monkeypatch, kernel,
+                                                                           capsys):
+    """papermill starts the kernel in notebooks/report/: a relative ``--data`` or ``LAYERSIM_CACHE`` passed on as
+    given meant a file or a cache there (inside the committed notebooks)."""
+    from layersim.__main__ import main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (work / "texts.txt").write_text("one\ntwo\nthree\nfour\n")
+    monkeypatch.setenv("LAYERSIM_CACHE", "cache")
+    monkeypatch.setenv("LAYERSIM_DATA", "~/data")
+    assert main(["report", "--model", MINILM, "--data", "texts.txt", "--out", "~/rep"]) == 1  # recorded, not run
+    assert kernel["parameters"]["dataset"] == str(work / "texts.txt")
+    assert kernel["parameters"]["out"] == str(home / "rep")
+    assert kernel["environ"]["LAYERSIM_CACHE"] == str(work / "cache")
+    assert kernel["environ"]["LAYERSIM_DATA"] == str(home / "data")
+    assert os.environ["LAYERSIM_CACHE"] == "cache"  # the command's own environment is left as it was
+    assert "recorded, not run" in capsys.readouterr().err
+
+
+def test_a_model_folder_and_a_data_folder_are_named_by_their_resolved_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "imgs" / "cat").mkdir(parents=True)
+    assert report.describe_data("~/imgs").name == str(tmp_path / "imgs")
+    monkeypatch.chdir(tmp_path / "imgs")
+    assert report.describe_data("../imgs/").name == str(tmp_path / "imgs")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--data", "missing.txt"], ("'missing.txt'", "no file or folder")),
+    (["--data", "~/nowhere/"], ("'~/nowhere/'", "no file or folder")),
+    (["--data", "d" * 5000], ("unknown data set", "name too long")),
+    (["--model", "./my-model"], ("'./my-model'", "no file or folder")),
+    (["--model", "m" * 5000], ("unknown model",)),
+    (["--model", "all-minilm-l6-v2\x00"], ("unknown model", "\\x00")),
+    (["--out", ""], ("--out", "empty")),
+    (["--device", "cuda:x"], ("'cuda:x'",)),
+])
+def test_report_names_a_bad_value_in_one_line(repo, capsys, argv, words):
+    args = dict(zip(REPORT[1::2], REPORT[2::2]), **{"--out": str(repo / "out")})
+    args.update(zip(argv[::2], argv[1::2]))
+    _refused(["report", *[x for kv in args.items() for x in kv]], capsys, *words)
+    assert not (repo / "out").exists()
+
+
+def test_report_names_a_file_it_is_given_instead_of_a_model_folder(repo, capsys):
+    (repo / "weights.bin").write_bytes(b"\0")
+    _refused(["report", "--model", str(repo / "weights.bin"), "--data", "austen"], capsys, "weights.bin",
+             "is a file")
+
+
+def test_report_names_a_folder_it_cannot_read(repo, monkeypatch, capsys):
+    """Unreadable folders (simulated: the tests may run as root, who reads everything)."""
+    blocked = {repo / "imgs", repo / "rep"}
+    for folder in blocked:
+        folder.mkdir()
+        (folder / "x").mkdir()
+    iterdir = Path.iterdir
+
+    def refuse(self):
+        if self in blocked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    _refused(["report", "--model", "tracing-vit:smoke", "--data", str(repo / "imgs")], capsys, str(repo / "imgs"),
+             "Permission denied")
+    _refused([*REPORT, "--out", str(repo / "rep")], capsys, str(repo / "rep"), "Permission denied")
+
+
+# ----------------------------------------------------------------------------- HTML in a data path
+
+
+def test_html_in_a_report_table_is_inert():
+    """The layer report showed a skip reason quoting the data path as raw Markdown: a folder named
+    ``imgs_<svg onload=...>`` became a live element of report.html."""
+    data = report.Report.__new__(report.Report)
+    data.data = type("D", (), {"layers": [0, 1], "n_entries": 2})()
+    data.results, data.skipped = {}, {"logit_lens/accuracy": f"the head was not trained on /tmp/imgs_{PAYLOAD}'s classes"}
+    table = report.summary_table(data)
+    assert PAYLOAD not in table and "&lt;svg onload=alert(2)&gt;" in table
+
+
+def test_exported_html_sanitises_markdown_outputs(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("display(Markdown(x))")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": f"| a |\n|---|\n| {PAYLOAD} |",
+                                                                  "text/plain": "<Markdown>"})]
+    nb.cells = [cell]
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    html = report.export_html(tmp_path / "x.ipynb", tmp_path / "x.html").read_text()
+    assert "onload=alert" not in html.replace("&lt;svg onload=alert(2)&gt;", "")
+
+
+@pytest.mark.slow
+def test_report_on_an_image_folder_named_with_html(tmp_path, capsys):
+    """The original case end to end: the data path reaches report.html only as text."""
+    from PIL import Image
+
+    from layersim.__main__ import main
+
+    folder = tmp_path / f"imgs_{PAYLOAD}"
+    rng = np.random.default_rng(0)
+    for label in ("cat", "dog"):
+        (folder / label).mkdir(parents=True)
+        for i in range(8):
+            Image.fromarray((rng.random((28, 28)) * 255).astype("uint8")).save(folder / label / f"{i}.png")
+    out = tmp_path / "rep"
+    assert main(["report", "--model", "tracing-vit:smoke", "--data", str(folder), "--scale", "smoke", "--n", "16",
+                 "--out", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    assert "&lt;svg onload=alert(2)&gt;" in html  # the reason quoting the path is there, as text
+    assert "<svg onload" not in html
+
+
+# ----------------------------------------------------------------------------- committed results and others' files
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "dotdot", "symlink", "symlink then dotdot", "home"])
+def test_every_spelling_of_a_path_into_figures_is_refused(repo, monkeypatch, spelling):
+    """The report's output folder never lies in the committed results, however the path is spelled (the guard
+    itself: ``layersim.core.writers.check_target``)."""
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("HOME", str(repo))
+    (repo / "elsewhere").mkdir()
+    (repo / "link").symlink_to(repo / "figures")
+    (repo / "deep").symlink_to(repo / "figures" / "p")
+    path = {"absolute": repo / "figures" / "p" / "n", "relative": Path("figures/p/n"),
+            "dotdot": Path("elsewhere/../figures/p/n"), "symlink": Path("link/p/n"),
+            "symlink then dotdot": Path("deep/../p/n"), "home": Path("~/figures/p/n")}[spelling]
+    with pytest.raises(ValueError, match="committed results"):
+        report.check_out(path)
+    assert tree_files(repo / "figures") == {"p/n/metrics.json": b'{"committed": true}'}
+
+
+def test_report_refuses_committed_and_foreign_folders_in_one_line(repo, monkeypatch, capsys):
+    from layersim.__main__ import main
+
+    monkeypatch.chdir(repo)
+    before = tree_files(repo / "figures")
+    for argv, words in [
+        (["--out", "figures/report/x"], ("committed results",)),
+        (["--out", str(repo / "figures")], ("committed results",)),
+        ([], ("LAYERSIM_OUT",)),  # LAYERSIM_OUT into figures/ (below)
+    ]:
+        if not argv:
+            monkeypatch.setenv("LAYERSIM_OUT", "figures")
+        with pytest.raises(SystemExit) as exc:
+            main(["report", "--model", "all-minilm-l6-v2", "--data", "austen", *argv])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        one_line_error(err, "committed results")
+    monkeypatch.delenv("LAYERSIM_OUT")
+    (repo / "mine").mkdir()
+    (repo / "mine" / "thesis.tex").write_text("my own work")
+    with pytest.raises(SystemExit):
+        main(["report", "--model", "all-minilm-l6-v2", "--data", "austen", "--out", "mine"])
+    one_line_error(capsys.readouterr().err, "holds files that no report wrote")
+    assert (repo / "mine" / "thesis.tex").read_text() == "my own work"
+    assert tree_files(repo / "figures") == before
+
+
+def test_a_relative_layersim_out_is_taken_from_the_working_directory(repo, tmp_path, monkeypatch):
+    here = tmp_path / "work"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("LAYERSIM_OUT", "mine")
+    assert report.default_out("m", "d") == here / "mine" / "report" / "m__d"
+
+
+def test_report_folder_of_an_earlier_report_is_reused_without_its_old_figures(tmp_path):
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "layer_report.ipynb").write_text("{}")
+    (out / "per_step.png").write_bytes(b"old")
+    (out / "report.html").write_text("old")
+    assert report.output_folder(out, "smoke") == out
+    assert sorted(p.name for p in out.iterdir()) == [writers.MARKER, "layer_report.ipynb"]  # adopted as layersim's
+
+
+# ----------------------------------------------------------------------------- bad values, before anything runs
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--n", "-5"], ("n_samples", "-5")),
+    (["--lenses", ""], ("--lenses", "names no lens")),
+    (["--lenses", " , "], ("names no lens",)),
+    (["--batch-size", "0"], ("batch_size",)),
+    (["--max-length", "1"], ("max_length",)),
+    (["--data", "/no/such/folder"], ("unknown data set",)),
+    (["--lenses", "cka/matix"], ("cka/matix",)),
+])
+def test_report_refuses_bad_values_before_executing(repo, capsys, argv, words):
+    from layersim.__main__ import main
+
+    args = ["report", "--model", "all-minilm-l6-v2", "--data", "austen", "--out", str(repo / "out")]
+    with pytest.raises(SystemExit) as exc:
+        main(args + argv)
+    assert exc.value.code == 2
+    one_line_error(capsys.readouterr().err, *words)
+    assert not (repo / "out").exists()
+
+
+def test_report_refuses_a_model_folder_without_weights(repo, capsys):
+    import transformers as tr
+
+    from layersim.__main__ import main
+
+    tr.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=64).save_pretrained(repo / "bert")
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--model", str(repo / "bert"), "--data", "austen", "--out", str(repo / "out")])
+    assert exc.value.code == 2
+    one_line_error(capsys.readouterr().err, "no weights")
+
+
+# ----------------------------------------------------------------- a committed example stopped while it is rewritten
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, lambda: committed.Stopped(signal.SIGTERM), RuntimeError])
+def test_a_report_stopped_while_it_rewrites_a_committed_example_puts_it_back(tmp_path, monkeypatch, stop):
+    """``report --update-committed`` cleared the example's folder, then papermill wrote into it: a stop left it
+    half-written. Now its outputs are kept aside first and put back whatever ends the run early."""
+    root = tmp_path / "repo"
+    (root / "lib" / "layersim").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    example = root / "figures" / "report" / "m__d"
+    example.mkdir(parents=True)
+    for name, data in [("layer_report.ipynb", b"{}"), ("metrics.json", b"{}"), ("a.png", b"a"), ("report.html", b"h")]:
+        (example / name).write_bytes(data)
+    before = tree_files(example)
+    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
+    monkeypatch.setattr(report, "check", lambda *a: (None, None, None))
+    monkeypatch.setattr(report, "kernel_name", lambda spec, given: given)
+
+    def half_written(root_, out, params, switch, update):
+        assert not (out / "a.png").exists()  # the folder was cleared for the new run
+        (out / "b.png").write_bytes(b"half")
+        raise stop()
+    monkeypatch.setattr(report, "_execute", half_written)
+    argv = ["report", "--model", "all-minilm-l6-v2", "--data", "austen", "--out", str(example), "--update-committed"]
+    from layersim.__main__ import main
+
+    if stop is RuntimeError:
+        with pytest.raises(RuntimeError):
+            main(argv)
+    else:
+        assert main(argv) == (130 if stop is KeyboardInterrupt else 128 + signal.SIGTERM)
+    assert tree_files(example) == before
+    assert committed.leftovers(root) == [] and not list((root / "runs").rglob(locks.NAME))
