@@ -1,5 +1,7 @@
 """Tiny models and data shared by the unit tests (import with ``from builders import ...``)."""
 
+from __future__ import annotations
+
 import gzip
 import struct
 from pathlib import Path
@@ -340,3 +342,299 @@ def fake_fmnist(folder, n_train=20, n_test=10):
                 fh.write(idx_bytes(arr, code))
         arrays[prefix] = (x, y)
     return arrays
+
+
+# ----------------------------------------------------------------------------- committed results in a private repository
+
+#: the ways of spelling ``figures/p/n`` that :func:`spelled` knows
+SPELLINGS = ["absolute", "relative", "dotdot", "symlink", "symlink then dotdot", "home"]
+
+
+def spelled(repo: Path, monkeypatch, spelling: str) -> Path:
+    """``figures/p/n`` of ``repo`` spelled one way (cwd and HOME ``repo``, ``link`` -> figures, ``deep`` -> figures/p)."""
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("HOME", str(repo))
+    (repo / "elsewhere").mkdir()
+    (repo / "link").symlink_to(repo / "figures")
+    (repo / "deep").symlink_to(repo / "figures" / "p")
+    return {"absolute": repo / "figures" / "p" / "n", "relative": Path("figures/p/n"),
+            "dotdot": Path("elsewhere/../figures/p/n"), "symlink": Path("link/p/n"),
+            "symlink then dotdot": Path("deep/../p/n"), "home": Path("~/figures/p/n")}[spelling]
+
+
+def committed_files(root: Path) -> dict[str, bytes]:
+    """Every file under the committed folders (figures/, notebooks/, tests/) of ``root``."""
+    return {name: data for folder in ("figures", "notebooks", "tests") for name, data in tree_files(root / folder).items()}
+
+
+def run_metrics(value: float = 0.8, holds: bool = True, curve: list | None = None) -> dict:
+    """A run's ``metrics.json`` with one claim (``rises``: value >= 0.5) and one curve (the NaN cases)."""
+    return {"notebook": "toy/t01", "scale": "smoke", "params": {"depth": 3},
+            "claims": {"rises": {"holds": holds, "value": value, "threshold": 0.5, "op": ">="}},
+            "curve": [0.25, 0.5, 1.0] if curve is None else curve}
+
+
+def write_metrics_json(folder: Path, key: str, payload: dict) -> Path:
+    """``folder/<key>/metrics.json`` as ``json.dumps`` writes it (NaN and infinities as ``NaN``, ``Infinity``)."""
+    import json
+
+    path = folder / key / "metrics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def prose_notebook(template: str, shown: str, extra_markdown: str = "") -> dict:
+    """A notebook dict: one templated markdown cell showing ``shown``, a code cell, and ``extra_markdown`` if any."""
+    from layersim.notebook import prose
+
+    cells = [{"cell_type": "markdown", "metadata": {prose.KEY: {"template": template}}, "source": [shown]},
+             {"cell_type": "code", "metadata": {}, "source": ["x = 1"], "outputs": [], "execution_count": 1}]
+    if extra_markdown:
+        cells.append({"cell_type": "markdown", "metadata": {}, "source": [extra_markdown]})
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+# ----------------------------------------------------------------------------- refusals and faults
+
+
+def full_disk(*args, **kwargs):
+    """A writer on a full disk: some bytes reach the file (the first path argument), then ENOSPC."""
+    import errno
+
+    target = next((a for a in args if isinstance(a, (str, Path))), None)
+    if target is not None:
+        Path(target).write_bytes(b"partial")
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def one_line_raised(call, match: str, kind=ValueError) -> str:
+    """The message of the ``kind`` that ``call()`` raises: one line, matching the regex ``match`` (returned)."""
+    import re
+
+    import pytest
+
+    with pytest.raises(kind) as info:
+        call()
+    msg = str(info.value)
+    assert "\n" not in msg, f"not one line: {msg!r}"
+    assert re.search(match, msg), f"{match!r} not in {msg!r}"
+    return msg
+
+
+# ----------------------------------------------------------------------------- references and tolerances
+
+
+def naive_hsic(K, L):
+    """Deliberately naive float64 HSIC of two Gram matrices (explicit centring matrix)."""
+    n = K.shape[0]
+    H = np.eye(n) - np.ones((n, n)) / n
+    return np.trace(K @ H @ L @ H) / (n - 1) ** 2
+
+
+def naive_linear_cka(X, Y):
+    """Deliberately naive float64 linear CKA from uncentred Gram matrices (``naive_hsic`` does the centring)."""
+    K, L = X @ X.T, Y @ Y.T  # uncentred Gram matrices; H does the centring
+    return naive_hsic(K, L) / np.sqrt(naive_hsic(K, K) * naive_hsic(L, L))
+
+
+def linear_cka(X, Y):
+    """Kornblith et al.'s linear CKA on column-centred features: ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F)."""
+    X, Y = X - X.mean(0), Y - Y.mean(0)
+    return np.linalg.norm(Y.T @ X) ** 2 / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y))
+
+
+def logit_tol(z):
+    """Drift allowed between two routes to the same float32 logits (array): 1e-4 of their scale, floored at 1e-12."""
+    return 1e-4 * float(np.abs(z).max()) + 1e-12
+
+
+def tensor_logit_tol(z):
+    """Drift allowed between two routes to the same float32 logits (tensor): 1e-4 of their scale, no floor."""
+    return 1e-4 * float(z.abs().max())
+
+
+def near_top(tokens, logits):
+    """Each of ``tokens`` [N] is a top-1 of its row of ``logits`` [N, V] up to 1e-4 x max |logits| (returned)."""
+    # 1e-4 x max |logits| is hundreds of times the drift between two routes to the same logits (other batching, a KV
+    # cache, other CPU kernels). A random-init model's top two logits may be closer than that drift, so one route's
+    # argmax need not be another's; a wrong token falls far short.
+    z = (logits.detach() if isinstance(logits, torch.Tensor) else torch.from_numpy(np.asarray(logits))).double()
+    tol = 1e-4 * float(z.abs().max())
+    picked = z.gather(-1, torch.as_tensor(np.asarray(tokens)).long().reshape(-1, 1))[:, 0]
+    assert (picked >= z.max(-1).values - tol).all(), (picked - z.max(-1).values).min()
+    return tol
+
+
+# ----------------------------------------------------------------------------- Austen text tasks on tiny encoders
+
+#: a tiny 3-block encoder config
+TINY_ENCODER = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+#: the paper-scale families, each shrunk to :data:`TINY_ENCODER`
+TINY_FAMILIES = {"roberta-base": dict(TINY_ENCODER, type_vocab_size=2),  # the MiniLM tokenizer marks second segments
+                 "albert-large-v2": dict(TINY_ENCODER, embedding_size=16, vocab_size=30522),
+                 "electra-base-discriminator": dict(TINY_ENCODER, embedding_size=16)}
+#: fine-tuning settings of the paper-scale path on the tiny families
+TINY_FINETUNE = dict(steps=3, batch_size=8, lr=1e-3, warmup_steps=1, max_length=24, weight_decay=0.0,
+                     eval_batch_size=16)
+
+
+def austen_task(split, n=24):
+    """The ``austen-novel`` task: ``n`` examples of ``split``, seed 0."""
+    from layersim.inputs import text_tasks as tt
+
+    return tt.load_task("austen-novel", split, n=n, seed=0)
+
+
+def austen_choice_task(split, n=12, C=3):
+    """Multiple choice from Austen: which of C texts is the excerpt of the context."""
+    from layersim.inputs import text_tasks as tt
+
+    base = tt.load_task("austen-excerpt", split, n=n * C, seed=0)
+    rng = np.random.default_rng(0)
+    contexts, choices, labels = [], [], []
+    for k in range(n):
+        rows = list(range(k * C, (k + 1) * C))
+        contexts.append(base.text_a[rows[0]])
+        endings = [" ".join(base.text_a[r].split()[:6]) for r in rows]
+        y = int(rng.integers(C))
+        endings[0], endings[y] = endings[y], endings[0]
+        choices.append(endings)
+        labels.append(y)
+    return tt.TextTask("toy-choice", split, contexts, None, np.array(labels), C, choices=choices)
+
+
+def accuracy_range(task, logits, tol):
+    """``(lo, hi)``: ``task``'s accuracies from ``logits`` when any score within ``tol`` of an example's best may win."""
+    # A random-init head scores by a hair (at the embedding output every ending of an example even has the same CLS
+    # vector: exact ties), so another route to these logits breaks such ties its own way; ``lo`` counts the examples
+    # that are right for sure, ``hi`` those that may be right.
+    assert task.metric == "accuracy"
+    z = np.asarray(logits, dtype=np.float64).reshape(len(task), -1)  # [N, K], or [N, C] for multiple choice
+    near = z >= z.max(1, keepdims=True) - tol
+    hit = near[np.arange(len(task)), task.labels]
+    return float((hit & (near.sum(1) == 1)).mean()), float(hit.mean())
+
+
+def scores_like(task, score, ref):
+    """``score``, reached by another route to the logits ``ref``, is ``ref``'s accuracy wherever no near tie decides."""
+    lo, hi = accuracy_range(task, ref, 2 * logit_tol(ref))
+    assert lo <= score <= hi, (score, lo, hi)
+
+
+# ----------------------------------------------------------------------------- a small GPT-2 on Austen
+
+
+def gpt2_config():
+    """The small GPT-2 (512 tokens, 3 blocks of width 32) of the LM tests, trained 30 steps."""
+    from layersim.papers.tracing import lm
+
+    return lm.LMConfig(vocab_size=512, n_positions=32, n_embd=32, n_layer=3, n_head=2, steps=30, batch_size=8,
+                       lr=3e-3, warmup_steps=3)
+
+
+# ----------------------------------------------------------------------------- skip grids and CKA maps of papers/clusters
+
+
+def truncation_curves(untuned, tuned, tunedorig, full, majority=0.5):
+    """One run's truncation curves (Fig. 3) as protocol gives them."""
+    return {"UNTUNED": np.asarray(untuned, float), "TUNED": np.asarray(tuned, float),
+            "TUNEDORIG": np.asarray(tunedorig, float), "full": full, "majority": majority}
+
+
+def skip_grid(diag):
+    """A skip grid with the single-block scores ``diag`` on its diagonal, NaN below, 0.3 above."""
+    L = len(diag)
+    G = np.full((L, L), np.nan)
+    G[np.triu_indices(L, 1)] = 0.3
+    G[np.diag_indices(L)] = diag
+    return G
+
+
+def cka_maps(ft_ft, orig_orig, ft_orig_diag, restart_diag=None):
+    """One task's CKA maps: FT-FT, ORIG-ORIG, the diagonal FT-ORIG and, given ``restart_diag``, FT[1]-FT[2]."""
+    out = {"ORIG-ORIG": np.asarray(orig_orig, float), "FT-ORIG": np.diag(ft_orig_diag).astype(float),
+           "FT-FT": np.asarray(ft_ft, float)}
+    if restart_diag is not None:
+        out["FT[1]-FT[2]"] = np.diag(restart_diag).astype(float)
+    return out
+
+
+#: two clusters (blocks 1-2 and 3-4) after fine-tuning, none before
+TWO_CLUSTERS = np.array([[1, .9, .1, .1], [.9, 1, .1, .1], [.1, .1, 1, .8], [.1, .1, .8, 1]])
+#: no clusters
+FLAT_MAP = np.full((4, 4), 0.5) + 0.5 * np.eye(4)
+#: the CKA maps of two tasks: clusters after fine-tuning on ``a``, before on ``b``
+CLUSTER_MAPS = {("m", "a"): cka_maps(TWO_CLUSTERS, FLAT_MAP, [0.9, 0.8, 0.3, 0.1], [0.95, 0.9, 0.9, 0.99]),
+                ("m", "b"): cka_maps(FLAT_MAP, TWO_CLUSTERS, [0.7, 0.7, 0.6, 0.5])}
+
+
+# ----------------------------------------------------------------------------- the bad-input contract of layersim.measures
+
+
+def bad_input_tests(measures: dict, few, hostile):
+    """The two contract tests over ``measures`` (name -> (fn, range)): classic bad inputs and arbitrary float arrays."""
+    import pytest
+    from hypothesis import given
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    @pytest.mark.parametrize("name", sorted(measures))
+    @few
+    @given(seed=st.integers(0, 2**32 - 1), n=st.integers(8, 14), d=st.integers(2, 5))
+    def test_classic_bad_inputs(bad_inputs, name, seed, n, d):
+        bad_inputs.classic(name, *measures[name], seed, n, d)
+
+    @pytest.mark.parametrize("name", sorted(measures))
+    @hostile
+    @given(X=hnp.arrays(np.float64, st.tuples(st.integers(0, 7), st.integers(0, 3)),
+                        elements=st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)),
+           seed=st.integers(0, 2**32 - 1))
+    def test_arbitrary_float_arrays(bad_inputs, name, X, seed):
+        """Any float64 array at all (NaN, inf, subnormals, 1e308 next to 1e-308, repeated rows) against
+        a partner of the same N."""
+        bad_inputs.arbitrary(*measures[name], X, seed)
+
+    return test_classic_bad_inputs, test_arbitrary_float_arrays
+
+
+# ----------------------------------------------------------------------------- tables of papers/redundancy
+
+
+def table1_row(model, data, span, blocks, per_seed):
+    """A row of Tables 1, 5, 6: one span's probe accuracies per seed with their mean and std."""
+    return {"model": model, "data": data, "span": span, "blocks": blocks, "accuracy": np.mean(per_seed),
+            "std": np.std(per_seed), "per_seed": list(per_seed)}
+
+
+#: rows of Tables 1, 5, 6: two models on two data sets, spans 1-3, 2-3 (single block), 3-4 (single block) and the
+#: unmodified model
+TABLE1_ROWS = [table1_row(m, d, s, b, acc) for m, d, shift in (("A", "x", 0.0), ("A", "y", 0.1), ("B", "x", -0.05))
+               for s, b, acc in (("1-3", 2, [0.5 + shift, 0.6 + shift]), ("2-3", 3, [0.7 + shift, 0.75 + shift]),
+                                 ("3-4", 3, [0.8 + shift, 0.6 + shift]), ("none", 4, [0.8 + shift, 0.7 + shift]))]
+
+
+def table2_row(model, data, span, blocks, skip, approx):
+    """A row of Table 2: one span's skip and approximation accuracies (two seeds)."""
+    return {"model": model, "data": data, "span": span, "blocks": blocks, "skip": skip, "skip_std": 0.01,
+            "skip_per_seed": [skip, skip], "approx": approx, "approx_std": 0.02, "approx_per_seed": [approx, approx]}
+
+
+#: rows of Table 2, B before A (to check that the gains per pair are sorted)
+TABLE2_ROWS = [table2_row("B", "x", "1-3", 2, 0.5, 0.6), table2_row("B", "x", "0-1", 3, 0.7, 0.65),
+               table2_row("B", "x", "none", 4, 0.8, 0.8),
+               table2_row("A", "y", "1-3", 2, 0.4, 0.45), table2_row("A", "y", "2-3", 3, 0.6, 0.7),
+               table2_row("A", "y", "none", 4, 0.75, 0.75)]
+
+
+def spy_probes(monkeypatch, module) -> list:
+    """Record every ``module.probe_accuracies(m, *args, **kw)`` call as ``(m, args, kw, result)`` in the list returned."""
+    probed, real = [], module.probe_accuracies
+
+    def spy(m, *args, **kw):
+        acc = real(m, *args, **kw)
+        probed.append((m, args, kw, acc))
+        return acc
+
+    monkeypatch.setattr(module, "probe_accuracies", spy)
+    return probed

@@ -22,3 +22,64 @@ def tmp_cache(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("LAYERSIM_CACHE", str(cache))
     return cache
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A repository of its own (committed figures/, notebooks/ and tests/notebooks/), the switch off, no
+    LAYERSIM_OUT, LAYERSIM_CACHE or LAYERSIM_DATA, and the working directory outside it."""
+    from layersim.core import writers
+
+    root = tmp_path / "repo"
+    (root / "lib" / "layersim").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    for folder in ("figures/p/n", "notebooks/p", "tests/notebooks/p"):
+        (root / folder).mkdir(parents=True)
+    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
+    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
+    for name in ("LAYERSIM_OUT", "LAYERSIM_CACHE", "LAYERSIM_DATA", writers.SWITCH):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+@pytest.fixture
+def repo_with_figures(tmp_path, monkeypatch):
+    """A repository of its own in ``tmp_path/repo`` with committed figures/ only (unlike ``repo``: no notebooks/,
+    LAYERSIM_CACHE and LAYERSIM_DATA and the working directory untouched), the switch off, LAYERSIM_OUT unset."""
+    from layersim.core import writers
+
+    root = tmp_path / "repo"
+    (root / "lib" / "layersim").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    (root / "figures" / "p" / "n").mkdir(parents=True)
+    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
+    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
+    monkeypatch.delenv("LAYERSIM_OUT", raising=False)
+    monkeypatch.delenv(writers.SWITCH, raising=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """The MiniLM tokenizer (for the tiny random-init encoders)."""
+    from layersim.inputs import assets
+
+    return assets.load_model("all-minilm-l6-v2")[1]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    """The 512-token Austen tokenizer of the small GPT-2."""
+    from layersim.inputs import data
+
+    return data.austen_tokenizer(512)
+
+
+@pytest.fixture(scope="module")
+def batches(tok):
+    """Batches (8 x 32 tokens) of 48 Austen training lines for the small GPT-2."""
+    from layersim.inputs import data
+    from layersim.papers.tracing import lm
+
+    return lm.lm_batches(data.text_sample("austen", 48, split="train"), tok, 8, 32)

@@ -7,14 +7,13 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from layersim.core import paths, writers
 from layersim.core.paths import CacheWarning
 
-from builders import tree_files
+from builders import committed_files
 
 
 def test_quarantine_keeps_every_broken_copy(tmp_path):
@@ -47,28 +46,6 @@ def test_a_claim_dies_with_its_process(tmp_path):
         assert waited is False and said == []
 
 
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A repository of its own (committed figures/, notebooks/ and tests/notebooks/), the switch off, no
-    LAYERSIM_OUT, LAYERSIM_CACHE or LAYERSIM_DATA, and the working directory outside it."""
-    root = tmp_path / "repo"
-    (root / "lib" / "layersim").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("")
-    for folder in ("figures/p/n", "notebooks/p", "tests/notebooks/p"):
-        (root / folder).mkdir(parents=True)
-    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
-    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
-    for name in ("LAYERSIM_OUT", "LAYERSIM_CACHE", "LAYERSIM_DATA", writers.SWITCH):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-    return root
-
-
-def _committed(root: Path) -> dict[str, bytes]:
-    """Every file under the committed folders of ``root``."""
-    return {name: data for folder in ("figures", "notebooks", "tests") for name, data in tree_files(root / folder).items()}
-
-
 @pytest.mark.parametrize("spelling", ["figures", "notebooks", "tests/notebooks", "relative", "home", "symlink",
                                       "dotdot"])
 def test_a_cache_inside_the_committed_folders_is_refused_before_anything_is_written(repo, monkeypatch, spelling):
@@ -78,7 +55,7 @@ def test_a_cache_inside_the_committed_folders_is_refused_before_anything_is_writ
              "tests/notebooks": str(repo / "tests" / "notebooks" / "cache"), "relative": "repo/figures/cache",
              "home": "~/notebooks/cache", "symlink": str(repo / "link" / "cache"),
              "dotdot": str(repo / "lib" / ".." / "figures")}[spelling]
-    before = _committed(repo)
+    before = committed_files(repo)
     monkeypatch.setenv("LAYERSIM_CACHE", value)
     with pytest.raises(ValueError) as info:
         paths.cache_dir("checkpoints")
@@ -87,7 +64,7 @@ def test_a_cache_inside_the_committed_folders_is_refused_before_anything_is_writ
     monkeypatch.setenv(writers.SWITCH, "1")  # the switch that lets a run update results never admits a cache
     with pytest.raises(ValueError, match="LAYERSIM_CACHE"):
         paths.check_locations()
-    assert _committed(repo) == before and not list(repo.rglob("checkpoints"))
+    assert committed_files(repo) == before and not list(repo.rglob("checkpoints"))
 
 
 def test_a_data_folder_inside_the_committed_folders_is_refused_where_the_cache_goes_in_it(repo, monkeypatch):

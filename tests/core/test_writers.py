@@ -9,77 +9,46 @@ from __future__ import annotations
 
 import errno
 import json
-from pathlib import Path
 
 import pytest
 
 from layersim.core import writers
 
-from builders import temporaries
-
-
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A repository of its own: committed figures/ and notebooks/, the switch off, LAYERSIM_OUT unset."""
-    root = tmp_path / "repo"
-    (root / "lib" / "layersim").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("")
-    (root / "figures" / "p" / "n").mkdir(parents=True)
-    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
-    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
-    monkeypatch.delenv("LAYERSIM_OUT", raising=False)
-    monkeypatch.delenv(writers.SWITCH, raising=False)
-    return root
-
-
-SPELLINGS = ["absolute", "relative", "dotdot", "symlink", "symlink then dotdot", "home"]
-
-
-def spelled(repo: Path, monkeypatch, spelling: str) -> Path:
-    """``figures/p/n`` of ``repo`` written one way: the working directory and HOME are ``repo``, ``link`` points at
-    ``figures`` and ``deep`` at ``figures/p``."""
-    monkeypatch.chdir(repo)
-    monkeypatch.setenv("HOME", str(repo))
-    (repo / "elsewhere").mkdir()
-    (repo / "link").symlink_to(repo / "figures")
-    (repo / "deep").symlink_to(repo / "figures" / "p")
-    return {"absolute": repo / "figures" / "p" / "n", "relative": Path("figures/p/n"),
-            "dotdot": Path("elsewhere/../figures/p/n"), "symlink": Path("link/p/n"),
-            "symlink then dotdot": Path("deep/../p/n"), "home": Path("~/figures/p/n")}[spelling]
+from builders import SPELLINGS, spelled, temporaries
 
 
 # ----------------------------------------------------------------------------- committed results
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
-def test_every_spelling_of_a_path_into_figures_is_refused(repo, monkeypatch, spelling):
+def test_every_spelling_of_a_path_into_figures_is_refused(repo_with_figures, monkeypatch, spelling):
     """``symlink then dotdot``: with ``deep`` -> ``figures/p``, the operating system reads ``deep/../p/n`` as
     ``figures/p/n``; a guard that collapsed ``..`` before following the link read ``p/n`` and let the write in."""
-    path = spelled(repo, monkeypatch, spelling)
+    path = spelled(repo_with_figures, monkeypatch, spelling)
     with pytest.raises(writers.ProtectedPath, match="committed results"):
         writers.check_target(path)
     monkeypatch.setenv(writers.SWITCH, "1")  # the one switch lets it through
-    assert writers.check_target(path) == repo / "figures" / "p" / "n"
-    assert json.loads((repo / "figures" / "p" / "n" / "metrics.json").read_text()) == {"committed": True}
+    assert writers.check_target(path) == repo_with_figures / "figures" / "p" / "n"
+    assert json.loads((repo_with_figures / "figures" / "p" / "n" / "metrics.json").read_text()) == {"committed": True}
 
 
 @pytest.mark.parametrize("writer, target", [("tolerances", "README.md"), ("readme", "tests/notebooks/tolerances.json"),
                                             ("smoke-refs", "figures/p/n/metrics.json"), ("results", "lib/x.py"),
                                             ("results", "../elsewhere.ipynb"), ("smoke-refs", "tests/test_x.py")])
-def test_each_writer_of_committed_files_writes_only_its_own(repo, writer, target):
+def test_each_writer_of_committed_files_writes_only_its_own(repo_with_figures, writer, target):
     with pytest.raises(writers.ProtectedPath, match="write only"):
-        writers.write_committed(repo / target, "x", writer, repo)
-    assert not (repo / "lib" / "x.py").exists() and not (repo / "README.md").exists()
+        writers.write_committed(repo_with_figures / target, "x", writer, repo_with_figures)
+    assert not (repo_with_figures / "lib" / "x.py").exists() and not (repo_with_figures / "README.md").exists()
     with pytest.raises(ValueError, match="unknown writer"):
-        writers.write_committed(repo / "README.md", "x", "anyone", repo)
-    writers.write_committed(repo / "tests" / "notebooks" / "tolerances.json", "{}", "tolerances", repo)
+        writers.write_committed(repo_with_figures / "README.md", "x", "anyone", repo_with_figures)
+    writers.write_committed(repo_with_figures / "tests" / "notebooks" / "tolerances.json", "{}", "tolerances", repo_with_figures)
 
 
 @pytest.mark.parametrize("where", ["lib/layersim", "tests/notebooks/p", "docs", "README.md"])
-def test_no_output_folder_inside_the_sources(repo, monkeypatch, where):
+def test_no_output_folder_inside_the_sources(repo_with_figures, monkeypatch, where):
     monkeypatch.setenv(writers.SWITCH, "1")  # not even with the switch of the committed results
     with pytest.raises(writers.ProtectedPath, match="committed sources"):
-        writers.check_target(repo / where / "out")
+        writers.check_target(repo_with_figures / where / "out")
 
 
 # ----------------------------------------------------------------------------- safe writes

@@ -7,7 +7,6 @@ nothing waits on the network. Tests needing the model packages are marked ``mode
 
 from __future__ import annotations
 
-import errno
 import re
 import sys
 import time
@@ -24,6 +23,8 @@ from layersim.core.writers import DiskFull
 from layersim.inputs import assets
 from layersim.inputs.assets import AssetNotFoundError
 
+from builders import full_disk, one_line_raised
+
 FMNIST_FILES = assets.get_asset("fashion-mnist").files
 
 
@@ -34,24 +35,6 @@ def tmp_cache(tmp_cache, tmp_path, monkeypatch):
     roots = [tmp_path / "sys1", tmp_path / "sys2"]
     monkeypatch.setattr(assets, "system_roots", lambda: list(roots))
     return cache
-
-
-def full_disk(*args, **kwargs):
-    """A writer on a full disk: some bytes reach the file, then ENOSPC."""
-    target = next((a for a in args if isinstance(a, (str, Path))), None)
-    if target is not None:
-        Path(target).write_bytes(b"partial")
-    raise OSError(errno.ENOSPC, "No space left on device")
-
-
-def one_line_error(call, match: str, kind=ValueError) -> str:
-    """The message of what ``call`` raises (a ``kind``): one line, matching ``match``."""
-    with pytest.raises(kind) as info:
-        call()
-    msg = str(info.value)
-    assert "\n" not in msg, f"not one line: {msg!r}"
-    assert re.search(match, msg), f"{match!r} not in {msg!r}"
-    return msg
 
 
 def _fake_dir(folder: Path, files, content: bytes = b"x") -> Path:
@@ -398,7 +381,7 @@ def test_a_model_conversion_on_a_full_disk_leaves_no_half_checkpoint(tmp_cache, 
     monkeypatch.setitem(sys.modules, "transformers", fake)
     monkeypatch.setattr(safetensors.torch, "save_model", lambda m, path: full_disk(path))
     dest = tmp_cache / "models" / "smollm2-135m"
-    one_line_error(lambda: assets.convert_gguf(tmp_cache, "x.gguf", dest), rf"disk full at {re.escape(str(dest))}$",
+    one_line_raised(lambda: assets.convert_gguf(tmp_cache, "x.gguf", dest), rf"disk full at {re.escape(str(dest))}$",
                    DiskFull)
     assert list((tmp_cache / "models").iterdir()) == []
 

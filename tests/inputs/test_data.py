@@ -35,7 +35,7 @@ from layersim.core.writers import DiskFull
 from layersim.inputs import assets, data
 from layersim.inputs.assets import AssetNotFoundError
 
-from builders import fake_fmnist, idx_bytes
+from builders import fake_fmnist, full_disk, one_line_raised, idx_bytes
 
 
 ROOT_USER = os.geteuid() == 0
@@ -71,24 +71,6 @@ def bpe_text(tmp_cache, monkeypatch):
 def leftovers(folder: Path) -> list[str]:
     """Temporary files of interrupted writes anywhere below ``folder``."""
     return sorted(p.name for p in folder.rglob("*") if re.search(r"\.tmp-|\.part-", p.name))
-
-
-def full_disk(*args, **kwargs):
-    """A writer on a full disk: some bytes reach the file, then ENOSPC."""
-    target = next((a for a in args if isinstance(a, (str, Path))), None)
-    if target is not None:
-        Path(target).write_bytes(b"partial")
-    raise OSError(errno.ENOSPC, "No space left on device")
-
-
-def one_line_error(call, match: str, kind=ValueError) -> str:
-    """The message of what ``call`` raises (a ``kind``): one line, matching ``match``."""
-    with pytest.raises(kind) as info:
-        call()
-    msg = str(info.value)
-    assert "\n" not in msg, f"not one line: {msg!r}"
-    assert re.search(match, msg), f"{match!r} not in {msg!r}"
-    return msg
 
 
 needs_fmnist = pytest.mark.skipif(not assets.is_available("fashion-mnist"),
@@ -738,7 +720,7 @@ def test_a_full_disk_is_named_and_leaves_no_temporary_file(fmnist, austen, bpe_t
     path, load = cache(tmp_cache)
     with monkeypatch.context() as m:
         m.setattr(fault, full_disk)
-        one_line_error(load, rf"disk full at {re.escape(str(path))}$", DiskFull)
+        one_line_raised(load, rf"disk full at {re.escape(str(path))}$", DiskFull)
     assert leftovers(tmp_cache) == [] and not path.exists() and not assets.sha256_record(path).exists()
     load()  # space again: the cache is written, with its sha256
     assert path.is_file() and assets.sha256_record(path).is_file() and leftovers(tmp_cache) == []
@@ -837,9 +819,9 @@ def test_the_tokenizer_cache_is_checked_too(bpe_text, tmp_cache):
 
 
 def test_a_count_beyond_the_split_names_the_count_the_data_set_and_its_size(fmnist):
-    one_line_error(lambda: data.image_dataset("fashion-mnist", "test", limit=100000),
+    one_line_raised(lambda: data.image_dataset("fashion-mnist", "test", limit=100000),
                    r"^limit=100000 is more than the 10 samples of the 'test' split of fashion-mnist; use at most 10")
-    one_line_error(lambda: data.image_dataset("digits", "test", limit=361),
+    one_line_raised(lambda: data.image_dataset("digits", "test", limit=361),
                    r"^limit=361 is more than the 360 samples of the 'test' split of digits")
     assert len(data.image_dataset("fashion-mnist", "test", limit=100000, at_most=True)) == 10  # a cap, said so
     assert len(data.image_dataset("fashion-mnist", "test", limit=10)) == 10
@@ -859,7 +841,7 @@ def test_a_count_beyond_the_split_names_the_count_the_data_set_and_its_size(fmni
     (True, r" must be a whole number of \w+ \(or None for all\), got True"),
 ], ids=["zero", "negative", "huge", "float", "text", "bool"])
 def test_bad_counts_are_one_line_errors(austen, call, n, problem):
-    one_line_error(lambda: call(n), problem)
+    one_line_raised(lambda: call(n), problem)
 
 
 # ----- names and splits -------------------------------------------------------------------------
@@ -879,7 +861,7 @@ def test_bad_counts_are_one_line_errors(austen, call, n, problem):
     (lambda: data.load_dataset("janeaustenr", "train"), r"janeaustenr: unknown split 'train'"),
 ])
 def test_unknown_names_and_splits_are_one_line_errors(call, match):
-    one_line_error(call, match)
+    one_line_raised(call, match)
 
 
 # ----- damaged, missing, unreadable and unwritable cache files ---------------------------------
@@ -931,10 +913,10 @@ def test_a_missing_cache_file_is_built_and_missing_data_is_the_documented_error(
 def test_a_damaged_source_file_is_a_value_error_naming_it(fmnist, system):
     gz = next(system.rglob("t10k-images-idx3-ubyte.gz"))
     gz.write_bytes(gz.read_bytes()[:40])
-    one_line_error(lambda: data.load_fashion_mnist("test"),
+    one_line_raised(lambda: data.load_fashion_mnist("test"),
                    rf"^{re.escape(str(gz))}: not a readable gzip file \(EOFError")
     gz.write_bytes(b"no gzip at all")
-    one_line_error(lambda: data.load_fashion_mnist("test"), r"not a readable gzip file \(BadGzipFile")
+    one_line_raised(lambda: data.load_fashion_mnist("test"), r"not a readable gzip file \(BadGzipFile")
 
 
 def test_a_damaged_download_is_a_value_error_naming_it(tmp_cache):
@@ -942,7 +924,7 @@ def test_a_damaged_download_is_a_value_error_naming_it(tmp_cache):
     folder.mkdir(parents=True)
     for split in ("train", "test"):
         (folder / f"cifar102_{split}.npz").write_bytes(b"PK\x03\x04 cut short")
-    one_line_error(lambda: data.load_cifar102("test"),
+    one_line_raised(lambda: data.load_cifar102("test"),
                    r"cifar102_test.npz: not a readable CIFAR-10.2 file .*\(BadZipFile: .*\); delete it")
 
 
@@ -961,7 +943,7 @@ def test_a_read_only_cache_folder_is_named(fmnist, tmp_cache):
     folder.mkdir(parents=True)
     folder.chmod(0o555)
     try:
-        one_line_error(lambda: data.load_fashion_mnist("test"), r"cannot write the cache file .*test.npz")
+        one_line_raised(lambda: data.load_fashion_mnist("test"), r"cannot write the cache file .*test.npz")
     finally:
         folder.chmod(0o755)
 
@@ -972,7 +954,7 @@ def test_a_cache_folder_that_refuses_writes_is_named(fmnist, tmp_cache, monkeypa
 
     monkeypatch.setattr(np, "savez", refused)
     npz = tmp_cache / "fashion-mnist" / "test.npz"
-    one_line_error(lambda: data.load_fashion_mnist("test"),
+    one_line_raised(lambda: data.load_fashion_mnist("test"),
                    rf"^cannot write the cache file {re.escape(str(npz))}: Permission denied; make "
                    rf"{re.escape(str(npz.parent))} writable, or point LAYERSIM_CACHE at a writable folder$")
     assert list(npz.parent.iterdir()) == []
@@ -981,7 +963,7 @@ def test_a_cache_folder_that_refuses_writes_is_named(fmnist, tmp_cache, monkeypa
 def test_a_cache_that_cannot_be_created_is_named(tmp_path, monkeypatch, fmnist):
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("LAYERSIM_CACHE", str(tmp_path / "a-file" / "cache"))
-    one_line_error(lambda: data.load_fashion_mnist("test"), r"^cannot create the cache folder 'fashion-mnist'")
+    one_line_raised(lambda: data.load_fashion_mnist("test"), r"^cannot create the cache folder 'fashion-mnist'")
 
 
 def test_a_damaged_entry_that_cannot_be_moved_aside_is_named(austen, tmp_cache, monkeypatch):
@@ -993,7 +975,7 @@ def test_a_damaged_entry_that_cannot_be_moved_aside_is_named(austen, tmp_cache, 
         raise PermissionError(errno.EACCES, "Permission denied", str(src))
 
     monkeypatch.setattr(os, "rename", refused)
-    one_line_error(data._austen_lines, rf"^cache entry {re.escape(str(cached))} is damaged \(ValueError: sha256 .*\) "
+    one_line_raised(data._austen_lines, rf"^cache entry {re.escape(str(cached))} is damaged \(ValueError: sha256 .*\) "
                                        r"and cannot be moved aside: Permission denied")
 
 

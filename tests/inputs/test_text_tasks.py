@@ -1,22 +1,13 @@
 """Tests of layersim.inputs.text_tasks: the Austen tasks (balanced, disjoint splits, labels that are true), encoding,
 scores, and the one-line refusal of a task, split or count it cannot give."""
 
-import re
 
 import numpy as np
 import pytest
 
 from layersim.inputs import text_tasks as tt
 
-
-def one_line_error(call, match: str, kind=ValueError) -> str:
-    """The message of what ``call`` raises (a ``kind``): one line, matching ``match``."""
-    with pytest.raises(kind) as info:
-        call()
-    msg = str(info.value)
-    assert "\n" not in msg, f"not one line: {msg!r}"
-    assert re.search(match, msg), f"{match!r} not in {msg!r}"
-    return msg
+from builders import one_line_raised
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +136,7 @@ def test_length_order_sorts_by_tokenised_length_stably():
     (True, r" must be a whole number of \w+ \(or None for all\), got True"),
 ], ids=["zero", "negative", "huge", "float", "text", "bool"])
 def test_bad_counts_are_one_line_errors(austen, n, problem):
-    one_line_error(lambda: tt.load_task("austen-next", "train", n=n), problem)
+    one_line_raised(lambda: tt.load_task("austen-next", "train", n=n), problem)
 
 
 def test_a_paper_task_refuses_more_examples_than_its_split_holds(tmp_cache):
@@ -154,7 +145,7 @@ def test_a_paper_task_refuses_more_examples_than_its_split_holds(tmp_cache):
     rte = datasets.DatasetDict({s: datasets.Dataset.from_dict(
         {"sentence1": ["a", "b", "c"], "sentence2": ["x", "y", "z"], "label": [0, 1, 0]}) for s in ("train", "validation")})
     rte.save_to_disk(str(tmp_cache / "hf-datasets" / "glue" / "rte"))
-    one_line_error(lambda: tt.load_task("rte", "validation", n=5000),
+    one_line_raised(lambda: tt.load_task("rte", "validation", n=5000),
                    r"^n=5000 is more than the 3 examples of the validation split of rte; use at most 3")
     assert len(tt.load_task("rte", "validation", n=5000, at_most=True)) == 3
     assert len(tt.load_task("rte", "validation", n=2)) == 2
@@ -165,4 +156,4 @@ def test_a_paper_task_refuses_more_examples_than_its_split_holds(tmp_cache):
     (lambda: tt.load_task("austen-novel", "test"), r"split must be one of"),
 ])
 def test_unknown_names_and_splits_are_one_line_errors(call, match):
-    one_line_error(call, match)
+    one_line_raised(call, match)

@@ -7,9 +7,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from layersim.measures import redundancy as R
+
+from builders import bad_input_tests
 
 
 def rng(seed):
@@ -176,22 +177,7 @@ MEASURES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(MEASURES))
-@FEW
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(8, 14), d=st.integers(2, 5))
-def test_classic_bad_inputs(bad_inputs, name, seed, n, d):
-    bad_inputs.classic(name, *MEASURES[name], seed, n, d)
-
-
-@pytest.mark.parametrize("name", sorted(MEASURES))
-@HOSTILE
-@given(X=hnp.arrays(np.float64, st.tuples(st.integers(0, 7), st.integers(0, 3)),
-                    elements=st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)),
-       seed=st.integers(0, 2**32 - 1))
-def test_arbitrary_float_arrays(bad_inputs, name, X, seed):
-    """Any float64 array at all (NaN, inf, subnormals, 1e308 next to 1e-308, repeated rows) against
-    a partner of the same N."""
-    bad_inputs.arbitrary(*MEASURES[name], X, seed)
+test_classic_bad_inputs, test_arbitrary_float_arrays = bad_input_tests(MEASURES, FEW, HOSTILE)
 
 
 @HOSTILE

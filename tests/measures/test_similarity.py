@@ -14,26 +14,18 @@ from scipy.spatial.distance import cdist
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from layersim.measures import similarity as S
 from layersim.measures.redundancy import block_redundancy
+
+from builders import bad_input_tests, naive_hsic, naive_linear_cka
 
 FAST = settings(max_examples=30, deadline=None)
 
 
 # --------------------------------------------------------------------------------------
-# deliberately naive float64 references (explicit centring matrix, loops)
+# deliberately naive float64 references (explicit centring matrix, loops; naive_hsic and naive_linear_cka in builders)
 # --------------------------------------------------------------------------------------
-def naive_hsic(K, L):
-    n = K.shape[0]
-    H = np.eye(n) - np.ones((n, n)) / n
-    return np.trace(K @ H @ L @ H) / (n - 1) ** 2
-
-
-def naive_linear_cka(X, Y):
-    K, L = X @ X.T, Y @ Y.T  # uncentred Gram matrices; H does the centring
-    return naive_hsic(K, L) / np.sqrt(naive_hsic(K, K) * naive_hsic(L, L))
 
 
 def naive_hsic_u(K, L):
@@ -1065,22 +1057,7 @@ MEASURES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(MEASURES))
-@FEW
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(8, 14), d=st.integers(2, 5))
-def test_classic_bad_inputs(bad_inputs, name, seed, n, d):
-    bad_inputs.classic(name, *MEASURES[name], seed, n, d)
-
-
-@pytest.mark.parametrize("name", sorted(MEASURES))
-@HOSTILE
-@given(X=hnp.arrays(np.float64, st.tuples(st.integers(0, 7), st.integers(0, 3)),
-                    elements=st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)),
-       seed=st.integers(0, 2**32 - 1))
-def test_arbitrary_float_arrays(bad_inputs, name, X, seed):
-    """Any float64 array at all (NaN, inf, subnormals, 1e308 next to 1e-308, repeated rows) against
-    a partner of the same N."""
-    bad_inputs.arbitrary(*MEASURES[name], X, seed)
+test_classic_bad_inputs, test_arbitrary_float_arrays = bad_input_tests(MEASURES, FEW, HOSTILE)
 
 
 rotation_scale = dict(seed=st.integers(0, 2**32 - 1), n=st.integers(6, 14), d=st.integers(2, 6),

@@ -12,11 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from layersim.inputs import data
 from layersim.nets import models as M, readout as R, surgery
 from layersim.papers.tracing import lm
 
-from builders import DEPTH, TEXT_IDS, text_batch, tiny, tiny_vit
+from builders import DEPTH, TEXT_IDS, gpt2_config, near_top, tensor_logit_tol, text_batch, tiny, tiny_vit
 
 
 def make_decoder(kind):
@@ -122,7 +121,6 @@ def test_encoder_cls_readout_equals_classification_logits(kind):
     assert logits.shape == (3, 4, 3)
     with torch.no_grad():
         np.testing.assert_allclose(logits[-1], bert(**batch).logits.numpy(), atol=1e-5)
-
 
 
 # ----------------------------------------------------------------------------- norm per layer
@@ -298,24 +296,7 @@ def test_next_token_scores_against_a_hand_computation_and_padding():
 # ----------------------------------------------------------------------------- next-token scores per layer
 
 
-CFG = lm.LMConfig(vocab_size=512, n_positions=32, n_embd=32, n_layer=3, n_head=2, steps=30, batch_size=8, lr=3e-3,
-                  warmup_steps=3)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return data.austen_tokenizer(512)
-
-
-@pytest.fixture(scope="module")
-def batches(tok):
-    return lm.lm_batches(data.text_sample("austen", 48, split="train"), tok, 8, 32)
-
-
-def _tol(z):
-    """How far two routes to the same float32 logits may drift apart (other batch shapes, a KV cache, other
-    CPU kernels): 1e-4 of their scale, hundreds of times the drift measured."""
-    return 1e-4 * float(z.abs().max())
+GPT2 = gpt2_config()
 
 
 def next_token_accuracy_range(model, batches):
@@ -329,7 +310,7 @@ def next_token_accuracy_range(model, batches):
             ids, mask = b["input_ids"], b["attention_mask"].bool()
             z = model(input_ids=ids, attention_mask=mask.long(), use_cache=False).logits[:, :-1].float()
             keep = mask[:, 1:] & mask[:, :-1]
-            near = (z >= z.max(-1, keepdim=True).values - _tol(z))[keep]
+            near = (z >= z.max(-1, keepdim=True).values - tensor_logit_tol(z))[keep]
             hit = near.gather(-1, ids[:, 1:][keep][:, None])[:, 0]
             sure += int((hit & (near.sum(-1) == 1)).sum())
             maybe += int(hit.sum())
@@ -338,7 +319,7 @@ def next_token_accuracy_range(model, batches):
 
 
 def test_layer_next_token_scores_end_at_the_models_own(batches):
-    model = lm.build_gpt2(CFG).eval()
+    model = lm.build_gpt2(GPT2).eval()
     per_layer = R.layer_next_token_scores(model, batches[:2], device="cpu")
     own = R.next_token_scores(model, batches[:2], device="cpu")
     assert per_layer.nll.shape == (4,) and per_layer.n_tokens == own.n_tokens
@@ -348,19 +329,6 @@ def test_layer_next_token_scores_end_at_the_models_own(batches):
 
 
 # ----------------------------------------------------------------------------- logit lens on causal LMs
-
-
-def near_top(tokens, logits):
-    """Each of ``tokens`` [N] is a top-1 of its row of ``logits`` [N, V] up to float32 rounding: its logit is
-    at most 1e-4 x max |logits| below the row's best (hundreds of times the drift between two routes to the
-    same logits: other batching, a KV cache, other CPU kernels). A random-init model's top two logits may be
-    closer than that drift, so one route's argmax need not be another's; a wrong token falls far short.
-    Returns the tolerance."""
-    z = (logits.detach() if isinstance(logits, torch.Tensor) else torch.from_numpy(np.asarray(logits))).double()
-    tol = 1e-4 * float(z.abs().max())
-    picked = z.gather(-1, torch.as_tensor(np.asarray(tokens)).long().reshape(-1, 1))[:, 0]
-    assert (picked >= z.max(-1).values - tol).all(), (picked - z.max(-1).values).min()
-    return tol
 
 
 def step_logits(model, ids, tokens):

@@ -10,6 +10,8 @@ import pytest
 
 from layersim.notebook import prose
 
+from builders import prose_notebook
+
 METRICS = {
     "params": {"n_fit": 700},
     "claims": {"fit": {"value": 0.5512, "values": [0.5512, 0.6349, 0.671], "holds": True, "threshold": 0.5,
@@ -42,7 +44,7 @@ def test_filters_compute_what_the_prose_says_of_the_seeds_and_blocks():
     pairs = {"extremes": {"a": {"ratio": 9.2, "most": 6}, "b": {"ratio": 151.7, "most": 11}}}
     assert prose.render("{{extremes|each(ratio)|range:.0f}}×; {{extremes|key(b)|key(most)}}", pairs) == "9–152×; 11"
     assert prose.render("{{x|div(1000):.2f}}B", {"x": 174604.2}) == "174.60B"
-    nb = _notebook("{{run_seconds|duration}}", "")
+    nb = prose_notebook("{{run_seconds|duration}}", "")
     nb["metadata"]["papermill"] = {"duration": 100.4}
     assert "".join(prose.render_notebook(nb, METRICS)["cells"][0]["source"]) == "100 s"
 
@@ -76,37 +78,29 @@ def test_loose_numbers_leave_out_formulas_code_citations_dates_and_names():
     assert prose.loose_numbers(text) == ["0.55", "3", "9", "152", "−0.028", "1.7e-13"]
 
 
-def _notebook(template: str, shown: str, extra_markdown: str = "") -> dict:
-    cells = [{"cell_type": "markdown", "metadata": {prose.KEY: {"template": template}}, "source": [shown]},
-             {"cell_type": "code", "metadata": {}, "source": ["x = 1"], "outputs": [], "execution_count": 1}]
-    if extra_markdown:
-        cells.append({"cell_type": "markdown", "metadata": {}, "source": [extra_markdown]})
-    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-
-
 def test_a_deliberately_wrong_number_fails_the_drift_check():
-    good = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.55")
+    good = prose_notebook("rho {{claims.fit.value:.2f}}", "rho 0.55")
     assert prose.stale_cells(good, METRICS) == []
-    wrong = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.56")
+    wrong = prose_notebook("rho {{claims.fit.value:.2f}}", "rho 0.56")
     assert prose.stale_cells(wrong, METRICS) == [(1, "rho 0.56", "rho 0.55")]
 
 
 def test_render_file_fills_the_executed_notebook_from_its_run(tmp_path):
     nb_path, metrics = tmp_path / "x.ipynb", tmp_path / "metrics.json"
-    nb_path.write_text(json.dumps(_notebook("rho {{claims.fit.value:.3f}} on {{params.n_fit}}", "rho ?")))
+    nb_path.write_text(json.dumps(prose_notebook("rho {{claims.fit.value:.3f}} on {{params.n_fit}}", "rho ?")))
     assert not prose.render_file(nb_path, metrics)  # the run wrote no metrics: nothing to fill
     metrics.write_text(json.dumps(METRICS))
     assert prose.render_file(nb_path, metrics)
     cell = json.loads(nb_path.read_text())["cells"][0]
     assert "".join(cell["source"]) == "rho 0.551 on 700" and cell["metadata"][prose.KEY]["template"].startswith("rho")
-    other = _notebook("rho {{claims.fit.per_pair.\"ViT | digits\":.2f}}", "rho 0.01")
+    other = prose_notebook("rho {{claims.fit.per_pair.\"ViT | digits\":.2f}}", "rho 0.01")
     with pytest.raises(ValueError, match="cell 1: .*has no 'ViT | digits'"):
         prose.render_notebook(other, {"claims": {"fit": {"per_pair": {}}}})
     left = prose.render_notebook(other, {"claims": {"fit": {"per_pair": {}}}}, strict=False)["cells"][0]
     shown = "".join(left["source"])  # another run's notebook keeps none of the committed run's numbers
     assert shown.startswith("*A passage of the notebook's text is left out here") and "0.01" not in shown
     assert "has no 'ViT | digits'" in shown and prose.template_of(left) == prose.template_of(other["cells"][0])
-    code = _notebook("x", "x")
+    code = prose_notebook("x", "x")
     code["cells"][1]["metadata"] = {prose.KEY: {"template": "{{params.n_fit}}"}}
     with pytest.raises(ValueError, match="cell 2 holds a prose template but is a code cell"):
         prose.render_notebook(code, METRICS)

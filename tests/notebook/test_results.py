@@ -15,22 +15,9 @@ import torch
 from layersim.core import writers
 from layersim.notebook import results, seeds
 
+from builders import SPELLINGS, spelled
+
 PAYLOAD = "<svg onload=alert(2)>"
-
-
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A repository of its own: committed figures/ and notebooks/, the switch off, LAYERSIM_OUT unset."""
-    root = tmp_path / "repo"
-    (root / "lib" / "layersim").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("")
-    (root / "figures" / "p" / "n").mkdir(parents=True)
-    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
-    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
-    monkeypatch.delenv("LAYERSIM_OUT", raising=False)
-    monkeypatch.delenv(writers.SWITCH, raising=False)
-    return root
-
 
 
 def test_output_dir_keeps_other_scales_out_of_figures(tmp_path, monkeypatch):
@@ -216,18 +203,11 @@ def test_the_claims_table_shows_k_of_n_the_range_and_the_diagnosis_of_a_miss():
 # ----------------------------------------------------------------------------- committed results and users' files
 
 
-@pytest.mark.parametrize("spelling", ["absolute", "relative", "dotdot", "symlink", "symlink then dotdot", "home"])
-def test_every_spelling_of_a_path_into_figures_is_refused(repo, monkeypatch, spelling):
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_every_spelling_of_a_path_into_figures_is_refused(repo_with_figures, monkeypatch, spelling):
     """The metrics and figures of a run never reach the committed results, however the path is spelled (the guard
     itself: ``layersim.core.writers.check_target``)."""
-    monkeypatch.chdir(repo)
-    monkeypatch.setenv("HOME", str(repo))
-    (repo / "elsewhere").mkdir()
-    (repo / "link").symlink_to(repo / "figures")
-    (repo / "deep").symlink_to(repo / "figures" / "p")
-    path = {"absolute": repo / "figures" / "p" / "n", "relative": Path("figures/p/n"),
-            "dotdot": Path("elsewhere/../figures/p/n"), "symlink": Path("link/p/n"),
-            "symlink then dotdot": Path("deep/../p/n"), "home": Path("~/figures/p/n")}[spelling]
+    path = spelled(repo_with_figures, monkeypatch, spelling)
     with pytest.raises(ValueError, match="committed results"):
         results.write_metrics(path, "p/n", "default", {}, {})
     import matplotlib.pyplot as plt
@@ -236,11 +216,11 @@ def test_every_spelling_of_a_path_into_figures_is_refused(repo, monkeypatch, spe
     with pytest.raises(ValueError, match="committed results"):
         results.save_figure(fig, path, "f")
     plt.close(fig)
-    assert json.loads((repo / "figures" / "p" / "n" / "metrics.json").read_text()) == {"committed": True}
-    assert sorted(p.name for p in (repo / "figures" / "p" / "n").iterdir()) == ["metrics.json"]
+    assert json.loads((repo_with_figures / "figures" / "p" / "n" / "metrics.json").read_text()) == {"committed": True}
+    assert sorted(p.name for p in (repo_with_figures / "figures" / "p" / "n").iterdir()) == ["metrics.json"]
 
 
-def test_a_folder_of_the_users_files_is_never_cleared(repo, tmp_path, monkeypatch):
+def test_a_folder_of_the_users_files_is_never_cleared(repo_with_figures, tmp_path, monkeypatch):
     """A run cleared every ``*.png`` and ``metrics.json`` of its output folder, whoever's they were: pointed at a
     folder of one's own pictures (``LAYERSIM_OUT=~/Pictures``, ``-p out``), it deleted them. A folder layersim did
     not make (no marker file, outside the repository's ``figures/`` and ``runs/``) is refused unless empty."""
@@ -278,22 +258,22 @@ def test_a_figure_that_fails_to_save_leaves_no_temporary(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_output_dir_removes_an_earlier_runs_figures_and_checks_writability_first(repo, monkeypatch):
-    folder = repo / "runs" / "smoke" / "p" / "n"
+def test_output_dir_removes_an_earlier_runs_figures_and_checks_writability_first(repo_with_figures, monkeypatch):
+    folder = repo_with_figures / "runs" / "smoke" / "p" / "n"
     folder.mkdir(parents=True)
     for name in ("old_figure.png", "metrics.json", "notes.txt"):
         (folder / name).write_text("earlier run")
     assert results.output_dir("p", "n", "smoke") == folder
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]  # only what runs write is removed
-    (repo / "blocked").write_text("a file where the output root should be")
-    monkeypatch.setenv("LAYERSIM_OUT", str(repo / "blocked"))
+    (repo_with_figures / "blocked").write_text("a file where the output root should be")
+    monkeypatch.setenv("LAYERSIM_OUT", str(repo_with_figures / "blocked"))
     with pytest.raises(ValueError, match="cannot write to .*blocked/p/n"):
         results.output_dir("p", "n", "smoke")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_a_read_only_output_folder_is_found_before_any_work(repo, monkeypatch):
-    folder = repo / "runs" / "smoke" / "p" / "n"
+def test_a_read_only_output_folder_is_found_before_any_work(repo_with_figures, monkeypatch):
+    folder = repo_with_figures / "runs" / "smoke" / "p" / "n"
     folder.mkdir(parents=True)
     folder.chmod(0o555)
     try:
@@ -303,7 +283,7 @@ def test_a_read_only_output_folder_is_found_before_any_work(repo, monkeypatch):
         folder.chmod(0o755)
 
 
-def test_a_relative_layersim_out_is_taken_from_the_working_directory(repo, tmp_path, monkeypatch):
+def test_a_relative_layersim_out_is_taken_from_the_working_directory(repo_with_figures, tmp_path, monkeypatch):
     here = tmp_path / "work"
     here.mkdir()
     monkeypatch.chdir(here)

@@ -11,7 +11,7 @@ import pytest
 
 from layersim.measures import similarity as S
 from layersim.tools import bench
-from builders import one_line_error
+from builders import naive_linear_cka, one_line_error
 
 PAYLOAD = "<svg onload=alert(2)>"
 
@@ -89,17 +89,6 @@ def test_tiny_valid_run(capsys):
     assert bench.main(argv) == 0
     out = capsys.readouterr().out
     assert "| 2×40×4 | (a) naive" in out and "StreamingCKA memory vs N" in out
-
-
-def naive_hsic(K, L):
-    n = K.shape[0]
-    H = np.eye(n) - np.ones((n, n)) / n
-    return np.trace(K @ H @ L @ H) / (n - 1) ** 2
-
-
-def naive_linear_cka(X, Y):
-    K, L = X @ X.T, Y @ Y.T  # uncentred Gram matrices; H does the centring
-    return naive_hsic(K, L) / np.sqrt(naive_hsic(K, K) * naive_hsic(L, L))
 
 
 def test_bench_baselines_and_smoke_run(capsys):

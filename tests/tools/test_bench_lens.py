@@ -2,26 +2,12 @@
 layersim's token lens beside plain transformers on a random-init tiny LLaMA and GPT-2, and builds a random model
 from a folder without weights."""
 
-import numpy as np
 import pytest
 import torch
 
 from layersim.nets import readout
 from layersim.tools import bench_lens
-from builders import text_batch, tiny
-
-
-def near_top(tokens, logits):
-    """Each of ``tokens`` [N] is a top-1 of its row of ``logits`` [N, V] up to float32 rounding: its logit is
-    at most 1e-4 x max |logits| below the row's best (hundreds of times the drift between two routes to the
-    same logits: other batching, a KV cache, other CPU kernels). A random-init model's top two logits may be
-    closer than that drift, so one route's argmax need not be another's; a wrong token falls far short.
-    Returns the tolerance."""
-    z = (logits.detach() if isinstance(logits, torch.Tensor) else torch.from_numpy(np.asarray(logits))).double()
-    tol = 1e-4 * float(z.abs().max())
-    picked = z.gather(-1, torch.as_tensor(np.asarray(tokens)).long().reshape(-1, 1))[:, 0]
-    assert (picked >= z.max(-1).values - tol).all(), (picked - z.max(-1).values).min()
-    return tol
+from builders import near_top, text_batch, tiny
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])

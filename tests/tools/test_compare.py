@@ -14,7 +14,7 @@ import pytest
 
 from layersim.tools import compare
 from layersim.tools.compare import Tolerance
-from builders import one_line_error
+from builders import one_line_error, run_metrics, write_metrics_json
 
 
 def metrics(**over):
@@ -281,25 +281,10 @@ def test_the_share_of_the_tolerance_used_is_reported():
 NAN, INF = math.nan, math.inf
 
 
-def _metrics(value: float = 0.8, holds: bool = True, curve: list | None = None) -> dict:
-    """A run's ``metrics.json`` with one claim (``rises``: value >= 0.5) and one curve (the NaN cases)."""
-    return {"notebook": "toy/t01", "scale": "smoke", "params": {"depth": 3},
-            "claims": {"rises": {"holds": holds, "value": value, "threshold": 0.5, "op": ">="}},
-            "curve": [0.25, 0.5, 1.0] if curve is None else curve}
-
-
-def _write(folder: Path, key: str, payload: dict) -> Path:
-    """``folder/<key>/metrics.json`` as ``json.dumps`` writes it (NaN and infinities as ``NaN``, ``Infinity``)."""
-    path = folder / key / "metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload))
-    return path
-
-
 def _compare(tmp_path: Path, ref: dict, new: dict, *options: str) -> int:
     """``python -m layersim compare RUN REF`` on two one-notebook runs: its exit status."""
-    _write(tmp_path / "ref", "toy/t01", ref)
-    _write(tmp_path / "run", "toy/t01", new)
+    write_metrics_json(tmp_path / "ref", "toy/t01", ref)
+    write_metrics_json(tmp_path / "run", "toy/t01", new)
     return compare.main([str(tmp_path / "run"), str(tmp_path / "ref"), *options])
 
 
@@ -307,7 +292,7 @@ def _compare(tmp_path: Path, ref: dict, new: dict, *options: str) -> int:
 @pytest.mark.parametrize("bad", [NAN, INF, -INF])
 def test_compare_a_claim_value_that_is_not_finite_is_a_difference(tmp_path, capsys, bad, options):
     """A run whose claim value is NaN (its recorded ``holds`` still true) was reported the same, exit 0."""
-    status = _compare(tmp_path, _metrics(), _metrics(value=bad), *options)
+    status = _compare(tmp_path, run_metrics(), run_metrics(value=bad), *options)
     out = capsys.readouterr().out
     assert status == 1, out
     assert "claims.rises.value" in out and repr(bad) in out and "0 of 1 notebooks agree" in out
@@ -315,26 +300,26 @@ def test_compare_a_claim_value_that_is_not_finite_is_a_difference(tmp_path, caps
 
 @pytest.mark.parametrize("bad", [NAN, INF])
 def test_compare_a_number_that_is_not_finite_is_a_difference_within_any_tolerance(tmp_path, capsys, bad):
-    status = _compare(tmp_path, _metrics(), _metrics(curve=[0.25, bad, 1.0]), "--rtol", "1")
+    status = _compare(tmp_path, run_metrics(), run_metrics(curve=[0.25, bad, 1.0]), "--rtol", "1")
     out = capsys.readouterr().out
     assert status == 1 and "curve[1]" in out and "not a finite number" in out, out
 
 
 def test_compare_a_finite_number_where_the_reference_has_nan_is_a_difference(tmp_path, capsys):
-    status = _compare(tmp_path, _metrics(curve=[0.25, NAN, 1.0]), _metrics(), "--atol", "1")
+    status = _compare(tmp_path, run_metrics(curve=[0.25, NAN, 1.0]), run_metrics(), "--atol", "1")
     assert status == 1 and "curve[1]" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("same", [NAN, INF, -INF])
 def test_compare_nan_against_nan_and_an_infinity_against_itself_are_the_same(tmp_path, capsys, same):
-    ref = _metrics(value=same, holds=False, curve=[0.25, same, 1.0])
+    ref = run_metrics(value=same, holds=False, curve=[0.25, same, 1.0])
     status = _compare(tmp_path, ref, ref, "--rtol", "0", "--atol", "0")
     out = capsys.readouterr().out
     assert status == 0 and "1 of 1 notebooks agree" in out, out
 
 
 def test_compare_a_nan_claim_value_does_not_hold_whatever_holds_says():
-    ref, new = _metrics(value=0.8, holds=True), _metrics(value=NAN, holds=True)
+    ref, new = run_metrics(value=0.8, holds=True), run_metrics(value=NAN, holds=True)
     c = compare.compare_metrics(ref, new)
     assert c.flipped == ["rises"] and not c.ok()
     assert "verdict flipped: rises" in c.problems()
@@ -342,14 +327,14 @@ def test_compare_a_nan_claim_value_does_not_hold_whatever_holds_says():
 
 def test_compare_an_infinite_reference_does_not_allow_every_finite_number():
     """``|new - inf| <= atol + rtol * inf`` is true for any finite ``new``: the tolerance allowed 5 against inf."""
-    ref, new = _metrics(curve=[0.25, INF, 1.0]), _metrics(curve=[0.25, 5.0, 1.0])
+    ref, new = run_metrics(curve=[0.25, INF, 1.0]), run_metrics(curve=[0.25, 5.0, 1.0])
     c = compare.compare_metrics(ref, new, compare.Tolerance(rtol=0.1))
     assert not c.ok() and any("curve[1]" in p for p in c.problems()), c.problems()
 
 
 def test_compare_json_output_is_strict_json(tmp_path, capsys):
     """The ``--json`` output held ``NaN``/``Infinity``, which strict JSON readers refuse."""
-    status = _compare(tmp_path, _metrics(), _metrics(value=NAN), "--json")
+    status = _compare(tmp_path, run_metrics(), run_metrics(value=NAN), "--json")
     out = capsys.readouterr().out
     assert status == 1
     data = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON output"))
@@ -359,8 +344,8 @@ def test_compare_json_output_is_strict_json(tmp_path, capsys):
 def test_spread_refuses_a_run_with_nan_where_the_others_have_numbers():
     """``max(0.0, nan)`` is 0.0: a NaN run was measured as one that moved nothing."""
     with pytest.raises(ValueError, match=r"curve\[1\].*nan"):
-        compare.spread([_metrics(), _metrics(curve=[0.25, NAN, 1.0])])
-    same = compare.spread([_metrics(curve=[0.25, NAN, INF]), _metrics(curve=[0.25, NAN, INF])])
+        compare.spread([run_metrics(), run_metrics(curve=[0.25, NAN, 1.0])])
+    same = compare.spread([run_metrics(curve=[0.25, NAN, INF]), run_metrics(curve=[0.25, NAN, INF])])
     assert same["atol"] == same["rtol"] == 0.0
 
 

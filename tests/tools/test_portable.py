@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from layersim.tools import compare, portable, smoke_check
-from builders import one_line_error
+from builders import one_line_error, run_metrics, write_metrics_json
 
 
 @pytest.mark.parametrize("x, up", [(0.0123, 0.02), (0.02, 0.02), (3e-7, 3e-7), (9.1e-3, 0.01), (0.0, 0.0), (1.5, 2.0)])
@@ -116,21 +116,6 @@ def test_tolerances_are_measured_only_from_runs_that_all_succeeded(tmp_path):
 NAN = math.nan
 
 
-def _metrics(value: float = 0.8, holds: bool = True, curve: list | None = None) -> dict:
-    """A run's ``metrics.json`` with one claim (``rises``: value >= 0.5) and one curve."""
-    return {"notebook": "toy/t01", "scale": "smoke", "params": {"depth": 3},
-            "claims": {"rises": {"holds": holds, "value": value, "threshold": 0.5, "op": ">="}},
-            "curve": [0.25, 0.5, 1.0] if curve is None else curve}
-
-
-def _write(folder: Path, key: str, payload: dict) -> Path:
-    """``folder/<key>/metrics.json`` as ``json.dumps`` writes it (NaN and infinities as ``NaN``, ``Infinity``)."""
-    path = folder / key / "metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload))
-    return path
-
-
 @pytest.fixture
 def portable_repo(tmp_path, monkeypatch):
     """A repository with one notebook (``toy/t01``), its smoke reference and a committed ``tolerances.json``;
@@ -143,7 +128,7 @@ def portable_repo(tmp_path, monkeypatch):
     refs = root / "tests" / "notebooks"
     (refs / "toy").mkdir(parents=True)
     (refs / "toy" / "t01.ipynb").write_text("{}")
-    (refs / "toy" / "t01.metrics.json").write_text(json.dumps({**_metrics(), "png_files": []}))
+    (refs / "toy" / "t01.metrics.json").write_text(json.dumps({**run_metrics(), "png_files": []}))
     (refs / smoke_check.TOLERANCES).write_text(json.dumps(
         {"about": "as committed", "default": {"rtol": 1e-5, "atol": 1e-5}, "notebooks": {}}, indent=1) + "\n")
     monkeypatch.setenv("LAYERSIM_ROOT", str(root))
@@ -156,7 +141,7 @@ def _settings_leave(monkeypatch, outputs: dict[str, dict | None]) -> None:
         out = work / name / "out"
         out.mkdir(parents=True, exist_ok=True)
         if outputs.get(name) is not None:
-            _write(out, "toy/t01", outputs[name])
+            write_metrics_json(out, "toy/t01", outputs[name])
         return out
 
     monkeypatch.setattr(portable, "run_setting", run_setting)
@@ -168,9 +153,9 @@ def _tolerances(root: Path) -> str:
 
 @pytest.mark.parametrize("outputs, settings, words", [
     ({}, "default-1t,avx2-3t", ["no run"]),
-    ({"default-1t": _metrics(curve=[0.25, 0.51, 1.0])}, "default-1t,avx2-3t", ["avx2-3t", "toy/t01", "did not run"]),
-    ({"default-1t": _metrics(curve=[0.25, 0.51])}, "default-1t", ["default-1t", "toy/t01", "curve[2]"]),
-    ({"default-1t": _metrics(value=NAN)}, "default-1t", ["default-1t", "toy/t01", "claims.rises.value"]),
+    ({"default-1t": run_metrics(curve=[0.25, 0.51, 1.0])}, "default-1t,avx2-3t", ["avx2-3t", "toy/t01", "did not run"]),
+    ({"default-1t": run_metrics(curve=[0.25, 0.51])}, "default-1t", ["default-1t", "toy/t01", "curve[2]"]),
+    ({"default-1t": run_metrics(value=NAN)}, "default-1t", ["default-1t", "toy/t01", "claims.rises.value"]),
 ], ids=["every run failed", "one run of two failed", "a layer fewer", "a NaN claim value"])
 def test_portable_measure_writes_nothing_unless_every_run_succeeded(portable_repo, monkeypatch, capsys, outputs,
                                                                     settings, words):
@@ -196,7 +181,7 @@ def test_portable_measure_writes_when_every_run_succeeded(portable_repo, monkeyp
     """Runs that moved a number (and one that moved nothing) are what tolerances are measured from."""
     if not committed:
         (portable_repo / "tests" / "notebooks" / smoke_check.TOLERANCES).unlink()
-    _settings_leave(monkeypatch, {"default-1t": _metrics(curve=[0.25, 0.51, 1.0]), "avx2-3t": _metrics()})
+    _settings_leave(monkeypatch, {"default-1t": run_metrics(curve=[0.25, 0.51, 1.0]), "avx2-3t": run_metrics()})
     status = portable.main(["--nb", "t01", "--settings", "default-1t,avx2-3t", "--measure",
                             "--work", str(portable_repo / "w")])
     out, err = capsys.readouterr()

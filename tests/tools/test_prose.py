@@ -12,22 +12,14 @@ import pytest
 
 from layersim.notebook import prose
 from layersim.tools import prose as prose_tool
-from builders import REPO
-
-
-def _notebook(template: str, shown: str, extra_markdown: str = "") -> dict:
-    cells = [{"cell_type": "markdown", "metadata": {prose.KEY: {"template": template}}, "source": [shown]},
-             {"cell_type": "code", "metadata": {}, "source": ["x = 1"], "outputs": [], "execution_count": 1}]
-    if extra_markdown:
-        cells.append({"cell_type": "markdown", "metadata": {}, "source": [extra_markdown]})
-    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+from builders import REPO, prose_notebook
 
 
 def test_a_scale_check_shares_the_excuses_of_the_notebook_it_copies():
     copy = "figures/scale_checks/clusters/c01_cka_structure/c01_cka_structure.ipynb"
     assert prose_tool.is_scale_check(copy) and not prose_tool.is_scale_check("notebooks/clusters/c01_cka_structure.ipynb")
     assert prose_tool.exceptions_label(copy) == "notebooks/clusters/c01_cka_structure.ipynb"
-    typed = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.55", "over 3 seeds")
+    typed = prose_notebook("rho {{claims.fit.value:.2f}}", "rho 0.55", "over 3 seeds")
     excused = {"notebooks": {}, "numbers": [{"notebook": "notebooks/clusters/c01_cka_structure.ipynb", "number": "3",
                                              "context": "over 3 seeds", "reason": "the runner's seed count"}]}
     assert prose_tool.unexcused(copy, typed, excused) == []
@@ -35,7 +27,7 @@ def test_a_scale_check_shares_the_excuses_of_the_notebook_it_copies():
 
 
 def test_a_number_typed_by_hand_is_found_unless_excused():
-    typed = _notebook("rho {{claims.fit.value:.2f}}", "rho 0.55", "and by hand 0.63 over 3 seeds")
+    typed = prose_notebook("rho {{claims.fit.value:.2f}}", "rho 0.55", "and by hand 0.63 over 3 seeds")
     assert prose_tool.unexcused("nb.ipynb", typed, {"notebooks": {}, "numbers": []}) == [
         (3, "0.63", "and by hand 0.63 over 3 seeds"), (3, "3", "and by hand 0.63 over 3 seeds")]
     excused = {"notebooks": {}, "numbers": [{"notebook": "nb.ipynb", "number": "3", "context": "over 3 seeds",

@@ -25,35 +25,13 @@ from layersim.core import locks, paths, writers
 from layersim.inputs import assets
 from layersim.notebook import lenses
 from layersim.tools import committed, report
-from builders import one_line_error, tree_files
+from builders import SPELLINGS, committed_files, one_line_error, spelled, tree_files
 
 
 MINILM = "all-minilm-l6-v2"
 needs_minilm = pytest.mark.skipif(not assets.is_available(MINILM), reason="MiniLM is not installed")
 REPORT = ["report", "--model", MINILM, "--data", "austen"]
 PAYLOAD = "<svg onload=alert(2)>"
-
-
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A repository of its own (committed figures/, notebooks/ and tests/notebooks/), the switch off, no
-    LAYERSIM_OUT, LAYERSIM_CACHE or LAYERSIM_DATA, and the working directory outside it."""
-    root = tmp_path / "repo"
-    (root / "lib" / "layersim").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("")
-    for folder in ("figures/p/n", "notebooks/p", "tests/notebooks/p"):
-        (root / folder).mkdir(parents=True)
-    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
-    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
-    for name in ("LAYERSIM_OUT", "LAYERSIM_CACHE", "LAYERSIM_DATA", writers.SWITCH):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-    return root
-
-
-def _committed(root: Path) -> dict[str, bytes]:
-    """Every file under the committed folders of ``root``."""
-    return {name: data for folder in ("figures", "notebooks", "tests") for name, data in tree_files(root / folder).items()}
 
 
 def _refused(argv: list[str], capsys, *words: str) -> str:
@@ -377,9 +355,9 @@ def test_report_refuses_cuda_without_cuda_before_any_work(repo, no_accelerator, 
 
 def test_report_refuses_a_cache_in_the_committed_folders_in_one_line(repo, monkeypatch, capsys):
     monkeypatch.setenv("LAYERSIM_CACHE", str(repo / "notebooks" / "cache"))
-    before = _committed(repo)
+    before = committed_files(repo)
     _refused([*REPORT, "--out", str(repo / "out")], capsys, "LAYERSIM_CACHE", "committed")
-    assert _committed(repo) == before and not (repo / "out").exists()
+    assert committed_files(repo) == before and not (repo / "out").exists()
 
 
 def test_report_hands_its_kernel_absolute_paths_the_way_the_user_meant_them(repo, tmp_path, monkeypatch, kernel,
@@ -504,18 +482,11 @@ def test_report_on_an_image_folder_named_with_html(tmp_path, capsys):
 # ----------------------------------------------------------------------------- committed results and others' files
 
 
-@pytest.mark.parametrize("spelling", ["absolute", "relative", "dotdot", "symlink", "symlink then dotdot", "home"])
+@pytest.mark.parametrize("spelling", SPELLINGS)
 def test_every_spelling_of_a_path_into_figures_is_refused(repo, monkeypatch, spelling):
     """The report's output folder never lies in the committed results, however the path is spelled (the guard
     itself: ``layersim.core.writers.check_target``)."""
-    monkeypatch.chdir(repo)
-    monkeypatch.setenv("HOME", str(repo))
-    (repo / "elsewhere").mkdir()
-    (repo / "link").symlink_to(repo / "figures")
-    (repo / "deep").symlink_to(repo / "figures" / "p")
-    path = {"absolute": repo / "figures" / "p" / "n", "relative": Path("figures/p/n"),
-            "dotdot": Path("elsewhere/../figures/p/n"), "symlink": Path("link/p/n"),
-            "symlink then dotdot": Path("deep/../p/n"), "home": Path("~/figures/p/n")}[spelling]
+    path = spelled(repo, monkeypatch, spelling)
     with pytest.raises(ValueError, match="committed results"):
         report.check_out(path)
     assert tree_files(repo / "figures") == {"p/n/metrics.json": b'{"committed": true}'}

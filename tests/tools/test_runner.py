@@ -510,21 +510,6 @@ def _notebook(path: Path, cells: list[str]) -> Path:
     return write_notebook(path, cells, 'scale = "default"\nn = None\nout = None')
 
 
-@pytest.fixture
-def repo_with_figures(tmp_path, monkeypatch):
-    """A repository of its own in ``tmp_path/repo`` (unlike ``fake_repo``, which is ``tmp_path`` itself): committed
-    figures/ and notebooks/, the switch off, LAYERSIM_OUT unset."""
-    root = tmp_path / "repo"
-    (root / "lib" / "layersim").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("")
-    (root / "figures" / "p" / "n").mkdir(parents=True)
-    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
-    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
-    monkeypatch.delenv("LAYERSIM_OUT", raising=False)
-    monkeypatch.delenv(writers.SWITCH, raising=False)
-    return root
-
-
 WRITES = ("from layersim.notebook import results\n"
           "OUT = results.output_dir('p', 'n', scale)\n"
           "results.write_metrics(OUT, 'p/n', scale, {'n': n}, {})")

@@ -21,17 +21,16 @@ import textwrap
 import threading
 import time
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
-from layersim.core import paths, writers
+from layersim.core import paths
 from layersim.core.paths import CacheWarning
 from layersim.train import checkpoints, training
 from layersim.train.training import TrainConfig, ViTConfig
 
-from builders import REPO, temporaries, toy_data, tree_files
+from builders import REPO, committed_files, temporaries, toy_data
 
 TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=2, embed_dim=16, depth=2, num_heads=2)
 CFG = TrainConfig(epochs=1, batch_size=16, seed=0)
@@ -296,30 +295,8 @@ def test_concurrent_identical_saves_leave_one_checkpoint(tmp_cache, monkeypatch,
     assert_same_weights(loaded, model)
 
 
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A repository of its own (committed figures/, notebooks/ and tests/notebooks/), the switch off, no
-    LAYERSIM_OUT, LAYERSIM_CACHE or LAYERSIM_DATA, and the working directory outside it."""
-    root = tmp_path / "repo"
-    (root / "lib" / "layersim").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("")
-    for folder in ("figures/p/n", "notebooks/p", "tests/notebooks/p"):
-        (root / folder).mkdir(parents=True)
-    (root / "figures" / "p" / "n" / "metrics.json").write_text('{"committed": true}')
-    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
-    for name in ("LAYERSIM_OUT", "LAYERSIM_CACHE", "LAYERSIM_DATA", writers.SWITCH):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
-    return root
-
-
-def _committed(root: Path) -> dict[str, bytes]:
-    """Every file under the committed folders of ``root``."""
-    return {name: data for folder in ("figures", "notebooks", "tests") for name, data in tree_files(root / folder).items()}
-
-
 def test_a_checkpoint_is_never_saved_into_the_committed_folders(repo):
-    before = _committed(repo)
+    before = committed_files(repo)
     with pytest.raises(ValueError, match="committed"):
         checkpoints.save(repo / "notebooks" / "p" / "vit-0123", torch.nn.Linear(2, 2), {"key": "0123"})
-    assert _committed(repo) == before and temporaries(repo) == []
+    assert committed_files(repo) == before and temporaries(repo) == []

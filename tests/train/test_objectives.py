@@ -10,13 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from layersim.inputs import data
 from layersim.nets import models as M, readout as R
 from layersim.papers.tracing import lm
 from layersim.train import objectives as O, training
 from layersim.train.training import TrainConfig, ViTConfig
 
-from builders import toy_data
+from builders import gpt2_config, toy_data
 
 TINY = ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=3, embed_dim=16, depth=3, num_heads=2)
 
@@ -239,22 +238,11 @@ def test_aligned_training_narrows_the_gap_between_first_and_last_block():
 # ----------------------------------------------------------------------------- the aligned LM loss of a small GPT-2
 
 
-LM_CFG = lm.LMConfig(vocab_size=512, n_positions=32, n_embd=32, n_layer=3, n_head=2, steps=30, batch_size=8,
-                     lr=3e-3, warmup_steps=3)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return data.austen_tokenizer(512)
-
-
-@pytest.fixture(scope="module")
-def batches(tok):
-    return lm.lm_batches(data.text_sample("austen", 48, split="train"), tok, 8, 32)
+GPT2 = gpt2_config()
 
 
 def test_aligned_lm_loss_is_eq5_over_the_layer_scores(batches):
-    model = lm.build_gpt2(LM_CFG).eval()
+    model = lm.build_gpt2(GPT2).eval()
     with torch.no_grad():
         one = R.layer_next_token_scores(model, [batches[0]], device="cpu")
         loss = O.aligned_lm_loss(model, batches[0])

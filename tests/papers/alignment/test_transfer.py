@@ -185,24 +185,8 @@ def test_cnn_transfer_runs_compare_every_task(capsys):
     assert capsys.readouterr().out == "" and quiet[0]["areas"] == runs[0]["areas"]
 
 
-def _fake_runs():
-    """Two evaluate_task results on synthetic representations named as a08's."""
-    r = np.random.default_rng(0)
-    runs = []
-    for k in range(2):
-        y_tr, y_te = np.sign(r.standard_normal(20)), np.sign(r.standard_normal(15))
-        reps = {name: (np.c_[y_tr * s, r.standard_normal((20, 4))], np.c_[y_te * s, r.standard_normal((15, 4))])
-                for name, s in [("pre-trained c1", 1.0), ("pre-trained c2", 0.5), ("init c1", 0.2), ("init c2", 0.1),
-                                (transfer.PRETRAINED, 0.5), (transfer.INIT, 0.1), (transfer.INPUT, 0.3),
-                                ("HOG", 0.8), ("RBF", 0.05)]}
-        runs.append(pt.evaluate_task(reps, y_tr, y_te, al.thresholds_for(20), list(transfer.TRAINED), [0.1, 1.0], 6,
-                                     [0, 3, 6]))
-        runs[-1]["pair"] = (k, k + 1)
-    return runs
-
-
-def test_layer_areas_step_sizes_and_test_error_are_means_over_tasks():
-    runs = _fake_runs()
+def test_layer_areas_step_sizes_and_test_error_are_means_over_tasks(fake_runs):
+    runs = fake_runs
     areas = transfer.layer_areas(runs, ["c1", "c2"])
     assert list(areas) == ["init", "pre-trained"]
     assert areas["pre-trained"][1] == pytest.approx((runs[0]["areas"]["pre-trained c2"]
@@ -217,8 +201,8 @@ def test_layer_areas_step_sizes_and_test_error_are_means_over_tasks():
     assert text[2] == f"chosen step sizes: {transfer.chosen_step_sizes(runs, transfer.TRAINED)}"
 
 
-def test_cnn_transfer_numbers_are_what_a08_recorded():
-    runs = _fake_runs()
+def test_cnn_transfer_numbers_are_what_a08_recorded(fake_runs):
+    runs = fake_runs
     meta = {"key": "k", "source_indices": [1, 2]}
     nums = transfer.cnn_transfer_numbers(runs, ["c1", "c2"], meta, [(0, 1), (1, 2)], np.arange(3.0))
     assert list(nums) == ["source_meta", "pairs", "thresholds", "mean_area", "layer_area", "layers", "areas_per_task",

@@ -5,31 +5,15 @@ import numpy as np
 import torch
 
 from layersim.measures import alignment as al
-from layersim.papers.alignment import pretrain as pt, transfer, transfer_figures as figures
+from layersim.papers.alignment import transfer_figures as figures
 
 
 def _images(n, seed=0):
     return torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
 
 
-def _fake_runs():
-    """Two evaluate_task results on synthetic representations named as a08's."""
-    r = np.random.default_rng(0)
-    runs = []
-    for k in range(2):
-        y_tr, y_te = np.sign(r.standard_normal(20)), np.sign(r.standard_normal(15))
-        reps = {name: (np.c_[y_tr * s, r.standard_normal((20, 4))], np.c_[y_te * s, r.standard_normal((15, 4))])
-                for name, s in [("pre-trained c1", 1.0), ("pre-trained c2", 0.5), ("init c1", 0.2), ("init c2", 0.1),
-                                (transfer.PRETRAINED, 0.5), (transfer.INIT, 0.1), (transfer.INPUT, 0.3),
-                                ("HOG", 0.8), ("RBF", 0.05)]}
-        runs.append(pt.evaluate_task(reps, y_tr, y_te, al.thresholds_for(20), list(transfer.TRAINED), [0.1, 1.0], 6,
-                                     [0, 3, 6]))
-        runs[-1]["pair"] = (k, k + 1)
-    return runs
-
-
-def test_figures_draw_the_given_curves():
-    runs = _fake_runs()
+def test_figures_draw_the_given_curves(fake_runs):
+    runs = fake_runs
     tau = al.thresholds_for(20)
     fig = figures.alignment_bands(runs, tau, "c2")
     assert [len(ax.lines) for ax in fig.axes] == [3, 3]

@@ -12,39 +12,12 @@ import pytest
 from layersim.measures import block_structure
 from layersim.papers.clusters import figures, protocol as cf
 
-
-def _curves(untuned, tuned, tunedorig, full, majority=0.5):
-    return {"UNTUNED": np.asarray(untuned, float), "TUNED": np.asarray(tuned, float),
-            "TUNEDORIG": np.asarray(tunedorig, float), "full": full, "majority": majority}
-
-
-def _grid(diag):
-    """A skip grid with the single-block scores ``diag`` on its diagonal, NaN below, 0.3 above."""
-    L = len(diag)
-    G = np.full((L, L), np.nan)
-    G[np.triu_indices(L, 1)] = 0.3
-    G[np.diag_indices(L)] = diag
-    return G
-
-
-def _maps(ft_ft, orig_orig, ft_orig_diag, restart_diag=None):
-    out = {"ORIG-ORIG": np.asarray(orig_orig, float), "FT-ORIG": np.diag(ft_orig_diag).astype(float),
-           "FT-FT": np.asarray(ft_ft, float)}
-    if restart_diag is not None:
-        out["FT[1]-FT[2]"] = np.diag(restart_diag).astype(float)
-    return out
-
-
-#: two clusters (blocks 1-2 and 3-4) after fine-tuning, none before
-TWO = np.array([[1, .9, .1, .1], [.9, 1, .1, .1], [.1, .1, 1, .8], [.1, .1, .8, 1]])
-FLAT = np.full((4, 4), 0.5) + 0.5 * np.eye(4)
-MAPS = {("m", "a"): _maps(TWO, FLAT, [0.9, 0.8, 0.3, 0.1], [0.95, 0.9, 0.9, 0.99]),
-        ("m", "b"): _maps(FLAT, TWO, [0.7, 0.7, 0.6, 0.5])}
+from builders import CLUSTER_MAPS, TWO_CLUSTERS, skip_grid, truncation_curves
 
 
 def test_truncation_figure_draws_every_curve_of_every_run():
-    curves = {"m/a": _curves([0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9], 0.3, 0.25),
-              "m/b": _curves([1.0, 0.0, 0.5], [0.25, 0.75, 0.5], [0.0, 0.0, 1.0], 0.5, 0.5)}
+    curves = {"m/a": truncation_curves([0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9], 0.3, 0.25),
+              "m/b": truncation_curves([1.0, 0.0, 0.5], [0.25, 0.75, 0.5], [0.0, 0.0, 1.0], 0.5, 0.5)}
     fig = figures.truncation_figure(curves)
     try:
         axes = fig.axes
@@ -62,7 +35,7 @@ def test_truncation_figure_draws_every_curve_of_every_run():
 
 
 def test_skip_grid_figure_shows_every_grid_on_its_baseline_scale():
-    grids = {"m/a": _grid([0.5, 0.8, 0.85]), "m/b": _grid([0.2, 0.15, 0.3])}
+    grids = {"m/a": skip_grid([0.5, 0.8, 0.85]), "m/b": skip_grid([0.2, 0.15, 0.3])}
     base = {"m/a": {"full": 0.9, "majority": 0.5}, "m/b": {"full": 0.25, "majority": 0.2}}
     fig = figures.skip_grid_figure(grids, base)
     try:
@@ -83,7 +56,7 @@ def test_skip_grid_figure_shows_every_grid_on_its_baseline_scale():
 
 
 def test_cka_maps_figure_draws_every_map_on_one_scale():
-    fig = figures.cka_maps_figure(MAPS[("m", "a")], "m on a")
+    fig = figures.cka_maps_figure(CLUSTER_MAPS[("m", "a")], "m on a")
     panels = fig.axes[:4]
     assert [ax.get_title() for ax in panels] == ["ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]"]
     assert (panels[1].get_ylabel(), panels[1].get_xlabel()) == ("FT block", "ORIG block")
@@ -94,12 +67,12 @@ def test_cka_maps_figure_draws_every_map_on_one_scale():
 
 
 def test_diagonals_and_block_scores_figure():
-    fig = figures.diagonals_and_block_scores(MAPS)
+    fig = figures.diagonals_and_block_scores(CLUSTER_MAPS)
     left, right = fig.axes
     assert [l.get_label() for l in left.lines] == ["a: FT vs ORIG", "a: FT[1] vs FT[2]", "b: FT vs ORIG"]
     np.testing.assert_array_equal(left.lines[0].get_ydata(), [0.9, 0.8, 0.3, 0.1])
     assert [l.get_label() for l in right.lines] == ["a: ORIG-ORIG", "a: FT-FT", "b: ORIG-ORIG", "b: FT-FT"]
-    np.testing.assert_allclose(right.lines[1].get_ydata(), block_structure.split_scores(TWO))
+    np.testing.assert_allclose(right.lines[1].get_ydata(), block_structure.split_scores(TWO_CLUSTERS))
     plt.close(fig)
     with pytest.raises(ValueError, match="at least one"):
         figures.diagonals_and_block_scores({})

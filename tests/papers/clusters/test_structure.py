@@ -10,6 +10,8 @@ from layersim.measures import block_structure
 from layersim.papers.clusters import protocol as cf, structure
 from layersim.train import finetune as ft
 
+from builders import CLUSTER_MAPS, FLAT_MAP, TWO_CLUSTERS, cka_maps, linear_cka
+
 TINY = dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64)
 SETTINGS = dict(n_train=24, n_val=20, steps=3, batch_size=8, lr=1e-3, warmup_steps=1, max_length=24,
                 weight_decay=0.0, eval_batch_size=16, restarts=2)
@@ -31,12 +33,6 @@ def tiny_models():
 def _meta(restart):
     return {"key": f"key-{restart}", "weights_sha256": f"sha-{restart}", "train_seconds": 10.0 * restart,
             "from_cache": restart == 2, "history": [{"loss": 1.5 + restart}, {"loss": 1.0 + restart}]}
-
-
-def _linear_cka(X, Y):
-    """Kornblith et al.'s linear CKA on column-centred features: ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F)."""
-    X, Y = X - X.mean(0), Y - Y.mean(0)
-    return np.linalg.norm(Y.T @ X) ** 2 / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y))
 
 
 def _accuracy(model, task):
@@ -75,7 +71,7 @@ def test_task_maps_compare_the_restarts_and_the_pretrained_encoder_by_linear_cka
     assert list(maps) == ["ORIG-ORIG", "FT-ORIG", "FT-FT", "FT[1]-FT[2]"]
     pairs = {"ORIG-ORIG": (2, 2), "FT-ORIG": (0, 2), "FT-FT": (0, 0), "FT[1]-FT[2]": (0, 1)}
     for kind, (a, b) in pairs.items():
-        expected = [[_linear_cka(feats[a][i], feats[b][j]) for j in range(1, 4)] for i in range(1, 4)]
+        expected = [[linear_cka(feats[a][i], feats[b][j]) for j in range(1, 4)] for i in range(1, 4)]
         np.testing.assert_allclose(maps[kind], expected, rtol=0, atol=1e-5, err_msg=kind)
     # each restart is scored on the validation split (a random-init head may predict one class throughout, so
     # the split it reads is checked as well as the score)
@@ -95,21 +91,6 @@ def test_task_maps_compare_the_restarts_and_the_pretrained_encoder_by_linear_cka
     assert "FT[1]-FT[2]" not in maps1 and len(scores1) == 1
 
 
-def _maps(ft_ft, orig_orig, ft_orig_diag, restart_diag=None):
-    out = {"ORIG-ORIG": np.asarray(orig_orig, float), "FT-ORIG": np.diag(ft_orig_diag).astype(float),
-           "FT-FT": np.asarray(ft_ft, float)}
-    if restart_diag is not None:
-        out["FT[1]-FT[2]"] = np.diag(restart_diag).astype(float)
-    return out
-
-
-#: two clusters (blocks 1-2 and 3-4) after fine-tuning, none before
-TWO = np.array([[1, .9, .1, .1], [.9, 1, .1, .1], [.1, .1, 1, .8], [.1, .1, .8, 1]])
-FLAT = np.full((4, 4), 0.5) + 0.5 * np.eye(4)
-MAPS = {("m", "a"): _maps(TWO, FLAT, [0.9, 0.8, 0.3, 0.1], [0.95, 0.9, 0.9, 0.99]),
-        ("m", "b"): _maps(FLAT, TWO, [0.7, 0.7, 0.6, 0.5])}
-
-
 def test_early_late_averages_the_first_and_last_third():
     assert structure.early_late([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == (1.5, 5.5)  # ceil(6/3) = 2 blocks each
     assert structure.early_late(np.array([1.0, 2.0, 3.0, 4.0])) == (1.5, 3.5)  # ceil(4/3) = 2
@@ -119,8 +100,8 @@ def test_early_late_averages_the_first_and_last_third():
 
 
 def test_structure_gaps_are_the_claims_numbers():
-    block_gain, ft_orig_gap, restart_gap = structure.structure_gaps(MAPS)
-    two, flat = block_structure.best_split(TWO).score, block_structure.best_split(FLAT).score
+    block_gain, ft_orig_gap, restart_gap = structure.structure_gaps(CLUSTER_MAPS)
+    two, flat = block_structure.best_split(TWO_CLUSTERS).score, block_structure.best_split(FLAT_MAP).score
     assert two == pytest.approx((0.9 + 0.8) / 2 - 0.1) and flat == pytest.approx(0.0)  # within minus between
     assert block_gain == pytest.approx({"m/a": two - flat, "m/b": flat - two})
     # first and last third of 4 blocks: 2 blocks each
@@ -135,8 +116,8 @@ def test_late_restart_margin_compares_restarts_with_the_best_pretrained_match():
     ones (FT-ORIG near 1) gives a negative margin; a run without a second restart gives none."""
     ft_orig = np.diag([0.9, 0.8, 0.3, 0.1])
     ft_orig[3, 0] = 0.6
-    maps = {("m", "a"): {**MAPS[("m", "a")], "FT-ORIG": ft_orig},
-            ("m", "c"): _maps(TWO, FLAT, [0.9, 0.9, 0.95, 0.97], [0.9, 0.9, 0.9, 0.9]), ("m", "b"): MAPS[("m", "b")]}
+    maps = {("m", "a"): {**CLUSTER_MAPS[("m", "a")], "FT-ORIG": ft_orig},
+            ("m", "c"): cka_maps(TWO_CLUSTERS, FLAT_MAP, [0.9, 0.9, 0.95, 0.97], [0.9, 0.9, 0.9, 0.9]), ("m", "b"): CLUSTER_MAPS[("m", "b")]}
     margin = structure.late_restart_margin(maps)
     assert margin == pytest.approx({"m/a": 0.495, "m/c": 0.9 - 0.96})
 
@@ -147,7 +128,7 @@ def test_late_likeness_to_orig_reads_whole_rows_of_the_late_blocks():
     0.1; in ("m", "b") the diagonal's 0.6 and 0.5 give 0.6. Transposing FT-ORIG (pretrained rows) changes it."""
     ft_orig = np.diag([0.9, 0.8, 0.3, 0.1])
     ft_orig[3, 0] = 0.6
-    maps = {("m", "a"): {**MAPS[("m", "a")], "FT-ORIG": ft_orig}, ("m", "b"): MAPS[("m", "b")]}
+    maps = {("m", "a"): {**CLUSTER_MAPS[("m", "a")], "FT-ORIG": ft_orig}, ("m", "b"): CLUSTER_MAPS[("m", "b")]}
     assert structure.late_likeness_to_orig(maps) == pytest.approx({"m/a": 0.6, "m/b": 0.6})
     assert structure.late_likeness_to_orig({("m", "a"): {"FT-ORIG": ft_orig.T}}) == pytest.approx({"m/a": 0.3})
     six = np.eye(6) * 0.2  # 6 blocks: the last third is blocks 5-6
@@ -157,7 +138,7 @@ def test_late_likeness_to_orig_reads_whole_rows_of_the_late_blocks():
 
 
 def test_split_table_lists_the_best_split_of_both_matrices():
-    splits = structure.split_table(MAPS)
+    splits = structure.split_table(CLUSTER_MAPS)
     assert list(splits.columns) == ["model", "task", "matrix", "early cluster: blocks 1 to", "score", "within",
                                     "between"]
     assert list(zip(splits.task, splits.matrix)) == [("a", "ORIG-ORIG"), ("a", "FT-FT"), ("b", "ORIG-ORIG"),

@@ -12,32 +12,11 @@ import pytest
 
 from layersim.papers.redundancy import figures
 
-
-def _row(model, data, span, blocks, per_seed):
-    return {"model": model, "data": data, "span": span, "blocks": blocks, "accuracy": np.mean(per_seed),
-            "std": np.std(per_seed), "per_seed": list(per_seed)}
-
-
-#: rows of Tables 1, 5, 6: two models on two data sets, spans 1-3, 2-3, 3-4 and the unmodified model
-ROWS = [_row(m, d, s, b, acc) for m, d, shift in (("A", "x", 0.0), ("A", "y", 0.1), ("B", "x", -0.05))
-        for s, b, acc in (("1-3", 2, [0.5 + shift, 0.6 + shift]), ("2-3", 3, [0.7 + shift, 0.75 + shift]),
-                          ("3-4", 3, [0.8 + shift, 0.6 + shift]), ("none", 4, [0.8 + shift, 0.7 + shift]))]
-
-
-def _r04_row(model, data, span, blocks, skip, approx):
-    return {"model": model, "data": data, "span": span, "blocks": blocks, "skip": skip, "skip_std": 0.01,
-            "skip_per_seed": [skip, skip], "approx": approx, "approx_std": 0.02, "approx_per_seed": [approx, approx]}
-
-
-#: rows of Table 2, B before A
-R04_ROWS = [_r04_row("B", "x", "1-3", 2, 0.5, 0.6), _r04_row("B", "x", "0-1", 3, 0.7, 0.65),
-            _r04_row("B", "x", "none", 4, 0.8, 0.8),
-            _r04_row("A", "y", "1-3", 2, 0.4, 0.45), _r04_row("A", "y", "2-3", 3, 0.6, 0.7),
-            _r04_row("A", "y", "none", 4, 0.75, 0.75)]
+from builders import TABLE1_ROWS, TABLE2_ROWS
 
 
 def test_accuracy_vs_blocks_draws_every_series():
-    table = pd.DataFrame(ROWS)
+    table = pd.DataFrame(TABLE1_ROWS)
     fig = figures.accuracy_vs_blocks(table)
     try:
         assert [ax.get_title() for ax in fig.axes] == ["A", "B"]
@@ -49,7 +28,7 @@ def test_accuracy_vs_blocks_draws_every_series():
             np.testing.assert_allclose(np.asarray(x, float), sub.blocks + shift)
             np.testing.assert_allclose(np.asarray(y, float), sub.accuracy)
         dotted = [l for l in a.get_lines() if l.get_linestyle() == ":"]
-        assert [l.get_ydata()[0] for l in dotted] == [ROWS[3]["accuracy"], ROWS[7]["accuracy"]]
+        assert [l.get_ydata()[0] for l in dotted] == [TABLE1_ROWS[3]["accuracy"], TABLE1_ROWS[7]["accuracy"]]
         assert [t.get_text() for t in a.get_legend().get_texts()] == ["x", "y"]
     finally:
         plt.close(fig)
@@ -71,7 +50,7 @@ def test_block_cosine_grid_draws_one_panel_per_model_and_data_set():
 
 
 def test_skip_vs_approx_figure_has_one_panel_per_pair_in_table_order():
-    fig = figures.skip_vs_approx(pd.DataFrame(R04_ROWS))
+    fig = figures.skip_vs_approx(pd.DataFrame(TABLE2_ROWS))
     assert [ax.get_title() for ax in fig.axes] == ["B, x", "A, y"]
     ax = fig.axes[1]
     multi, single = ax.collections  # two scatters: multi-block spans, then single blocks (most blocks kept)
@@ -80,7 +59,7 @@ def test_skip_vs_approx_figure_has_one_panel_per_pair_in_table_order():
     assert ax.lines[-1].get_ydata()[0] == 0.75  # the unmodified model
     plt.close(fig)
     with pytest.raises(ValueError, match="columns"):
-        figures.skip_vs_approx(pd.DataFrame(R04_ROWS).drop(columns="approx"))
+        figures.skip_vs_approx(pd.DataFrame(TABLE2_ROWS).drop(columns="approx"))
 
 
 def test_br_and_output_mse_figure_has_a_column_per_model():

@@ -6,24 +6,13 @@ import pandas as pd
 import pytest
 import torch
 
-from builders import image_batch, tiny_vit
+from builders import TABLE1_ROWS, image_batch, spy_probes, tiny_vit
 from layersim.measures import redundancy
 from layersim.nets import linear_maps, surgery
 from layersim.papers.redundancy import models as rm, rba as rr
 
 SETTINGS = {"n_fit": 16, "n_train": 40, "n_test": 20, "probe_lr": 0.01, "batch_size": 16}
 SPEC = rm.Spec("tracing_vit", "standard", "image", ("fashion-mnist",))
-
-
-def _row(model, data, span, blocks, per_seed):
-    return {"model": model, "data": data, "span": span, "blocks": blocks, "accuracy": np.mean(per_seed),
-            "std": np.std(per_seed), "per_seed": list(per_seed)}
-
-
-#: two models on two data sets, spans 1-3, 2-3 (single block) and 3-4 (single block) and the unmodified model
-ROWS = [_row(m, d, s, b, acc) for m, d, shift in (("A", "x", 0.0), ("A", "y", 0.1), ("B", "x", -0.05))
-        for s, b, acc in (("1-3", 2, [0.5 + shift, 0.6 + shift]), ("2-3", 3, [0.7 + shift, 0.75 + shift]),
-                          ("3-4", 3, [0.8 + shift, 0.6 + shift]), ("none", 4, [0.8 + shift, 0.7 + shift]))]
 
 
 def test_table_spans_and_blocks_kept():
@@ -75,14 +64,7 @@ def test_span_accuracies_probe_the_model_with_each_span_approximated(monkeypatch
     map fitted on the ``n_fit`` training inputs (built here without layersim), the unmodified model last; each
     row holds the probe's accuracies per seed with their mean and standard deviation."""
     model = tiny_vit(perturb=True, depth=4)  # Table 1's spans 1-3 and 2-3 fit in 4 blocks
-    probed, real = [], rr.probe_accuracies
-
-    def spy(m, *args, **kw):
-        acc = real(m, *args, **kw)
-        probed.append((m, args, kw, acc))
-        return acc
-
-    monkeypatch.setattr(rr, "probe_accuracies", spy)
+    probed = spy_probes(monkeypatch, rr)
     rows = rr.span_accuracies(model, "tiny", SPEC, "fashion-mnist", SETTINGS, "smoke", seeds=[0, 1], seed=0,
                               device="cpu")
     assert [r["span"] for r in rows] == ["1-3", "2-3", "none"]
@@ -104,30 +86,30 @@ def test_span_accuracies_probe_the_model_with_each_span_approximated(monkeypatch
 
 
 def test_accuracy_line_lists_the_unmodified_model_then_every_span():
-    line = rr.accuracy_line(ROWS[:4])
+    line = rr.accuracy_line(TABLE1_ROWS[:4])
     assert line == "A               x              none 0.750; spans 1-3:0.550 2-3:0.725 3-4:0.700"
     with pytest.raises(ValueError, match="last"):
-        rr.accuracy_line(ROWS[:3])
+        rr.accuracy_line(TABLE1_ROWS[:3])
     with pytest.raises(ValueError, match="last"):
         rr.accuracy_line([])
 
 
 def test_accuracy_record_keys_every_row():
-    record = rr.accuracy_record(ROWS)
-    assert len(record) == len(ROWS) and list(record)[:2] == ["A | x | 1-3", "A | x | 2-3"]
-    assert record["B | x | none"] == {"mean": ROWS[-1]["accuracy"], "std": ROWS[-1]["std"],
-                                      "per_seed": ROWS[-1]["per_seed"], "blocks": 4}
+    record = rr.accuracy_record(TABLE1_ROWS)
+    assert len(record) == len(TABLE1_ROWS) and list(record)[:2] == ["A | x | 1-3", "A | x | 2-3"]
+    assert record["B | x | none"] == {"mean": TABLE1_ROWS[-1]["accuracy"], "std": TABLE1_ROWS[-1]["std"],
+                                      "per_seed": TABLE1_ROWS[-1]["per_seed"], "blocks": 4}
 
 
 def test_single_block_drop_is_the_claims_value():
-    table = pd.DataFrame(ROWS)
+    table = pd.DataFrame(TABLE1_ROWS)
     base = rr.unmodified_accuracy(table)
-    assert dict(base) == {("A", "x"): ROWS[3]["accuracy"], ("A", "y"): ROWS[7]["accuracy"],
-                          ("B", "x"): ROWS[11]["accuracy"]}
+    assert dict(base) == {("A", "x"): TABLE1_ROWS[3]["accuracy"], ("A", "y"): TABLE1_ROWS[7]["accuracy"],
+                          ("B", "x"): TABLE1_ROWS[11]["accuracy"]}
     drop, per_pair = rr.single_block_drop(table, spans=[(2, 3), (3, 4)])
     # by hand: unmodified minus approximated, points, over the rows of spans 2-3 and 3-4
-    by_pair = {f"{r['model']} | {r['data']}": [] for r in ROWS}
-    for r in ROWS:
+    by_pair = {f"{r['model']} | {r['data']}": [] for r in TABLE1_ROWS}
+    for r in TABLE1_ROWS:
         if r["span"] in ("2-3", "3-4"):
             by_pair[f"{r['model']} | {r['data']}"].append(100 * (base[(r["model"], r["data"])] - r["accuracy"]))
     assert drop == pytest.approx(np.mean(sum(by_pair.values(), [])), abs=1e-12)

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from builders import tiny_vit
+from builders import TABLE2_ROWS, spy_probes, tiny_vit
 from layersim.papers.redundancy import models as rm, rba, skip_vs_approx as sva
 
 R04 = {"n_fit": 16, "n_train": 40, "n_test": 20, "probe_lr": 0.01, "probe_epochs": 5, "batch_size": 16}
@@ -17,14 +17,7 @@ def test_span_rows_probe_every_span_skipped_then_approximated(monkeypatch, splic
     their least-squares map on the ``n_fit`` training inputs (approx), both built here without layersim; each row
     holds the probe's accuracies per mode and seed with their mean and standard deviation."""
     model = tiny_vit(perturb=True, depth=4)  # Table 2's spans 1-3, 0-1, 1-2, 2-3 fit in 4 blocks
-    probed, real = [], rba.probe_accuracies
-
-    def spy(m, *args, **kw):
-        acc = real(m, *args, **kw)
-        probed.append((m, args, kw, acc))
-        return acc
-
-    monkeypatch.setattr(rba, "probe_accuracies", spy)
+    probed = spy_probes(monkeypatch, rba)
     rows = sva.span_rows(model, "tiny", FMNIST, "fashion-mnist", R04, "smoke", seeds=[0, 1], seed=0, device="cpu")
     assert [r["span"] for r in rows] == ["1-3", "0-1", "1-2", "2-3", "none"]
     assert [r["blocks"] for r in rows] == [2, 3, 3, 3, 4]
@@ -49,30 +42,18 @@ def test_span_rows_probe_every_span_skipped_then_approximated(monkeypatch, splic
                                        rtol=1e-4, atol=1e-4)
 
 
-def _r04_row(model, data, span, blocks, skip, approx):
-    return {"model": model, "data": data, "span": span, "blocks": blocks, "skip": skip, "skip_std": 0.01,
-            "skip_per_seed": [skip, skip], "approx": approx, "approx_std": 0.02, "approx_per_seed": [approx, approx]}
-
-
-#: B before A in the table, to check that the gains per pair are sorted
-R04_ROWS = [_r04_row("B", "x", "1-3", 2, 0.5, 0.6), _r04_row("B", "x", "0-1", 3, 0.7, 0.65),
-            _r04_row("B", "x", "none", 4, 0.8, 0.8),
-            _r04_row("A", "y", "1-3", 2, 0.4, 0.45), _r04_row("A", "y", "2-3", 3, 0.6, 0.7),
-            _r04_row("A", "y", "none", 4, 0.75, 0.75)]
-
-
 def test_gain_line_counts_the_spans_won():
-    assert sva.gain_line(R04_ROWS[:3]) == (
+    assert sva.gain_line(TABLE2_ROWS[:3]) == (
         "B               x              approx > skip in 1 of 2 spans; mean gain 2.5 points")
     with pytest.raises(ValueError, match="at least one row"):
-        sva.gain_line(R04_ROWS[2:3])
+        sva.gain_line(TABLE2_ROWS[2:3])
     with pytest.raises(ValueError, match="one model and data set"):
-        sva.gain_line(R04_ROWS)
+        sva.gain_line(TABLE2_ROWS)
 
 
 def test_approx_wins_and_gain_by_pair_are_the_claims_numbers():
     """By hand: the four spans gain 0.1, -0.05, 0.05 and 0.1 by approximating; the unmodified rows do not count."""
-    table = pd.DataFrame(R04_ROWS)
+    table = pd.DataFrame(TABLE2_ROWS)
     fraction, counts = sva.approx_wins(table)
     assert fraction == 0.75
     assert counts == {"cases": 4, "wins": 3, "mean_gain_points": pytest.approx(100 * (0.1 - 0.05 + 0.05 + 0.1) / 4)}
@@ -86,7 +67,7 @@ def test_approx_wins_and_gain_by_pair_are_the_claims_numbers():
 
 
 def test_accuracy_record_keys_every_row():
-    record = sva.accuracy_record(R04_ROWS)
+    record = sva.accuracy_record(TABLE2_ROWS)
     assert list(record)[:3] == ["B | x | 1-3", "B | x | 0-1", "B | x | none"]
     assert record["A | y | 2-3"] == {"blocks": 3, "skip": 0.6, "skip_std": 0.01, "skip_per_seed": [0.6, 0.6],
                                      "approx": 0.7, "approx_std": 0.02, "approx_per_seed": [0.7, 0.7]}

@@ -3,27 +3,11 @@
 import pytest
 import torch
 
-from layersim.inputs import data
 from layersim.papers.tracing import lm
 
-CFG = lm.LMConfig(vocab_size=512, n_positions=32, n_embd=32, n_layer=3, n_head=2, steps=30, batch_size=8, lr=3e-3,
-                  warmup_steps=3)
+from builders import gpt2_config, tensor_logit_tol
 
-
-@pytest.fixture(scope="module")
-def tok():
-    return data.austen_tokenizer(512)
-
-
-@pytest.fixture(scope="module")
-def batches(tok):
-    return lm.lm_batches(data.text_sample("austen", 48, split="train"), tok, 8, 32)
-
-
-def _tol(z):
-    """How far two routes to the same float32 logits may drift apart (other batch shapes, a KV cache, other
-    CPU kernels): 1e-4 of their scale, hundreds of times the drift measured."""
-    return 1e-4 * float(z.abs().max())
+GPT2 = gpt2_config()
 
 
 def assert_greedy(model, prompts, tokens, ref):
@@ -39,9 +23,9 @@ def assert_greedy(model, prompts, tokens, ref):
 
     z = steps(tokens)
     picked = z.gather(-1, tokens[..., None])[..., 0]
-    assert (picked >= z.max(-1).values - _tol(z)).all()
+    assert (picked >= z.max(-1).values - tensor_logit_tol(z)).all()
     top2 = steps(ref).topk(2, -1).values
-    clear = torch.cumprod((top2[..., 0] - top2[..., 1] > 2 * _tol(z)).long(), dim=1).bool()
+    clear = torch.cumprod((top2[..., 0] - top2[..., 1] > 2 * tensor_logit_tol(z)).long(), dim=1).bool()
     assert torch.equal(tokens[clear], ref[clear])
 
 
@@ -49,18 +33,18 @@ def test_training_learns_caches_and_the_aligned_model_differs(batches, tmp_cache
     import dataclasses
 
     desc = {"source": "austen", "n": 48}
-    m, meta = lm.cached_lm(CFG, batches, desc, device="cpu", progress=False)
+    m, meta = lm.cached_lm(GPT2, batches, desc, device="cpu", progress=False)
     assert not meta["from_cache"] and meta["history"][-1]["loss"] < meta["history"][0]["loss"]
-    again, meta2 = lm.cached_lm(CFG, batches, desc, device="cpu", progress=False)
+    again, meta2 = lm.cached_lm(GPT2, batches, desc, device="cpu", progress=False)
     assert meta2["from_cache"]
     for a, b in zip(m.state_dict().values(), again.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    _, meta3 = lm.cached_lm(dataclasses.replace(CFG, objective="aligned"), batches, desc, device="cpu", progress=False)
+    _, meta3 = lm.cached_lm(dataclasses.replace(GPT2, objective="aligned"), batches, desc, device="cpu", progress=False)
     assert meta3["key"] != meta["key"]
 
 
 def test_exit_at_the_last_block_with_a_tiny_nucleus_is_greedy_generate(batches):
-    model = lm.build_gpt2(CFG).eval()
+    model = lm.build_gpt2(GPT2).eval()
     prompts = batches[0]["input_ids"][:3, :4]
     ours = lm.generate_at_exit(model, prompts, 3, 5, p=1e-9, device="cpu")
     with torch.no_grad():
