@@ -638,3 +638,15 @@ def spy_probes(monkeypatch, module) -> list:
 
     monkeypatch.setattr(module, "probe_accuracies", spy)
     return probed
+
+
+#: counts every loader refuses, with the one-line message each gets (the tests of inputs.data and inputs.text_tasks)
+BAD_COUNTS = [
+    (0, r"=0: at least 1 of the \w+ of .* is needed"),
+    (-5, r"=-5: at least 1 of the \w+ of .* is needed"),
+    (10**9, r"=1000000000 is more than the \d+ \w+|asks for 500000000 examples per class"),
+    (2.5, r" must be a whole number of \w+ \(or None for all\), got 2.5"),
+    ("100", r" must be a whole number of \w+ \(or None for all\), got '100'"),
+    (True, r" must be a whole number of \w+ \(or None for all\), got True"),
+]
+BAD_COUNT_IDS = ["zero", "negative", "huge", "float", "text", "bool"]

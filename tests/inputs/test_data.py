@@ -35,7 +35,7 @@ from layersim.core.writers import DiskFull
 from layersim.inputs import assets, data
 from layersim.inputs.assets import AssetNotFoundError
 
-from builders import fake_fmnist, full_disk, one_line_raised, idx_bytes
+from builders import BAD_COUNT_IDS, BAD_COUNTS, fake_fmnist, full_disk, one_line_raised, idx_bytes
 
 
 ROOT_USER = os.geteuid() == 0
@@ -832,14 +832,7 @@ def test_a_count_beyond_the_split_names_the_count_the_data_set_and_its_size(fmni
     lambda n: data.subset_indices(np.arange(10) % 2, n),
     lambda n: data.text_sample("python-docs", n, split="test"),
 ], ids=["image_dataset", "subset_indices", "text_sample"])
-@pytest.mark.parametrize("n, problem", [
-    (0, r"=0: at least 1 of the \w+ of .* is needed"),
-    (-5, r"=-5: at least 1 of the \w+ of .* is needed"),
-    (10**9, r"=1000000000 is more than the \d+ \w+|asks for 500000000 examples per class"),
-    (2.5, r" must be a whole number of \w+ \(or None for all\), got 2.5"),
-    ("100", r" must be a whole number of \w+ \(or None for all\), got '100'"),
-    (True, r" must be a whole number of \w+ \(or None for all\), got True"),
-], ids=["zero", "negative", "huge", "float", "text", "bool"])
+@pytest.mark.parametrize("n, problem", BAD_COUNTS, ids=BAD_COUNT_IDS)
 def test_bad_counts_are_one_line_errors(austen, call, n, problem):
     one_line_raised(lambda: call(n), problem)
 

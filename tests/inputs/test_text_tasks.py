@@ -7,7 +7,7 @@ import pytest
 
 from layersim.inputs import text_tasks as tt
 
-from builders import one_line_raised
+from builders import BAD_COUNT_IDS, BAD_COUNTS, one_line_raised
 
 
 @pytest.fixture(scope="module")
@@ -127,14 +127,7 @@ def test_length_order_sorts_by_tokenised_length_stably():
 # ----- counts, names and splits: one-line refusals ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n, problem", [
-    (0, r"=0: at least 1 of the \w+ of .* is needed"),
-    (-5, r"=-5: at least 1 of the \w+ of .* is needed"),
-    (10**9, r"=1000000000 is more than the \d+ \w+|asks for 500000000 examples per class"),
-    (2.5, r" must be a whole number of \w+ \(or None for all\), got 2.5"),
-    ("100", r" must be a whole number of \w+ \(or None for all\), got '100'"),
-    (True, r" must be a whole number of \w+ \(or None for all\), got True"),
-], ids=["zero", "negative", "huge", "float", "text", "bool"])
+@pytest.mark.parametrize("n, problem", BAD_COUNTS, ids=BAD_COUNT_IDS)
 def test_bad_counts_are_one_line_errors(austen, n, problem):
     one_line_raised(lambda: tt.load_task("austen-next", "train", n=n), problem)
 

@@ -586,34 +586,33 @@ def no_surgery(why: str) -> Callable[[nn.Module, list[nn.Module]], Callable[[], 
 CNN_SURGERY = "its stages change the shape of the representation (channels, resolution)"
 
 
+def ragged(name: str, models: str, matches: Callable[[nn.Module], bool], blocks: Callable[[nn.Module], list],
+           head: Callable[[nn.Module], nn.Module], why: str = CNN_SURGERY) -> Adapter:
+    """The adapter of a family whose blocks change the representation's shape (a CNN's stages, an RBF layer): no
+    final norm, no surgery (refused saying ``why``), its own forward pass, every position read (``token="all"``),
+    ``uniform=False`` (its layers are read with ``models.layer_outputs``)."""
+    return Adapter(name=name, models=models, matches=matches, blocks=blocks, set_blocks=no_surgery(why),
+                   final_norm=identity, head=head, run=lambda m, x: m(x), token="all", uniform=False)
+
+
 def _is_torchvision(cls: str) -> Callable[[nn.Module], bool]:
     return lambda m: type(m).__module__.startswith("torchvision.models") and type(m).__name__ == cls
 
 
-register(Adapter(
+register(ragged(
     name="torchvision_resnet",
     models="torchvision ResNets: `layer1..layer4` and `avgpool` (the transferred features) as blocks; index 0 "
            "is the stem's output",
     matches=_is_torchvision("ResNet"),
     blocks=lambda m: [m.layer1, m.layer2, m.layer3, m.layer4, m.avgpool],
-    set_blocks=no_surgery(CNN_SURGERY),
-    final_norm=identity,
     head=lambda m: m.fc,
-    run=lambda m, x: m(x),
-    token="all",
-    uniform=False,
 ))
 
-register(Adapter(
+register(ragged(
     name="torchvision_vgg",
     models="torchvision VGGs: `features` (after the last pooling), `classifier.1` and `classifier.4` (the first "
            "two fully connected layers after their ReLU) as blocks",
     matches=_is_torchvision("VGG"),
     blocks=lambda m: [m.features, m.classifier[1], m.classifier[4]],
-    set_blocks=no_surgery(CNN_SURGERY),
-    final_norm=identity,
     head=lambda m: m.classifier[6],
-    run=lambda m, x: m(x),
-    token="all",
-    uniform=False,
 ))

@@ -44,18 +44,14 @@ class RBFNet(nn.Module):
         return self.head(self.layers[0](x))
 
 
-adapters.register(adapters.Adapter(
+adapters.register(adapters.ragged(
     name="rbf_net",
     models="the alignment paper's two-layer RBF network (`layersim.train.small_nets.RBFNet`): one block, its Gaussian "
            "layer",
     matches=lambda m: isinstance(m, RBFNet),
     blocks=lambda m: list(m.layers),
-    set_blocks=adapters.no_surgery("its only block maps inputs to Gaussian units of another width"),
-    final_norm=adapters.identity,
     head=lambda m: m.head,
-    run=lambda m, x: m(x),
-    token="all",
-    uniform=False,
+    why="its only block maps inputs to Gaussian units of another width",
 ), replace=True)
 
 

@@ -108,18 +108,13 @@ class SmallCNN(nn.Module):
         return self.head(self.hidden(x)[-1])
 
 
-adapters.register(adapters.Adapter(
+adapters.register(adapters.ragged(
     name="small_cnn",
     models="the alignment paper's small CNN (`layersim.papers.alignment.pretrain.SmallCNN`): conv stages, then fully "
            "connected layers (`conv1, ..., fc1, ...`); `token='all'` flattens a map, `'mean'` averages it",
     matches=lambda m: isinstance(m, SmallCNN),
     blocks=lambda m: [*m.blocks, *m.fcs],
-    set_blocks=adapters.no_surgery(adapters.CNN_SURGERY),
-    final_norm=adapters.identity,
     head=lambda m: m.head,
-    run=lambda m, x: m(x),
-    token="all",
-    uniform=False,
 ), replace=True)
 
 
