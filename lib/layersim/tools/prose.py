@@ -18,7 +18,10 @@ from pathlib import Path
 from layersim.core import writers
 from layersim.core.paths import repo_root
 from layersim.notebook import prose
+from layersim.tools import claims
 
+#: where the committed scale checks live: ``figures/scale_checks/<paper>/<stem>/<stem>.ipynb``
+SCALE_CHECKS = f"figures/{claims.SCALE_CHECK_FOLDER}"
 #: the file listing the numbers a notebook's prose may hold without a field, each with its reason
 EXCEPTIONS = Path("notebooks") / "prose_exceptions.json"
 
@@ -31,7 +34,7 @@ def committed_notebooks(root: Path | None = None) -> Iterator[tuple[Path, Path]]
         metrics = root / "figures" / nb.parent.name / nb.stem / "metrics.json"
         if metrics.is_file():
             yield nb, metrics
-    for nb in sorted((root / "figures" / "scale_checks").glob("*/*/*.ipynb")):
+    for nb in sorted((root / SCALE_CHECKS).glob("*/*/*.ipynb")):
         if (nb.parent / "metrics.json").is_file():
             yield nb, nb.parent / "metrics.json"
 
@@ -43,7 +46,7 @@ def label(nb: Path, root: Path | None = None) -> str:
 
 def is_scale_check(nb_label: str) -> bool:
     """Whether ``nb_label`` (:func:`label`) is a scale check's copy, rendered with ``strict=False``."""
-    return nb_label.startswith("figures/scale_checks/")
+    return nb_label.startswith(f"{SCALE_CHECKS}/")
 
 
 def exceptions_label(nb_label: str) -> str:
@@ -52,7 +55,7 @@ def exceptions_label(nb_label: str) -> str:
     whose text it shares."""
     if not is_scale_check(nb_label):
         return nb_label
-    paper, stem = nb_label.split("/")[2:4]
+    paper, stem = nb_label[len(SCALE_CHECKS) + 1:].split("/")[:2]
     return f"notebooks/{paper}/{stem}.ipynb"
 
 
