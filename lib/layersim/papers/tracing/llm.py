@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from layersim.core import memo
 from layersim.inputs import assets, data
 from layersim.nets import models, readout
 from layersim.notebook import plotting
@@ -89,10 +90,16 @@ def words(tokenizer: Any, ids: np.ndarray) -> np.ndarray:
 
 
 def decode(model: Any, tokenizer: Any, prompt: str, steps: int, device: Any = "auto") -> dict:
-    """Fig. 20 on one causal LM: ``prompt`` decoded greedily for ``steps`` tokens through the logit lens. Returns
+    """Fig. 20 on one causal LM: ``prompt`` decoded greedily for ``steps`` tokens through the logit lens, computed
+    once per model, prompt and steps (the seeds' runs share it: :func:`layersim.core.memo.remember`). Returns
     ``model``, ``tokenizer``, ``L``, ``greedy`` (a :class:`~layersim.nets.readout.GreedyLens`) and ``saturation``
     (``[steps]``)."""
-    g = readout.greedy_lens(model, tokenizer, prompt, steps, device=device)
+    parts = {"model": models.fingerprint(model), "prompt": prompt, "steps": steps,
+             "prompt_ids": tokenizer(prompt, return_tensors="pt")["input_ids"].tolist(),
+             "device": models.resolve_device(device).type,
+             "code": [memo.source_of(readout), memo.source_of(models)]}
+    g = readout.GreedyLens(**memo.remember("greedy-lens", parts, lambda: readout.greedy_lens(
+        model, tokenizer, prompt, steps, device=device)._asdict()))
     return {"model": model, "tokenizer": tokenizer, "L": g.top.shape[0] - 1, "greedy": g,
             "saturation": readout.saturation_layer(g.top)}
 
