@@ -63,9 +63,9 @@ def repo_with_figures(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def tokenizer():
     """The MiniLM tokenizer (for the tiny random-init encoders)."""
-    from layersim.inputs import assets
+    from layersim.inputs import fetch
 
-    return assets.load_model("all-minilm-l6-v2")[1]
+    return fetch.load_model("all-minilm-l6-v2")[1]
 
 
 @pytest.fixture(scope="module")

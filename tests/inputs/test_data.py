@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from layersim.core.paths import CacheWarning
 from layersim.core.writers import DiskFull
-from layersim.inputs import assets, data
+from layersim.inputs import cache, data, fetch, locate
 from layersim.inputs.assets import AssetNotFoundError
 
 from builders import BAD_COUNT_IDS, BAD_COUNTS, fake_fmnist, full_disk, one_line_raised, idx_bytes
@@ -46,7 +46,7 @@ needs_permissions = pytest.mark.skipif(ROOT_USER, reason="running as root: file 
 def system(tmp_path, monkeypatch):
     """System copies live only under tmp_path/sys."""
     root = tmp_path / "sys"
-    monkeypatch.setattr(assets, "system_roots", lambda: [root])
+    monkeypatch.setattr(locate, "system_roots", lambda: [root])
     return root
 
 
@@ -73,9 +73,9 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*") if re.search(r"\.tmp-|\.part-", p.name))
 
 
-needs_fmnist = pytest.mark.skipif(not assets.is_available("fashion-mnist"),
+needs_fmnist = pytest.mark.skipif(not locate.is_available("fashion-mnist"),
                                   reason="Fashion-MNIST not provisioned: run `make assets`")
-needs_austen = pytest.mark.skipif(not assets.is_available("janeaustenr"),
+needs_austen = pytest.mark.skipif(not locate.is_available("janeaustenr"),
                                   reason="r-cran-janeaustenr not extracted: run `make assets`")
 
 
@@ -382,7 +382,7 @@ def test_austen_six_novels_lines_and_sentences(tmp_cache):
 def test_austen_broken_json_cache_is_moved_aside_and_rebuilt(tmp_cache, tmp_path, monkeypatch, fault):
     fake = {key: [f"{key} line {i}" for i in range(3)] for key in data.AUSTEN_NOVELS}
     parsed = []
-    monkeypatch.setattr(assets, "resolve", lambda name, allow_download=None: tmp_path)
+    monkeypatch.setattr(fetch, "resolve", lambda name, allow_download=None: tmp_path)
     monkeypatch.setattr(data, "_read_rdb", lambda folder: parsed.append(folder) or fake)
     expected = {title: fake[key] for key, title in data.AUSTEN_NOVELS.items()}
     assert data._austen_lines() == expected and len(parsed) == 1
@@ -708,7 +708,7 @@ def _bpe_cache(tmp_cache):
     return tmp_cache / "text" / "austen-bpe-300.json", lambda: data.austen_tokenizer(300)
 
 
-@pytest.mark.parametrize("cache, fault", [
+@pytest.mark.parametrize("entry, fault", [
     (_fmnist_cache, "numpy.savez"),
     (_austen_cache, "pathlib.Path.write_text"),
     (_fmnist_cache, "os.replace"),
@@ -716,14 +716,14 @@ def _bpe_cache(tmp_cache):
     (_bpe_cache, "os.replace"),
 ])
 def test_a_full_disk_is_named_and_leaves_no_temporary_file(fmnist, austen, bpe_text, tmp_cache, monkeypatch,
-                                                           cache, fault):
-    path, load = cache(tmp_cache)
+                                                           entry, fault):
+    path, load = entry(tmp_cache)
     with monkeypatch.context() as m:
         m.setattr(fault, full_disk)
         one_line_raised(load, rf"disk full at {re.escape(str(path))}$", DiskFull)
-    assert leftovers(tmp_cache) == [] and not path.exists() and not assets.sha256_record(path).exists()
+    assert leftovers(tmp_cache) == [] and not path.exists() and not cache.sha256_record(path).exists()
     load()  # space again: the cache is written, with its sha256
-    assert path.is_file() and assets.sha256_record(path).is_file() and leftovers(tmp_cache) == []
+    assert path.is_file() and cache.sha256_record(path).is_file() and leftovers(tmp_cache) == []
 
 
 def test_a_download_on_a_full_disk_leaves_no_part_file(tmp_cache, monkeypatch):
@@ -760,7 +760,7 @@ def test_an_austen_cache_with_a_flipped_byte_that_still_parses_is_moved_aside_an
 def test_the_record_is_in_sha256sum_format(austen, tmp_cache):
     data._austen_lines()
     cached = tmp_cache / "text" / "janeaustenr.json"
-    record = assets.sha256_record(cached)
+    record = cache.sha256_record(cached)
     assert record.name == "janeaustenr.json.sha256"
     assert record.read_text() == f"{hashlib.sha256(cached.read_bytes()).hexdigest()}  janeaustenr.json\n"
 
@@ -771,7 +771,7 @@ def test_an_entry_of_an_earlier_version_gets_its_sha256_recorded(austen, austen_
     cached.write_text(json.dumps(austen_lines))  # as written before checksums: no record
     with pytest.warns(CacheWarning, match="had no sha256 .*: recorded it"):
         assert data._austen_lines() == austen_lines
-    assert austen == [] and assets.sha256_record(cached).is_file()
+    assert austen == [] and cache.sha256_record(cached).is_file()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert data._austen_lines() == austen_lines and austen == []
@@ -788,7 +788,7 @@ def test_a_damaged_entry_of_an_earlier_version_is_moved_aside(austen, austen_lin
 
 def test_an_unreadable_record_counts_as_damage(austen, austen_lines, tmp_cache):
     data._austen_lines()
-    assets.sha256_record(tmp_cache / "text" / "janeaustenr.json").write_text("not a checksum\n")
+    cache.sha256_record(tmp_cache / "text" / "janeaustenr.json").write_text("not a checksum\n")
     with pytest.warns(CacheWarning, match="sha256 record .* is unreadable"):
         assert data._austen_lines() == austen_lines
     assert len(austen) == 2
@@ -806,7 +806,7 @@ def test_a_valid_npz_of_other_arrays_is_caught_by_its_checksum(fmnist, tmp_cache
 def test_the_tokenizer_cache_is_checked_too(bpe_text, tmp_cache):
     tok = data.austen_tokenizer(300)
     path = tmp_cache / "text" / "austen-bpe-300.json"
-    assert len(bpe_text) == 1 and assets.sha256_record(path).is_file()
+    assert len(bpe_text) == 1 and cache.sha256_record(path).is_file()
     raw = path.read_bytes()
     path.write_bytes(raw.replace(b'"<pad>"', b'"<pad_"', 1))  # still a tokenizer file
     with pytest.warns(CacheWarning, match=re.escape(str(path))):
@@ -882,7 +882,7 @@ NPZ_FAULTS = {
 def test_a_damaged_npz_of_any_kind_is_moved_aside_and_rebuilt(fmnist, tmp_cache, fault):
     data.load_fashion_mnist("test")
     npz = tmp_cache / "fashion-mnist" / "test.npz"
-    assets.sha256_record(npz).unlink()  # as an earlier version left it: only reading can tell
+    cache.sha256_record(npz).unlink()  # as an earlier version left it: only reading can tell
     NPZ_FAULTS[fault](npz)
     with pytest.warns(CacheWarning, match=re.escape(str(npz))):
         x, y = data.load_fashion_mnist("test")

@@ -22,14 +22,14 @@ import pytest
 import torch
 
 from layersim.core import locks, paths, writers
-from layersim.inputs import assets
+from layersim.inputs import locate
 from layersim.notebook import lenses
 from layersim.tools import committed, report
 from builders import SPELLINGS, committed_files, one_line_error, spelled, tree_files
 
 
 MINILM = "all-minilm-l6-v2"
-needs_minilm = pytest.mark.skipif(not assets.is_available(MINILM), reason="MiniLM is not installed")
+needs_minilm = pytest.mark.skipif(not locate.is_available(MINILM), reason="MiniLM is not installed")
 REPORT = ["report", "--model", MINILM, "--data", "austen"]
 PAYLOAD = "<svg onload=alert(2)>"
 

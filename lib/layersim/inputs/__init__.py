@@ -1,2 +1,3 @@
-"""Offline assets (registry models and data), data sets, text tasks, distribution shifts.
+"""Offline assets (their registry, where each may lie, the checked cache, fetching and loading), data sets, text
+tasks, distribution shifts.
 """

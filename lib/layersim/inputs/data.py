@@ -1,6 +1,6 @@
 """Data sets as numpy arrays, tables and torch Datasets, offline first.
 
-- offline, via :mod:`layersim.inputs.assets`: :func:`load_fashion_mnist`, :func:`load_digits`,
+- offline, via :mod:`layersim.inputs.fetch`: :func:`load_fashion_mnist`, :func:`load_digits`,
   :func:`load_austen`, :func:`load_python_docs`;
 - paper scale (the network once, then the cache): :func:`load_torchvision`, :func:`load_cifar102`,
   :func:`load_imagenet`, :func:`load_glue`, :func:`load_wikitext103`, :func:`load_hf_text`;
@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import Dataset
 
 from layersim.core.paths import cache_dir
-from layersim.inputs import assets
+from layersim.inputs import assets, cache, fetch
 
 __all__ = [
     "read_idx",
@@ -137,12 +137,12 @@ def _check_split(name: str, split: str, allowed: Sequence[str]) -> str:
 def load_fashion_mnist(split: str = "train", allow_download: bool | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Fashion-MNIST ``split`` ("train": 60k, "test": 10k) as ``(uint8 [N,28,28], int64 [N])``, cached as
-    ``data/cache/fashion-mnist/<split>.npz`` (:func:`layersim.inputs.assets.cached`) from the idx files the asset
+    ``data/cache/fashion-mnist/<split>.npz`` (:func:`layersim.inputs.cache.cached`) from the idx files the asset
     chain finds."""
     _check_split("fashion-mnist", split, ("train", "test"))
 
     def build() -> tuple[np.ndarray, np.ndarray]:
-        folder = assets.resolve("fashion-mnist", allow_download=allow_download)
+        folder = fetch.resolve("fashion-mnist", allow_download=allow_download)
         prefix = "train" if split == "train" else "t10k"
         images = read_idx(folder / f"{prefix}-images-idx3-ubyte.gz").astype(np.uint8)
         labels = read_idx(folder / f"{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
@@ -151,7 +151,7 @@ def load_fashion_mnist(split: str = "train", allow_download: bool | None = None
                              f"{labels.shape[0]} labels in {folder}")
         return images, labels
 
-    return assets.cached(_cache_file("fashion-mnist", f"{split}.npz"), _read_image_npz, build, _write_image_npz)
+    return cache.cached(_cache_file("fashion-mnist", f"{split}.npz"), _read_image_npz, build, _write_image_npz)
 
 
 def _cache_file(folder: str, name: str) -> Path:
@@ -220,7 +220,7 @@ def _read_rdb(folder: Path) -> dict[str, Any]:
 
 def _austen_lines() -> dict[str, list[str]]:
     """The raw lines of each novel, keyed by title, in publication order; cached as
-    ``data/cache/text/janeaustenr.json`` (:func:`layersim.inputs.assets.cached`)."""
+    ``data/cache/text/janeaustenr.json`` (:func:`layersim.inputs.cache.cached`)."""
     import json
 
     def read(path: Path) -> dict[str, list[str]]:
@@ -230,7 +230,7 @@ def _austen_lines() -> dict[str, list[str]]:
         return lines
 
     def build() -> dict[str, list[str]]:
-        folder = assets.resolve("janeaustenr", allow_download=False) / "data"
+        folder = fetch.resolve("janeaustenr", allow_download=False) / "data"
         objects = _read_rdb(folder)
         missing = [k for k in AUSTEN_NOVELS if k not in objects]
         if missing:
@@ -240,7 +240,7 @@ def _austen_lines() -> dict[str, list[str]]:
     def write(lines: dict[str, list[str]], tmp: Path) -> None:
         tmp.write_text(json.dumps(lines), encoding="utf-8")
 
-    return assets.cached(_cache_file("text", "janeaustenr.json"), read, build, write)
+    return cache.cached(_cache_file("text", "janeaustenr.json"), read, build, write)
 
 
 _ABBREV = re.compile(r"(?<![A-Za-z])(Mr|Mrs|Messrs|Dr|St|Col|Capt|Gen|Lt)\._?$")
@@ -290,7 +290,7 @@ def load_austen(unit: str = "line", drop_empty: bool = True):
 def load_python_docs(min_words: int = 8) -> list[str]:
     """Paragraphs of at least ``min_words`` words of Python's own help texts (``pydoc_data.topics``): technical
     English far from the Austen novels; whitespace folded, topics sorted."""
-    assets.resolve("python-docs")
+    fetch.resolve("python-docs")
     from pydoc_data.topics import topics
 
     out = []
@@ -345,7 +345,7 @@ def austen_tokenizer(vocab_size: int = 2048):
         tok.train_from_iterator(text_sample("austen", None, split="train"), trainer)
         return tok
 
-    tok = assets.cached(_cache_file("text", f"austen-bpe-{vocab_size}.json"),
+    tok = cache.cached(_cache_file("text", f"austen-bpe-{vocab_size}.json"),
                         lambda path: Tokenizer.from_file(str(path)), build, lambda tok, tmp: tok.save(str(tmp)))
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<pad>")
 
@@ -379,7 +379,7 @@ def load_torchvision(name: str, split: str = "train", transform: Callable | None
     if asset.name not in classes:
         raise ValueError(f"{name!r} is not a torchvision data set; choose one of {list(classes)}")
     _check_split(asset.name, split, _TV_SPLITS)
-    root = assets.resolve(asset.name, allow_download=allow_download)
+    root = fetch.resolve(asset.name, allow_download=allow_download)
     return classes[asset.name](str(root), train=split == "train", transform=transform,
                                download=False)
 
@@ -389,7 +389,7 @@ def load_cifar102(split: str = "test", allow_download: bool | None = None
     """CIFAR-10.2 (Lu et al. 2020; tracing paper App. B.4), a re-collected CIFAR-10 (10k train, 2k test), as
     ``(uint8 [N,32,32,3], int64 [N])``, from the ``cifar102_{train,test}.npz`` files the asset chain finds."""
     _check_split("cifar10.2", split, _TV_SPLITS)
-    path = assets.resolve("cifar10.2", allow_download=allow_download) / f"cifar102_{split}.npz"
+    path = fetch.resolve("cifar10.2", allow_download=allow_download) / f"cifar102_{split}.npz"
     try:
         with np.load(path, allow_pickle=False) as f:
             images, labels = f["images"], f["labels"].astype(np.int64)
@@ -413,7 +413,7 @@ def load_imagenet(split: str = "val", root: str | Path | None = None,
 
     _check_split("imagenet", split, ("train", "val"))
     if root is None:
-        root = assets.resolve("imagenet", allow_download=False)
+        root = fetch.resolve("imagenet", allow_download=False)
     folder = Path(root) / split
     if not folder.is_dir():
         raise assets.AssetNotFoundError("imagenet", [str(folder)], assets.get_asset("imagenet").how)
@@ -440,7 +440,7 @@ def load_glue(task: str, split: str = "train", allow_download: bool | None = Non
     if task not in GLUE_TASKS:
         raise ValueError(f"unknown GLUE task {task!r}; choose one of {list(GLUE_TASKS)}")
     _check_split(f"glue/{task}", split, _glue_splits(task))
-    path = assets.resolve(f"glue/{task}", allow_download=allow_download)
+    path = fetch.resolve(f"glue/{task}", allow_download=allow_download)
     return datasets.load_from_disk(str(path))[split]
 
 
@@ -454,7 +454,7 @@ def load_hf_text(name: str, split: str = "train", allow_download: bool | None = 
         raise ValueError(f"{name!r} is not a text classification data set of the hub; use 'boolq', "
                          "'yelp-polarity', 'hellaswag' or 'cosmosqa'")
     _check_split(asset.name, split, ("train", "validation", "test"))
-    dd = datasets.load_from_disk(str(assets.resolve(asset.name, allow_download=allow_download)))
+    dd = datasets.load_from_disk(str(fetch.resolve(asset.name, allow_download=allow_download)))
     if split == "validation" and "validation" not in dd:
         split = "test"
     return dd[split]
@@ -465,7 +465,7 @@ def load_wikitext103(split: str = "train", allow_download: bool | None = None):
     import datasets
 
     _check_split("wikitext-103", split, ("train", "validation", "test"))
-    path = assets.resolve("wikitext-103", allow_download=allow_download)
+    path = fetch.resolve("wikitext-103", allow_download=allow_download)
     return datasets.load_from_disk(str(path))[split]
 
 
@@ -760,7 +760,7 @@ def load_dataset(name: str, split: str | None = None, **kwargs: Any):
     base, _, variant = name.partition("/")
     asset = assets.ASSETS[assets.canonical_name(base)]
     if asset.kind != "data":
-        raise ValueError(f"{asset.name!r} is a model; use layersim.inputs.assets.load_model")
+        raise ValueError(f"{asset.name!r} is a model; use layersim.inputs.fetch.load_model")
     if asset.name in _STATS:
         return image_dataset(asset.name, split or "train", **kwargs)
     if asset.name == "janeaustenr":

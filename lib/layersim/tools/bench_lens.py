@@ -105,14 +105,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from layersim.inputs import assets, data
+    from layersim.inputs import data, fetch
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.random_weights:
         model, tokenizer = random_lm(args.random_weights)
     else:
-        model, tokenizer = assets.load_model(MODEL)
+        model, tokenizer = fetch.load_model(MODEL)
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -24,7 +24,7 @@ import numpy as np
 from layersim.core import locks, markup, writers
 from layersim.core.device import check_device
 from layersim.core.paths import cache_dir, check_locations, repo_root, resolved_variables
-from layersim.inputs import assets, data, text_tasks
+from layersim.inputs import assets, data, fetch, text_tasks
 from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
@@ -287,7 +287,7 @@ def load_model(spec: ModelSpec, device: Any = "auto", progress: bool = False) ->
         tok = tr.AutoTokenizer.from_pretrained(spec.detail) if spec.modality == "text" else None
         out = Loaded(model, tok, None if tok else "imagenet", None, f"the model in {spec.detail}")
     else:
-        model, tok = assets.load_model(spec.detail)
+        model, tok = fetch.load_model(spec.detail)
         out = Loaded(model, tok, None if tok is not None else "imagenet", None,
                      assets.get_asset(spec.detail).description)
     if out.tokenizer is not None and out.tokenizer.pad_token is None:  # decoders: pad with EOS

@@ -4,7 +4,7 @@ Figures 13, 19, 20), against evaluate_task and the small-set errors run task by 
 import numpy as np
 import pytest
 
-from layersim.inputs import assets
+from layersim.inputs import locate
 from layersim.measures import alignment as al
 from layersim.notebook import registry
 from layersim.papers.alignment import pretrain as pt, text as at, text_transfer as tt
@@ -175,7 +175,7 @@ def test_text_figures_draw_their_series(text_runs):
 
 
 def test_read_pools_reads_both_networks_on_both_splits():
-    if not assets.is_available("all-minilm-l6-v2"):
+    if not locate.is_available("all-minilm-l6-v2"):
         pytest.skip("MiniLM is not installed")
     pools, feats, secs = tt.read_pools("all-minilm-l6-v2", 12, 16, seed=1, device="cpu")
     assert set(pools) == {"train", "validation"} and len(pools["train"].labels) == 36 and secs >= 0

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from layersim.core import memo
-from layersim.inputs import assets, data
+from layersim.inputs import data, fetch
 from layersim.nets import models, readout
 from layersim.notebook import plotting
 
@@ -34,7 +34,7 @@ MODELS: dict[str, tuple[str, ...]] = {
 def load(name: str, device: Any = "auto") -> tuple[Any, Any]:
     """``(model, tokenizer)`` of a registered causal LM in eval mode on ``device``, the tokenizer
     padding on the right (with EOS when it has no pad token)."""
-    model, tok = assets.load_model(name, device=models.resolve_device(device))
+    model, tok = fetch.load_model(name, device=models.resolve_device(device))
     if tok is None:
         raise ValueError(f"{name!r} came without a tokenizer; the lens table needs one")
     tok.padding_side = "right"
