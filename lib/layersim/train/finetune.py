@@ -217,7 +217,7 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
     model_desc = {"asset": name, "num_labels": task.num_labels,
                   "auto_class": "AutoModelForMultipleChoice" if task.multiple_choice else "AutoModelForSequenceClassification",
                   **({"random_init": True, "config": config} if random_init else {})}
-    data_desc = {**task.describe(), "labels_sha": _labels_digest(task)}
+    data_desc = {**task.record(), "labels_sha": _labels_digest(task)}
     model, meta = training.cached_model(f"ft-{name}", build, model_desc, key_cfg, task, data_desc,
                                         device=device, progress=progress, retrain=retrain, fit=fit)
     model.layersim_tokenizer = holder["tokenizer"]

@@ -455,23 +455,6 @@ def pair_names(values: Mapping[tuple[str, str], object]) -> dict[str, object]:
     return {f"{s}->{t}": v for (s, t), v in values.items()}
 
 
-#: why Section 7.3's three statements miss at the default scale (``results.diagnose``: ``{claim: (kind, reason)}``):
-#: a None network with little to lose. The scale check (``layersim.notebook.seeds.SCALE_CHECKS``) pre-trains the
-#: largest None network the offline split allows.
-_SMALL_NONE = ("our None network, a small CNN trained on 12,000 garment images, and 300-1000 target images give "
-               "accuracy changes of a few points, within fine-tuning noise; the paper's ImageNet ResNet-18 loses "
-               "18-84 points")
-NEGATIVE_TRANSFER_DIAGNOSES = {
-    "random_label_pretraining_hurts": ("scale", _SMALL_NONE),
-    "random_label_pretraining_reduces_alignment": (
-        "scale", "with the small None network one pair per seed gains a little alignment from random-label "
-        "training (-0.012, -0.038, -0.028); the paper's drops come from a network with far more to lose"),
-    "alignment_drop_orders_transfer_drop": (
-        "scale", "three sources ordered by accuracy drops of a few points, within fine-tuning noise, from the small "
-        "None network"),
-}
-
-
 def negative_transfer_claims(acc_drop: Mapping[tuple[str, str], float], area_drop: Mapping[tuple[str, str], float],
                              diff: Mapping[tuple[str, str], np.ndarray], domains: Sequence[str],
                              pairs: Sequence[tuple[str, str]]) -> dict:
