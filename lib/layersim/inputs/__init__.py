@@ -1,2 +1,3 @@
-"""Offline assets (registry models and data), data sets, text tasks, distribution shifts.
+"""Offline assets (registry models and data), data sets, text tasks, distribution shifts, synthetic data, fixed
+features, labelled image subsets.
 """
