@@ -86,19 +86,11 @@ def final_losses(runs: Sequence[dict]) -> dict[tuple[str, str, str], float]:
 
 def transfer_claims(runs: Sequence[dict], pretrained: str, init: str, inputs: str, handcrafted: Sequence[str],
                     subject: str = "pretrained") -> dict:
-    """Section 7.2's three statements, tested on :func:`evaluate_task` runs (``results.claim`` dicts).
-
-    * ``pretrained_beats_init_and_input`` (Figs. 13a, 19): mean area of ``pretrained`` minus the larger
-      of ``init``'s and ``inputs``'s; positive = holds.
-    * ``<subject>_beats_handcrafted`` (Figs. 13b, 20a): ``pretrained``'s area minus the best of
-      ``handcrafted``.
-    * ``<subject>_best_test_performance`` (Figs. 13c, d, 20b, c): the smallest, over both losses and
-      every other representation trained with gradient descent, of (other's final test loss minus
-      ``pretrained``'s), mean over tasks; positive = holds. The log10 training-loss gap averaged over the
-      recorded steps (faster optimisation) and the final test classification error ride along.
-
-    Each records in how many tasks it holds task by task (the last as the number of tasks in which the
-    pre-trained model has the lowest final test loss for both losses).
+    """Section 7.2's claims (Figs. 13, 19, 20) from :func:`evaluate_task` runs, as ``results.measure`` dicts, positive
+    = holds: ``pretrained_beats_init_and_input`` (``pretrained``'s mean area minus the larger of ``init``'s and
+    ``inputs``'s), ``<subject>_beats_handcrafted`` (minus the best ``handcrafted``'s),
+    ``<subject>_best_test_performance`` (the smallest margin of another trained representation's final test loss,
+    both losses); each counts its tasks. ``ValueError`` unless ``pretrained`` and another representation were trained.
     """
     area = mean_areas(runs)
     A = {n: np.array([r["areas"][n] for r in runs]) for n in area}
