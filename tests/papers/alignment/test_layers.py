@@ -7,6 +7,7 @@ import torch
 
 from layersim.inputs import data
 from layersim.measures import alignment as al
+from layersim.notebook import settings
 from layersim.papers.alignment import layers as la
 from layersim.train import small_nets
 
@@ -239,3 +240,15 @@ def test_layer_metrics_gather_means_errors_and_losses(digit_runs):
     text = la.describe_layer_runs(digit_runs, "digits 0 vs 1", la.layer_names(2))
     assert text.startswith("digits 0 vs 1: 40 points") and len(text.split("\n")) == 3
     assert f"hidden 2 {a.mean(0)[2]:.3f}" in text
+
+
+def test_rules_take_a05s_smoke_settings_and_name_a_bad_value():
+    smoke = dict(image_dataset="fashion-mnist", classes=[0, 1], n_points=400, image_epochs=3,
+                 regression_dataset="diabetes", regression_epochs=20, depth=3, width=128, n_seeds=2)
+    assert settings.pick({"smoke": smoke}, "smoke", rules=la.RULES) == smoke
+    assert settings.pick({"smoke": smoke}, "smoke", rules=la.RULES, regression_dataset="digits",
+                         image_dataset="cifar100")["regression_dataset"] == "digits"
+    for name, bad in [("image_dataset", "imagenet"), ("regression_dataset", "boston"), ("n_points", 1),
+                      ("classes", [0, 1, 2])]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=la.RULES, **{name: bad})

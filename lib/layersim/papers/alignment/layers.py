@@ -17,6 +17,7 @@ import numpy as np
 
 from layersim.inputs import data
 from layersim.measures import alignment as al, trends
+from layersim.notebook import settings
 from layersim.train import small_nets
 
 #: image data sets read through torchvision (the paper's scale; not offline)
@@ -57,6 +58,15 @@ def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: in
 REGRESSION_DATA = {
     "diabetes": "scikit-learn's bundled 442 patients, 10 features, disease progression after one year",
     "digits": "scikit-learn's 1797 8x8 handwritten digits, 64 pixels (61 not constant), the digit's value 0-9",
+}
+
+#: the rules of a05's settings (``layersim.notebook.settings``): the image task (data set, two classes, points,
+#: epochs), the regression task (data set, epochs) and the networks' width
+RULES = {
+    "image_dataset": settings.choice("fashion-mnist", "digits", "mnist", "cifar10", "cifar100"),
+    "classes": settings.seq(settings.integer(0), length=2, distinct=True), "n_points": settings.integer(2),
+    "image_epochs": settings.integer(1), "regression_dataset": settings.choice(*REGRESSION_DATA),
+    "regression_epochs": settings.integer(1), "width": settings.integer(1),
 }
 
 
