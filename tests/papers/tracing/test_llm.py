@@ -15,6 +15,7 @@ import torch  # noqa: E402
 from builders import tiny  # noqa: E402
 from layersim.inputs import data  # noqa: E402
 from layersim.nets import readout  # noqa: E402
+from layersim.notebook import settings  # noqa: E402
 from layersim.papers.tracing import llm as tracing_llm  # noqa: E402
 
 
@@ -217,3 +218,12 @@ def test_stays_correct_counts_correct_predictions_that_stay_correct_at_every_lat
         tracing_llm.stays_correct(np.array([[0, 0], [1, 1]]), np.array([1, 1]))
     with pytest.raises(ValueError, match="need top"):
         tracing_llm.stays_correct(top, np.array([1, 2]))
+
+
+def test_rules_take_t08s_smoke_settings_and_name_a_bad_value():
+    smoke = {"models": list(tracing_llm.MODELS["smoke"]), "prompt": tracing_llm.PROMPT, "steps": 4, "n_texts": 8,
+             "max_length": 24, "batch_size": 8}
+    assert settings.pick({"smoke": smoke}, "smoke", rules=tracing_llm.RULES) == smoke
+    for name, bad in [("models", ["smollm2-135m", "smollm2-135m"]), ("steps", 0), ("n_texts", 1), ("prompt", 3)]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=tracing_llm.RULES, **{name: bad})

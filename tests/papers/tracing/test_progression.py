@@ -138,3 +138,23 @@ def test_mlp_figures_draw_a_panel_per_model(stream):
         "COS, without residual", "linear CKA, without residual", "COS, with residual", "linear CKA, with residual"]
     np.testing.assert_allclose(fig.axes[0].images[0].get_array(), S["plain"]["cos_matrix"])
     plt.close(fig)
+
+
+def test_vit_figures_are_figure_2_a_and_c(stream):
+    """Figure 2 (a): one panel, CKA, COS and accuracy in that order; (c): COS then CKA between all pairs."""
+    S = progression.to_last_and_all_pairs(stream[1:])
+    layers = np.arange(1, 5)
+    fig = progression.vit_curves_figure(np.full(4, 0.6), S, layers, "digits, 4-block ViT")
+    (ax,) = fig.axes
+    assert ax.get_title() == "digits, 4-block ViT"
+    assert [line.get_label() for line in ax.lines[:3]] == ["CKA to last layer", "COS to last layer",
+                                                           "layer-wise accuracy"]
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), S["cos_last"])
+    np.testing.assert_allclose(ax.lines[2].get_ydata(), 0.6)
+    plt.close(fig)
+    fig = progression.vit_heatmaps(S, layers)
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == ["COS between all pairs of layers",
+                                                                    "linear CKA between all pairs of layers"]
+    (cka,) = [ax for ax in fig.axes if ax.get_title().startswith("linear CKA")]
+    np.testing.assert_allclose(cka.images[0].get_array(), S["cka_matrix"])
+    plt.close(fig)

@@ -1,7 +1,8 @@
 """How a representation progresses towards the last layer: sample-wise COS against linear CKA (tracing paper, §2.1,
 Figures 2, 10, 11; appendix B.2's Figure 12). :func:`to_last_and_all_pairs`, :func:`residual_stream_views` and
 :func:`evaluate_models` compute; :func:`curves_figure`, :func:`heatmap_grid`, :func:`cos_boxes_figure`,
-:func:`residual_figure`, :func:`mlp_curves_figure` and :func:`mlp_heatmaps` draw."""
+:func:`residual_figure` draw, for t01 :func:`vit_curves_figure` and :func:`vit_heatmaps`, for t05
+:func:`mlp_curves_figure` and :func:`mlp_heatmaps`."""
 
 from __future__ import annotations
 
@@ -89,6 +90,19 @@ def heatmap_grid(rows: Sequence[Sequence[tuple[np.ndarray, str]]], layers: Seque
             plotting.layer_heatmap(matrix, layers=layers, ax=ax, title=title, label=label)
     fig.tight_layout()
     return fig
+
+
+def vit_curves_figure(acc: np.ndarray, S: Mapping[str, np.ndarray], layers: Sequence[int], title: str):
+    """Figure 2 (a): CKA and COS of every block of ``layers`` with the last (``S``: :func:`to_last_and_all_pairs`)
+    and the last-layer classifier's accuracy ``acc`` at every block, one panel titled ``title``."""
+    return curves_figure([(title, {"CKA to last layer": S["cka_last"], "COS to last layer": S["cos_last"],
+                                   "layer-wise accuracy": acc})], layers, panel_size=(6, 4))
+
+
+def vit_heatmaps(S: Mapping[str, np.ndarray], layers: Sequence[int]):
+    """Figure 2 (c): COS and linear CKA between all pairs of ``layers`` (``S``: :func:`to_last_and_all_pairs`)."""
+    return heatmap_grid([[(S["cos_matrix"], "COS between all pairs of layers"),
+                          (S["cka_matrix"], "linear CKA between all pairs of layers")]], layers)
 
 
 def cos_boxes_figure(cos_samples: Sequence[np.ndarray], layers: Sequence[int]):
