@@ -82,7 +82,9 @@ def test_watch_reads_the_kernels_bars_and_shows_rate_and_eta(monkeypatch):
         assert "/30 [" in line and "batch ETA 1:00" in line
         list(it)
         watch.read()
-        assert "epoch 1/2" not in watch.line()  # a finished bar leaves the line
+        assert "epoch 1/2: 100% 30/30" in watch.line()  # a finished bar is shown once in its final state
+        watch.show()
+        assert "epoch 1/2" not in watch.line()  # then leaves the line
         path = watch.path
     assert not os.path.exists(path)
     assert stream.getvalue() == ""  # quiet: nothing written

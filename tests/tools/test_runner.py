@@ -476,3 +476,61 @@ def test_a_selection_that_names_no_notebook_is_not_every_notebook(repo_with_figu
     assert exc.value.code == 2
     one_line_error(capsys.readouterr().err, "names no notebook")
     assert not (repo_with_figures / "runs").exists()
+
+
+def run_t03_smoke(tmp_path, terminal: bool) -> tuple[int, list[tuple[float, str]]]:
+    """``runner --scale smoke --nb t03`` with an empty cache (so that it trains) and its outputs in ``tmp_path``, its
+    stdout and stderr a pseudo-terminal 400 columns wide (``terminal``) or a pipe; returns the exit status and what it
+    wrote, as (seconds since the start, text) chunks."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    env = {**os.environ, "LAYERSIM_CACHE": str(tmp_path / "cache"), "LAYERSIM_OUT": str(tmp_path / "out")}
+    argv = [sys.executable, "-m", "layersim.tools.runner", "--scale", "smoke", "--nb", "t03_aligned_training"]
+    if not terminal:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        return done.returncode, [(0.0, done.stdout + done.stderr)]
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 400, 0, 0))
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while time.monotonic() - t0 < 600:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        try:
+            data = os.read(master, 65536) if ready else b""
+        except OSError:  # the child closed the terminal
+            break
+        if data:
+            chunks.append((time.monotonic() - t0, data.decode("utf-8", "replace")))
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    return proc.wait(timeout=60), chunks
+
+
+@pytest.mark.slow
+def test_a_run_in_a_terminal_shows_the_cell_and_the_training_with_its_rate_every_second(tmp_path):
+    code, chunks = run_t03_smoke(tmp_path, terminal=True)
+    assert code == 0, "".join(text for _, text in chunks)[-2000:]
+    status = [(t, part) for t, text in chunks for part in text.split("\r\x1b[K")[1:] if part.strip()]
+    lines = [part for _, part in status]
+    assert any(re.search(r"cell \d+/\d+ Train \(or load\) every model", s) for s in lines), lines
+    rated = [s for s in lines if re.search(r"\d+/\d+ \[\d\d:\d\d<\d\d:\d\d, +[\d.]+(it/s|s/it)\]", s)]
+    assert rated, f"no training bar with its rate and ETA in {lines}"
+    times = [t for t, _ in status]
+    assert len(times) >= 5 and max(b - a for a, b in zip(times, times[1:])) < 5, times  # updated every second or so
+    assert "t03_aligned_training: ok" in chunks[-1][1] or any("t03_aligned_training: ok" in s for s in lines)
+
+
+@pytest.mark.slow
+def test_a_run_without_a_terminal_prints_one_line_per_notebook(tmp_path):
+    code, [(_, out)] = run_t03_smoke(tmp_path, terminal=False)
+    assert code == 0, out[-2000:]
+    assert "\x1b[" not in out and "\r" not in out and " · cell " not in out
+    assert re.search(r"^\[1/1\] tracing/t03_aligned_training \(scale=smoke\) \.\.\.$", out, re.M)
+    assert re.search(r"^\[1/1\] tracing/t03_aligned_training: ok \([\d.]+ s\)$", out, re.M)

@@ -115,10 +115,11 @@ class Watch:
             raise ValueError(f"progress mode {mode!r}: one of {', '.join(MODES)}")
         self.name, self.index, self.count, self.batch, self.mode = name, index, count, batch, mode
         self.stream, self.clock = stream or sys.stderr, clock
-        self.cell, self.cells, self.heading = 0, 0, ""
+        self.cell, self.cells, self.heading, self.part = 0, 0, "", ""
         self.bars: dict[str, dict] = {}
         self.path = ""
         self._offset, self._stop, self._thread, self._printed, self._last_line = 0, threading.Event(), None, 0.0, ""
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Watch:
         fd, self.path = tempfile.mkstemp(prefix="layersim-progress-", suffix=".jsonl")
@@ -149,8 +150,8 @@ class Watch:
         self.cell, self.cells, self.heading = index + 1, count, heading
 
     def read(self) -> None:
-        """Take the kernel's new progress reports from :attr:`path`: the latest state of each bar, finished bars
-        dropped."""
+        """Take the kernel's new progress reports from :attr:`path`: the latest state of each bar (a finished one
+        stays until :meth:`show` has shown it once)."""
         try:
             with open(self.path, encoding="utf-8") as f:
                 f.seek(self._offset)
@@ -162,25 +163,23 @@ class Watch:
         for line in complete.splitlines():
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
-                if event.get("done"):
-                    self.bars.pop(event["desc"], None)
-                else:
-                    self.bars[event["desc"]] = event
+                self.bars[event["desc"]] = event
 
     def line(self) -> str:
         """The status line: notebook i of N, the cell and its heading, the innermost running bar (count, rate,
         ETA) and the batch's ETA."""
         from tqdm import tqdm
 
-        parts = [f"[{self.index}/{self.count}] {self.name}"]
+        parts = [f"[{self.index}/{self.count}] {self.name}" + (f" ({self.part})" if self.part else "")]
         if self.cells:
             parts.append(f"cell {self.cell}/{self.cells}" + (f" {self.heading}" if self.heading else ""))
         if self.bars:
             e = list(self.bars.values())[-1]
             parts.append(tqdm.format_meter(e["n"], e["total"], e["elapsed"], prefix=e["desc"], rate=e["rate"],
                                            ncols=0))
-        if self.batch is not None:
-            parts.append(f"batch ETA {clock(self.batch.eta())}")
+        left = self.batch.eta() if self.batch is not None else None
+        if left is not None:
+            parts.append(f"batch ETA {clock(left)}")
         return " · ".join(parts)
 
     def show(self) -> None:
@@ -188,13 +187,25 @@ class Watch:
         :data:`LINE_EVERY` seconds passed (``lines``)."""
         self.read()
         text = self.line()
-        if self.mode == "live":
-            width = shutil.get_terminal_size((120, 20)).columns
-            self.stream.write("\r\x1b[K" + text[:width - 1])
-        elif self.mode == "lines" and text != self._last_line and self.clock() - self._printed >= LINE_EVERY:
-            self.stream.write(text + "\n")
-            self._printed, self._last_line = self.clock(), text
-        self.stream.flush()
+        self.bars = {desc: e for desc, e in self.bars.items() if not e.get("done")}
+        with self._lock:
+            if self.mode == "live":
+                width = shutil.get_terminal_size((120, 20)).columns
+                self.stream.write("\r\x1b[K" + text[:width - 1])
+            elif self.mode == "lines" and text != self._last_line and self.clock() - self._printed >= LINE_EVERY:
+                self.stream.write(text + "\n")
+                self._printed, self._last_line = self.clock(), text
+            self.stream.flush()
+
+    def printing(self, say):
+        """``say`` (a print-like function) that first clears the live status line, so that its line stands alone."""
+        def said(*args, **kwargs):
+            with self._lock:
+                if self.mode == "live":
+                    self.stream.write("\r\x1b[K")
+                    self.stream.flush()
+                say(*args, **kwargs)
+        return said
 
     def _loop(self) -> None:
         while not self._stop.wait(LIVE_EVERY):
@@ -205,6 +216,13 @@ class Watch:
 def current() -> Watch | None:
     """The Watch of the notebook executing in this process, if any."""
     return _CURRENT[-1] if _CURRENT else None
+
+
+def part(text: str) -> None:
+    """Name the part of the notebook's work now running (``"seed 1, run 1 of 3"``) on :func:`current`'s line."""
+    watch = current()
+    if watch is not None:
+        watch.part = text
 
 
 def engine():

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layersim.core import locks, paths, writers
+from layersim.core import progress as kernel_progress
 from layersim.core.paths import repo_root
 from layersim.notebook import prose, results, seeds
 from layersim.notebook.results import SCALES
-from layersim.tools import claims, cleaning, committed, compare, plans
+from layersim.tools import claims, cleaning, committed, compare, plans, progress
 
 KERNEL = "python3"
 
@@ -160,11 +161,13 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         # a reference run writes into an empty folder, so that its figure list holds this run's alone
         env = {**target.environment, "LAYERSIM_OUT": fresh} if refs else target.environment
         env[seeds.ENV] = os.pathsep.join(map(str, seed_runs)) or None
+        watch = progress.current()  # the terminal view of this notebook's run, fed by the kernel's progress bars
+        env[kernel_progress.ENV] = watch.path if watch is not None else None
         try:
             with temporary_environ(**env):
                 pm.execute_notebook(
                     str(nb), str(target.executed), parameters={"scale": scale, **(params or {})},
-                    progress_bar=False, cwd=str(nb.parent), **kernel_options(),
+                    progress_bar=False, cwd=str(nb.parent), engine_name=progress.engine(), **kernel_options(),
                 )
         except Exception as exc:  # papermill raises on the first failing cell
             error = f"{describe_failure(exc)} -- see {target.executed.relative_to(root)}"
@@ -217,7 +220,9 @@ def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, roo
     first = plans.own_seed(nb, params) if n > 1 else params.get("seed")
     target = target or plans.plan(nb, scale, False, params, root, update)  # refuses a clobbering run up front
     outcomes, folders = [], []
-    for s in (seeds.seed_list(first, n)[1:] if n > 1 else []):
+    order = seeds.seed_list(first, n)[1:] + [first] if n > 1 else [first]
+    for k, s in enumerate(order[:-1], 1):
+        progress.part(f"seed {s}, run {k} of {n}")
         where = plans.seed_plan(nb, scale, s, root, variant, plans.seed_base(target, root))
         out = run_notebook(nb, scale, params={**params, "seed": s}, root=root, target=where)
         say(f"    seed {s}: {'ok' if out.ok else 'FAILED at ' + out.error} ({out.seconds:.1f} s)")
@@ -227,6 +232,7 @@ def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, roo
         folder = where.executed.parent
         seeds.write_wall_time(folder, out.seconds)
         folders.append(folder)
+    progress.part(f"seed {first}, run {n} of {n}" if n > 1 else "")
     outcomes.append(run_notebook(nb, scale, params=params, root=root, update=update, seed_runs=folders,
                                  target=target))
     return outcomes
@@ -282,12 +288,25 @@ def run_one(nb: Path, job: plans.Job, parameters: list[str], say=print) -> Outco
     return overall(nb, run_with_seeds(nb, job.scale, n, job.params, update=job.update, say=say))
 
 
-def batch_work(nb: Path, say, job: plans.Job, parameters: dict[Path, list[str]]) -> dict:
+def batch_work(nb: Path, say, job: plans.Job, parameters: dict[Path, list[str]], mode: str = "quiet",
+               eta: progress.Batch | None = None) -> dict:
     """:func:`run_one` and the line of its claims, as a dict: what the serial loop prints for a notebook, and the
-    task of the Ray batch (:mod:`layersim.tools.batch`)."""
-    out = run_one(nb, job, parameters[nb], say=say)
+    task of the Ray batch (:mod:`layersim.tools.batch`). ``mode`` and ``eta``: its :class:`layersim.tools.progress.Watch`
+    (the notebooks are numbered in the order of ``parameters``)."""
+    order = list(parameters)
+    name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
+    with progress.Watch(name, order.index(nb) + 1, len(order), eta, mode=mode) as watch:
+        out = run_one(nb, job, parameters[nb], say=watch.printing(say))
     claims = claims_line(plans.metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
     return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "claims": claims}
+
+
+def expected(nb: Path, job: plans.Job, parameters: list[str]) -> float | None:
+    """The seconds ``nb``'s runs under ``job`` should take, from its committed default run's seed times; None off
+    the default scale's own settings (another scale, ``-p`` values, a scale check or references)."""
+    if job.scale != "default" or job.params or job.scale_check or job.refs:
+        return None
+    return progress.expected_seconds(nb, repo_root(), plans.seed_count(nb, job, parameters))
 
 
 def run_all(readable: list[Path], job: plans.Job, parameters: dict[Path, list[str]], guard: committed.Guard,
@@ -295,11 +314,14 @@ def run_all(readable: list[Path], job: plans.Job, parameters: dict[Path, list[st
     """Run every notebook of ``readable`` under ``job``, serially or on Ray (``jobs``, ``address``), with its committed
     outputs kept by ``guard`` from start to end; appends an :class:`Outcome` per notebook to ``outcomes``."""
     if jobs is None and address is None:
+        eta = progress.Batch([expected(nb, job, parameters[nb]) for nb in readable])
+        mode = progress.mode_for(sys.stderr, parallel=False)
         for i, nb in enumerate(readable, 1):
             name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
             say(f"[{i}/{len(readable)}] {name} (scale={scale}) ...")
             guard.keep(nb)
-            got = batch_work(nb, say, job, parameters)
+            eta.begin(i - 1)
+            got = batch_work(nb, say, job, parameters, mode=mode, eta=eta)
             guard.settle(nb, got["ok"])
             status = "ok" if got["ok"] else f"FAILED at {got['error']}"
             say(f"[{i}/{len(readable)}] {name}: {status} ({got['seconds']:.1f} s)")
@@ -311,7 +333,8 @@ def run_all(readable: list[Path], job: plans.Job, parameters: dict[Path, list[st
 
     for nb in readable:
         guard.keep(nb)
-    work = functools.partial(batch_work, job=job, parameters=parameters)
+    work = functools.partial(batch_work, job=job, parameters=parameters,
+                             mode=progress.mode_for(sys.stderr, parallel=True))
 
     def done(nb: Path, got: dict) -> None:
         guard.settle(nb, got["ok"])
