@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 from layersim.measures import similarity as S
-from layersim.tools.bench import (ResidualStream, centred_stack, floor_product, loadavg, naive_pair,
-                            reference_from_product)
+from layersim.tools.bench import (ResidualStream, centred_stack, floor_product, loadavg, naive_baseline,
+                                  reference_from_product)
 
 
 def clock(fn):
@@ -59,7 +59,7 @@ def main() -> None:
             M, t, c = clock(lambda: S.layer_matrix(X, "cka"))
             res["auto"].append((t, c))
             for i, j in order[r * per_round:(r + 1) * per_round]:
-                v, t, c = clock(lambda: naive_pair(X[i], X[j]))
+                v, t, c = clock(lambda: naive_baseline(X[i], X[j]))
                 assert abs(v - ref[i, j]) < 1e-10
                 naive_t.append(t)
                 naive_c.append(c)

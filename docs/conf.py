@@ -40,10 +40,10 @@ html_last_updated_fmt = None
 
 
 def setup(app):
-    """Raw HTML in the book is made inert (:func:`layersim.tools.site.inert_doctree`): in a notebook's Markdown and
+    """Raw HTML in the book is made inert (:func:`layersim.tools.sanitize.inert_doctree`): in a notebook's Markdown and
     outputs, in a directive's body, in a page. Once each page is read, before Sphinx collects its title for the
     navigation (priority 100 runs before the collectors' 500), and again once it is resolved, before it is written."""
-    from layersim.tools.site import inert_doctree
+    from layersim.tools.sanitize import inert_doctree
 
     app.connect("doctree-read", lambda _app, doctree: inert_doctree(doctree), priority=100)
     app.connect("doctree-resolved", lambda _app, doctree, _docname: inert_doctree(doctree))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import re
 import struct
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -662,3 +664,76 @@ BAD_COUNTS = [
     (True, r" must be a whole number of \w+ \(or None for all\), got True"),
 ]
 BAD_COUNT_IDS = ["zero", "negative", "huge", "float", "text", "bool"]
+
+
+# ----------------------------------------------------------------------------- raw HTML in the book (site, sanitize)
+
+#: payloads, numbered: a payload is live in a page when its alert(<n>) sits in a tag, an attribute or a script
+PAYLOADS = {
+    "script": "<script>alert(1)</script>",
+    "img": "<img src=x onerror=alert(2)>",
+    "svg": "<svg onload=alert(3)>",
+    "link": '<a href="javascript:alert(4)">a link</a>',
+    "spaced link": '<a href=" java\tscript:alert(5)">a link</a>',
+    "entity link": '<a href="&#106;avascript:alert(6)">a link</a>',
+    "quote": '"><script>alert(7)</script>',
+    "iframe": '<iframe srcdoc="<script>alert(8)</script>"></iframe>',
+    "details": "<details open ontoggle=alert(9)><summary>more</summary>text</details>",
+    "style": '<div style="background:url(javascript:alert(10))">d</div>',
+    "split": "<scr<script>ipt>alert(11)</script>",
+    "self-closed style": "<style/><img src=x onerror=alert(12)>",
+}
+
+#: raw HTML in every place MyST lets it through: text, a directive's body, a ``raw`` block, a reStructuredText link
+HOSTILE_MARKDOWN = f"""Text {PAYLOADS['script']} and {PAYLOADS['svg']} and {PAYLOADS['link']}.
+
+{PAYLOADS['details']}
+
+```{{note}}
+{PAYLOADS['iframe']}
+```
+
+```{{eval-rst}}
+.. raw:: html
+
+   <script>alert(14)</script>
+
+`a link <javascript:alert(15)>`_ and `another <https://example.org>`_
+```
+
+Kept: `<b>code</b>`, $a<b$, H<sub>2</sub>O.
+"""
+
+
+class _Live(HTMLParser):
+    """What a browser would run in a page: ``alert(`` in an ``on...`` handler, a ``javascript:`` URL, a script's
+    body or an iframe's ``srcdoc``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+        self._script = False
+
+    def handle_starttag(self, tag, attrs):
+        self._script = tag == "script"
+        for name, value in attrs:
+            value = re.sub(r"[\x00-\x20]+", "", value or "").lower()
+            if "alert(" in value and (name.startswith("on") or name == "srcdoc" or value.startswith("javascript:")):
+                self.found.append(f"<{tag} {name}={value}>")
+        if tag in ("iframe", "object", "embed"):
+            self.found.append(f"<{tag}>")
+
+    def handle_endtag(self, tag):
+        self._script = False
+
+    def handle_data(self, data):
+        if self._script and "alert(" in data:
+            self.found.append(f"<script>{data.strip()[:40]}")
+
+
+def live(page: str) -> list[str]:
+    """The live payloads in the HTML ``page`` (:class:`_Live`, and a raw ``<script>`` with an alert by regex)."""
+    parser = _Live()
+    parser.feed(page)
+    parser.close()
+    return parser.found + re.findall(r"<script[^>]*>[^<]*alert\(", page, re.I)

@@ -1,5 +1,6 @@
 """Tests of layersim.tools.site: the book's generated pages against the results, what a build may delete, raw HTML
-made inert, and the built site opened in a real Chromium through Playwright.
+made inert in the book it builds (the sanitiser itself: test_sanitize.py), and the built site opened in a real
+Chromium through Playwright.
 
 The browser tests need Debian's ``chromium`` (``make setup`` installs it where it can: root and apt) or a browser
 named by ``LAYERSIM_CHROMIUM``; without one they are skipped, unless ``LAYERSIM_REQUIRE_BROWSER=1`` (set by
@@ -11,8 +12,8 @@ report example's folder, a notebook's stem) with a quote or ``<`` in it is refus
 the theme writes page names into a JavaScript string. Strings of a run (a claim's note, a value, the scale, a
 notebook's title) reach the generated pages escaped. Raw HTML in a notebook's Markdown (in a heading, a paragraph,
 a directive's body, a ``raw`` block) and in its outputs shows as text in the built pages: no ``<script>``, no
-``on...`` handler, no ``javascript:`` link is left live, while the HTML the committed notebooks use (pandas tables)
-keeps its markup. Those cases stage a small repository of their own; one renders it with Sphinx.
+``on...`` handler, no ``javascript:`` link is left live. Those cases stage a small repository of their own; one
+renders it with Sphinx.
 """
 
 from __future__ import annotations
@@ -22,11 +23,9 @@ import http.server
 import json
 import os
 import re
-import runpy
 import shutil
 import subprocess
 import threading
-from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
@@ -35,24 +34,7 @@ import pytest
 from layersim.core import writers
 from layersim.core.references import PAPERS
 from layersim.tools import site
-from builders import REPO, one_line_error, tree_files
-
-
-#: payloads, numbered: a payload is live in a page when its alert(<n>) sits in a tag, an attribute or a script
-PAYLOADS = {
-    "script": "<script>alert(1)</script>",
-    "img": "<img src=x onerror=alert(2)>",
-    "svg": "<svg onload=alert(3)>",
-    "link": '<a href="javascript:alert(4)">a link</a>',
-    "spaced link": '<a href=" java\tscript:alert(5)">a link</a>',
-    "entity link": '<a href="&#106;avascript:alert(6)">a link</a>',
-    "quote": '"><script>alert(7)</script>',
-    "iframe": '<iframe srcdoc="<script>alert(8)</script>"></iframe>',
-    "details": "<details open ontoggle=alert(9)><summary>more</summary>text</details>",
-    "style": '<div style="background:url(javascript:alert(10))">d</div>',
-    "split": "<scr<script>ipt>alert(11)</script>",
-    "self-closed style": "<style/><img src=x onerror=alert(12)>",
-}
+from builders import HOSTILE_MARKDOWN, PAYLOADS, REPO, live, one_line_error, tree_files
 
 
 def metrics_counts() -> tuple[int, int, dict]:
@@ -172,40 +154,6 @@ def test_the_book_folds_the_plumbing_and_leaves_the_notebook_alone():
 
 
 # ----------------------------------------------------------------------------- a small repository of its own
-
-
-class _Live(HTMLParser):
-    """What a browser would run in a page: ``alert(`` in an ``on...`` handler, a ``javascript:`` URL, a script's
-    body or an iframe's ``srcdoc``."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found: list[str] = []
-        self._script = False
-
-    def handle_starttag(self, tag, attrs):
-        self._script = tag == "script"
-        for name, value in attrs:
-            value = re.sub(r"[\x00-\x20]+", "", value or "").lower()
-            if "alert(" in value and (name.startswith("on") or name == "srcdoc" or value.startswith("javascript:")):
-                self.found.append(f"<{tag} {name}={value}>")
-        if tag in ("iframe", "object", "embed"):
-            self.found.append(f"<{tag}>")
-
-    def handle_endtag(self, tag):
-        self._script = False
-
-    def handle_data(self, data):
-        if self._script and "alert(" in data:
-            self.found.append(f"<script>{data.strip()[:40]}")
-
-
-def live(page: str) -> list[str]:
-    """The live payloads in the HTML ``page`` (:class:`_Live`, and a raw ``<script>`` with an alert by regex)."""
-    parser = _Live()
-    parser.feed(page)
-    parser.close()
-    return parser.found + re.findall(r"<script[^>]*>[^<]*alert\(", page, re.I)
 
 
 def _notebook(title: str, *cells: dict) -> dict:
@@ -355,64 +303,6 @@ def test_strings_of_a_run_reach_the_generated_pages_escaped(repo):
 # ----------------------------------------------------------------------------- raw HTML made inert
 
 
-@pytest.mark.parametrize("name", sorted(PAYLOADS))
-def test_raw_html_is_made_inert(name):
-    got = site.inert_html(PAYLOADS[name])
-    assert not live(got), got
-    assert not re.search(r"<(script|svg|iframe)", got, re.I) and not re.search(r"<[^>]*\son\w+=", got), got
-    assert site.inert_html(got) == got  # a second pass changes nothing
-
-
-def test_the_html_a_notebook_may_use_stays_live():
-    kept = ('<details open><summary>more</summary>x<br />H<sub>2</sub>O, <b>b</b> <a href="https://example.org/a?b=1'
-            '&amp;c=2" title="t">a</a> <img src="figure.png" alt="a figure"></details>')
-    assert site.inert_html(kept) == kept
-    assert site.inert_html('<a href="../x.html#y">x</a>') == '<a href="../x.html#y">x</a>'
-    assert site.inert_html("a < b &amp; c &#60; d <!-- note -->") == "a &lt; b &amp; c &#60; d "
-
-
-def _events(text: str) -> list[tuple]:
-    class Events(HTMLParser):
-        def __init__(self):
-            super().__init__(convert_charrefs=True)
-            self.seen = []
-
-        def handle_starttag(self, tag, attrs):
-            self.seen.append(("start", tag, tuple(attrs)))
-
-        def handle_startendtag(self, tag, attrs):
-            self.seen.append(("start", tag, tuple(attrs)))
-
-        def handle_endtag(self, tag):
-            self.seen.append(("end", tag))
-
-        def handle_data(self, data):
-            if self.seen and self.seen[-1][0] == "data":
-                self.seen[-1] = ("data", self.seen[-1][1] + data)
-            else:
-                self.seen.append(("data", data))
-
-    parser = Events()
-    parser.feed(text)
-    parser.close()
-    return parser.seen
-
-
-def test_the_committed_tables_keep_their_markup():
-    """The pandas tables of the committed notebooks (their ``text/html`` outputs) pass the sanitiser with the same
-    elements, attributes and text."""
-    tables = 0
-    for path in sorted(REPO.glob("notebooks/*/*.ipynb")) + sorted(REPO.glob("figures/report/*/layer_report.ipynb")):
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            for output in cell.get("outputs", []):
-                table = output.get("data", {}).get("text/html")
-                if table:
-                    table = "".join(table) if isinstance(table, list) else table
-                    assert _events(site.inert_html(table)) == _events(table), path.name
-                    tables += 1
-    assert tables >= 10
-
-
 def test_the_staged_notebooks_carry_no_script_output_and_no_build_setting():
     """A notebook's outputs reached the book as they were (``application/javascript`` runs as a script), and its
     metadata could set myst-nb's options: ``{"mystnb": {"execution_mode": "force"}}`` ran its code during the
@@ -426,54 +316,6 @@ def test_the_staged_notebooks_carry_no_script_output_and_no_build_setting():
     assert data["text/html"] == '<img src="x"><table><tr><td>1</td></tr></table>'
     assert got["metadata"] == {"kernelspec": {"name": "python3"}}
     assert "alert(13)" in nb["cells"][1]["outputs"][0]["data"]["application/javascript"]  # the input is not changed
-
-
-HOSTILE_MARKDOWN = f"""Text {PAYLOADS['script']} and {PAYLOADS['svg']} and {PAYLOADS['link']}.
-
-{PAYLOADS['details']}
-
-```{{note}}
-{PAYLOADS['iframe']}
-```
-
-```{{eval-rst}}
-.. raw:: html
-
-   <script>alert(14)</script>
-
-`a link <javascript:alert(15)>`_ and `another <https://example.org>`_
-```
-
-Kept: `<b>code</b>`, $a<b$, H<sub>2</sub>O.
-"""
-
-
-def test_raw_html_in_notebook_markdown_is_inert_in_the_doctree():
-    """MyST passes raw HTML in Markdown (and in a directive's body, and a ``raw`` block) through to the page as it
-    is; the book's configuration makes every such node inert before the page is written."""
-    from docutils.core import publish_doctree, publish_from_doctree
-    from myst_parser.parsers.docutils_ import Parser
-
-    conf = runpy.run_path(str(REPO / "docs" / "conf.py"))
-
-    def doctree():
-        return publish_doctree(HOSTILE_MARKDOWN, parser=Parser(), settings_overrides={
-            "myst_enable_extensions": conf["myst_enable_extensions"], "report_level": 4})
-
-    assert len(live(publish_from_doctree(doctree(), writer="html5").decode())) >= 5  # MyST lets them through
-    connected = []
-    conf["setup"](type("App", (), {"connect": lambda self, *a, **k: connected.append((a, k))})())
-    assert {a[0] for a, _ in connected} == {"doctree-read", "doctree-resolved"}
-    assert all(k.get("priority", 500) < 500 for a, k in connected if a[0] == "doctree-read")  # before the titles
-    read = next(a[1] for a, _ in connected if a[0] == "doctree-read")
-    tree = doctree()
-    read(None, tree)
-    page = publish_from_doctree(tree, writer="html5").decode()
-    assert not live(page), live(page)
-    assert "&lt;script&gt;alert(1)" in page and "&lt;script&gt;alert(14)" in page and "a link" in page
-    assert '<a class="reference external" href="https://example.org">' in page
-    assert "<details open><summary>more</summary>" in page and "<sub>2</sub>" in page
-    assert "&lt;b&gt;code&lt;/b&gt;" in page  # a code span shows its text as typed
 
 
 def test_the_built_book_runs_no_script_of_a_notebook(repo, tmp_path):

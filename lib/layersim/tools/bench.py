@@ -1,13 +1,12 @@
-"""Benchmark of the all-pairs linear-CKA matrix: ``python -m layersim.tools.bench``.
+"""Benchmark of the library's all-pairs linear-CKA matrix: ``python -m layersim.tools.bench``.
 
-On a random residual stream (:class:`ResidualStream`) of each ``--shapes``, it times the naive loop of Gram pairs,
-the floor (one float64 ``Z^T Z`` of the stacked centred layers, whose blocks give the exact reference),
-``layer_matrix(..., "cka")`` in each form, ``StreamingCKA``, the minibatch estimator and ``torch_cka`` if
-importable, with peak memory and the largest difference to the reference, then checks that streaming memory does not
-grow with N. Other benchmarks: ``train`` (:mod:`layersim.tools.bench_train`), ``device``
-(:func:`layersim.tools.bench_train.crossover`), ``device-cka`` (:func:`device_cka`), ``lens``
-(:mod:`layersim.tools.bench_lens`) and ``paper`` (:mod:`layersim.tools.bench_paper`) (see docs/modules.md,
-`layersim.tools.bench`).
+On a random residual stream (:class:`ResidualStream`) of each ``--shapes``, it times ``layer_matrix(..., "cka")`` in
+each form, ``StreamingCKA`` and the minibatch estimator against two baselines written here on purpose, the naive
+loop of Gram pairs (:func:`naive_baseline`) and the floor (one float64 ``Z^T Z`` of the stacked centred layers, whose
+blocks give the exact reference, independent of the library), and ``torch_cka`` if importable, with peak memory and
+the largest difference to the reference; then checks that streaming memory does not grow with N. Other benchmarks:
+``train``, ``device`` (:mod:`layersim.tools.bench_train`), ``device-cka`` (:mod:`layersim.tools.bench_device_cka`),
+``lens`` and ``paper`` (see docs/modules.md, `layersim.tools.bench`).
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ import numpy as np
 from layersim.core import machine
 from layersim.core.machine import loadavg
 from layersim.measures import similarity as S
-from layersim.nets.models import resolve_device
-from layersim.tools import bench_lens, bench_train
+from layersim.tools import bench_args, bench_device_cka, bench_lens, bench_train
 
 MiB = 1 << 20
 
@@ -65,7 +63,8 @@ class ResidualStream:
 
 
 # --------------------------------------------------------------------------------------
-# the two baselines and the reference
+# the two baselines and the reference: written here, apart from the library, since the library is measured
+# and checked against them
 # --------------------------------------------------------------------------------------
 def centred_stack(X: np.ndarray) -> np.ndarray:
     """``Z = [X_1 - mean, ..., X_L - mean]`` in float64, ``[N, L d]`` (the floor's input)."""
@@ -94,8 +93,9 @@ def reference_from_product(C: np.ndarray, L: int) -> np.ndarray:
     return T / np.outer(dg, dg)
 
 
-def naive_pair(Xi: np.ndarray, Xj: np.ndarray) -> float:
-    """CKA of one pair the textbook way: two N x N Gram matrices, double-centred, HSIC ratio."""
+def naive_baseline(Xi: np.ndarray, Xj: np.ndarray) -> float:
+    """The naive baseline (a): CKA of one pair the textbook way, two N x N Gram matrices, double-centred, HSIC ratio
+    (Kornblith et al. 2019, §3), with none of the library's checks or rescaling."""
     def centred_gram(X: np.ndarray) -> np.ndarray:
         X = X.astype(np.float64)
         K = X @ X.T
@@ -113,7 +113,10 @@ def naive_pair(Xi: np.ndarray, Xj: np.ndarray) -> float:
 # measuring
 # --------------------------------------------------------------------------------------
 @dataclass
-class Row:
+class Timing:
+    """One method timed on one ``shape``: best wall ``seconds`` of ``k`` runs, the ``cpu`` seconds of that run, peak
+    memory (``mem_kind``: tracemalloc or resident set), largest ``diff`` to the reference, and a ``note``."""
+
     shape: str
     method: str
     seconds: float
@@ -236,14 +239,14 @@ def run_torch_cka(X: np.ndarray, batch: int):
 # --------------------------------------------------------------------------------------
 # one shape
 # --------------------------------------------------------------------------------------
-def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
+def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Timing], dict]:
     shape = f"{L}×{n}×{d}"
     log(f"\n### {shape} (L × N × d), load average at start: {loadavg()}\n")
     t0 = time.perf_counter()
     X = ResidualStream(d, L, seed=args.seed).batch(n)
     log(f"- data: residual stream, float32, {X.nbytes / MiB:.0f} MiB, "
         f"generated in {time.perf_counter() - t0:.1f} s")
-    rows: list[Row] = []
+    rows: list[Timing] = []
     R, sl = args.repeat, args.slow
     only = set(args.only.split(",")) if args.only else None
 
@@ -255,7 +258,7 @@ def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
     C, t, c, k, pk = measure(functools.partial(floor_product, Z), R, sl)
     ref = reference_from_product(C, L)
     del C
-    rows.append(Row(shape, "(b) floor: one float64 Z^T Z (centring excluded)", t, c, k, pk, 0.0))
+    rows.append(Timing(shape, "(b) floor: one float64 Z^T Z (centring excluded)", t, c, k, pk, 0.0))
     floor_t = t
     del Z
 
@@ -263,7 +266,7 @@ def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
         return floor_product(centred_stack(X))
     if want("floor_centred"):
         C, t, c, k, pk = measure(floor_centred, R, sl)
-        rows.append(Row(shape, "(b') floor incl. centring (float32 → float64, mean removed)",
+        rows.append(Timing(shape, "(b') floor incl. centring (float32 → float64, mean removed)",
                         t, c, k, pk, maxdiff(reference_from_product(C, L), ref)))
         del C
 
@@ -275,7 +278,7 @@ def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
         M, t, c, k, pk = measure(lambda: S.layer_matrix(X, "cka", form=form), R, sl)
         label = f"layer_matrix cka, form={form}" + (f" (picks {auto_form})" if form == "auto"
                                                      else "")
-        rows.append(Row(shape, label, t, c, k, pk, maxdiff(M, ref)))
+        rows.append(Timing(shape, label, t, c, k, pk, maxdiff(M, ref)))
 
     # StreamingCKA over minibatches of the same data
     def streaming():
@@ -285,7 +288,7 @@ def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
         return acc.result()
     if want("streaming"):
         M, t, c, k, pk = measure(streaming, R, sl)
-        rows.append(Row(shape, f"StreamingCKA (exact), batches of {args.batch}", t, c, k, pk,
+        rows.append(Timing(shape, f"StreamingCKA (exact), batches of {args.batch}", t, c, k, pk,
                         maxdiff(M, ref)))
 
     # minibatch estimator (a different quantity; torch_cka computes the same estimator)
@@ -294,7 +297,7 @@ def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
     info = {"shape": shape, "floor": floor_t, "auto_form": auto_form, "naive": None}
     if want("minibatch") or want("torch_cka"):
         Mmb, t, c, k, pk = measure(minibatch, R, sl)
-        rows.append(Row(shape, f"minibatch_cka_matrix (estimator ≠ CKA), batches of "
+        rows.append(Timing(shape, f"minibatch_cka_matrix (estimator ≠ CKA), batches of "
                         f"{args.batch}", t, c, k, pk, maxdiff(Mmb, ref)))
 
     # torch_cka (same data, same batches)
@@ -307,7 +310,7 @@ def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
             (Mt, ver), t, c, k, pk = measure(lambda: run_torch_cka(X, args.batch), R, sl,
                                              memory="rss")
             nan = int(np.isnan(Mt).sum())
-            rows.append(Row(shape, f"torch_cka {ver} CKA.compare, batches of {args.batch} "
+            rows.append(Timing(shape, f"torch_cka {ver} CKA.compare, batches of {args.batch} "
                             f"(float32, torch threads={tth})"
                             + (f" — {nan} of {Mt.size} entries NaN" if nan else ""),
                             t, c, k, pk, maxdiff(Mt, ref), mem_kind="rss"))
@@ -326,7 +329,7 @@ def bench_shape(n: int, d: int, L: int, args, log) -> tuple[list[Row], dict]:
     return rows, info
 
 
-def bench_naive(X: np.ndarray, ref: np.ndarray, shape: str, rows: list[Row], info: dict,
+def bench_naive(X: np.ndarray, ref: np.ndarray, shape: str, rows: list[Timing], info: dict,
                 args) -> None:
     """(a): one Gram pair per layer pair; a random sample of pairs if all would be too slow."""
     L = X.shape[0]
@@ -339,7 +342,7 @@ def bench_naive(X: np.ndarray, ref: np.ndarray, shape: str, rows: list[Row], inf
     t_start = time.perf_counter()
     for i, j in order:
         c0, t0 = time.process_time(), time.perf_counter()
-        Mn[i, j] = Mn[j, i] = naive_pair(X[i], X[j])
+        Mn[i, j] = Mn[j, i] = naive_baseline(X[i], X[j])
         times.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
         done.append((i, j))
@@ -358,7 +361,7 @@ def bench_naive(X: np.ndarray, ref: np.ndarray, shape: str, rows: list[Row], inf
     note = ("all pairs" if full else
             f"extrapolated: {len(done)} of {len(pairs)} pairs timed "
             f"({np.mean(times):.2f} s/pair ± {np.std(times):.2f}) × {len(pairs)}")
-    rows.append(Row(shape, "(a) naive: one N×N Gram pair per layer pair", t_naive, c_naive, 1,
+    rows.append(Timing(shape, "(a) naive: one N×N Gram pair per layer pair", t_naive, c_naive, 1,
                     tracemalloc_peak, maxdiff(Mn, ref, done), note=note))
     info["naive"] = t_naive
     info["naive_note"] = note
@@ -394,7 +397,9 @@ def stream_sweep(d: int, L: int, ns: list[int], args, log) -> list[tuple[int, fl
 # --------------------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------------------
-def table(rows: list[Row], infos: dict) -> list[str]:
+def timing_table(rows: list[Timing], infos: dict) -> list[str]:
+    """The results as Markdown table lines: each timing with its speed-up over the naive baseline and its ratio to the
+    floor of its shape (``infos``), peak memory and largest difference to the reference."""
     out = ["| shape | method | seconds | CPU s | k | × vs naive | × vs floor | peak MiB "
            "| max \\|diff\\| vs reference |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -419,19 +424,6 @@ ONLY_CHOICES = ("floor_centred", "auto", "feature", "gram", "streaming", "miniba
                 "naive")
 
 
-def _int_at_least(lo: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}") from None
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}")
-        return v
-    parse.__name__ = f"integer >= {lo}"
-    return parse
-
-
 def _seconds(text: str) -> float:
     try:
         v = float(text)
@@ -440,25 +432,6 @@ def _seconds(text: str) -> float:
     if not v >= 0:  # NaN fails too; inf is allowed (never stop early / never extrapolate)
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
     return v
-
-
-def _shapes(text: str) -> list[tuple[int, int]]:
-    """``"3000x384,10000x768"`` -> ``[(3000, 384), (10000, 768)]``; N >= 4, d >= 1."""
-    out = []
-    for item in filter(str.strip, text.split(",")):
-        parts = item.strip().lower().split("x")
-        try:
-            n, d = (int(v) for v in parts)
-        except ValueError:
-            n = d = None
-        if n is None or n < 4 or d < 1:
-            raise argparse.ArgumentTypeError(
-                f"expected comma-separated NxD shapes with integers N >= 4 and d >= 1 "
-                f"(e.g. 3000x384,10000x768), got {item.strip()!r} in {text!r}")
-        out.append((n, d))
-    if not out:
-        raise argparse.ArgumentTypeError("expected at least one NxD shape, e.g. 3000x384")
-    return out
 
 
 def _stream_ns(text: str) -> list[int]:
@@ -493,25 +466,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, validated: any bad value is a usage error (exit code 2)."""
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.bench",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", type=_shapes, default="3000x384,10000x768",
+    ap.add_argument("--shapes", type=bench_args.shapes, default="3000x384,10000x768",
                     help="comma-separated NxD shapes, N >= 4, d >= 1 (default: 3000x384,10000x768)")
-    ap.add_argument("--layers", type=_int_at_least(2), default=13, help="number of layers, >= 2")
-    ap.add_argument("--batch", type=_int_at_least(4), default=512,
+    ap.add_argument("--layers", type=bench_args.int_at_least(2), default=13, help="number of layers, >= 2")
+    ap.add_argument("--batch", type=bench_args.int_at_least(4), default=512,
                     help="minibatch rows for streaming and the minibatch estimator, >= 4")
     ap.add_argument("--stream-n", type=_stream_ns, default="3000,10000,30000",
                     help="N values (>= 2) of the StreamingCKA memory sweep ('' to skip)")
-    ap.add_argument("--stream-d", type=_int_at_least(1), default=None,
+    ap.add_argument("--stream-d", type=bench_args.int_at_least(1), default=None,
                     help="d of the sweep (default: that of the first shape)")
-    ap.add_argument("--repeat", type=_int_at_least(1), default=2,
+    ap.add_argument("--repeat", type=bench_args.int_at_least(1), default=2,
                     help="best of k for calls under --slow s")
     ap.add_argument("--slow", type=_seconds, default=20.0)
     ap.add_argument("--naive-budget", type=_seconds, default=180.0,
                     help="time all naive pairs only if projected under this many seconds")
     ap.add_argument("--naive-sample", type=_seconds, default=45.0,
                     help="otherwise time pairs for at least this many seconds, then extrapolate")
-    ap.add_argument("--torch-cka-max-n", type=_int_at_least(0), default=3000)
+    ap.add_argument("--torch-cka-max-n", type=bench_args.int_at_least(0), default=3000)
     ap.add_argument("--no-torch-cka", action="store_true")
-    ap.add_argument("--seed", type=_int_at_least(0), default=0)
+    ap.add_argument("--seed", type=bench_args.int_at_least(0), default=0)
     ap.add_argument("--only", type=_only, default="",
                     help=f"comma-separated subset of {','.join(ONLY_CHOICES)} "
                          "(the floor always runs: it is the reference)")
@@ -529,77 +502,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def device_layers(n: int, d: int, L: int, device, seed: int = 0):
-    """A :class:`ResidualStream`-like ``[L, n, d]`` float32 stack, made with torch directly on ``device``."""
-    import torch
-
-    g = torch.Generator(device=device).manual_seed(seed)
-    off = 3.0 * torch.randn(d, generator=g, device=device)
-    off[torch.randperm(d, generator=g, device=device)[:max(1, d // 128)]] = 100.0
-    h = torch.randn(n, d, generator=g, device=device)
-    out = torch.empty((L, n, d), device=device)
-    out[0] = h + off
-    for layer in range(1, L):
-        W1, W2 = (torch.randn(d, d, generator=g, device=device) / d ** 0.5 for _ in range(2))
-        h = h + 0.6 * torch.tanh(h @ W1) @ W2
-        out[layer] = h + off * (1.0 + layer / L)
-    return out
-
-
-def device_cka(n: int, d: int, L: int, device: str = "auto", check_n: int = 2000, log=print) -> dict:
-    """Time ``layer_matrix`` (linear CKA) of ``L`` layers of ``n x d`` float32 hidden states on ``device`` against the
-    floor of the form it picks: one float64 product of the stacked centred layers (``Z Z^T`` for the Gram form,
-    ``Z^T Z`` for the feature form). The first ``check_n`` samples are checked on the CPU. Returns ``{"seconds",
-    "floor", "form", "maxdiff", "cka_last_first"}``."""
-    import torch
-
-    dev = resolve_device(device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    X = device_layers(n, d, L, dev)
-    form = S._choose_form(n, [d] * L)
-    sync()
-    t0 = time.perf_counter()
-    M = S.layer_matrix(X, "cka", device="auto" if dev.type == "cuda" else "torch")
-    sync()
-    t_lm = time.perf_counter() - t0
-    Z = (X.to(torch.float64) - X.to(torch.float64).mean(1, keepdim=True)).permute(1, 0, 2).reshape(n, L * d)
-    sync()
-    t0 = time.perf_counter()
-    F = Z @ Z.T if form == "gram" else Z.T @ Z
-    sync()
-    t_floor = time.perf_counter() - t0
-    del Z, F
-    k = min(check_n, n)
-    ref = S.layer_matrix([x[:k].cpu().numpy() for x in X], "cka")
-    sub = S.layer_matrix(X[:, :k], "cka", device="auto" if dev.type == "cuda" else "torch")
-    diff = float(np.abs(sub - ref).max())
-    log(f"| {L} x {n} x {d} | {dev} | {form} | {t_lm:.2f} | {t_floor:.2f} | {t_lm / t_floor:.2f} | {diff:.1e} "
-        f"(first {k} samples) |")
-    return {"seconds": t_lm, "floor": t_floor, "form": form, "maxdiff": diff, "cka_last_first": float(M[0, -1])}
-
-
-def device_cka_main(argv: list[str]) -> int:
-    """``python -m layersim.tools.bench device-cka [--shape NxD] [--layers L] [--device D]``."""
-    ap = argparse.ArgumentParser(prog="python -m layersim.tools.bench device-cka",
-                                 description="linear CKA of hidden states on their device vs one float64 GEMM")
-    ap.add_argument("--shape", type=_shapes, default="10000x4096", help="NxD (default: LLaMA-3.1-8B's width)")
-    ap.add_argument("--layers", type=_int_at_least(2), default=33)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--check-n", type=_int_at_least(4), default=2000)
-    args = ap.parse_args(argv)
-    print("| layers x N x d | device | form | layer_matrix s | one float64 GEMM s | ratio | max diff to CPU |")
-    print("|---|---|---|---:|---:|---:|---|")
-    for n, d in args.shape:
-        device_cka(n, d, args.layers, args.device, args.check_n)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:  # python -m layersim.tools.bench train: training throughput (layersim.tools.bench_train)
         return bench_train.main(argv[1:])
     if argv[:1] == ["device-cka"]:
-        return device_cka_main(argv[1:])
+        return bench_device_cka.main(argv[1:])
     if argv[:1] == ["lens"]:
         return bench_lens.main(argv[1:])
     if argv[:1] == ["paper"]:
@@ -624,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         infos[info["shape"]] = info
 
     log("\n### Results\n")
-    for line in table(rows, infos):
+    for line in timing_table(rows, infos):
         log(line)
     log("\n`*` extrapolated from a sample of pairs (see notes); `†` peak growth of the resident "
         "set (torch allocations are invisible to tracemalloc); other memory: tracemalloc peak of "
