@@ -55,6 +55,8 @@ def test_batch_eta_counts_what_is_left():
 def test_committed_seconds_and_expected(tmp_path):
     nb = tmp_path / "notebooks" / "tracing" / "t03_x.ipynb"
     nb.parent.mkdir(parents=True)
+    nb.write_text(json.dumps({"metadata": {}, "cells": []}))  # never run by papermill
+    assert progress.committed_seconds(nb, tmp_path) == []
     nb.write_text(json.dumps({"metadata": {"papermill": {"duration": 300.0}}, "cells": []}))
     assert progress.committed_seconds(nb, tmp_path) == [300.0]
     folder = tmp_path / "figures" / "tracing" / "t03_x"

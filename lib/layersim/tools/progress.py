@@ -56,9 +56,9 @@ def committed_seconds(nb: Path, root: Path) -> list[float]:
     there is no committed run."""
     got = []
     metrics = root / "figures" / nb.parent.name / nb.stem / "metrics.json"
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        got += [float(s) for s in (json.loads(metrics.read_text(encoding="utf-8")).get("seed_run_seconds") or {}).values()]
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        got += [float(s) for s in (json.loads(metrics.read_text(encoding="utf-8")).get("seed_run_seconds") or {}).values()]
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, KeyError):
         own = json.loads(nb.read_text(encoding="utf-8"))["metadata"]["papermill"]["duration"]
         if own is not None:
             got.append(float(own))
