@@ -1,11 +1,20 @@
-"""Fixtures of the tests of layersim.inputs: a tiny stand-in for the Jane Austen novels."""
+"""Fixtures of the tests of layersim.inputs: private system roots, a tiny stand-in for the Jane Austen novels."""
 
 import pytest
 
-from layersim.inputs import assets, data
+from layersim.inputs import assets, text_data
 
 #: the stand-in's lines, by the R database's key of each novel
-AUSTEN = {key: [f"{key.title()} wrote line {i} of the story today." for i in range(5)] for key in data.AUSTEN_NOVELS}
+AUSTEN = {key: [f"{key.title()} wrote line {i} of the story today." for i in range(5)]
+          for key in text_data.AUSTEN_NOVELS}
+
+
+@pytest.fixture
+def system(tmp_path, monkeypatch):
+    """System copies live only under tmp_path/sys."""
+    root = tmp_path / "sys"
+    monkeypatch.setattr(assets, "system_roots", lambda: [root])
+    return root
 
 
 @pytest.fixture
@@ -14,11 +23,11 @@ def austen(tmp_cache, tmp_path, monkeypatch):
     parsed, resolve = [], assets.resolve
     monkeypatch.setattr(assets, "resolve", lambda name, allow_download=None: (
         tmp_path if name == "janeaustenr" else resolve(name, allow_download)))
-    monkeypatch.setattr(data, "_read_rdb", lambda folder: parsed.append(folder) or AUSTEN)
+    monkeypatch.setattr(text_data, "_read_rdb", lambda folder: parsed.append(folder) or AUSTEN)
     return parsed
 
 
 @pytest.fixture
 def austen_lines():
-    """The lines of the ``austen`` stand-in as ``data._austen_lines`` gives them: by novel title."""
-    return {title: AUSTEN[key] for key, title in data.AUSTEN_NOVELS.items()}
+    """The lines of the ``austen`` stand-in as ``text_data._austen_lines`` gives them: by novel title."""
+    return {title: AUSTEN[key] for key, title in text_data.AUSTEN_NOVELS.items()}

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.measures import alignment as al
 from layersim.notebook import registry
 from layersim.papers.alignment import pretrain as pt, transfer
@@ -47,7 +47,7 @@ def _hidden(net, X):
 
 def _train_index():
     """Fashion-MNIST's training split: ``(labels, {image bytes: index})``, to find which images a set holds."""
-    images, labels = data.load_fashion_mnist("train")
+    images, labels = image_data.load_fashion_mnist("train")
     return labels, {im.tobytes(): i for i, im in enumerate(images)}
 
 

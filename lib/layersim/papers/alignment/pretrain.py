@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from layersim.core.paths import cache_dir
-from layersim.inputs import data
+from layersim.inputs import image_data, subsets
 from layersim.inputs.shift import gaussian_noise
 from layersim.measures import alignment as al, probe
 from layersim.nets import adapters, models
@@ -451,15 +451,15 @@ def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[i
             raise ValueError(f"unknown source {source!r} for {s['dataset']}; known: {sorted(groups)}")
         classes = groups[source]
     classes = tuple(int(c) for c in classes)
-    info = data.dataset_info(s["dataset"])
+    info = image_data.dataset_info(s["dataset"])
     cfg = CNNConfig(arch=s["arch"], in_chans=info["channels"], img_size=info["image_size"], num_classes=len(classes),
                     channels=tuple(s["channels"]), fc=tuple(s["fc"]))
     tc = training.TrainConfig(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
                               weight_decay=s["weight_decay"], schedule=s["schedule"],
                               milestones=tuple(s["milestones"]), warmup_epochs=0.2, seed=seed)
     per_class = s["n_source"] // len(classes) if s["n_source"] else None
-    base = data.image_dataset(s["dataset"], "train", augment=bool(s["augment"]))
-    idx, labels = data.class_subset(base.targets, classes, per_class, seed=seed)
+    base = image_data.image_dataset(s["dataset"], "train", augment=bool(s["augment"]))
+    idx, labels = subsets.class_subset(base.targets, classes, per_class, seed=seed)
     desc = {"name": s["dataset"], "split": "train", "classes": list(classes), "per_class": per_class, "seed": seed,
             "augment": bool(s["augment"])}
     model, meta = pretrain_cnn(cfg, tc, lambda: LabelledSubset(base, idx, labels), desc, device=device,
@@ -500,11 +500,11 @@ def load_office31(domain: str, root=None, size: int = 224):
 
 def subset_dataset(dataset: str, split: str, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
                    exclude=None, transform=None, normalize: bool = True) -> LabelledSubset:
-    """A class-balanced subset (:func:`layersim.inputs.data.class_subset`) of an image data set as a lazy
+    """A class-balanced subset (:func:`layersim.inputs.subsets.class_subset`) of an image data set as a lazy
     :class:`LabelledSubset` (labels ``0..k-1``); ``transform`` and ``normalize`` as in
-    :func:`layersim.inputs.data.image_dataset`."""
-    ds = data.image_dataset(dataset, split, transform=transform, normalize=normalize)
-    idx, labels = data.class_subset(ds.targets, classes, per_class, seed=seed, exclude=exclude)
+    :func:`layersim.inputs.image_data.image_dataset`."""
+    ds = image_data.image_dataset(dataset, split, transform=transform, normalize=normalize)
+    idx, labels = subsets.class_subset(ds.targets, classes, per_class, seed=seed, exclude=exclude)
     return LabelledSubset(ds, idx, labels)
 
 
@@ -519,7 +519,7 @@ def load_images(dataset: str, split: str, classes: Sequence[int], per_class: int
     if domain is not None:
         X = domain_shift(X, domain, seed=seed)
         if normalize:
-            X = data.as_model_input(X, sub.base.name)
+            X = image_data.as_model_input(X, sub.base.name)
     return X, y, sub.indices
 
 
@@ -528,7 +528,7 @@ def model_input(X01: torch.Tensor, dataset: str, transform=None) -> torch.Tensor
     torchvision ImageNet models) or the data set's own per-channel standardisation."""
     if transform is not None:
         return transform(X01)
-    return data.as_model_input(X01, dataset)
+    return image_data.as_model_input(X01, dataset)
 
 
 def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str | torch.device = "auto",
