@@ -111,12 +111,12 @@ provision_smollm2() {
 warm_caches() {
     # Fill data/cache once (Fashion-MNIST .npz, SmolLM2 safetensors) so notebooks start fast.
     PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" LAYERSIM_ROOT="$ROOT" "$PYTHON" - <<'EOF' >>"$LOG" 2>&1
-from layersim.inputs import assets, data
+from layersim.inputs import data, fetch, locate
 data.load_fashion_mnist("train"); data.load_fashion_mnist("test")
-if assets.is_available("janeaustenr"):
+if locate.is_available("janeaustenr"):
     data.load_austen()
-if assets.is_available("smollm2-135m"):
-    assets.resolve("smollm2-135m", allow_download=False)  # GGUF -> safetensors, once
+if locate.is_available("smollm2-135m"):
+    fetch.resolve("smollm2-135m", allow_download=False)  # GGUF -> safetensors, once
 EOF
 }
 

@@ -14,9 +14,9 @@ from torch.utils.data import TensorDataset
 
 # the project's own model families register their adapters where they are defined: import them, so that every test
 # that walks layersim.nets.adapters.REGISTRY sees them
-import layersim.papers.alignment.pretrain  # noqa: F401
 import layersim.train.mlp  # noqa: F401
 import layersim.train.small_nets  # noqa: F401
+from layersim.nets import cnn
 
 #: the repository's root (tests may sit at any depth of tests/)
 REPO = Path(__file__).resolve().parents[1]
@@ -209,10 +209,22 @@ def _rbf_net():
 
 
 def _small_cnn():
-    from layersim.papers.alignment import pretrain as pt
+    cfg = cnn.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(4, 6), fc=(10, 7))
+    return _perturbed(cnn.build_cnn(cfg, seed=0)), image_batch(8, 1)
 
-    cfg = pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(4, 6), fc=(10, 7))
-    return _perturbed(pt.build_cnn(cfg, seed=0)), image_batch(8, 1)
+
+#: a small CNN of 8 x 8 grey images: two conv blocks (2, 4 channels), fully connected layers of 6 and 5, 3 classes
+TINY_CNN = cnn.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(2, 4), fc=(6, 5))
+
+
+def blobs(n=120, seed=0):
+    """``(X [n, 1, 8, 8], y [n])``: three classes, class 0 bright at the top left, class 1 at the bottom right."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 3
+    X = torch.randn(n, 1, 8, 8, generator=g) * 0.3
+    X[:, 0, :4, :4] += (y == 0).float().view(-1, 1, 1) * 2
+    X[:, 0, 4:, 4:] += (y == 1).float().view(-1, 1, 1) * 2
+    return X, y
 
 
 def _resnet():
@@ -437,14 +449,14 @@ def full_disk_on_cache(path: Path, load, fault: str, monkeypatch, cache: Path) -
     import re
 
     from layersim.core.writers import DiskFull
-    from layersim.inputs import assets
+    from layersim.inputs.cache import sha256_record
 
     with monkeypatch.context() as m:
         m.setattr(fault, full_disk)
         one_line_raised(load, rf"disk full at {re.escape(str(path))}$", DiskFull)
-    assert leftovers(cache) == [] and not path.exists() and not assets.sha256_record(path).exists()
+    assert leftovers(cache) == [] and not path.exists() and not sha256_record(path).exists()
     load()  # space again: the cache is written, with its sha256
-    assert path.is_file() and assets.sha256_record(path).is_file() and leftovers(cache) == []
+    assert path.is_file() and sha256_record(path).is_file() and leftovers(cache) == []
 
 
 def one_line_raised(call, match: str, kind=ValueError) -> str:

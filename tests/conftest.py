@@ -63,9 +63,9 @@ def repo_with_figures(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def tokenizer():
     """The MiniLM tokenizer (for the tiny random-init encoders)."""
-    from layersim.inputs import assets
+    from layersim.inputs import fetch
 
-    return assets.load_model("all-minilm-l6-v2")[1]
+    return fetch.load_model("all-minilm-l6-v2")[1]
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +83,15 @@ def batches(tok):
     from layersim.papers.tracing import lm
 
     return lm.lm_batches(text_data.text_sample("austen", 48, split="train"), tok, 8, 32)
+
+
+@pytest.fixture
+def phi_y():
+    """A representation in the alignment paper's form (``layersim.measures.alignment.prepare``, 80 x 13) and
+    +-1 labels."""
+    import numpy as np
+
+    from layersim.measures import alignment as al
+
+    r = np.random.default_rng(0)
+    return al.prepare(r.normal(size=(80, 12)) + 0.3), al.binary_targets(r.integers(0, 2, size=80))

@@ -18,10 +18,9 @@ from builders import image_batch, tiny_vit, toy_data
 from layersim.core import device
 from layersim.inputs import image_data
 from layersim.measures import similarity
-from layersim.nets import models, readout, surgery
+from layersim.nets import cnn, models, readout, surgery
 from layersim.notebook import lenses
-from layersim.papers.alignment import pretrain
-from layersim.train import training
+from layersim.train import training, transfer_learning
 from layersim.train.training import TrainConfig, ViTConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -99,12 +98,12 @@ def test_a_skipped_span_agrees_on_cuda_and_the_cpu():
 
 
 def test_fine_tuning_a_small_cnn_agrees_on_cuda_and_the_cpu():
-    cfg = pretrain.CNNConfig(in_chans=1, img_size=16, num_classes=3, channels=(4, 8), fc=(16,))
+    cfg = cnn.CNNConfig(in_chans=1, img_size=16, num_classes=3, channels=(4, 8), fc=(16,))
     X = torch.rand(48, 1, 16, 16, generator=torch.Generator().manual_seed(2))
     y = torch.arange(48) % 3
-    net = pretrain.build_cnn(cfg, seed=0)
-    a, ha = pretrain.finetune(net, (X, y), (X, y), num_classes=3, epochs=2, batch_size=16, seed=5, device="cpu")
-    b, hb = pretrain.finetune(net, (X, y), (X, y), num_classes=3, epochs=2, batch_size=16, seed=5, device=GPU)
+    net = cnn.build_cnn(cfg, seed=0)
+    a, ha = transfer_learning.finetune(net, (X, y), (X, y), num_classes=3, epochs=2, batch_size=16, seed=5, device="cpu")
+    b, hb = transfer_learning.finetune(net, (X, y), (X, y), num_classes=3, epochs=2, batch_size=16, seed=5, device=GPU)
     np.testing.assert_allclose(hb["train_loss"], ha["train_loss"], rtol=1e-4)
     assert abs(hb["final_accuracy"] - ha["final_accuracy"]) <= 1 / 48
 

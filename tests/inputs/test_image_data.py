@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from layersim.core.paths import CacheWarning
-from layersim.inputs import assets, image_data
+from layersim.inputs import cache, image_data, locate
 from layersim.inputs.assets import AssetNotFoundError
 from layersim.inputs.augment import Augmentation
 
@@ -41,7 +41,7 @@ def fmnist(tmp_cache, system):
     return fake_fmnist(system / "usr/share/datasets/fashion-mnist")
 
 
-needs_fmnist = pytest.mark.skipif(not assets.is_available("fashion-mnist"),
+needs_fmnist = pytest.mark.skipif(not locate.is_available("fashion-mnist"),
                                   reason="Fashion-MNIST not provisioned: run `make assets`")
 
 
@@ -394,7 +394,7 @@ NPZ_FAULTS = {
 def test_a_damaged_npz_of_any_kind_is_moved_aside_and_rebuilt(fmnist, tmp_cache, fault):
     image_data.load_fashion_mnist("test")
     npz = tmp_cache / "fashion-mnist" / "test.npz"
-    assets.sha256_record(npz).unlink()  # as an earlier version left it: only reading can tell
+    cache.sha256_record(npz).unlink()  # as an earlier version left it: only reading can tell
     NPZ_FAULTS[fault](npz)
     with pytest.warns(CacheWarning, match=re.escape(str(npz))):
         x, y = image_data.load_fashion_mnist("test")

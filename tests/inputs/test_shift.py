@@ -110,3 +110,17 @@ def test_check_spec_accepts_the_three_forms():
     assert shift.check_spec({}) == {}
     assert shift.check_spec({"dataset": "cifar10.2"}) == {"dataset": "cifar10.2"}
     assert shift.check_spec({"corruption": "translate", "severity": 2}) == {"corruption": "translate", "severity": 2}
+
+
+def test_domain_shift():
+    X = torch.rand(3, 1, 8, 8)
+    assert torch.equal(shift.domain_shift(X, "clean"), X)
+    assert torch.allclose(shift.domain_shift(X, "inverted"), 1 - X)
+    low = shift.domain_shift(X, "lowres", noise=0.0)
+    # a 2x2-constant image is unchanged by averaging and upsampling... up to bilinear smoothing at edges:
+    flat = torch.ones(1, 1, 8, 8) * 0.3
+    assert torch.allclose(shift.domain_shift(flat, "lowres", noise=0.0), flat)
+    assert low.min() >= 0 and low.max() <= 1 and not torch.allclose(low, X)
+    assert torch.equal(shift.domain_shift(X, "lowres", seed=1), shift.domain_shift(X, "lowres", seed=1))
+    with pytest.raises(ValueError, match="domain"):
+        shift.domain_shift(X, "sepia")

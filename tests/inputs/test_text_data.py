@@ -20,7 +20,7 @@ import warnings
 import pytest
 
 from layersim.core.paths import CacheWarning
-from layersim.inputs import assets, data, text_data
+from layersim.inputs import cache, data, fetch, locate, text_data
 from layersim.inputs.assets import AssetNotFoundError
 
 from builders import BAD_COUNT_IDS, BAD_COUNTS, CACHE_FAULTS, full_disk_on_cache, one_line_raised
@@ -38,7 +38,7 @@ def bpe_text(tmp_cache, monkeypatch):
     return calls
 
 
-needs_austen = pytest.mark.skipif(not assets.is_available("janeaustenr"),
+needs_austen = pytest.mark.skipif(not locate.is_available("janeaustenr"),
                                   reason="r-cran-janeaustenr not extracted: run `make assets`")
 
 
@@ -64,7 +64,7 @@ def test_austen_six_novels_lines_and_sentences(tmp_cache):
 def test_austen_broken_json_cache_is_moved_aside_and_rebuilt(tmp_cache, tmp_path, monkeypatch, fault):
     fake = {key: [f"{key} line {i}" for i in range(3)] for key in text_data.AUSTEN_NOVELS}
     parsed = []
-    monkeypatch.setattr(assets, "resolve", lambda name, allow_download=None: tmp_path)
+    monkeypatch.setattr(fetch, "resolve", lambda name, allow_download=None: tmp_path)
     monkeypatch.setattr(text_data, "_read_rdb", lambda folder: parsed.append(folder) or fake)
     expected = {title: fake[key] for key, title in text_data.AUSTEN_NOVELS.items()}
     assert text_data._austen_lines() == expected and len(parsed) == 1
@@ -132,13 +132,13 @@ def _bpe_cache(tmp_cache):
     return tmp_cache / "text" / "austen-bpe-300.json", lambda: text_data.austen_tokenizer(300)
 
 
-@pytest.mark.parametrize("cache, fault", [
+@pytest.mark.parametrize("entry, fault", [
     (_austen_cache, "pathlib.Path.write_text"),
     (_austen_cache, "os.replace"),
     (_bpe_cache, "os.replace"),
 ])
-def test_a_full_disk_is_named_and_leaves_no_temporary_file(austen, bpe_text, tmp_cache, monkeypatch, cache, fault):
-    path, load = cache(tmp_cache)
+def test_a_full_disk_is_named_and_leaves_no_temporary_file(austen, bpe_text, tmp_cache, monkeypatch, entry, fault):
+    path, load = entry(tmp_cache)
     full_disk_on_cache(path, load, fault, monkeypatch, tmp_cache)
 
 
@@ -167,7 +167,7 @@ def test_an_austen_cache_with_a_flipped_byte_that_still_parses_is_moved_aside_an
 def test_the_record_is_in_sha256sum_format(austen, tmp_cache):
     text_data._austen_lines()
     cached = tmp_cache / "text" / "janeaustenr.json"
-    record = assets.sha256_record(cached)
+    record = cache.sha256_record(cached)
     assert record.name == "janeaustenr.json.sha256"
     assert record.read_text() == f"{hashlib.sha256(cached.read_bytes()).hexdigest()}  janeaustenr.json\n"
 
@@ -178,7 +178,7 @@ def test_an_entry_of_an_earlier_version_gets_its_sha256_recorded(austen, austen_
     cached.write_text(json.dumps(austen_lines))  # as written before checksums: no record
     with pytest.warns(CacheWarning, match="had no sha256 .*: recorded it"):
         assert text_data._austen_lines() == austen_lines
-    assert austen == [] and assets.sha256_record(cached).is_file()
+    assert austen == [] and cache.sha256_record(cached).is_file()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert text_data._austen_lines() == austen_lines and austen == []
@@ -195,7 +195,7 @@ def test_a_damaged_entry_of_an_earlier_version_is_moved_aside(austen, austen_lin
 
 def test_an_unreadable_record_counts_as_damage(austen, austen_lines, tmp_cache):
     text_data._austen_lines()
-    assets.sha256_record(tmp_cache / "text" / "janeaustenr.json").write_text("not a checksum\n")
+    cache.sha256_record(tmp_cache / "text" / "janeaustenr.json").write_text("not a checksum\n")
     with pytest.warns(CacheWarning, match="sha256 record .* is unreadable"):
         assert text_data._austen_lines() == austen_lines
     assert len(austen) == 2
@@ -204,7 +204,7 @@ def test_an_unreadable_record_counts_as_damage(austen, austen_lines, tmp_cache):
 def test_the_tokenizer_cache_is_checked_too(bpe_text, tmp_cache):
     tok = text_data.austen_tokenizer(300)
     path = tmp_cache / "text" / "austen-bpe-300.json"
-    assert len(bpe_text) == 1 and assets.sha256_record(path).is_file()
+    assert len(bpe_text) == 1 and cache.sha256_record(path).is_file()
     raw = path.read_bytes()
     path.write_bytes(raw.replace(b'"<pad>"', b'"<pad_"', 1))  # still a tokenizer file
     with pytest.warns(CacheWarning, match=re.escape(str(path))):

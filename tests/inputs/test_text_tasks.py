@@ -68,9 +68,9 @@ def test_bad_requests_are_named():
 
 
 def test_encode_pairs_and_labels():
-    from layersim.inputs import assets
+    from layersim.inputs import fetch
 
-    _, tok = assets.load_model("all-minilm-l6-v2")
+    _, tok = fetch.load_model("all-minilm-l6-v2")
     task = tt.load_task("austen-next", "validation", n=10)
     batches = tt.encode(task, tok, batch_size=4, max_length=32, order=np.arange(9, -1, -1))
     assert [len(b["labels"]) for b in batches] == [4, 4, 2]

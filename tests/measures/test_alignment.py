@@ -1,5 +1,5 @@
-"""Tests of layersim.measures.alignment: eq. 2, Propositions 1-2, the linear training curves, the peaks functions,
-the representations, and the alignment score on bad inputs and at extreme scales."""
+"""Tests of layersim.measures.alignment: eq. 2, Propositions 1-2 (against gradient descent, layersim.train.linear),
+and the alignment score on bad inputs and at extreme scales."""
 
 import numpy as np
 import pytest
@@ -7,20 +7,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from layersim.measures import alignment as al
+from layersim.train import linear
 
 from builders import bad_input_tests
 
 
 def rng(seed=0):
     return np.random.default_rng(seed)
-
-
-@pytest.fixture
-def phi_y():
-    r = rng(0)
-    Phi = al.prepare(r.normal(size=(80, 12)) + 0.3)
-    y = al.binary_targets(r.integers(0, 2, size=80))
-    return Phi, y
 
 
 # ----------------------------------------------------------------------------- labels, prepare
@@ -231,7 +224,7 @@ def test_prop1_closed_form_matches_gradient_descent(shape, k):
     s = np.linalg.svd(Phi, compute_uv=False)
     lr = 0.9 / s[0] ** 2
     closed = al.gd_loss_curve(Phi, y, lr, 400)
-    gd = al.gd_loss_reference(Phi, y, lr, 400)
+    gd = linear.gd_loss_reference(Phi, y, lr, 400)
     assert closed.shape == gd.shape == ((401,) if k == 1 else (k, 401))
     assert np.max(np.abs(closed - gd) / gd) < 1e-8
     assert np.allclose(closed[..., 0], (Y ** 2).sum(0).squeeze())
@@ -243,7 +236,7 @@ def test_prop1_rank_deficient_phi():
     Phi = r.normal(size=(40, 3)) @ r.normal(size=(3, 9))  # rank 3, 9 columns
     y = r.normal(size=40)
     lr = 0.5 / np.linalg.norm(Phi, 2) ** 2
-    closed, gd = al.gd_loss_curve(Phi, y, lr, 300), al.gd_loss_reference(Phi, y, lr, 300)
+    closed, gd = al.gd_loss_curve(Phi, y, lr, 300), linear.gd_loss_reference(Phi, y, lr, 300)
     assert np.max(np.abs(closed - gd) / gd) < 1e-8
     w = np.linalg.lstsq(Phi, y, rcond=None)[0]
     assert closed[-1] >= np.sum((Phi @ w - y) ** 2) - 1e-9
@@ -257,7 +250,7 @@ def test_prop1_with_an_interpolating_representation():
     y = al.binary_targets(r.integers(0, 2, 20))
     s = np.linalg.svd(Phi, compute_uv=False)
     lr = 1.0 / s[0] ** 2
-    closed, gd = al.gd_loss_curve(Phi, y, lr, 200), al.gd_loss_reference(Phi, y, lr, 200)
+    closed, gd = al.gd_loss_curve(Phi, y, lr, 200), linear.gd_loss_reference(Phi, y, lr, 200)
     keep = gd > 1e-6 * gd[0]
     assert keep.sum() > 50 and np.max(np.abs(closed - gd)[keep] / gd[keep]) < 1e-8
 
@@ -301,157 +294,13 @@ def test_gd_processes_match_gradient_descent_on_a_rank_two_phi():
     assert wv_t.shape == share_t.shape == (8, 2) and np.allclose(wv_t[0], 0)
 
 
-def test_singular_vector_labels_and_their_alignment():
-    Phi = al.prepare(rng(16).normal(size=(90, 20)))
-    s = np.linalg.svd(Phi, compute_uv=False)
-    Y = al.singular_vector_labels(Phi, [[(3, 1.0)], [(2, 0.8), (7, 0.6)]])
-    assert Y.shape == (90, 2) and np.allclose(np.linalg.norm(Y, axis=0), 1.0)
-    e = 1e-9
-    a = al.alignment_curve(Phi, Y, [s[6] - e, s[6] + e, s[2] - e, s[2] + e, s[1] - e])
-    assert np.allclose(a[0], [1, 1, 1, 0, 0], atol=1e-10)
-    assert np.allclose(a[1], [1, 0.64, 0.64, 0.64, 0.64], atol=1e-10)
-    with pytest.raises(ValueError):
-        al.singular_vector_labels(Phi, [[(0, 1.0)]])
-
-
 def test_steps_to_reach():
     c = np.array([5.0, 3, 2, 1, 0.5])
     assert al.steps_to_reach(c, 2.0) == 2 and al.steps_to_reach(c, 0.1) == 5
     assert np.array_equal(al.steps_to_reach(np.stack([c, c / 10]), [1.0, 1.0]), [3, 0])
 
 
-# ----------------------------------------------------------------------------- linear training curves
-
-
-def test_linear_squared_curve_matches_prop1_up_to_scaling(phi_y):
-    Phi, y = phi_y
-    n = len(y)
-    lr = 0.3
-    out = al.linear_training_curves(Phi, y, "squared", lr=lr, steps=50)
-    # mean loss with gradient (2/n) Phi^T r is the paper's GD with eta = 2 lr / n, loss divided by n
-    ref = al.gd_loss_curve(Phi, y, 2 * lr / n, 50) / n
-    assert np.allclose(out["train"], ref, rtol=1e-10)
-    assert out["train"][0] == pytest.approx(1.0)
-    rec = al.linear_training_curves(Phi, y, "squared", lr=lr, steps=50, record=[0, 10, 50])
-    assert np.array_equal(rec["steps"], [0, 10, 50]) and np.allclose(rec["train"], ref[[0, 10, 50]])
-
-
-def test_linear_logistic_curve_decreases_and_gradient_is_right(phi_y):
-    Phi, y = phi_y
-    out = al.linear_training_curves(Phi, y, "logistic", lr=1.0, steps=100, Phi_test=Phi[:10], y_test=y[:10])
-    assert out["train"][0] == pytest.approx(1.0)  # log(2)/log(2) at w = 0
-    assert np.all(np.diff(out["train"]) <= 1e-12)
-    assert set(out) >= {"test", "train_error", "test_error", "weight_norm"}
-    # gradient check of the logistic loss at the final weights, by central differences
-    w = out["w"]
-
-    def L(v):
-        return np.mean(np.logaddexp(0, -y * (Phi @ v))) / np.log(2)
-
-    g = Phi.T @ (-y * al._sigmoid(-y * (Phi @ w))) / (len(y) * np.log(2))
-    e = np.eye(len(w))[3] * 1e-6
-    assert (L(w + e) - L(w - e)) / 2e-6 == pytest.approx(g[3], rel=1e-5, abs=1e-9)
-
-
-def test_best_linear_curves_picks_the_best_finite_step(phi_y):
-    Phi, y = phi_y
-    out = al.best_linear_curves(Phi, y, [0.01, 0.1, 1.0, 1e8], steps=30)
-    assert out["all"][1e8] == float("inf")  # diverged
-    assert out["lr"] == 1.0 and out["train"][-1] == min(v for v in out["all"].values())
-    with pytest.raises(FloatingPointError):
-        al.best_linear_curves(Phi, y, [1e8, 1e9], steps=30)
-
-
-def test_least_squares_fit_interpolates_wide_features():
-    r = rng(20)
-    Phi = r.normal(size=(30, 60))
-    y = r.normal(size=30)
-    fit = al.least_squares_fit(Phi, y, Phi[:5], y[:5])
-    assert fit["train_mse"] < 1e-20 and fit["test_mse"] < 1e-20 and fit["w"].shape == (60,)
-
-
-def test_circle_dataset():
-    c = al.circle_dataset(1000, spread=0.3, seed=0)
-    assert c["X"].shape == (1000, 2) and np.allclose(np.linalg.norm(c["X"], axis=1), 1.0)
-    assert np.array_equal(c["y_v1"], np.where(c["cluster"] == 0, 1.0, -1.0))  # spread << pi/2
-    assert set(np.unique(c["y_v2"])) == {-1.0, 1.0}
-    s = np.linalg.svd(c["X"], compute_uv=False)
-    assert s[0] ** 2 + s[1] ** 2 == pytest.approx(1000)  # unit rows: sum of sigma^2 = n
-    curve = al.alignment_curve(c["X"], np.stack([c["y_v1"], c["y_v2"]], 1), [(s[0] + s[1]) / 2])
-    assert curve[0, 0] > 0.9 * 1000 > 100 > curve[1, 0]
-
-
-# ----------------------------------------------------------------------------- peaks
-
-
-def test_peaks_tasks():
-    tasks = al.peaks_tasks()
-    assert len(tasks) == 120 == len(set(tasks))
-    assert all(len(set(t)) == 3 for t in tasks)
-    assert al.peaks_name(tasks[0]) == "P_ABC" and al.peaks_name(tasks[-1]) == "P_FED"
-
-
-def test_peaks_dataset_encoding_and_labels():
-    d = al.peaks_dataset(500, seed=3)
-    assert d.V.shape == (500, 6) and d.X.shape == (500, 60) and d.Y.shape == (500, 120)
-    assert np.all((d.V >= 0) & (d.V < 1))
-    assert np.allclose(np.linalg.norm(d.X, axis=1), 1.0)
-    assert np.allclose(d.Y.mean(axis=0), 0.0)
-    # the encoding before normalisation: height 0.5 at the centre, s.d. 0.1
-    raw = al.peaks_encode(np.array([[0.3, 0.0, 0.95, 0.5, 0.5, 0.5]]), normalize=False)
-    assert raw[0, 3] == pytest.approx(0.5) and raw[0, 4] == pytest.approx(0.5 * np.exp(-0.5))
-    assert raw[0, 10] == pytest.approx(0.5) and raw[0, 29] == pytest.approx(0.5 * np.exp(-0.125))
-    # each task's label is its rule on the raw variables
-    for j in (0, 17, 64, 119):
-        X, Yv, Z = d.tasks[j]
-        rule = np.array([v[Yv] if v[X] > 0.5 else v[Z] for v in d.V])
-        assert np.allclose(d.Y_raw[:, j], rule) and np.allclose(d.Y[:, j], rule - rule.mean())
-    test = al.peaks_dataset(100, seed=4, label_mean=d.label_mean)
-    assert np.allclose(test.Y + d.label_mean, test.Y_raw)
-    assert np.array_equal(al.peaks_dataset(50, seed=3).V, al.peaks_dataset(50, seed=3).V)
-
-
-def test_peaks_pairs():
-    tasks = al.peaks_tasks()
-    rel, unrel = al.peaks_pairs("related"), al.peaks_pairs("unrelated")
-    assert len(rel) == 600 and len(unrel) == 720
-    for i, j in rel[:50]:
-        assert set(tasks[i]) == set(tasks[j]) and i != j
-    for i, j in unrel[:50]:
-        assert not set(tasks[i]) & set(tasks[j])
-    assert al.peaks_related((0, 1, 2), (1, 0, 2)) and not al.peaks_related((0, 1, 2), (0, 1, 2))
-    assert al.peaks_unrelated((0, 1, 2), (4, 3, 5)) and not al.peaks_unrelated((0, 1, 2), (2, 3, 4))
-    s = al.peaks_setup(5)
-    assert al.peaks_related(tasks[s["source"]], tasks[s["related"]])
-    assert al.peaks_unrelated(tasks[s["source"]], tasks[s["unrelated"]])
-    with pytest.raises(ValueError):
-        al.peaks_pairs("similar")
-
-
-# ----------------------------------------------------------------------------- representations
-
-
-def test_rbf_features():
-    r = rng(30)
-    X, C = r.normal(size=(7, 4)), r.normal(size=(5, 4))
-    F = al.rbf_features(X, C, gamma=0.7)
-    ref = np.array([[np.exp(-0.7 * np.sum((x - c) ** 2)) for c in C] for x in X])
-    assert F.shape == (7, 5) and np.allclose(F, ref)
-    assert np.allclose(np.diag(al.rbf_features(X, X, 2.0)), 1.0)
-
-
-def test_hog_features_shape():
-    ims = rng(31).random((3, 28, 28))
-    H = al.hog_features(ims)  # 3x3 cells of 8x8, 2x2 blocks -> 2*2*4*9
-    assert H.shape == (3, 144) and np.all(np.isfinite(H))
-
-
-def test_sparse_coding_features():
-    r = rng(32)
-    X = r.normal(size=(60, 10))
-    codes, other = al.sparse_coding_features(X, n_components=15, alpha=0.5, seed=0, others=[X[:5]], max_iter=5)
-    assert codes.shape == (60, 15) and other.shape == (5, 15)
-    assert np.mean(codes == 0) > 0.2  # sparse
+# ----------------------------------------------------------------------------- flushed denormals
 
 
 def test_svd_of_a_constant_token_survives_flushed_denormals():
@@ -473,24 +322,6 @@ def test_svd_of_a_constant_token_survives_flushed_denormals():
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
     # one direction (the constant row) holds the projection of y on the all-ones vector
     assert got[0] == pytest.approx(1000.0) and got[1] == pytest.approx(y.sum() ** 2 / 1000, rel=1e-9)
-
-
-def test_sample_size_errors_separable_vs_noise():
-    r = rng(5)
-    y, yt = np.repeat([-1.0, 1.0], 50), np.repeat([-1.0, 1.0], 100)
-    good = al.prepare(np.c_[y, 0.3 * r.standard_normal((100, 5))])
-    good_t = al.prepare(np.c_[yt, 0.3 * r.standard_normal((200, 5))])
-    noise, noise_t = al.prepare(r.standard_normal((100, 50))), al.prepare(r.standard_normal((200, 50)))
-    e_good = al.sample_size_errors(good, y, good_t, yt, [4, 20], [0.1, 1.0, 10.0], steps=50, repeats=3, seed=0)
-    e_noise = al.sample_size_errors(noise, y, noise_t, yt, [4, 20], [0.1, 1.0, 10.0], steps=50, repeats=3, seed=0)
-    assert e_good.shape == (2, 3) and e_good.max() < 0.05
-    assert 0.3 < e_noise.mean() < 0.7
-    np.testing.assert_array_equal(e_good, al.sample_size_errors(good, y, good_t, yt, [4, 20], [0.1, 1.0, 10.0],
-                                                                steps=50, repeats=3, seed=0))
-    with pytest.raises(ValueError, match="sizes"):
-        al.sample_size_errors(good, y, good_t, yt, [102], [1.0])
-    with pytest.raises(ValueError, match=r"\+-1"):
-        al.sample_size_errors(good, y * 2, good_t, yt, [4], [1.0])
 
 
 # ----------------------------------------------------------------------------- bad inputs

@@ -177,7 +177,7 @@ def test_register_a_new_family_and_reject_a_duplicate_name():
         ad = again
     finally:
         adapters.REGISTRY.remove(ad)
-    assert "toy_stack" not in adapters.table()
+    assert "toy_stack" not in adapters.markdown()
 
 
 # ----------------------------------------------------------------------------- families whose layers differ in shape

@@ -38,9 +38,9 @@ def test_nucleus_sampling_keeps_the_smallest_set_reaching_p():
 
 
 def test_sentence_embeddings_mean_pool_real_tokens():
-    from layersim.inputs import assets
+    from layersim.inputs import fetch
 
-    enc, tok = assets.load_model("all-minilm-l6-v2")
+    enc, tok = fetch.load_model("all-minilm-l6-v2")
     e = gen.sentence_embeddings(enc, tok, ["It is a truth universally acknowledged.", "Short."], batch_size=2)
     alone = gen.sentence_embeddings(enc, tok, ["Short."])
     # padding does not leak into the mean (that would move it by ~1e-2); the two batches' float32 rounding

@@ -419,3 +419,16 @@ def test_good_layer_selections_still_work(vit, images):
         ids = [int(i) % (DEPTH + 1) for i in layers]
         assert got.layers == ids
         np.testing.assert_array_equal(got.hidden, full[ids])
+
+
+def test_fingerprint_follows_the_weights_not_the_object():
+    import copy
+
+    a = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.LayerNorm(2))
+    b = copy.deepcopy(a)
+    assert M.fingerprint(a) == M.fingerprint(b) and len(M.fingerprint(a)) == 64
+    with torch.no_grad():
+        b[0].weight[1, 2] += 1e-7
+    assert M.fingerprint(a) != M.fingerprint(b)
+    c = copy.deepcopy(a).double()  # same values, another dtype
+    assert M.fingerprint(a) != M.fingerprint(c)

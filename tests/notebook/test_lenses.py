@@ -351,10 +351,10 @@ def test_lens_rows_are_validated():
     assert lens.invariances == {"orthogonal", "shared_orthogonal"}
 
 
-def test_table_and_glob():
-    rows = lenses.table()
+def test_rows_markdown_and_glob():
+    rows = lenses.rows()
     assert [r.name for r in rows] == lenses.names()
     assert len(rows) >= 15 and all(r.paper and r.equation and r.needs for r in rows)
     assert lenses.names("cka/*") == ["cka/debiased_matrix", "cka/matrix", "cka/rbf_matrix", "cka/to_last"]
-    md = lenses.format_table()
+    md = lenses.markdown()
     assert md.count("\n") == len(rows) + 1 and "| redundancy/block | redundancy | redundancy eq. 1 |" in md

@@ -116,21 +116,50 @@ def test_every_quote_is_verbatim_at_its_offset(paper):
     assert not problems, "\n".join(problems)
 
 
-def test_a_registry_entry_without_a_field_or_with_an_unknown_origin_is_refused(tmp_path, monkeypatch):
+def test_a_registry_entry_without_a_field_an_unknown_origin_or_a_bad_diagnosis_is_refused(tmp_path, monkeypatch):
     entry = {"id": "t01/x", "notebook": "tracing/t01", "claim": "x", "quote": {"text": "q", "where": "w", "offset": 0},
              "measured": "m", "op": ">", "threshold": 0, "threshold_reason": "r", "registered": "2026-11-01",
              "origin": "before its first result", "revisions": [], "audit": {"verdict": "faithful", "note": "n"}}
     path = tmp_path / "claims.json"
     monkeypatch.setattr(registry, "registry_path", lambda paper: path)
+    diagnosis = {"kind": "scale", "reason": "too small", "date": "2026-11-26", "results_seen": True}
     for bad, match in [({k: v for k, v in entry.items() if k != "threshold_reason"}, "lacks threshold_reason"),
                        ({**entry, "origin": "later"}, "origin 'later'"),
-                       ({**entry, "audit": {"verdict": "fine", "note": ""}}, "audit 'fine'")]:
+                       ({**entry, "audit": {"verdict": "fine", "note": ""}}, "audit 'fine'"),
+                       ({**entry, "diagnosis": {**diagnosis, "kind": "bad luck"}}, "t01/x: a diagnosis kind"),
+                       ({**entry, "diagnosis": {**diagnosis, "reason": "two\nlines"}}, "t01/x: a diagnosis needs"),
+                       ({**entry, "diagnosis": {**diagnosis, "date": "26.11.2026"}}, "t01/x: diagnosis date"),
+                       ({**entry, "diagnosis": {**diagnosis, "results_seen": "yes"}}, "t01/x: diagnosis results_seen"),
+                       ({**entry, "diagnosis": ("scale", "too small")}, "t01/x: diagnosis .* is not a dict")]:
         path.write_text(json.dumps({"file": "f", "sha256": "0", "claims": [bad]}))
         with pytest.raises(ValueError, match=match):
             registry.load("tracing")
     path.write_text(json.dumps({"file": "f", "sha256": "0", "claims": [entry, entry]}))
     with pytest.raises(ValueError, match="registered twice"):
         registry.load("tracing")
+    path.write_text(json.dumps({"file": "f", "sha256": "0", "claims": [{**entry, "diagnosis": diagnosis}]}))
+    assert registry.load("tracing").claims[0]["diagnosis"] == diagnosis
+
+
+def test_a_registered_diagnosis_reaches_the_claim_word_for_word():
+    """The run adds a claim's registered diagnosis (kind and reason) to it, as the committed runs recorded it; a
+    claim the notebook diagnoses as well is refused."""
+    committed = _committed_claims()
+    diagnosed = [c for p in registry.PAPERS for c in registry.load(p).claims if "diagnosis" in c]
+    assert {c["id"] for c in diagnosed} >= {"t06/aligned_transfer_layerwise", "a10/random_label_pretraining_hurts"}
+    for c in diagnosed:
+        judged = registry.judge(c["notebook"], {c["claim"]: results.measure(0.5, "n")})[c["claim"]]
+        assert (judged["kind"], judged["reason"]) == (c["diagnosis"]["kind"], c["diagnosis"]["reason"]), c["id"]
+        assert list(judged)[-2:] == ["kind", "reason"], c["id"]
+        recorded = committed.get(f"{c['notebook']}:{c['claim']}")
+        if recorded is not None:
+            assert (recorded["kind"], recorded["reason"]) == (judged["kind"], judged["reason"]), c["id"]
+    with pytest.raises(ValueError, match="diagnosed in the claims registry"):
+        registry.judge("tracing/t06_transfer", {"aligned_keeps_final_accuracy": results.measure(
+            0.5, kind="scale", reason="small")})
+    undiagnosed = registry.judge("tracing/t06_transfer", {"aligned_shallow_layers_keep_transferability":
+                                                          results.measure(0.5)})
+    assert "kind" not in undiagnosed["aligned_shallow_layers_keep_transferability"]
 
 
 def test_another_version_of_the_papers_text_is_named(tmp_path):

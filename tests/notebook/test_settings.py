@@ -63,7 +63,7 @@ def test_every_setting_needs_a_rule_presets_included():
 
 
 def test_values_are_normalised():
-    rules = {"lr": st.real(0, 1), "ks": st.seq(st.integer(0), length=2), "m": st.table(st.text(), st.real())}
+    rules = {"lr": st.real(0, 1), "ks": st.seq(st.integer(0), length=2), "m": st.mapping(st.text(), st.real())}
     out = st.pick({"smoke": {"lr": 0.5, "ks": [0, 1], "m": {"a": 1.0}}}, "smoke", rules=rules,
                   lr=np.int64(1), ks=(np.int64(3), 4), m={"b": 2})
     assert out == {"lr": 1.0, "ks": [3, 4], "m": {"b": 2.0}}
@@ -78,7 +78,7 @@ def test_containers_name_the_bad_item():
     with pytest.raises(ValueError, match="a list of 2 distinct items, each an integer in \\[0, 9\\]"):
         rule.apply("classes", [1, 1])
     with pytest.raises(ValueError, match="entry 'x'"):
-        st.table(st.text(), st.integer(1)).apply("tasks", {"x": 0})
+        st.mapping(st.text(), st.integer(1)).apply("tasks", {"x": 0})
 
 
 def test_optional_choice_and_flag_compare_types():

@@ -23,7 +23,7 @@ def test_the_lens_benchmark_times_token_lens_beside_plain_transformers(arch):
     assert [r["recipe"] for r in rows] == ["layersim token_lens", "plain transformers"]
     assert rows[0]["agreement"] == 1.0 and rows[1]["agreement"] >= 0.95  # a random-init model has near ties
     assert all(r["seconds"] > 0 and r["positions"] == ours.shape[1] for r in rows)
-    lines = bench_lens.table(rows)
+    lines = bench_lens.markdown(rows).splitlines()
     assert len(lines) == 4 and lines[2].startswith("| layersim token_lens |")
     with pytest.raises(ValueError, match="repeat"):
         bench_lens.compare(model, [batch], repeat=0)

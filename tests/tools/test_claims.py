@@ -93,7 +93,7 @@ def test_the_headline_counts_by_origin_diagnosis_and_scale_status(tmp_path):
                                           "c": results.claim(0.7, 0.5)})
     write_run(tmp_path / "scale_checks", "tracing/t01_x", {"a": results.claim(0.7, 0.5), "b": results.claim(0.1, 0.5)})
     rows = claims.collect(tmp_path)
-    rows = [claims.Row(r.notebook, r.name, r.claim, r.larger, {"origin": registry.ORIGINS[i % 2]})
+    rows = [claims.ClaimRow(r.notebook, r.name, r.claim, r.larger, {"origin": registry.ORIGINS[i % 2]})
             for i, r in enumerate(rows)]
     first, origins, kinds, scale = claims.headline(rows)
     assert first == "1 of 3 claims hold"

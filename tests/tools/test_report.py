@@ -22,14 +22,14 @@ import pytest
 import torch
 
 from layersim.core import locks, paths, writers
-from layersim.inputs import assets
+from layersim.inputs import locate
 from layersim.notebook import lenses
 from layersim.tools import committed, report
 from builders import SPELLINGS, committed_files, one_line_error, spelled, tree_files
 
 
 MINILM = "all-minilm-l6-v2"
-needs_minilm = pytest.mark.skipif(not assets.is_available(MINILM), reason="MiniLM is not installed")
+needs_minilm = pytest.mark.skipif(not locate.is_available(MINILM), reason="MiniLM is not installed")
 REPORT = ["report", "--model", MINILM, "--data", "austen"]
 PAYLOAD = "<svg onload=alert(2)>"
 
@@ -73,20 +73,20 @@ def no_accelerator(monkeypatch):
 # ----------------------------------------------------------------------------- names, data and lenses
 
 
-def test_describe_model_and_data_from_names_only(tmp_path):
-    assert report.describe_model(MINILM).modality == "text"
-    assert report.describe_model("smollm2-135m").modality == "text"
-    assert report.describe_model("deit_small_patch16_224").modality == "image"
-    vit = report.describe_model("tracing-vit:smoke")
+def test_model_and_data_specs_from_names_only(tmp_path):
+    assert report.model_spec(MINILM).modality == "text"
+    assert report.model_spec("smollm2-135m").modality == "text"
+    assert report.model_spec("deit_small_patch16_224").modality == "image"
+    vit = report.model_spec("tracing-vit:smoke")
     assert (vit.kind, vit.modality, vit.detail) == ("tracing-vit", "image", "smoke")
-    assert report.describe_model("timm:vit_small_patch16_224").kind == "timm"
-    assert report.describe_data("Fashion_MNIST").name == "fashion-mnist"
-    assert report.describe_data("austen").labelled and not report.describe_data("python-docs").labelled
-    assert report.describe_data("austen-excerpt").kind == "text-task"
+    assert report.model_spec("timm:vit_small_patch16_224").kind == "timm"
+    assert report.data_spec("Fashion_MNIST").name == "fashion-mnist"
+    assert report.data_spec("austen").labelled and not report.data_spec("python-docs").labelled
+    assert report.data_spec("austen-excerpt").kind == "text-task"
     (tmp_path / "texts.txt").write_text("one\ntwo\n")
-    assert report.describe_data(str(tmp_path / "texts.txt")).kind == "text-file"
+    assert report.data_spec(str(tmp_path / "texts.txt")).kind == "text-file"
     (tmp_path / "imgs" / "cat").mkdir(parents=True)
-    assert report.describe_data(str(tmp_path / "imgs")).kind == "image-folder"
+    assert report.data_spec(str(tmp_path / "imgs")).kind == "image-folder"
 
 
 @pytest.mark.parametrize("model,data,message", [
@@ -108,13 +108,13 @@ def test_check_refuses_bad_names_before_loading(model, data, message):
 def test_check_folders_and_lens_names(tmp_path):
     (tmp_path / "model").mkdir()
     with pytest.raises(ValueError, match="without a Hugging Face config.json"):
-        report.describe_model(str(tmp_path / "model"))
+        report.model_spec(str(tmp_path / "model"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="one sub-folder of images per class"):
-        report.describe_data(str(tmp_path / "empty"))
+        report.data_spec(str(tmp_path / "empty"))
     (tmp_path / "x.csv").write_text("a")
     with pytest.raises(ValueError, match=".txt file"):
-        report.describe_data(str(tmp_path / "x.csv"))
+        report.data_spec(str(tmp_path / "x.csv"))
     with pytest.raises(ValueError, match="Did you mean 'cka/matrix'"):
         report.check(MINILM, "austen", ["cka/matix"])
     _, _, names = report.check(MINILM, "austen", ["cka/*", "cka/matrix"])
@@ -136,19 +136,19 @@ def test_a_folder_is_matched_to_an_adapter_from_its_config_before_any_weight(tmp
     tr.T5Config(d_model=32, num_layers=2, num_heads=2, d_ff=64, d_kv=16).save_pretrained(tmp_path / "t5")
     tr.CLIPConfig().save_pretrained(tmp_path / "clip")
     with pytest.raises(ValueError, match="holds a config.json but no weights"):
-        report.describe_model(str(tmp_path / "bert"))
+        report.model_spec(str(tmp_path / "bert"))
     for name in ("bert", "vit"):
         (tmp_path / name / "model.safetensors").touch()
-    assert report.describe_model(str(tmp_path / "bert")).modality == "text"
-    assert report.describe_model(str(tmp_path / "vit")).modality == "image"
+    assert report.model_spec(str(tmp_path / "bert")).modality == "text"
+    assert report.model_spec(str(tmp_path / "vit")).modality == "image"
     with pytest.raises(ValueError, match="holds a 't5' model .*layersim has adapters for"):
         report.check(str(tmp_path / "t5"), "austen")
     with pytest.raises(ValueError, match="a report reads one tower"):
-        report.describe_model(str(tmp_path / "clip"))
+        report.model_spec(str(tmp_path / "clip"))
     (tmp_path / "odd").mkdir()
     (tmp_path / "odd" / "config.json").write_text('{"model_type": "no-such-family"}')
     with pytest.raises(ValueError, match="transformers cannot read its config.json"):
-        report.describe_model(str(tmp_path / "odd"))
+        report.model_spec(str(tmp_path / "odd"))
 
 
 def test_stratified_subsample_keeps_class_proportions():
@@ -289,15 +289,15 @@ def test_load_data_from_a_users_folder_and_text_file(tmp_path):
         for i in range(3):
             Image.fromarray(np.full((10, 12, 3), 40 * k + i, dtype=np.uint8)).save(tmp_path / "imgs" / cls / f"{i}.png")
     (tmp_path / "imgs" / "cats" / "notes.txt").write_text("not an image")
-    inputs = report.load_data(report.describe_data(str(tmp_path / "imgs")), 100)
+    inputs = report.load_data(report.data_spec(str(tmp_path / "imgs")), 100)
     assert inputs.images.shape == (6, 3, 224, 224) and inputs.label_names == ("cats", "dogs")
     assert sorted(inputs.labels.tolist()) == [0, 0, 0, 1, 1, 1] and float(inputs.images.max()) <= 1.0
     (tmp_path / "t.txt").write_text("first line\n\nsecond\nthird\nfourth\nfifth\n")
-    texts = report.load_data(report.describe_data(str(tmp_path / "t.txt")), 4, seed=1)
+    texts = report.load_data(report.data_spec(str(tmp_path / "t.txt")), 4, seed=1)
     assert len(texts.texts) == 4 and texts.labels is None and set(texts.texts) <= {"first line", "second", "third",
                                                                                    "fourth", "fifth"}
     with pytest.raises(ValueError, match="at least 4"):
-        report.load_data(report.describe_data(str(tmp_path / "t.txt")), 3)
+        report.load_data(report.data_spec(str(tmp_path / "t.txt")), 3)
 
 
 @needs_minilm
@@ -387,9 +387,9 @@ def test_report_hands_its_kernel_absolute_paths_the_way_the_user_meant_them(repo
 def test_a_model_folder_and_a_data_folder_are_named_by_their_resolved_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "imgs" / "cat").mkdir(parents=True)
-    assert report.describe_data("~/imgs").name == str(tmp_path / "imgs")
+    assert report.data_spec("~/imgs").name == str(tmp_path / "imgs")
     monkeypatch.chdir(tmp_path / "imgs")
-    assert report.describe_data("../imgs/").name == str(tmp_path / "imgs")
+    assert report.data_spec("../imgs/").name == str(tmp_path / "imgs")
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -23,7 +23,7 @@ def load_dataset(name: str, split: str | None = None, **kwargs: Any):
     base, _, variant = name.partition("/")
     asset = assets.ASSETS[assets.canonical_name(base)]
     if asset.kind != "data":
-        raise ValueError(f"{asset.name!r} is a model; use layersim.inputs.assets.load_model")
+        raise ValueError(f"{asset.name!r} is a model; use layersim.inputs.fetch.load_model")
     if asset.name in IMAGE_DATASETS:
         return image_dataset(asset.name, split or "train", **kwargs)
     if asset.name == "janeaustenr":

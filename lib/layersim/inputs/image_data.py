@@ -1,6 +1,6 @@
 """Image data sets as numpy arrays and torch Datasets, offline first.
 
-- offline, via :mod:`layersim.inputs.assets`: :func:`load_fashion_mnist` (idx files, :func:`read_idx`),
+- offline, via :mod:`layersim.inputs.fetch`: :func:`load_fashion_mnist` (idx files, :func:`read_idx`),
   :func:`load_digits`;
 - paper scale (the network once, then the cache): :func:`load_torchvision`, :func:`load_cifar102`,
   :func:`load_imagenet`;
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from layersim.inputs import assets
+from layersim.inputs import assets, cache, fetch
 from layersim.inputs.augment import Augmentation, train_augmentation
 from layersim.inputs.subsets import cache_file, check_count, check_split, subset_indices
 
@@ -105,12 +105,12 @@ def parse_idx(raw: bytes, where: str = "<bytes>") -> np.ndarray:
 def load_fashion_mnist(split: str = "train", allow_download: bool | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Fashion-MNIST ``split`` ("train": 60k, "test": 10k) as ``(uint8 [N,28,28], int64 [N])``, cached as
-    ``data/cache/fashion-mnist/<split>.npz`` (:func:`layersim.inputs.assets.cached`) from the idx files the asset
+    ``data/cache/fashion-mnist/<split>.npz`` (:func:`layersim.inputs.cache.cached`) from the idx files the asset
     chain finds."""
     check_split("fashion-mnist", split, ("train", "test"))
 
     def build() -> tuple[np.ndarray, np.ndarray]:
-        folder = assets.resolve("fashion-mnist", allow_download=allow_download)
+        folder = fetch.resolve("fashion-mnist", allow_download=allow_download)
         prefix = "train" if split == "train" else "t10k"
         images = read_idx(folder / f"{prefix}-images-idx3-ubyte.gz").astype(np.uint8)
         labels = read_idx(folder / f"{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
@@ -119,7 +119,7 @@ def load_fashion_mnist(split: str = "train", allow_download: bool | None = None
                              f"{labels.shape[0]} labels in {folder}")
         return images, labels
 
-    return assets.cached(cache_file("fashion-mnist", f"{split}.npz"), _read_image_npz, build, _write_image_npz)
+    return cache.cached(cache_file("fashion-mnist", f"{split}.npz"), _read_image_npz, build, _write_image_npz)
 
 
 def _read_image_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -175,7 +175,7 @@ def load_torchvision(name: str, split: str = "train", transform: Callable | None
     if asset.name not in classes:
         raise ValueError(f"{name!r} is not a torchvision data set; choose one of {list(classes)}")
     check_split(asset.name, split, _TV_SPLITS)
-    root = assets.resolve(asset.name, allow_download=allow_download)
+    root = fetch.resolve(asset.name, allow_download=allow_download)
     return classes[asset.name](str(root), train=split == "train", transform=transform,
                                download=False)
 
@@ -185,7 +185,7 @@ def load_cifar102(split: str = "test", allow_download: bool | None = None
     """CIFAR-10.2 (Lu et al. 2020; tracing paper App. B.4), a re-collected CIFAR-10 (10k train, 2k test), as
     ``(uint8 [N,32,32,3], int64 [N])``, from the ``cifar102_{train,test}.npz`` files the asset chain finds."""
     check_split("cifar10.2", split, _TV_SPLITS)
-    path = assets.resolve("cifar10.2", allow_download=allow_download) / f"cifar102_{split}.npz"
+    path = fetch.resolve("cifar10.2", allow_download=allow_download) / f"cifar102_{split}.npz"
     try:
         with np.load(path, allow_pickle=False) as f:
             images, labels = f["images"], f["labels"].astype(np.int64)
@@ -209,7 +209,7 @@ def load_imagenet(split: str = "val", root: str | Path | None = None,
 
     check_split("imagenet", split, ("train", "val"))
     if root is None:
-        root = assets.resolve("imagenet", allow_download=False)
+        root = fetch.resolve("imagenet", allow_download=False)
     folder = Path(root) / split
     if not folder.is_dir():
         raise assets.AssetNotFoundError("imagenet", [str(folder)], assets.get_asset("imagenet").how)

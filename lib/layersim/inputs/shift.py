@@ -1,10 +1,10 @@
-"""Distribution shift for the transfer experiments (tracing paper, App. B.4, Figure 17).
+"""Distribution shift for the transfer experiments (tracing paper, App. B.4, Figure 17; alignment paper, Section 7.3).
 
-The paper tests a CIFAR-10 model on CIFAR-10.2 (Lu et al. 2020), read at paper scale. Offline, the default
+The tracing paper tests a CIFAR-10 model on CIFAR-10.2 (Lu et al. 2020), read at paper scale. Offline, the default
 scale corrupts the held-out images mildly, as CIFAR-10-C does (Hendrycks & Dietterich 2019): Gaussian noise,
 blur, reduced contrast, small translations. Functions take images in [0, 1], ``float [N, C, H, W]``, and return
-clipped ones; random corruptions take a ``seed``. :func:`shifted_inputs` builds a normalised shifted test set.
-(see docs/modules.md, ``layersim.inputs.shift``)
+clipped ones; random corruptions take a ``seed``. :func:`shifted_inputs` builds a normalised shifted test set;
+:func:`domain_shift` makes the alignment paper's offline domains (see docs/modules.md, ``layersim.inputs.shift``)
 """
 
 from __future__ import annotations
@@ -13,13 +13,16 @@ import math
 from collections.abc import Mapping
 
 import torch
+import torch.nn.functional as F
 
 from layersim.inputs import image_data
 
 __all__ = [
     "CORRUPTIONS",
+    "DOMAINS",
     "contrast",
     "corrupt",
+    "domain_shift",
     "gaussian_blur",
     "gaussian_noise",
     "shifted_inputs",
@@ -112,6 +115,29 @@ def corrupt(x: torch.Tensor, kind: str, severity: float, seed: int = 0) -> torch
     fn, arg, seeded = CORRUPTIONS[kind]
     kwargs = {arg: severity, **({"seed": seed} if seeded else {})}
     return fn(x, **kwargs)
+
+
+#: the alignment paper's a10 domains (:func:`domain_shift`)
+DOMAINS = ("clean", "lowres", "inverted")
+
+
+def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1) -> torch.Tensor:
+    """a10's offline stand-in for Office-31's domains on ``[N, C, H, W]`` pixels in [0, 1]: ``"clean"`` (unchanged),
+    ``"lowres"`` (2x2 average, upsampled, plus Gaussian noise ``noise`` from ``seed``) or ``"inverted"``
+    (``1 - x``)."""
+    X = torch.as_tensor(X, dtype=torch.float32)
+    if X.ndim != 4:
+        raise ValueError(f"images must be [N, C, H, W], got shape {tuple(X.shape)}")
+    if domain == "clean":
+        return X.clone()
+    if domain == "lowres":
+        small = F.avg_pool2d(X, 2)
+        up = F.interpolate(small, size=X.shape[-2:], mode="bilinear", align_corners=False)
+
+        return gaussian_noise(up, noise, seed=seed)
+    if domain == "inverted":
+        return 1.0 - X
+    raise ValueError(f"unknown domain {domain!r}; use one of {DOMAINS}")
 
 
 def check_spec(spec: Mapping) -> dict:

@@ -1,5 +1,5 @@
 """Text data sets, offline first: the six Jane Austen novels (:func:`load_austen`, lines or sentences) and
-paragraphs of Python's documentation (:func:`load_python_docs`) through :mod:`layersim.inputs.assets`;
+paragraphs of Python's documentation (:func:`load_python_docs`) through :mod:`layersim.inputs.fetch`;
 :func:`text_sample`, distinct texts with two disjoint halves; the Austen BPE tokenizer of the language models
 trained here (:func:`austen_tokenizer`); tokenised batches (:func:`text_batches`). Paper scale (the network once,
 then the cache): GLUE (:func:`load_glue`), the hub's other text sets (:func:`load_hf_text`), WikiText-103
@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from layersim.inputs import assets
+from layersim.inputs import assets, cache, fetch
 from layersim.inputs.subsets import cache_file, check_count, check_split
 
 __all__ = [
@@ -68,7 +68,7 @@ def _read_rdb(folder: Path) -> dict[str, Any]:
 
 def _austen_lines() -> dict[str, list[str]]:
     """The raw lines of each novel, keyed by title, in publication order; cached as
-    ``data/cache/text/janeaustenr.json`` (:func:`layersim.inputs.assets.cached`)."""
+    ``data/cache/text/janeaustenr.json`` (:func:`layersim.inputs.cache.cached`)."""
     import json
 
     def read(path: Path) -> dict[str, list[str]]:
@@ -78,7 +78,7 @@ def _austen_lines() -> dict[str, list[str]]:
         return lines
 
     def build() -> dict[str, list[str]]:
-        folder = assets.resolve("janeaustenr", allow_download=False) / "data"
+        folder = fetch.resolve("janeaustenr", allow_download=False) / "data"
         objects = _read_rdb(folder)
         missing = [k for k in AUSTEN_NOVELS if k not in objects]
         if missing:
@@ -88,7 +88,7 @@ def _austen_lines() -> dict[str, list[str]]:
     def write(lines: dict[str, list[str]], tmp: Path) -> None:
         tmp.write_text(json.dumps(lines), encoding="utf-8")
 
-    return assets.cached(cache_file("text", "janeaustenr.json"), read, build, write)
+    return cache.cached(cache_file("text", "janeaustenr.json"), read, build, write)
 
 
 _ABBREV = re.compile(r"(?<![A-Za-z])(Mr|Mrs|Messrs|Dr|St|Col|Capt|Gen|Lt)\._?$")
@@ -138,7 +138,7 @@ def load_austen(unit: str = "line", drop_empty: bool = True):
 def load_python_docs(min_words: int = 8) -> list[str]:
     """Paragraphs of at least ``min_words`` words of Python's own help texts (``pydoc_data.topics``): technical
     English far from the Austen novels; whitespace folded, topics sorted."""
-    assets.resolve("python-docs")
+    fetch.resolve("python-docs")
     from pydoc_data.topics import topics
 
     out = []
@@ -193,7 +193,7 @@ def austen_tokenizer(vocab_size: int = 2048):
         tok.train_from_iterator(text_sample("austen", None, split="train"), trainer)
         return tok
 
-    tok = assets.cached(cache_file("text", f"austen-bpe-{vocab_size}.json"),
+    tok = cache.cached(cache_file("text", f"austen-bpe-{vocab_size}.json"),
                         lambda path: Tokenizer.from_file(str(path)), build, lambda tok, tmp: tok.save(str(tmp)))
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<pad>")
 
@@ -231,7 +231,7 @@ def load_glue(task: str, split: str = "train", allow_download: bool | None = Non
     if task not in GLUE_TASKS:
         raise ValueError(f"unknown GLUE task {task!r}; choose one of {list(GLUE_TASKS)}")
     check_split(f"glue/{task}", split, _glue_splits(task))
-    path = assets.resolve(f"glue/{task}", allow_download=allow_download)
+    path = fetch.resolve(f"glue/{task}", allow_download=allow_download)
     return datasets.load_from_disk(str(path))[split]
 
 
@@ -245,7 +245,7 @@ def load_hf_text(name: str, split: str = "train", allow_download: bool | None = 
         raise ValueError(f"{name!r} is not a text classification data set of the hub; use 'boolq', "
                          "'yelp-polarity', 'hellaswag' or 'cosmosqa'")
     check_split(asset.name, split, ("train", "validation", "test"))
-    dd = datasets.load_from_disk(str(assets.resolve(asset.name, allow_download=allow_download)))
+    dd = datasets.load_from_disk(str(fetch.resolve(asset.name, allow_download=allow_download)))
     if split == "validation" and "validation" not in dd:
         split = "test"
     return dd[split]
@@ -256,5 +256,5 @@ def load_wikitext103(split: str = "train", allow_download: bool | None = None):
     import datasets
 
     check_split("wikitext-103", split, ("train", "validation", "test"))
-    path = assets.resolve("wikitext-103", allow_download=allow_download)
+    path = fetch.resolve("wikitext-103", allow_download=allow_download)
     return datasets.load_from_disk(str(path))[split]

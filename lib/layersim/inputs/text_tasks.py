@@ -83,7 +83,7 @@ class TextTask:
         """Feature rows per example: ``C`` for a multiple-choice task (one per ending), else 1."""
         return self.num_labels if self.multiple_choice else 1
 
-    def describe(self) -> dict:
+    def record(self) -> dict:
         """What a checkpoint key and ``metrics.json`` record of the task."""
         out = {"name": self.name, "split": self.split, "n": len(self), "num_labels": self.num_labels,
                "metric": self.metric, "pairs": self.pairs}

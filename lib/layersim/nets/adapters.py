@@ -2,7 +2,7 @@
 
 An :class:`Adapter` says where a family's blocks are, its embedding output, final norm, head, prefix tokens,
 default token, and how to run one batch. :func:`get` finds a model's adapter in :data:`REGISTRY` (first match
-wins); :func:`register` adds one; ``adapters.table()`` prints the registered adapters. Every feature array is
+wins); :func:`register` adds one; ``adapters.markdown()`` lists the registered adapters. Every feature array is
 ``[L+1, N, d]``: index 0 the embedding output, index ``i`` the output of block ``i``, none with the final norm
 (see docs/modules.md, ``layersim.nets.adapters``).
 """
@@ -22,8 +22,8 @@ __all__ = [
     "REGISTRY",
     "clip_tower",
     "get",
+    "markdown",
     "register",
-    "table",
 ]
 
 Token = str | int
@@ -102,7 +102,7 @@ def get(model: nn.Module) -> Adapter:
         "on a random-init tiny config")
 
 
-def table() -> str:
+def markdown() -> str:
     """A Markdown table of the registered adapters: name, models, inputs, default token."""
     rows = ["| adapter | models | inputs | token |", "|---|---|---|---|"]
     rows += [f"| `{a.name}` | {a.models} | {a.inputs} | `{a.token}` |" for a in REGISTRY]

@@ -13,6 +13,7 @@ Every array is ``[L+1, N, d]``: index 0 the embedding output, index ``i`` the ou
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import numbers
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -25,6 +26,7 @@ import torch
 from torch import nn
 
 from layersim.core.device import evaluation_autocast, resolve_device  # (re-exported: models.resolve_device)
+from layersim.core.progress import progress_bar
 from layersim.nets import adapters
 from layersim.nets.adapters import LABEL_KEYS, TEXT_INPUT_KEYS
 
@@ -82,6 +84,18 @@ def classifier_head(model: nn.Module) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+def fingerprint(model: nn.Module) -> str:
+    """The sha256 of ``model``'s state: each parameter's and buffer's name, dtype, shape and bytes, in order. Two
+    models with the same fingerprint compute the same function (a key for results cached per model)."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+            digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)};".encode())
+            digest.update(flat.view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -295,15 +309,7 @@ def _expected_n(batches: Any) -> int | None:
 
 
 def _progress(batches: Any, progress: bool):
-    if not progress:
-        return batches
-    from tqdm.auto import tqdm
-
-    try:
-        total = len(batches)
-    except TypeError:
-        total = None
-    return tqdm(batches, total=total, desc="hidden states", unit="batch")
+    return progress_bar(batches, desc="hidden states", unit="batch", disable=not progress, leave=True)
 
 
 # ----------------------------------------------------------------------------- entry points

@@ -1,27 +1,31 @@
-"""Parameter counts of single- vs multi-classifier multi-exit models (tracing paper, Table 1).
+"""Parameter counts of real architectures and of multi-exit models, and the published configurations.
 
-One classifier per layer (BERxiT-style) adds ``L - 1`` classifiers; the paper's shared classifier adds none.
-Closed forms of the real architectures, checked in the tests against instantiated models:
-:func:`vit_params` (timm ``VisionTransformer``), :func:`gpt2_params` (HF ``GPT2LMHeadModel``, also GPT-3's
-sizes), :func:`llama_params` (HF ``LlamaForCausalLM``). :data:`ARCHITECTURES` holds the published sizes;
-:func:`architecture_params` counts one, :func:`build_on_meta` instantiates it on the meta device.
-(see docs/modules.md, ``layersim.nets.params``)
+Closed forms, checked in the tests against instantiated models: :func:`vit_params` (timm ``VisionTransformer``),
+:func:`gpt2_params` (HF ``GPT2LMHeadModel``, also GPT-3's sizes), :func:`llama_params` (HF ``LlamaForCausalLM``);
+one classifier per layer adds ``L - 1`` exit heads (:func:`multi_exit_params`). :func:`build_on_meta` instantiates
+an architecture on the meta device for :func:`count_module`; :data:`HF_ARCHITECTURES` holds the published
+configurations of the paper-scale models, built with random weights by :func:`build_random` (see docs/modules.md,
+``layersim.nets.params``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
 __all__ = [
-    "ARCHITECTURES",
-    "architecture_params",
+    "HF_ARCHITECTURES",
+    "IMAGE_ENCODERS",
+    "TINY_HF",
     "build_on_meta",
+    "build_random",
     "count_module",
     "exit_head_params",
     "gpt2_params",
+    "hf_config",
     "hf_params",
     "llama_params",
     "multi_exit_params",
@@ -115,66 +119,10 @@ def param_saving(single: float, multi: float) -> float:
     return (multi - single) / multi
 
 
-#: Published sizes. ``kind`` picks the counting function, ``dim`` / ``classes`` / ``layers`` are
-#: the classifier's input width, its outputs and the number of blocks (Table 1's columns),
-#: ``head_bias`` whether the model's classifier has a bias (a copy of it is one exit head).
-ARCHITECTURES: dict[str, dict[str, Any]] = {
-    # timm deit_small_patch16_224 / deit_base_patch16_224 (Touvron et al. 2021), ImageNet-1K
-    "deit_small": dict(kind="vit", timm="deit_small_patch16_224", dim=384, classes=1000, layers=12, head_bias=True,
-                       config=dict(embed_dim=384, depth=12, num_classes=1000)),
-    "deit_base": dict(kind="vit", timm="deit_base_patch16_224", dim=768, classes=1000, layers=12, head_bias=True,
-                      config=dict(embed_dim=768, depth=12, num_classes=1000)),
-    # GPT-2 small, HF GPT2Config() defaults (Radford et al. 2019): LM head tied to the embedding
-    "gpt2": dict(kind="gpt2", dim=768, classes=50257, layers=12, head_bias=False,
-                 config=dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=50257)),
-    # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, n_ctx 2048,
-    # GPT-2's 50257-token BPE vocabulary
-    "gpt3": dict(kind="gpt2", dim=12288, classes=50257, layers=96, head_bias=False,
-                 config=dict(n_embd=12288, n_layer=96, n_head=96, n_positions=2048, vocab_size=50257)),
-    # LLaMA-2 (Touvron et al. 2023), the released configurations; 32000-token vocabulary, untied head
-    "llama2_7b": dict(kind="llama", dim=4096, classes=32000, layers=32, head_bias=False,
-                      config=dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                                  num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)),
-    "llama2_13b": dict(kind="llama", dim=5120, classes=32000, layers=40, head_bias=False,
-                       config=dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
-                                   num_attention_heads=40, num_key_value_heads=40, vocab_size=32000)),
-    "llama2_70b": dict(kind="llama", dim=8192, classes=32000, layers=80, head_bias=False,
-                       config=dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-                                   num_attention_heads=64, num_key_value_heads=8, vocab_size=32000)),
-}
-
-_COUNTERS = {
-    "vit": lambda c: vit_params(**c),
-    "gpt2": lambda c: gpt2_params(c["n_embd"], c["n_layer"], c["vocab_size"], c["n_positions"]),
-    "llama": lambda c: llama_params(**c),
-}
-
-
-def architecture_params(name: str, head_bias: bool | None = None, head_norm: bool = False) -> dict[str, int]:
-    """``{"single": n, "multi": n}`` for one of :data:`ARCHITECTURES` (closed forms).
-
-    An exit head is a copy of the model's classifier (with its bias unless ``head_bias`` says
-    otherwise; with a LayerNorm of its own when ``head_norm``).
-    """
-    arch = _architecture(name)
-    single = _COUNTERS[arch["kind"]](arch["config"])
-    bias = arch["head_bias"] if head_bias is None else head_bias
-    multi = multi_exit_params(single, arch["layers"], arch["dim"], arch["classes"], bias, head_norm)
-    return {"single": single, "multi": multi}
-
-
-def _architecture(name: str) -> dict[str, Any]:
-    """The entry ``name`` of :data:`ARCHITECTURES`; a ``ValueError`` naming the known ones otherwise."""
-    if name not in ARCHITECTURES:
-        raise ValueError(f"unknown architecture {name!r}: one of {', '.join(ARCHITECTURES)}")
-    return ARCHITECTURES[name]
-
-
-def build_on_meta(name: str) -> nn.Module:
-    """One of :data:`ARCHITECTURES` instantiated on PyTorch's meta device: the real module (timm
-    ``VisionTransformer``, HF ``GPT2LMHeadModel`` or ``LlamaForCausalLM``) with shapes and no memory,
-    no weights, no download, so that :func:`count_module` counts the released architecture."""
-    arch = _architecture(name)
+def build_on_meta(arch: Mapping[str, Any]) -> nn.Module:
+    """The architecture ``arch`` instantiated on PyTorch's meta device: ``kind`` "vit" builds the timm model named
+    ``timm``, "gpt2" / "llama" an HF ``GPT2LMHeadModel`` / ``LlamaForCausalLM`` of the config fields ``config``;
+    shapes and no memory, no weights, no download, so that :func:`count_module` counts the released architecture."""
     with torch.device("meta"):
         if arch["kind"] == "vit":
             import timm

@@ -4,8 +4,8 @@ Every measure of the four papers that reads a stack of layers is one :class:`Len
 functions. A lens reads a :class:`LayerData` (``hidden [E, N, d]``, ``labels [N]``, ``logits [E, N, K]``,
 ``model``), returns one of :data:`KINDS` and declares invariances from :data:`INVARIANCES`, which
 ``tests/notebook/test_lenses.py`` checks numerically. ``apply("cka/matrix", data)`` gives ``[E, E]``;
-``names("cos/*")`` lists lenses; ``format_table()`` is the markdown table (see docs/modules.md,
-`layersim.notebook.lenses`, for the inputs, output kinds and invariances).
+``names("cos/*")`` lists lenses; ``rows()`` gives one :class:`LensRow` per lens, ``markdown()`` their table (see
+docs/modules.md, `layersim.notebook.lenses`, for the inputs, output kinds and invariances).
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ __all__ = [
     "KINDS",
     "LayerData",
     "Lens",
+    "LensRow",
     "ModelRuns",
-    "Row",
     "apply",
     "expected_shape",
-    "format_table",
     "get",
+    "markdown",
     "names",
     "register",
-    "table",
+    "rows",
 ]
 
 INPUTS = ("hidden", "labels", "logits", "model")
@@ -250,8 +250,8 @@ def apply(name: str, data: LayerData, **kwargs: Any) -> np.ndarray:
     return out
 
 
-class Row(NamedTuple):
-    """One line of :func:`table` (sets joined with ', ', sorted)."""
+class LensRow(NamedTuple):
+    """One lens as :func:`rows` lists it (sets joined with ', ', sorted)."""
 
     name: str
     paper: str
@@ -261,21 +261,21 @@ class Row(NamedTuple):
     invariances: str
 
 
-def table(pattern: str = "*") -> list[Row]:
-    """One :class:`Row` per registered lens matching ``pattern``, sorted by name."""
+def rows(pattern: str = "*") -> list[LensRow]:
+    """One :class:`LensRow` per registered lens matching ``pattern``, sorted by name."""
     out = []
     for n in names(pattern):
         lens = _REGISTRY[n]
-        out.append(Row(n, lens.paper, lens.equation, ", ".join(sorted(lens.needs)), lens.returns,
+        out.append(LensRow(n, lens.paper, lens.equation, ", ".join(sorted(lens.needs)), lens.returns,
                        ", ".join(sorted(lens.invariances))))
     return out
 
 
-def format_table(pattern: str = "*") -> str:
-    """:func:`table` as a markdown table."""
-    head = "| " + " | ".join(Row._fields) + " |"
-    rule = "|" + "---|" * len(Row._fields)
-    return "\n".join([head, rule] + ["| " + " | ".join(r) + " |" for r in table(pattern)])
+def markdown(pattern: str = "*") -> str:
+    """:func:`rows` as a Markdown table."""
+    head = "| " + " | ".join(LensRow._fields) + " |"
+    rule = "|" + "---|" * len(LensRow._fields)
+    return "\n".join([head, rule] + ["| " + " | ".join(r) + " |" for r in rows(pattern)])
 
 
 # --------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ claim: ``id`` (``<stem>/<claim>``), ``notebook`` (``<paper>/<stem>``), ``claim``
 ``quote`` (verbatim ``text``, ``where``, ``offset`` after :func:`normalise`, for a figure a ``reading`` with
 ``"caption": true``); ``measured``; ``op``, ``threshold``, ``threshold_reason``; ``registered``, ``origin``
 (:data:`ORIGINS`), ``revisions`` (date, commit, old -> new, why, ``results_seen``, ``new``); ``audit``
-(:data:`AUDITS`, note); ``definition`` (``op``, ``threshold``, ``source``, ``source_sha256``, date). A change no
-revision records fails ``tests/notebook/test_registry.py``. Paper texts come from ``$LAYERSIM_PAPERS`` (see
+(:data:`AUDITS`, note); optionally ``diagnosis`` (why it misses: ``kind``, ``reason``, ``date``, ``results_seen``;
+:func:`judge` adds it to the claim); ``definition`` (``op``, ``threshold``, ``source``, ``source_sha256``, date). A
+change no revision records fails ``tests/notebook/test_registry.py``. Paper texts come from ``$LAYERSIM_PAPERS`` (see
 docs/modules.md, `layersim.notebook.registry`).
 """
 
@@ -74,7 +75,7 @@ class Registry:
 
 def load(paper: str) -> Registry:
     """Read and check the registry of ``paper``; a ``ValueError`` names the first entry that lacks a field, has an
-    unknown origin or audit, or repeats an id."""
+    unknown origin or audit, a malformed diagnosis (:func:`check_diagnosis`), or repeats an id."""
     path = registry_path(paper)
     data = json.loads(path.read_text(encoding="utf-8"))
     claims = tuple(data["claims"])
@@ -88,10 +89,32 @@ def load(paper: str) -> Registry:
             raise ValueError(f"{path}: claim {c['id']}: origin {c['origin']!r} is not one of {ORIGINS}")
         if c["audit"]["verdict"] not in AUDITS:
             raise ValueError(f"{path}: claim {c['id']}: audit {c['audit']['verdict']!r} is not one of {AUDITS}")
+        if "diagnosis" in c:
+            try:
+                check_diagnosis(c["diagnosis"])
+            except ValueError as exc:
+                raise ValueError(f"{path}: claim {c['id']}: {exc}") from None
         if c["id"] in seen:
             raise ValueError(f"{path}: claim {c['id']} is registered twice")
         seen.add(c["id"])
     return Registry(paper, data["file"], data["sha256"], claims)
+
+
+#: the fields of a registered diagnosis
+DIAGNOSIS_FIELDS = ("kind", "reason", "date", "results_seen")
+
+
+def check_diagnosis(diagnosis: object) -> None:
+    """A ``ValueError`` unless ``diagnosis`` is ``{"kind", "reason", "date", "results_seen"}``: a kind and a one-line
+    reason (:func:`layersim.notebook.results.diagnosis`), the date it was written (``YYYY-MM-DD``) and whether the
+    results it explains had been seen."""
+    if not isinstance(diagnosis, dict) or set(diagnosis) != set(DIAGNOSIS_FIELDS):
+        raise ValueError(f"diagnosis {diagnosis!r} is not a dict of exactly {', '.join(DIAGNOSIS_FIELDS)}")
+    results.diagnosis(diagnosis["kind"], diagnosis["reason"])
+    if not isinstance(diagnosis["date"], str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", diagnosis["date"]):
+        raise ValueError(f"diagnosis date {diagnosis['date']!r} is not YYYY-MM-DD")
+    if not isinstance(diagnosis["results_seen"], bool):
+        raise ValueError(f"diagnosis results_seen {diagnosis['results_seen']!r} is not true or false")
 
 
 def load_all() -> dict[str, dict]:
@@ -104,44 +127,51 @@ def load_all() -> dict[str, dict]:
     return out
 
 
-def rules(notebook: str) -> dict[str, tuple[str, float]]:
-    """``{claim: (op, threshold)}`` of every claim registered for ``notebook`` (``"<paper>/<stem>"``), each its
-    :func:`current_definition`; empty for a notebook of no registry."""
+def _entries(notebook: str) -> dict[str, dict]:
+    """``{claim: entry}`` of every claim registered for ``notebook``; empty for a notebook of no registry."""
     paper = notebook.partition("/")[0]
     if paper not in PAPERS or not registry_path(paper).is_file():
         return {}
-    out = {}
-    for c in load(paper).claims:
-        if c["notebook"] == notebook:
-            now = current_definition(c)
-            out[c["claim"]] = (now["op"], now["threshold"])
-    return out
+    return {c["claim"]: c for c in load(paper).claims if c["notebook"] == notebook}
+
+
+def rules(notebook: str) -> dict[str, tuple[str, float]]:
+    """``{claim: (op, threshold)}`` of every claim registered for ``notebook`` (``"<paper>/<stem>"``), each its
+    :func:`current_definition`; empty for a notebook of no registry."""
+    return {name: (now["op"], now["threshold"])
+            for name, c in _entries(notebook).items() for now in [current_definition(c)]}
 
 
 def judge(notebook: str, claims: dict[str, dict]) -> dict[str, dict]:
     """``claims`` of a run of ``notebook`` with every measurement judged against its registered op and threshold
-    (:func:`rules`).
+    (:func:`rules`), and the ``kind`` and ``reason`` of its registered ``diagnosis`` added.
 
-    ``ValueError`` for an unregistered measurement, and, in a notebook with registered claims, for a claim carrying
-    its own ``holds``. A notebook outside the registry may judge claims itself
-    (:func:`layersim.notebook.results.claim`).
+    ``ValueError`` for an unregistered measurement, for a claim diagnosed both by the notebook and in the registry,
+    and, in a notebook with registered claims, for a claim carrying its own ``holds``. A notebook outside the
+    registry may judge claims itself (:func:`layersim.notebook.results.claim`).
     """
-    registered = rules(notebook)
+    entries = _entries(notebook)
     out = {}
     for name, c in claims.items():
         if "holds" in c:
-            if registered:
+            if entries:
                 raise ValueError(f"claim {name!r} of {notebook} carries its own threshold: its op and threshold are "
                                  f"registered in {registry_path(notebook.partition('/')[0]).name} of its paper, "
                                  "build it with results.measure")
             out[name] = c
             continue
-        if name not in registered:
+        if name not in entries:
             raise ValueError(f"claim {name!r} of {notebook} is not registered: add it to the claims registry "
                              f"(lib/layersim/papers/<paper>/claims.json: quote, measured, op, threshold and "
                              "threshold_reason) before judging it")
-        op, threshold = registered[name]
-        out[name] = results.judge(c, threshold, op)
+        now = current_definition(entries[name])
+        out[name] = results.judge(c, now["threshold"], now["op"])
+        diagnosis = entries[name].get("diagnosis")
+        if diagnosis is not None:
+            if "kind" in c or "reason" in c:
+                raise ValueError(f"claim {name!r} of {notebook} is diagnosed in the claims registry: the notebook "
+                                 "gives it no kind or reason of its own")
+            out[name].update(results.diagnosis(diagnosis["kind"], diagnosis["reason"]))
     return out
 
 

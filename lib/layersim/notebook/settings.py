@@ -3,7 +3,7 @@
 :func:`pick` merges a notebook's papermill parameters (None: this scale's preset) with its presets and checks every
 value before any data or model is loaded, raising one ``ValueError`` naming the parameter, the value and what is
 allowed. A :class:`Rule` (built by :func:`integer`, :func:`real`, :func:`choice`, :func:`flag`, :func:`text`,
-:func:`seq`, :func:`table`, :func:`optional`, :func:`custom`) says what a setting accepts; :data:`COMMON` holds the
+:func:`seq`, :func:`mapping`, :func:`optional`, :func:`custom`) says what a setting accepts; :data:`COMMON` holds the
 shared ones, and every setting needs a rule (see docs/modules.md, `layersim.notebook.settings`).
 """
 
@@ -20,7 +20,7 @@ from layersim.inputs.image_data import dataset_info
 from layersim.notebook.results import check_scale
 
 __all__ = [
-    "Rule", "integer", "real", "choice", "flag", "text", "seq", "table", "optional", "custom",
+    "Rule", "integer", "real", "choice", "flag", "text", "seq", "mapping", "optional", "custom",
     "COMMON", "MIN_EVAL", "RUN_RULES", "check_value", "pick",
 ]
 
@@ -162,7 +162,7 @@ def seq(item: Rule, length: int | None = None, min_length: int = 1, max_length: 
     return Rule(allowed, convert)
 
 
-def table(key: Rule, value: Rule, min_length: int = 1) -> Rule:
+def mapping(key: Rule, value: Rule, min_length: int = 1) -> Rule:
     """A dict whose keys follow ``key`` and values follow ``value``."""
     allowed = f"a dict {_count(None, min_length, None)}entries, keys {key.allowed}, values {value.allowed}"
 

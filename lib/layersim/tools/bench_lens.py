@@ -72,11 +72,11 @@ def compare(model: nn.Module, batches: Sequence[dict], repeat: int = 3) -> list[
     return rows
 
 
-def table(rows: Sequence[dict]) -> list[str]:
+def markdown(rows: Sequence[dict]) -> str:
     """The rows of :func:`compare` as a Markdown table."""
     out = ["| recipe | median s | positions / s | top-1 agrees with token_lens |", "|---|---:|---:|---:|"]
-    return out + [f"| {r['recipe']} | {r['seconds']:.2f} | {r['positions'] / r['seconds']:.0f} | {r['agreement']:.4f} |"
-                  for r in rows]
+    return "\n".join(out + [f"| {r['recipe']} | {r['seconds']:.2f} | {r['positions'] / r['seconds']:.0f} | "
+                             f"{r['agreement']:.4f} |" for r in rows])
 
 
 def random_lm(folder: str) -> tuple[nn.Module, object]:
@@ -105,14 +105,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from layersim.inputs import assets, text_data
+    from layersim.inputs import fetch, text_data
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.random_weights:
         model, tokenizer = random_lm(args.random_weights)
     else:
-        model, tokenizer = assets.load_model(MODEL)
+        model, tokenizer = fetch.load_model(MODEL)
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -125,6 +125,5 @@ def main(argv: list[str] | None = None) -> int:
     for line in machine.describe():
         print(line)
     print(f"- torch threads: {torch.get_num_threads()}; device: {args.device}\n")
-    for line in table(compare(model, batches, args.repeat)):
-        print(line)
+    print(markdown(compare(model, batches, args.repeat)))
     return 0

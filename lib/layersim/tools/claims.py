@@ -28,7 +28,7 @@ PAPERS = tuple(p.key for p in references.PAPERS)
 
 
 @dataclass(frozen=True)
-class Row:
+class ClaimRow:
     """One claim of one notebook's run."""
 
     notebook: str
@@ -81,7 +81,7 @@ def _order(path: Path) -> tuple:
     return (PAPERS.index(paper) if paper in PAPERS else len(PAPERS), paper, path.parent.name)
 
 
-def collect(folder: Path | None = None) -> list[Row]:
+def collect(folder: Path | None = None) -> list[ClaimRow]:
     """The claims of every ``<paper>/<stem>/metrics.json`` under ``folder`` (default: ``figures/``), in the
     README's order of papers, then by notebook; a ``ValueError`` when there is none."""
     folder = Path(folder) if folder else repo_root() / "figures"
@@ -96,7 +96,7 @@ def collect(folder: Path | None = None) -> list[Row]:
         larger = json.loads(check.read_text()).get("claims", {}) if check.is_file() else {}
         notebook = data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}")
         mine = registered.get(notebook, {})
-        rows += [Row(notebook, name, c, larger.get(name), mine.get(name)) for name, c in data.get("claims", {}).items()]
+        rows += [ClaimRow(notebook, name, c, larger.get(name), mine.get(name)) for name, c in data.get("claims", {}).items()]
     return rows
 
 
@@ -105,10 +105,10 @@ ORIGIN_LABELS = ("defined before their first result", "defined with their first 
                  "added after their notebook missed")
 
 
-def headline(rows: list[Row]) -> list[str]:
+def headline(rows: list[ClaimRow]) -> list[str]:
     """The counts that weigh the verdicts, one line each: claims that hold, in all and by origin; the misses by
     diagnosis; the *scale* misses by their larger runs' status."""
-    def held(some: list[Row]) -> str:
+    def held(some: list[ClaimRow]) -> str:
         return f"{sum(seeds.holds(r.claim) for r in some)} of {len(some)}"
 
     lines = [f"{held(rows)} claims hold"]
@@ -128,7 +128,7 @@ def headline(rows: list[Row]) -> list[str]:
     return lines
 
 
-def markdown(rows: list[Row]) -> str:
+def markdown(rows: list[ClaimRow]) -> str:
     """The claims as a Markdown table for a terminal (:func:`layersim.core.markup.plain_table`: no HTML entities),
     with the counts of :func:`headline` above it."""
     counts = sorted({len(r.claim.get("verdicts", [None])) for r in rows})

@@ -384,7 +384,7 @@ def strict_json(obj: Any) -> Any:
     return obj
 
 
-def table(comparisons: list[Comparison]) -> str:
+def markdown(comparisons: list[Comparison]) -> str:
     """A Markdown table: one row per notebook with its verdicts, largest differences and status."""
     rows = ["| notebook | verdicts | max rel. diff, claims | max rel. diff, all numbers | status |",
             "|---|---|---|---|---|"]
@@ -432,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{args.run} against {args.reference}" + (f", tolerance rtol={tol.rtol:g} atol={tol.atol:g}" if tol else ""))
         print()
-        print(table(comparisons))
+        print(markdown(comparisons))
         only = sorted(set(new) - set(ref))
         if only:
             print(f"\nnot in {args.reference}: {', '.join(only)}")

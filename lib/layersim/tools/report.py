@@ -2,8 +2,8 @@
 
 A report reads every layer of a **model** once on a **data set** (:func:`extract`) and applies every lens of
 :mod:`layersim.notebook.lenses` that the inputs allow (:func:`run_lenses`); a lens that does not apply is listed as
-skipped, with the reason. Models (:func:`describe_model`): a registered asset, ``tracing-vit[:scale]``, a folder
-with a Hugging Face ``config.json``, or ``timm:<name>``. Data sets (:func:`describe_data`): :data:`DATA_SETS`, the
+skipped, with the reason. Models (:func:`model_spec`): a registered asset, ``tracing-vit[:scale]``, a folder
+with a Hugging Face ``config.json``, or ``timm:<name>``. Data sets (:func:`data_spec`): :data:`DATA_SETS`, the
 text tasks, a folder of images with one sub-folder per class, or a ``.txt`` file of one text per line. :func:`check`
 refuses a bad name or combination with one ``ValueError`` before anything loads (see docs/modules.md,
 `layersim.tools.report`).
@@ -24,7 +24,7 @@ import numpy as np
 from layersim.core import locks, markup, writers
 from layersim.core.device import check_device
 from layersim.core.paths import cache_dir, check_locations, repo_root, resolved_variables
-from layersim.inputs import assets, image_data, text_data, text_tasks
+from layersim.inputs import assets, fetch, image_data, text_data, text_tasks
 from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
@@ -34,8 +34,8 @@ from layersim.tools import committed
 from layersim.tools.runner import describe_failure, kernel_options, lock_place, publish, temporary_environ
 from layersim.train import training
 
-__all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "describe_data",
-           "describe_model", "extract", "key_numbers", "load_data", "load_model", "local_path", "run_lenses", "slug"]
+__all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "data_spec", "extract",
+           "key_numbers", "load_data", "load_model", "local_path", "model_spec", "run_lenses", "slug"]
 
 #: offline and paper-scale image data sets a report reads (the test split), and the text sources
 IMAGE_SETS = ("fashion-mnist", "digits", "mnist", "cifar10", "cifar100")
@@ -52,7 +52,7 @@ MAX_LOGIT_CLASSES = 1000
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What :func:`describe_model` found out about a model name, without loading it."""
+    """What :func:`model_spec` found out about a model name, without loading it."""
 
     name: str
     kind: str  # "asset" | "tracing-vit" | "folder" | "timm"
@@ -62,7 +62,7 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class DataSpec:
-    """What :func:`describe_data` found out about a data set name, without loading it."""
+    """What :func:`data_spec` found out about a data set name, without loading it."""
 
     name: str
     kind: str  # "image-set" | "text-source" | "text-task" | "image-folder" | "text-file"
@@ -113,7 +113,7 @@ def _missing(name: str, what: str, instead: str) -> ValueError | None:
     return ValueError(f"{what} {_shown(name)}: no file or folder at {where} (or give {instead})")
 
 
-def describe_model(name: str) -> ModelSpec:
+def model_spec(name: str) -> ModelSpec:
     """The kind and modality of ``name`` (module docstring), from names and files only; ValueError
     naming the accepted forms when it is none of them."""
     name = str(name).strip()
@@ -200,7 +200,7 @@ def timm_adapter(name: str) -> Any:
     return _skeleton_adapter(lambda: timm.create_model(name, pretrained=False), f"timm:{name} is a timm model")
 
 
-def describe_data(name: str) -> DataSpec:
+def data_spec(name: str) -> DataSpec:
     """The kind, modality and labels of data set ``name`` (module docstring); ValueError listing the
     accepted names when it is none of them."""
     name = str(name).strip()
@@ -237,7 +237,7 @@ def describe_data(name: str) -> DataSpec:
 def check(model: str, data: str, lenses: list[str] | None = None) -> tuple[ModelSpec, DataSpec, list[str]]:
     """Check ``model``, ``data`` and ``lenses`` (default :data:`LENS_GROUPS`) before anything loads, and that the
     modalities agree; returns the two specs and the lens names, or raises ``ValueError``."""
-    m, d = describe_model(model), describe_data(data)
+    m, d = model_spec(model), data_spec(data)
     if m.modality != d.modality:
         raise ValueError(f"{model!r} reads {m.modality}s but {data!r} is {'an' if d.modality == 'image' else 'a'} {d.modality} data set; choose "
                          f"{'an image' if m.modality == 'image' else 'a text'} data set "
@@ -287,7 +287,7 @@ def load_model(spec: ModelSpec, device: Any = "auto", progress: bool = False) ->
         tok = tr.AutoTokenizer.from_pretrained(spec.detail) if spec.modality == "text" else None
         out = Loaded(model, tok, None if tok else "imagenet", None, f"the model in {spec.detail}")
     else:
-        model, tok = assets.load_model(spec.detail)
+        model, tok = fetch.load_model(spec.detail)
         out = Loaded(model, tok, None if tok is not None else "imagenet", None,
                      assets.get_asset(spec.detail).description)
     if out.tokenizer is not None and out.tokenizer.pad_token is None:  # decoders: pad with EOS
@@ -902,13 +902,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with temporary_environ(**{writers.SWITCH: switch}):
             settings_for(args.scale, device=args.device, model=args.model, dataset=args.data, **overrides)
-            spec, data_spec, _ = check(args.model, args.data, lens_list)
+            spec, dspec, _ = check(args.model, args.data, lens_list)
             check_device(args.device)
             check_locations()
             out = check_out(args.out or default_out(args.model, args.data))
     except ValueError as err:
         ap.error(str(err).splitlines()[0])
-    params = {"scale": args.scale, "model": kernel_name(spec, args.model), "dataset": kernel_name(data_spec, args.data),
+    params = {"scale": args.scale, "model": kernel_name(spec, args.model), "dataset": kernel_name(dspec, args.data),
               "device": args.device, "out": str(out), **{k: v for k, v in overrides.items() if v is not None}}
     try:
         with committed.stops(), locks.hold([lock_place(out)], "python -m layersim report"):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import assets, text_tasks
+from layersim.inputs import assets, fetch, text_tasks
 from layersim.nets import adapters, models, readout
 from layersim.nets.models import evaluating, resolve_device
 from layersim.train import objectives, training
@@ -176,7 +176,7 @@ def load_classifier(name: str, num_labels: int, seed: int = 0, random_init: bool
     auto = "AutoModelForMultipleChoice" if multiple_choice else "AutoModelForSequenceClassification"
     kwargs = {} if multiple_choice else {"num_labels": num_labels}
     with quiet_transformers():
-        model, tok = assets.load_model(name, random_init=random_init, auto_class=auto, eval_mode=False,
+        model, tok = fetch.load_model(name, random_init=random_init, auto_class=auto, eval_mode=False,
                                        config=config, **kwargs)
     if tok is not None and tok.pad_token is None:  # decoders (LLaMA, GPT-2): pad with EOS, right side
         tok.pad_token = tok.eos_token
@@ -217,7 +217,7 @@ def cached_finetune(name: str, task: text_tasks.TextTask, cfg: FinetuneConfig, r
     model_desc = {"asset": name, "num_labels": task.num_labels,
                   "auto_class": "AutoModelForMultipleChoice" if task.multiple_choice else "AutoModelForSequenceClassification",
                   **({"random_init": True, "config": config} if random_init else {})}
-    data_desc = {**task.describe(), "labels_sha": _labels_digest(task)}
+    data_desc = {**task.record(), "labels_sha": _labels_digest(task)}
     model, meta = training.cached_model(f"ft-{name}", build, model_desc, key_cfg, task, data_desc,
                                         device=device, progress=progress, retrain=retrain, fit=fit)
     model.layersim_tokenizer = holder["tokenizer"]

@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from layersim.core.device import training_work
 from layersim.core.paths import cache_dir, claim, quarantine
+from layersim.core.progress import progress_bar
 from layersim.inputs import image_data
 from layersim.nets.models import resolve_device
 from layersim.train import checkpoints
@@ -340,13 +341,11 @@ def train_epochs(model: nn.Module, opt: torch.optim.Optimizer, epochs: int,
     Returns one entry per epoch: ``epoch`` (1-based), ``loss`` (batch-size-weighted mean), ``seconds``, plus what
     ``after_epoch(epoch)`` returns. The model ends in eval mode (see docs/modules.md, `layersim.train.training`).
     """
-    from tqdm.auto import tqdm
-
     history, step = [], 0
     for epoch in range(epochs):
         model.train()
         t0, total, seen = time.perf_counter(), 0.0, 0
-        bar = tqdm(batches(epoch), desc=f"{desc} {epoch + 1}/{epochs}", disable=not progress, leave=False)
+        bar = progress_bar(batches(epoch), desc=f"{desc} {epoch + 1}/{epochs}", disable=not progress)
         for x, y in bar:
             if prepare is not None:
                 x, y = prepare(x, y)
@@ -393,11 +392,9 @@ def run_steps(opt: torch.optim.Optimizer, steps: int, loss_at: Callable[[int], t
     """The step loop of the text models: per step set ``lr_of(step)``, then :func:`descend` on ``loss_at(step)``
     under :func:`autocast` of ``precision``. Returns an entry per 10 % of the steps (``step``, mean ``loss`` since
     the last entry, ``seconds``)."""
-    from tqdm.auto import tqdm
-
     history, every = [], max(1, steps // 10)
     t0, total, count = time.perf_counter(), 0.0, 0
-    bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
+    bar = progress_bar(range(steps), desc=desc, disable=not progress)
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = lr_of(step)

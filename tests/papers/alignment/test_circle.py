@@ -4,13 +4,14 @@ explicit gradient descent."""
 import numpy as np
 import pytest
 
+from layersim.inputs import synthetic
 from layersim.measures import alignment as al
 from layersim.papers.alignment import circle
 
 
 @pytest.fixture
 def circ():
-    c = al.circle_dataset(200, spread=0.3, seed=3)
+    c = synthetic.circle_dataset(200, spread=0.3, seed=3)
     Phi = al.prepare(c["X"], bias=False, normalize=True)
     return c, Phi, np.stack([c["y_v1"], c["y_v2"]], axis=1)
 
@@ -34,7 +35,7 @@ def test_oriented_svd_refuses_a_direction_of_another_width(circ):
 
 def test_singular_value_draws_repeat_the_draw_with_consecutive_seeds():
     S = circle.singular_value_draws(50, 4, 0.3, seed=7)
-    ref = [np.linalg.svd(al.circle_dataset(50, 0.3, seed=7 + r)["X"], compute_uv=False) for r in range(4)]
+    ref = [np.linalg.svd(synthetic.circle_dataset(50, 0.3, seed=7 + r)["X"], compute_uv=False) for r in range(4)]
     np.testing.assert_array_equal(S, np.array(ref))
     np.testing.assert_allclose((S ** 2).sum(axis=1), 50.0, rtol=1e-12)  # unit rows: sigma_1^2 + sigma_2^2 = n
     spread = circle.singular_value_spread(50, 4, 0.3, seed=7)

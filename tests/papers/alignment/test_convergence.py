@@ -6,6 +6,7 @@ import pytest
 
 from layersim.measures import alignment as al
 from layersim.papers.alignment import convergence
+from layersim.train import linear
 
 
 def test_processes_match_gradient_descent_in_the_singular_basis():
@@ -132,6 +133,6 @@ def test_convergence_figures(wide):
     fig = convergence.alignment_figure(al.alignment_curve(dec, Y, tau), tau, names, dec.sigma, "digits")
     assert len(fig.axes[0].lines) == 2 + 3  # two curves, three marked singular values
     lr = 0.9 / dec.sigma[0] ** 2
-    closed, gd = al.gd_loss_curve(dec, Y, lr, 500), al.gd_loss_reference(wide, Y, lr, 50)
+    closed, gd = al.gd_loss_curve(dec, Y, lr, 500), linear.gd_loss_reference(wide, Y, lr, 50)
     fig = convergence.learning_curves_figure(closed, gd, names, convergence.crossing(closed)["crossing_step"], 0.9)
     np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), closed[0, 1:])

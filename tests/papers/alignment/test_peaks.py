@@ -6,10 +6,11 @@ import warnings
 import numpy as np
 import pytest
 
+from layersim.inputs import synthetic
 from layersim.measures import alignment as al
 from layersim.notebook import registry
 from layersim.papers.alignment import peaks
-from layersim.train import small_nets
+from layersim.train import linear, small_nets
 
 
 def _mean_se(v):
@@ -37,9 +38,9 @@ def small_run():
 
 def test_run_uses_the_papers_tasks_and_normalised_curves(small_run):
     r = small_run
-    tasks = al.peaks_tasks()
+    tasks = synthetic.peaks_tasks()
     s, t1, t2 = (tasks[r["setup"][k]] for k in peaks.TASK_KINDS)
-    assert al.peaks_related(s, t1) and al.peaks_unrelated(s, t2)
+    assert synthetic.peaks_related(s, t1) and synthetic.peaks_unrelated(s, t2)
     for kind in peaks.TASK_KINDS:
         for name in peaks.REPRESENTATIONS:
             c = r["curves"][kind][name]
@@ -53,7 +54,7 @@ def test_run_uses_the_papers_tasks_and_normalised_curves(small_run):
 
 def test_run_original_curve_is_eq2_on_the_encoded_inputs(small_run):
     r = small_run
-    train = al.peaks_dataset(400, seed=3)
+    train = synthetic.peaks_dataset(400, seed=3)
     y = train.Y[:, r["setup"]["unrelated"]]
     np.testing.assert_allclose(r["y"]["unrelated"], y)
     ref = [al.alignment_loop(al.prepare(train.X), y, [tau])[0] / (y @ y) for tau in r["thresholds"][::10]]
@@ -63,7 +64,7 @@ def test_run_original_curve_is_eq2_on_the_encoded_inputs(small_run):
 
 
 def test_run_init_representation_is_the_seeded_untrained_network(small_run):
-    train = al.peaks_dataset(400, seed=3)
+    train = synthetic.peaks_dataset(400, seed=3)
     net = small_nets.make_mlp(60, [12, 12], seed=3)
     np.testing.assert_allclose(small_run["reps"]["init"], small_nets.hidden_representations(net, train.X)[-1], atol=1e-6)
 
@@ -81,8 +82,8 @@ def test_linear_transfer_matches_gradient_descent_on_the_subset(small_run):
                              lrs=(0.1, 1.0), steps=30, seed=1)
     idx = np.random.default_rng(1).choice(400, size=50, replace=False)
     y = r["y"]["related"][idx]
-    ref = al.best_linear_curves(al.prepare(r["reps"]["init"][idx]), y, (0.1, 1.0), steps=30,
-                                Phi_test=al.prepare(r["reps_test"]["init"]), y_test=r["y_test"]["related"])
+    ref = linear.best_linear_curves(al.prepare(r["reps"]["init"][idx]), y, (0.1, 1.0), steps=30,
+                                    Phi_test=al.prepare(r["reps_test"]["init"]), y_test=r["y_test"]["related"])
     np.testing.assert_allclose(out["init"]["train_rel"], ref["train"] / np.mean(y ** 2))
     for name in peaks.REPRESENTATIONS:
         assert out[name]["train_rel"][0] == pytest.approx(1.0)  # w = 0 predicts 0

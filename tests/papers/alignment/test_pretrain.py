@@ -1,139 +1,18 @@
-"""Tests of layersim.papers.alignment.pretrain: the small CNN and its features, the source and target data, fine-tuning
-and Section 7.2's comparison of representations."""
+"""Tests of layersim.papers.alignment.pretrain: the source networks and their data, a10's checks and random-label
+source, and Section 7.2's comparison of representations."""
 
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import TensorDataset
 
-from layersim.inputs import image_data
+from layersim.inputs import image_data, labelled
+from layersim.nets import cnn
 from layersim.notebook import registry
 from layersim.papers.alignment import pretrain as pt
+from layersim.train import linear
 from layersim.train.training import TrainConfig
 
-
-TINY = pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(2, 4), fc=(6, 5))
-
-
-def test_small_cnn_layers_shapes_and_forward():
-    m = pt.build_cnn(TINY, seed=0)
-    x = torch.randn(7, 1, 8, 8)
-    hs = m.hidden(x)
-    assert m.layer_names == ["conv1", "conv2", "fc1", "fc2"] == pt.feature_layers(m)
-    assert [tuple(h.shape) for h in hs] == [(7, 2, 4, 4), (7, 4, 2, 2), (7, 6), (7, 5)]
-    assert all((h >= 0).all() for h in hs)  # after ReLU
-    assert torch.allclose(m(x), m.head(hs[-1]))
-    # same seed, same weights; global RNG untouched
-    state = torch.random.get_rng_state()
-    m2 = pt.build_cnn(TINY, seed=0)
-    assert torch.equal(torch.random.get_rng_state(), state)
-    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), m2.state_dict().values()))
-
-
-def test_config_validation():
-    with pytest.raises(ValueError, match="arch"):
-        pt.CNNConfig(arch="alexnet9")
-    with pytest.raises(ValueError, match="pooling"):
-        pt.CNNConfig(img_size=4, channels=(2, 2, 2))
-
-
-def test_extract_features_matches_hidden_and_batches():
-    m = pt.build_cnn(TINY, seed=1)
-    x = torch.randn(10, 1, 8, 8)
-    f = pt.extract_features(m, x, batch_size=3)
-    hs = m.hidden(x)
-    assert set(f) == set(m.layer_names)
-    for name, h in zip(m.layer_names, hs):
-        assert f[name].dtype == np.float64
-        # float32 features of batches of 3 against one batch of 10: equal to float32 rounding (a few ulps)
-        np.testing.assert_allclose(f[name], h.detach().flatten(1).double().numpy(), rtol=1e-5, atol=1e-6)
-    avg = pt.extract_features(m, TensorDataset(x, torch.zeros(10)), layers=["conv2"], spatial="avg")
-    np.testing.assert_allclose(avg["conv2"], hs[1].detach().mean(dim=(2, 3)).double().numpy(), rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="unknown layer"):
-        pt.extract_features(m, x, layers=["fc9"])
-
-
-def test_torchvision_resnet_hooks_and_head():
-    m = pt.build_cnn(pt.CNNConfig(arch="resnet18", in_chans=3, img_size=32, num_classes=4), seed=0)
-    x = torch.randn(2, 3, 32, 32)
-    f = pt.extract_features(m, x, layers=["layer4", "avgpool"], spatial="avg")
-    assert f["avgpool"].shape == (2, 512) and f["layer4"].shape == (2, 512)
-    np.testing.assert_allclose(f["avgpool"], f["layer4"], rtol=1e-5, atol=1e-6)  # avgpool = mean of layer4
-    pt.replace_head(m, 7)
-    assert m.fc.out_features == 7
-    vgg_layers = pt.feature_layers(pt.build_cnn(pt.CNNConfig(arch="vgg11", in_chans=3, img_size=32), seed=0))
-    assert vgg_layers[-1] == "classifier.4"
-
-
-def test_labelled_subset_and_random_labels():
-    base = TensorDataset(torch.arange(10.0).view(10, 1), torch.zeros(10, dtype=torch.long))
-    sub = pt.LabelledSubset(base, [2, 5], [1, 0], transform=lambda x: x * 2)
-    assert len(sub) == 2 and sub[1][0].item() == 10.0 and sub[1][1] == 0
-    X, y = pt.stack(sub)
-    assert X.shape == (2, 1) and y.tolist() == [1, 0]
-    r = pt.random_labels(20000, 4, seed=3)
-    assert set(np.unique(r)) == {0, 1, 2, 3} and abs(np.bincount(r) / 20000 - 0.25).max() < 0.02
-    with pytest.raises(ValueError, match="labels"):
-        pt.LabelledSubset(base, [1, 2], [0])
-
-
-def test_domain_shift():
-    X = torch.rand(3, 1, 8, 8)
-    assert torch.equal(pt.domain_shift(X, "clean"), X)
-    assert torch.allclose(pt.domain_shift(X, "inverted"), 1 - X)
-    low = pt.domain_shift(X, "lowres", noise=0.0)
-    # a 2x2-constant image is unchanged by averaging and upsampling... up to bilinear smoothing at edges:
-    flat = torch.ones(1, 1, 8, 8) * 0.3
-    assert torch.allclose(pt.domain_shift(flat, "lowres", noise=0.0), flat)
-    assert low.min() >= 0 and low.max() <= 1 and not torch.allclose(low, X)
-    assert torch.equal(pt.domain_shift(X, "lowres", seed=1), pt.domain_shift(X, "lowres", seed=1))
-    with pytest.raises(ValueError, match="domain"):
-        pt.domain_shift(X, "sepia")
-
-
-def _blobs(n=120, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    y = torch.arange(n) % 3
-    X = torch.randn(n, 1, 8, 8, generator=g) * 0.3
-    X[:, 0, :4, :4] += (y == 0).float().view(-1, 1, 1) * 2
-    X[:, 0, 4:, 4:] += (y == 1).float().view(-1, 1, 1) * 2
-    return X, y
-
-
-def test_finetune_learns_and_leaves_model_alone():
-    X, y = _blobs()
-    m = pt.build_cnn(pt.CNNConfig(in_chans=1, img_size=8, num_classes=3, channels=(8, 8), fc=(16,)), seed=0)
-    before = {k: v.clone() for k, v in m.state_dict().items()}
-    net, hist = pt.finetune(m, (X[:90], y[:90]), (X[90:], y[90:]), num_classes=3, epochs=15, lr=0.05)
-    assert hist["final_accuracy"] >= 0.9 and len(hist["test_accuracy"]) == 16
-    assert hist["train_loss"][-1] < hist["train_loss"][0]
-    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
-    assert pt.accuracy(net, (X[90:], y[90:])) == hist["final_accuracy"]
-    _, sparse = pt.finetune(m, (X[:90], y[:90]), (X[90:], y[90:]), num_classes=3, epochs=15, lr=0.05, eval_every=10)
-    assert sparse["eval_epochs"] == [0, 10, 15] and sparse["final_accuracy"] == hist["final_accuracy"]
-    assert sparse["train_loss"] == hist["train_loss"]  # evaluating does not change the training
-    with pytest.raises(ValueError, match="positive"):
-        pt.finetune(m, (X, y), (X, y), 3, epochs=0)
-
-
-def test_pretrain_cnn_caches_and_continues(tmp_cache):
-    X, y = _blobs()
-    tc = TrainConfig(epochs=2, batch_size=32, lr=3e-3, weight_decay=1e-4)
-    calls = []
-
-    def load():
-        calls.append(1)
-        return TensorDataset(X, y)
-
-    m1, meta1 = pt.pretrain_cnn(TINY, tc, load, {"toy": 1}, device="cpu")
-    m2, meta2 = pt.pretrain_cnn(TINY, tc, load, {"toy": 1}, device="cpu")
-    assert calls == [1] and not meta1["from_cache"] and meta2["from_cache"]
-    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
-    cfg2 = pt.CNNConfig(in_chans=1, img_size=8, num_classes=2, channels=(2, 4), fc=(6, 5))
-    m3, meta3 = pt.pretrain_cnn(cfg2, tc, TensorDataset(X, y % 2), {"toy": 2}, init_from=(m1, meta1["key"]),
-                                device="cpu")
-    assert m3.head.out_features == 2 and meta3["data"]["init_from"] == meta1["key"]
-    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
+from builders import TINY_CNN, blobs
 
 
 def test_binary_pairs_counts():
@@ -155,11 +34,9 @@ def test_pretrained_and_init_smoke_source(tmp_cache):
     s = pt.source_settings("smoke", n_source=64)
     pre, init, meta, tf = pt.pretrained_and_init(s, "footwear_bags", seed=3, device="cpu")
     assert tf is None and meta["data"]["classes"] == [5, 7, 8, 9] and len(meta["source_indices"]) == 64
-    again = pt.build_cnn(pt.CNNConfig(channels=(4, 8, 8), fc=(32, 16), num_classes=4), seed=3)
+    again = cnn.build_cnn(cnn.CNNConfig(channels=(4, 8, 8), fc=(32, 16), num_classes=4), seed=3)
     assert all(torch.equal(a, b) for a, b in zip(init.state_dict().values(), again.state_dict().values()))
     assert not torch.equal(pre.head.weight, init.head.weight)  # trained
-    x = pt.model_input(torch.full((2, 1, 28, 28), 0.286), "fashion-mnist")
-    assert torch.allclose(x, torch.zeros_like(x), atol=1e-3)
 
 
 def test_the_related_source_sees_every_target_class_but_no_target_image(tmp_cache):
@@ -174,36 +51,19 @@ def test_the_related_source_sees_every_target_class_but_no_target_image(tmp_cach
     assert meta["data"]["classes"] == list(range(10)) and len(src) == 100
     labels = image_data.load_fashion_mnist("train")[1]
     assert np.array_equal(np.bincount(labels[src], minlength=10), np.full(10, 10))
-    _, _, target = pt.load_images("fashion-mnist", "train", (5, 7), 20, seed=1, exclude=src)
+    _, _, target = labelled.load_images("fashion-mnist", "train", (5, 7), 20, seed=1, exclude=src)
     assert len(target) == 40 and not set(target.tolist()) & set(src.tolist())
 
 
-def test_domain_sets_offline_and_relabelled():
-    (X_tr, y_tr), (X_te, y_te), idx = pt.domain_sets("fashion-mnist", "inverted", 3, 2, classes=(0, 5), seed=0)
-    assert X_tr.shape == (6, 1, 28, 28) and X_te.shape == (4, 1, 28, 28) and len(idx) == 6
-    assert np.array_equal(np.bincount(y_tr.numpy()), [3, 3])
-    (C_tr, _), _, idx_c = pt.domain_sets("fashion-mnist", "clean", 3, 2, classes=(0, 5), seed=0)
-    assert np.array_equal(idx, idx_c)
-    mean, std = 0.2860, 0.3530  # inverted pixels 1 - x, both standardised with Fashion-MNIST's statistics
-    np.testing.assert_allclose((X_tr * std + mean).numpy(), 1 - (C_tr * std + mean).numpy(), atol=1e-5)
-    r = pt.relabelled((X_tr, y_tr), [1, 1, 1, 0, 0, 0])
-    assert r[0][1].item() == 1 and torch.equal(r[0][0], X_tr[0])
-    assert np.array_equal(pt.labels_of((X_tr, y_tr)), y_tr.numpy()) and pt.images_of((X_tr, y_tr)) is X_tr
-    sub = pt.LabelledSubset(TensorDataset(X_tr, y_tr), [0, 1], [0, 1])
-    assert pt.relabelled(sub, [1, 0]).targets.tolist() == [1, 0] and pt.labels_of(sub).tolist() == [0, 1]
-    with pytest.raises(ValueError, match="labels"):
-        pt.relabelled((X_tr, y_tr), [0])
-
-
 def test_random_label_model_trains_from_base(tmp_cache):
-    X, y = _blobs(60)
-    base = pt.build_cnn(TINY, seed=0)
+    X, y = blobs(60)
+    base = cnn.build_cnn(TINY_CNN, seed=0)
     tc = TrainConfig(epochs=1, batch_size=16, lr=1e-3, weight_decay=1e-4, schedule="constant")
-    m, meta = pt.random_label_model(base, "base-key", TINY, (X, y), 5, tc, {"toy": 1}, device="cpu")
+    m, meta = pt.random_label_model(base, "base-key", TINY_CNN, (X, y), 5, tc, {"toy": 1}, device="cpu")
     assert m.head.out_features == 5 and meta["data"]["init_from"] == "base-key"
     assert meta["data"]["labels"] == "uniform random" and meta["data"]["n"] == 60
     assert not torch.equal(m.blocks[0][0].weight, base.blocks[0][0].weight)  # trained further, base untouched
-    assert torch.equal(base.blocks[0][0].weight, pt.build_cnn(TINY, seed=0).blocks[0][0].weight)
+    assert torch.equal(base.blocks[0][0].weight, cnn.build_cnn(TINY_CNN, seed=0).blocks[0][0].weight)
 
 
 def test_domain_and_group_checks_name_the_parameter():
@@ -244,8 +104,8 @@ def test_evaluate_task_alignment_and_linear_models():
         assert run["areas"][name] == pytest.approx(a)
     assert run["areas"]["good"] > run["areas"]["noise"] and run["dims"] == {"good": 4, "noise": 60}
     g = run["gd"]["good"]["logistic"]
-    ref = al.best_linear_curves(al.prepare(reps["good"][0]), y_tr, [0.1, 1.0], loss="logistic", steps=20,
-                                Phi_test=al.prepare(reps["good"][1]), y_test=y_te, record=[0, 5, 20])
+    ref = linear.best_linear_curves(al.prepare(reps["good"][0]), y_tr, [0.1, 1.0], loss="logistic", steps=20,
+                                    Phi_test=al.prepare(reps["good"][1]), y_test=y_te, record=[0, 5, 20])
     np.testing.assert_allclose(g["test"], ref["test"])
     assert list(g["steps"]) == [0, 5, 20] and g["lr"] == ref["lr"]
     assert g["test_error"][-1] < 0.1 < run["gd"]["noise"]["logistic"]["test_error"][-1]

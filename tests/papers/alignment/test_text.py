@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim.inputs import assets
+from layersim.inputs import assets, fetch, locate
 from layersim.nets import models
 from layersim.papers.alignment import text as at
 
@@ -69,9 +69,9 @@ def test_char_ngrams_are_unit_tfidf_rows_of_the_most_frequent_ngrams():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    if not assets.is_available("all-minilm-l6-v2"):
+    if not locate.is_available("all-minilm-l6-v2"):
         pytest.skip("MiniLM is not installed")
-    return assets.load_model("all-minilm-l6-v2")[1]
+    return fetch.load_model("all-minilm-l6-v2")[1]
 
 
 def tiny_bert():
@@ -99,7 +99,7 @@ def test_encoder_features_restore_order_and_equal_one_text_at_a_time(tokenizer):
 
 
 def test_encoders_pretrained_differs_from_a_reproducible_init():
-    if not assets.is_available("all-minilm-l6-v2"):
+    if not locate.is_available("all-minilm-l6-v2"):
         pytest.skip("MiniLM is not installed")
     state = torch.random.get_rng_state()
     pre, init, tok = at.encoders("all-minilm-l6-v2", seed=3)
@@ -130,6 +130,6 @@ def test_encoders_refuse_non_text_models_before_loading_and_need_weights_offline
         at.encoders("deit_small_patch16_224")
     with pytest.raises(ValueError, match="unknown asset"):
         at.encoders("minilm-l7")
-    if not assets.is_available("bert-base-uncased"):  # the paper-scale encoder: a clear error offline
+    if not locate.is_available("bert-base-uncased"):  # the paper-scale encoder: a clear error offline
         with pytest.raises(assets.AssetNotFoundError):
             at.encoders("bert-base-uncased")

@@ -4,10 +4,11 @@ Figures 13, 19, 20), against evaluate_task and the small-set errors run task by 
 import numpy as np
 import pytest
 
-from layersim.inputs import assets
+from layersim.inputs import locate
 from layersim.measures import alignment as al
 from layersim.notebook import registry
 from layersim.papers.alignment import pretrain as pt, text as at, text_transfer as tt
+from layersim.train import linear
 
 
 def test_sizes_within_points_names_the_parameter():
@@ -78,8 +79,8 @@ def test_text_transfer_runs_repeat_evaluate_task_and_the_small_sets(text_setup, 
         assert runs[k]["pair"] == pair and runs[k]["areas"] == ref["areas"]
         np.testing.assert_array_equal(runs[k]["gd"][tt.PRE]["logistic"]["test"], ref["gd"][tt.PRE]["logistic"]["test"])
         for n in tt.MAIN:
-            err = al.sample_size_errors(al.prepare(reps[n][0]), y_tr, al.prepare(reps[n][1]), y_te, [4, 6], [0.1, 1.0],
-                                        steps=8, repeats=2, seed=2 + k)
+            err = linear.sample_size_errors(al.prepare(reps[n][0]), y_tr, al.prepare(reps[n][1]), y_te, [4, 6],
+                                            [0.1, 1.0], steps=8, repeats=2, seed=2 + k)
             np.testing.assert_array_equal(small[k][n], err.mean(axis=1))
 
 
@@ -175,7 +176,7 @@ def test_text_figures_draw_their_series(text_runs):
 
 
 def test_read_pools_reads_both_networks_on_both_splits():
-    if not assets.is_available("all-minilm-l6-v2"):
+    if not locate.is_available("all-minilm-l6-v2"):
         pytest.skip("MiniLM is not installed")
     pools, feats, secs = tt.read_pools("all-minilm-l6-v2", 12, 16, seed=1, device="cpu")
     assert set(pools) == {"train", "validation"} and len(pools["train"].labels) == 36 and secs >= 0

@@ -9,14 +9,16 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from layersim.inputs import image_data
+from layersim.inputs import image_data, labelled
 from layersim.measures import alignment as al
+from layersim.nets import cnn
 from layersim.notebook import registry
 from layersim.papers.alignment import pretrain as pt, transfer
+from layersim.train import transfer_learning
 from layersim.train.training import TrainConfig
 
 
-CNN28 = pt.CNNConfig(in_chans=1, img_size=28, num_classes=3, channels=(2, 3), fc=(5, 4))
+CNN28 = cnn.CNNConfig(in_chans=1, img_size=28, num_classes=3, channels=(2, 3), fc=(5, 4))
 
 
 def _images(n, seed=0):
@@ -132,8 +134,8 @@ def test_source_summary_names_data_cache_losses_and_last_layer():
 def test_image_representations_are_the_layers_pixels_hog_and_rbf_features():
     from skimage.feature import hog
 
-    pre, init = pt.build_cnn(CNN28, seed=0), pt.build_cnn(CNN28, seed=1)
-    layers = pt.feature_layers(pre)
+    pre, init = cnn.build_cnn(CNN28, seed=0), cnn.build_cnn(CNN28, seed=1)
+    layers = cnn.feature_layers(pre)
     X_tr, X_te = _images(6, 0), _images(4, 1)
     gamma = 0.7
     reps = transfer.image_representations(pre, init, layers, X_tr, X_te, "fashion-mnist", gamma)
@@ -160,8 +162,8 @@ def test_image_representations_are_the_layers_pixels_hog_and_rbf_features():
 
 
 def test_cnn_transfer_runs_compare_every_task(capsys):
-    pre, init = pt.build_cnn(CNN28, seed=0), pt.build_cnn(CNN28, seed=1)
-    layers = pt.feature_layers(pre)
+    pre, init = cnn.build_cnn(CNN28, seed=0), cnn.build_cnn(CNN28, seed=1)
+    layers = cnn.feature_layers(pre)
     pairs = [(7, 9), (5, 8)]
     tau = al.thresholds_for(8)
     record = transfer.recorded_steps(5, 3)
@@ -173,7 +175,7 @@ def test_cnn_transfer_runs_compare_every_task(capsys):
     for k, (pair, r) in enumerate(zip(pairs, runs)):
         assert set(r["gd"]) == set(transfer.TRAINED) and r["dims"]["input"] == 784 and r["dims"]["RBF"] == 8
         # the k-th task's training images (pixels in [0, 1]) and labels, eq. 2 on the pixels by hand
-        X, t, _ = pt.load_images("fashion-mnist", "train", pair, 4, seed=3 + k, normalize=False)
+        X, t, _ = labelled.load_images("fashion-mnist", "train", pair, 4, seed=3 + k, normalize=False)
         y = np.where(t.numpy() == 1, 1.0, -1.0)
         c, a = _curve_and_area_by_hand(X, y, tau)
         np.testing.assert_allclose(r["curves"]["input"], c, rtol=1e-8, atol=1e-9)
@@ -237,7 +239,7 @@ def test_seen_indices_only_for_the_same_data_set():
 
 
 def test_similarity_tasks_subtract_the_dissimilar_source():
-    models = {"g": pt.build_cnn(CNN28, seed=0), "h": pt.build_cnn(CNN28, seed=1)}
+    models = {"g": cnn.build_cnn(CNN28, seed=0), "h": cnn.build_cnn(CNN28, seed=1)}
     groups, target_groups = ["g", "h"], {"g": (0, 2, 4), "h": (5, 7)}
     layers = ["conv2", "fc1", "fc2"]
     tau = al.thresholds_for(6)
@@ -245,7 +247,7 @@ def test_similarity_tasks_subtract_the_dissimilar_source():
     assert [(r["group"], r["pair"]) for r in tasks] == [("g", (0, 2)), ("g", (0, 4)), ("g", (2, 4)), ("h", (5, 7))]
     # the last task by hand: 3 test images of classes 5 and 7, eq. 2 on each layer of the similar source h minus
     # that of the dissimilar g, divided by ||y||^2 = 6
-    X, t, _ = pt.load_images("fashion-mnist", "test", (5, 7), 3, seed=1, normalize=False)
+    X, t, _ = labelled.load_images("fashion-mnist", "test", (5, 7), 3, seed=1, normalize=False)
     y = np.where(t.numpy() == 1, 1.0, -1.0)
     (_, *h_sim), (_, *h_dis) = _hidden(models["h"], X), _hidden(models["g"], X)  # conv1 is not asked for
     for name, A_sim, A_dis in zip(layers, h_sim, h_dis):
@@ -270,8 +272,8 @@ def test_difference_summary_means_and_counts():
 
 
 def test_finetune_grid_is_every_source_on_every_target(capsys, monkeypatch):
-    small = pt.CNNConfig(in_chans=1, img_size=28, num_classes=2, channels=(2,), fc=(4,))
-    models = {"g": pt.build_cnn(small, seed=0), "h": pt.build_cnn(small, seed=1)}
+    small = cnn.CNNConfig(in_chans=1, img_size=28, num_classes=2, channels=(2,), fc=(4,))
+    models = {"g": cnn.build_cnn(small, seed=0), "h": cnn.build_cnn(small, seed=1)}
     target_groups = {"g": (0, 1), "h": (5, 7, 9)}
     acc, hist = transfer.finetune_grid(models, ["g", "h"], target_groups, "fashion-mnist", 4, epochs=1, lr=0.01,
                                        batch_size=8, seed=0, exclude=np.arange(100))
@@ -293,7 +295,7 @@ def test_finetune_grid_is_every_source_on_every_target(capsys, monkeypatch):
         calls.append((model, train, test, num_classes, kw))
         return None, {"final_accuracy": len(calls) / 4}
 
-    monkeypatch.setattr(pt, "finetune", fake_finetune)
+    monkeypatch.setattr(transfer_learning, "finetune", fake_finetune)
     acc, hist = transfer.finetune_grid(models, ["g", "h"], target_groups, "fashion-mnist", 4, epochs=3, lr=0.05,
                                        batch_size=8, seed=0, exclude=np.setdiff1d(np.arange(len(labels)), allowed),
                                        log=None)
@@ -345,7 +347,7 @@ def test_none_network_is_the_source_cnn_with_its_key_and_config(tmp_cache, monke
     s = pt.source_settings("smoke", n_source=64)
     base, key, cfg, meta = transfer.none_network(s, "footwear_bags", seed=1, device="cpu")
     ref, ref_meta = pt.source_model(s, "footwear_bags", seed=1, device="cpu")
-    assert key == meta["key"] == ref_meta["key"] and cfg == pt.CNNConfig(channels=(4, 8, 8), fc=(32, 16), num_classes=4)
+    assert key == meta["key"] == ref_meta["key"] and cfg == cnn.CNNConfig(channels=(4, 8, 8), fc=(32, 16), num_classes=4)
     assert all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), ref.state_dict().values()))
     fake = {"model": {**meta["model"]}, "from_cache": None}
     monkeypatch.setattr(pt, "pretrained_and_init", lambda *a, **k: (base, None, fake, None))
@@ -374,7 +376,7 @@ def test_domain_data_draws_disjoint_images_of_every_class_none_excluded():
 
 
 def test_random_label_sources_are_the_cached_random_label_models(tmp_cache, capsys):
-    base = pt.build_cnn(CNN28, seed=0)
+    base = cnn.build_cnn(CNN28, seed=0)
     train = {"a": (_images(12, 0), torch.arange(12) % 3), "b": (_images(9, 1), torch.arange(9) % 3)}
     nets, metas = transfer.random_label_sources(base, "base", CNN28, train, "toy", ["a", "b"], [4, 3], 3, epochs=1,
                                                 lr=1e-3, milestones=[], batch_size=4, seed=5, device="cpu")
@@ -388,7 +390,7 @@ def test_random_label_sources_are_the_cached_random_label_models(tmp_cache, caps
 
 
 def test_finetune_domains_and_accuracy_drops(monkeypatch):
-    nets = {"None": pt.build_cnn(CNN28, seed=0), "a": pt.build_cnn(CNN28, seed=1), "b": pt.build_cnn(CNN28, seed=2)}
+    nets = {"None": cnn.build_cnn(CNN28, seed=0), "a": cnn.build_cnn(CNN28, seed=1), "b": cnn.build_cnn(CNN28, seed=2)}
     sets = {d: (_images(9, k), torch.arange(9) % 3) for k, d in enumerate(["a", "b"])}
     acc = transfer.finetune_domains(nets, sets, sets, ["a", "b"], 3, epochs=1, lr=0.01, batch_size=4, seed=0)
     assert list(acc) == [("None", "a"), ("b", "a"), ("None", "b"), ("a", "b")]
@@ -402,7 +404,7 @@ def test_finetune_domains_and_accuracy_drops(monkeypatch):
         calls.append((model, train, test, num_classes, kw))
         return None, {"final_accuracy": len(calls) / 8}
 
-    monkeypatch.setattr(pt, "finetune", fake_finetune)
+    monkeypatch.setattr(transfer_learning, "finetune", fake_finetune)
     tests = {d: (_images(6, 5 + k), torch.arange(6) % 3) for k, d in enumerate(["a", "b"])}
     acc = transfer.finetune_domains(nets, sets, tests, ["a", "b"], 3, epochs=2, lr=0.05, batch_size=4, seed=1)
     assert acc == {("None", "a"): 12.5, ("b", "a"): 25.0, ("None", "b"): 37.5, ("a", "b"): 50.0}
@@ -416,7 +418,7 @@ def test_finetune_domains_and_accuracy_drops(monkeypatch):
 
 
 def test_alignment_drops_average_the_class_pairs():
-    nets = {"None": pt.build_cnn(CNN28, seed=0), "a": pt.build_cnn(CNN28, seed=1), "b": pt.build_cnn(CNN28, seed=2)}
+    nets = {"None": cnn.build_cnn(CNN28, seed=0), "a": cnn.build_cnn(CNN28, seed=1), "b": cnn.build_cnn(CNN28, seed=2)}
     labels = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 2])
     X_a, X_b = _images(10, 3), _images(10, 4)
     test = {"a": ((X_a - MEAN) / STD, labels), "b": ((X_b - MEAN) / STD, labels)}

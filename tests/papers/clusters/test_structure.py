@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim.inputs import assets, text_tasks as tt
+from layersim.inputs import fetch, text_tasks as tt
 from layersim.measures import block_structure
 from layersim.papers.clusters import protocol as cf, structure
 from layersim.train import finetune as ft
@@ -21,7 +21,7 @@ SETTINGS = dict(n_train=24, n_val=20, steps=3, batch_size=8, lr=1e-3, warmup_ste
 def tiny_models():
     """Three random-init 3-block MiniLM-like classifiers for the six novels, with the MiniLM tokenizer: two
     'restarts' and the 'pretrained' encoder."""
-    tokenizer = assets.load_model("all-minilm-l6-v2")[1]
+    tokenizer = fetch.load_model("all-minilm-l6-v2")[1]
     out = []
     for seed in (0, 1, 2):
         model = ft.load_classifier("all-minilm-l6-v2", 6, seed=seed, random_init=True, config=TINY).eval()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from builders import tiny_vit
-from layersim.inputs import assets, text_data
+from layersim.inputs import fetch, text_data
 from layersim.nets import readout
 from layersim.papers.redundancy import llm, models as rm
 
@@ -22,7 +22,7 @@ TINY_LM = dict(num_hidden_layers=4, hidden_size=32, num_attention_heads=2, num_k
 def tiny_lm():
     """A random-init 4-block LLaMA-style LM with SmolLM2's tokenizer (right padding, as the notebook loads it)."""
     _, tokenizer = rm.load(rm.LLM, "smoke")
-    lm, _ = assets.load_model(rm.LLM.name, random_init=True, config=TINY_LM)
+    lm, _ = fetch.load_model(rm.LLM.name, random_init=True, config=TINY_LM)
     return lm.eval(), tokenizer
 
 

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from layersim.inputs import assets  # noqa: E402
+from layersim.inputs import fetch  # noqa: E402
 from layersim.nets import readout  # noqa: E402
 from layersim.papers.tracing import aligned_bert  # noqa: E402
 from layersim.train import finetune  # noqa: E402
@@ -23,7 +23,7 @@ BERT_SETTINGS = dict(n_train=24, n_val=18, steps=None, epochs=1.0, batch_size=8,
 @pytest.fixture(scope="module")
 def tiny_bert():
     """A random-init 3-block MiniLM-like classifier for the six novels, with the MiniLM tokenizer."""
-    tokenizer = assets.load_model("all-minilm-l6-v2")[1]
+    tokenizer = fetch.load_model("all-minilm-l6-v2")[1]
     model = finetune.load_classifier("all-minilm-l6-v2", 6, seed=0, random_init=True, config=TINY_BERT).eval()
     model.layersim_tokenizer = tokenizer
     return model

@@ -14,12 +14,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from layersim.inputs import assets, image_data  # noqa: E402
+from layersim.inputs import image_data, locate  # noqa: E402
 from layersim.papers.tracing import clip as tc  # noqa: E402
 
 NAMES = image_data.FASHION_MNIST_CLASSES
 CFG = tc.ClipConfig(width=16, layers=2, heads=2, projection=8, steps=6, batch_size=8, warmup_steps=1)
-needs_fmnist = pytest.mark.skipif(not assets.is_available("fashion-mnist"), reason="Fashion-MNIST is not installed")
+needs_fmnist = pytest.mark.skipif(not locate.is_available("fashion-mnist"), reason="Fashion-MNIST is not installed")
 TINY_CLIP = {"pretrained": "scratch", "dataset": "fashion-mnist", "n_train": 64, "layers": 2, "width": 16, "steps": 3,
              "batch_size": 16, "lr": 1e-3, "template": "a photo of a {}"}
 

@@ -64,10 +64,12 @@ def _lens(model, ids, mask=None):
 
 
 @pytest.fixture(scope="module")
-def lm_run():
-    """A tiny random-init LLaMA decoded through the lens and read on three texts."""
+def lm_run(tmp_path_factory):
+    """A tiny random-init LLaMA decoded through the lens (into a cache of its own) and read on three texts."""
     model, tok = tiny("llama").model.eval(), WordTokenizer()
-    r = tracing_llm.decode(model, tok, "Simply put", 5, device="cpu")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAYERSIM_CACHE", str(tmp_path_factory.mktemp("cache")))
+        r = tracing_llm.decode(model, tok, "Simply put", 5, device="cpu")
     texts = ["It is a truth", "universally acknowledged, that", "a single man"]
     r.update(tracing_llm.read_texts(model, tok, texts, 2, 12, device="cpu"))
     return model, tok, texts, r
@@ -217,3 +219,25 @@ def test_stays_correct_counts_correct_predictions_that_stay_correct_at_every_lat
         tracing_llm.stays_correct(np.array([[0, 0], [1, 1]]), np.array([1, 1]))
     with pytest.raises(ValueError, match="need top"):
         tracing_llm.stays_correct(top, np.array([1, 2]))
+
+
+def test_decode_is_computed_once_per_model_prompt_and_steps(tmp_cache, monkeypatch):
+    model, tok = tiny("llama").model.eval(), WordTokenizer()
+    first = tracing_llm.decode(model, tok, "Simply put", 3, device="cpu")
+
+    def fail(*args, **kwargs):
+        raise AssertionError("decoded again")
+
+    real = readout.greedy_lens
+    monkeypatch.setattr(readout, "greedy_lens", fail)
+    again = tracing_llm.decode(model, tok, "Simply put", 3, device="cpu")  # another seed's run: read back
+    for field in readout.GreedyLens._fields:
+        assert np.array_equal(getattr(first["greedy"], field), getattr(again["greedy"], field))
+    assert np.array_equal(first["saturation"], again["saturation"])
+    with pytest.raises(AssertionError, match="decoded again"):  # another prompt, or other weights, decode anew
+        tracing_llm.decode(model, tok, "Simply", 3, device="cpu")
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] += 1.0
+    with pytest.raises(AssertionError, match="decoded again"):
+        tracing_llm.decode(model, tok, "Simply put", 3, device="cpu")
+    monkeypatch.setattr(readout, "greedy_lens", real)

@@ -8,9 +8,44 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import timm  # noqa: E402
+import torch  # noqa: E402
+import transformers as tr  # noqa: E402
 
 from layersim.nets import params  # noqa: E402
 from layersim.papers.tracing import param_table  # noqa: E402
+
+
+@pytest.mark.parametrize("name,expected", [("deit_small", 22_050_664), ("deit_base", 86_567_656)])
+def test_deit_counts_equal_timm(name, expected):
+    with torch.device("meta"):
+        model = timm.create_model(param_table.ARCHITECTURES[name]["timm"], pretrained=False)
+    assert params.count_module(model) == expected == param_table.architecture_params(name)["single"]
+    assert round(expected / 1e6, 2) == {"deit_small": 22.05, "deit_base": 86.57}[name]  # Table 1's column
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gpt3", "llama2_7b", "llama2_70b"])
+def test_published_sizes_equal_meta_instantiation(name):
+    arch = param_table.ARCHITECTURES[name]
+    if arch["kind"] == "gpt2":
+        cfg, cls = tr.GPT2Config(**arch["config"]), tr.GPT2LMHeadModel
+    else:
+        cfg, cls = tr.LlamaConfig(**arch["config"]), tr.LlamaForCausalLM
+    with torch.device("meta"):
+        model = cls(cfg)
+    assert params.count_module(model) == params.hf_params(cfg) == param_table.architecture_params(name)["single"]
+
+
+def test_published_llama2_7b_and_gpt3_totals():
+    assert param_table.architecture_params("llama2_7b")["single"] == 6_738_415_616  # LLaMA-2-7B, the usual "6.74B"
+    assert round(param_table.architecture_params("gpt3")["single"] / 1e9, 1) == 174.6  # GPT-3 "175B"
+
+
+def test_an_exit_head_copies_the_models_classifier():
+    counts = param_table.architecture_params("deit_small", head_bias=False)
+    assert counts["multi"] - counts["single"] == 11 * 384 * 1000
+    with pytest.raises(ValueError, match="unknown architecture 'gpt5'"):
+        param_table.architecture_params("gpt5")
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +54,7 @@ def counted():
 
 
 def test_counted_table_counts_single_and_multi_classifier_models(counted):
-    assert list(counted.index) == list(params.ARCHITECTURES) and counted["closed_form_equals_instantiated"].all()
+    assert list(counted.index) == list(param_table.ARCHITECTURES) and counted["closed_form_equals_instantiated"].all()
     deit = counted.loc["deit_small"]
     assert deit["single"] == 22_050_664 and deit["multi"] == 22_050_664 + 11 * (384 * 1000 + 1000)
     gpt2 = counted.loc["gpt2"]

@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from layersim.inputs import synthetic
 from layersim.measures import alignment as al
 from layersim.notebook import plotting
+from layersim.train import linear
 
 #: the colour of each labelling (along v_1, along v_2) in every figure
 COLORS = ("tab:red", "tab:blue")
@@ -36,7 +38,7 @@ def singular_value_draws(n: int, repeats: int, spread: float, seed: int = 0) -> 
     seed ``seed + r``): ``[repeats, 2]``."""
     if int(repeats) < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    return np.array([np.linalg.svd(al.circle_dataset(n, spread, seed=seed + r)["X"], compute_uv=False)
+    return np.array([np.linalg.svd(synthetic.circle_dataset(n, spread, seed=seed + r)["X"], compute_uv=False)
                      for r in range(int(repeats))])
 
 
@@ -71,13 +73,13 @@ def convergence(Phi, Y, lr: float, steps: int, logistic_lr: float) -> dict:
     """
     n = len(Phi)
     squared = al.gd_loss_curve(Phi, Y, lr, steps)
-    reference = al.gd_loss_reference(Phi, Y, lr, steps)
-    irreducible = np.array([al.least_squares_fit(Phi, Y[:, k])["train_mse"] * n for k in range(Y.shape[1])])
+    reference = linear.gd_loss_reference(Phi, Y, lr, steps)
+    irreducible = np.array([linear.least_squares_fit(Phi, Y[:, k])["train_mse"] * n for k in range(Y.shape[1])])
     reducible = squared - irreducible[:, None]
     return {"squared": squared, "prop1_max_relative_error": float(np.max(np.abs(squared - reference) / reference)),
             "irreducible": irreducible, "reducible": reducible,
             "steps_to_90pct": al.steps_to_reach(reducible, 0.1 * reducible[:, 0]),
-            "logistic": al.linear_training_curves(Phi, Y, "logistic", lr=logistic_lr, steps=steps)}
+            "logistic": linear.linear_training_curves(Phi, Y, "logistic", lr=logistic_lr, steps=steps)}
 
 
 def labellings_figure(X, labels: Mapping[str, np.ndarray], Vt, sigma, spread: float):

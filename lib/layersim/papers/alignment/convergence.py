@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from layersim.inputs import synthetic
 from layersim.measures import alignment as al
 from layersim.notebook import plotting
 from layersim.papers.alignment.layers import raw_images
@@ -92,11 +93,11 @@ def pixel_representation(dataset: str, n_points: int, seed: int = 0) -> np.ndarr
 def synthetic_labels(Phi, share_50: float) -> tuple[np.ndarray, list[str]]:
     """Figure 9's unit-norm label vectors on ``Phi`` (or its :class:`~layersim.measures.alignment.SVD`):
     ``y_1 = u_10`` and ``y_2 = sqrt(1 - share_50) u_5 + sqrt(share_50) u_50``
-    (:func:`layersim.measures.alignment.singular_vector_labels`). Returns ``(Y [n, 2], names)``."""
+    (:func:`layersim.inputs.synthetic.singular_vector_labels`). Returns ``(Y [n, 2], names)``."""
     if not 0 <= share_50 <= 1:
         raise ValueError(f"share_50 is a share of ||y_2||^2 in [0, 1], got {share_50}")
     a, b = np.sqrt(1 - share_50), np.sqrt(share_50)
-    Y = al.singular_vector_labels(Phi, [[(10, 1.0)], [(5, a), (50, b)]])
+    Y = synthetic.singular_vector_labels(Phi, [[(10, 1.0)], [(5, a), (50, b)]])
     return Y, ["$y_1$ = $u_{10}$", f"$y_2$ = {a:.2f} $u_5$ + {b:.2f} $u_{{50}}$"]
 
 

@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from layersim.inputs import features
 from layersim.measures import alignment as al
 from layersim.notebook import plotting, results
 from layersim.papers.alignment.transfer import recorded_steps
-from layersim.train import small_nets
+from layersim.train import linear, small_nets
 
 #: the three representations the paper compares, and the network at initialisation (for reference)
 NETWORK, RBF, SPARSE, AT_INIT = "ReLU network", "RBF network", "sparse coding", "ReLU network, at init"
@@ -74,8 +75,8 @@ def learned_representations(X_train: np.ndarray, X_test: np.ndarray, centres: np
     seconds[RBF] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    reps[SPARSE] = al.sparse_coding_features(X_train, width, alpha=dl_alpha, seed=seed, others=[X_test],
-                                             max_iter=dl_iter)
+    reps[SPARSE] = features.sparse_coding_features(X_train, width, alpha=dl_alpha, seed=seed, others=[X_test],
+                                                   max_iter=dl_iter)
     seconds[SPARSE] = time.perf_counter() - t0
 
     _say(log, f"ReLU network: training MSE {nn_hist[0]:.3f} -> {nn_hist[-1]:.4f}; "
@@ -104,9 +105,10 @@ def compare_representations(reps: Mapping[str, Sequence[np.ndarray]], y_train: n
     for name, (A_tr, A_te) in reps.items():
         Phi_tr, Phi_te = al.prepare(A_tr), al.prepare(A_te)
         dec = al.svd(Phi_tr)
-        ls = al.least_squares_fit(Phi_tr, y_train, Phi_te, y_test)
+        ls = linear.least_squares_fit(Phi_tr, y_train, Phi_te, y_test)
         curve, area = al.curve_and_area(dec, y_train, thresholds)
-        gd = al.best_linear_curves(Phi_tr, y_train, lrs, steps=steps, Phi_test=Phi_te, y_test=y_test, record=record)
+        gd = linear.best_linear_curves(Phi_tr, y_train, lrs, steps=steps, Phi_test=Phi_te, y_test=y_test,
+                                       record=record)
         rows[name] = dict(rank=numerical_rank(dec.sigma), sigma_1=dec.sigma[0], ls_train=ls["train_mse"],
                           ls_test=ls["test_mse"], curve=curve, area=area, gd=gd)
         _say(log, f"{name:24s} rank {rows[name]['rank']:5d}  least squares: train MSE {ls['train_mse']:.1e}, test MSE "

@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from layersim.inputs import synthetic
 from layersim.measures import alignment as al, trends
 from layersim.notebook import results
 from layersim.papers.alignment import transfer
-from layersim.train import small_nets
+from layersim.train import linear, small_nets
 
 #: The three label vectors of one run: the source task S, the related T1, the unrelated T2.
 TASK_KINDS = ("source", "related", "unrelated")
@@ -45,9 +46,9 @@ def peaks_transfer_run(seed: int, hidden: Sequence[int] = (60,), n_source: int =
     """
     if n_source < 2 or n_test < 1 or epochs < 0:
         raise ValueError("need n_source >= 2, n_test >= 1 and epochs >= 0")
-    setup = al.peaks_setup(seed)
-    train = al.peaks_dataset(n_source, seed=seed)
-    test = al.peaks_dataset(n_test, seed=seed + 100000, label_mean=train.label_mean)
+    setup = synthetic.peaks_setup(seed)
+    train = synthetic.peaks_dataset(n_source, seed=seed)
+    test = synthetic.peaks_dataset(n_test, seed=seed + 100000, label_mean=train.label_mean)
     cols = [setup[k] for k in TASK_KINDS]
     Y, Y_test = train.Y[:, cols], test.Y[:, cols]
     tau = al.thresholds_for(n_source) if thresholds is None else np.asarray(thresholds)
@@ -85,8 +86,8 @@ def linear_transfer(reps: dict, reps_test: dict, y, y_test, n_target: int = 100,
     out = {}
     for name, Phi in reps.items():
         Phi = np.asarray(Phi)
-        g = al.best_linear_curves(al.prepare(Phi[idx]), y_sub, lrs, steps=steps, Phi_test=al.prepare(reps_test[name]),
-                                  y_test=y_test, record=record)
+        g = linear.best_linear_curves(al.prepare(Phi[idx]), y_sub, lrs, steps=steps,
+                                      Phi_test=al.prepare(reps_test[name]), y_test=y_test, record=record)
         out[name] = {"steps": g["steps"], "train_rel": g["train"] / np.mean(y_sub ** 2),
                      "test_rel": g["test"] / np.mean(y_test ** 2), "weight_norm": g["weight_norm"], "lr": g["lr"]}
     return out

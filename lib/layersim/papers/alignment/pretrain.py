@@ -1,36 +1,29 @@
-"""Pre-trained CNNs and feature transfer for the alignment paper's Sections 7.2-7.3 (Figures 13-16, 19-20, Table 1).
-
-A CNN trained on a source task is read on a target task's images and its hidden layers' alignment with the target
-labels measured (eq. 2), then fine-tuned on the target. Shared by notebooks a08-a10: the networks
-(:class:`SmallCNN`, torchvision models; :func:`build_cnn`), cached pre-training (:func:`pretrain_cnn`,
-:func:`source_model`, :func:`pretrained_and_init`), data and domains, per-layer features (:func:`extract_features`),
-fine-tuning (:func:`finetune`), binary target tasks (:func:`evaluate_task`) and Section 7.2's claims
+"""Section 7.2-7.3's protocol on pre-trained CNNs (the alignment paper, Figures 13-16, 19-20, Table 1), shared by
+notebooks a08-a10 and a11: the class groups of the source tasks and the shared source networks (:func:`source_settings`,
+:func:`source_model`, :func:`pretrained_and_init`), a10's domains and random-label source (:func:`random_label_model`),
+binary target tasks compared by alignment (eq. 2) and linear models (:func:`evaluate_task`) and Section 7.2's claims
 (:func:`transfer_claims`) (see docs/modules.md, `layersim.papers.alignment.pretrain`).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from layersim.core.paths import cache_dir
 from layersim.inputs import image_data, subsets
-from layersim.inputs.shift import gaussian_noise
-from layersim.measures import alignment as al, probe
-from layersim.nets import adapters, models
-from layersim.nets.models import resolve_device
+from layersim.inputs.labelled import LabelledSubset, imagenet_input, labels_of, random_labels, relabelled
+from layersim.inputs.shift import DOMAINS
+from layersim.measures import alignment as al
+from layersim.nets.cnn import CNNConfig, build_cnn
 from layersim.notebook import results
 from layersim.notebook.presets import ALIGNMENT_SOURCE_CNN
-from layersim.train import training
+from layersim.train import linear, training
+from layersim.train.transfer_learning import pretrain_cnn
 
 #: Fashion-MNIST's classes split like Cifar10-Natural (6 classes) / Cifar10-Artificial (4 classes):
 #: garments (T-shirt/top, trouser, pullover, dress, coat, shirt) and footwear/bags (sandal, sneaker,
@@ -41,285 +34,6 @@ FASHION_GROUPS = {"clothing": (0, 1, 2, 3, 4, 6), "footwear_bags": (5, 7, 8, 9),
 #: The paper's appendix D: Cifar10-Natural (bird, cat, deer, dog, frog, horse) and Cifar10-Artificial
 #: (airplane, automobile, ship, truck).
 CIFAR10_GROUPS = {"natural": (2, 3, 4, 5, 6, 7), "artificial": (0, 1, 8, 9)}
-TORCHVISION_ARCHS = ("resnet18", "resnet34", "resnet50", "resnet101", "vgg11", "vgg16")
-DOMAINS = ("clean", "lowres", "inverted")
-
-
-# ----------------------------------------------------------------------------- networks
-
-
-@dataclass(frozen=True)
-class CNNConfig:
-    """A CNN: ``arch="small"`` (:class:`SmallCNN` with ``channels``, ``fc``) or a :data:`TORCHVISION_ARCHS` name;
-    ``weights``: a torchvision weights name (downloaded; None = random init; 1000 outputs until
-    :func:`replace_head`)."""
-
-    arch: str = "small"
-    in_chans: int = 1
-    img_size: int = 28
-    num_classes: int = 10
-    channels: tuple[int, ...] = (16, 32, 64)
-    fc: tuple[int, ...] = (256, 128)
-    weights: str | None = None
-
-    def __post_init__(self):
-        if self.arch != "small" and self.arch not in TORCHVISION_ARCHS:
-            raise ValueError(f"unknown arch {self.arch!r}; use 'small' or one of {TORCHVISION_ARCHS}")
-        if self.arch == "small" and self.img_size // 2 ** len(self.channels) < 1:
-            raise ValueError(f"{len(self.channels)} pooling blocks leave nothing of a {self.img_size}-pixel image")
-        if self.num_classes < 1:
-            raise ValueError(f"num_classes must be positive, got {self.num_classes}")
-
-
-class SmallCNN(nn.Module):
-    """``len(channels)`` blocks of 3x3 convolution, ReLU and 2x2 max-pooling, then ReLU layers ``fc`` and a linear
-    ``head``; its hidden layers (:attr:`layer_names`, ``conv1, ..., fc1, ...``) are outputs after ReLU (and
-    pooling)."""
-
-    def __init__(self, cfg: CNNConfig):
-        super().__init__()
-        blocks, c_in = [], cfg.in_chans
-        for c in cfg.channels:
-            blocks.append(nn.Sequential(nn.Conv2d(c_in, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)))
-            c_in = c
-        self.blocks = nn.ModuleList(blocks)
-        side = cfg.img_size
-        for _ in cfg.channels:
-            side //= 2
-        dims = [c_in * side * side, *cfg.fc]
-        self.fcs = nn.ModuleList(nn.Sequential(nn.Linear(a, b), nn.ReLU()) for a, b in zip(dims[:-1], dims[1:]))
-        self.head = nn.Linear(dims[-1], cfg.num_classes)
-        self.layer_names = ([f"conv{i + 1}" for i in range(len(cfg.channels))]
-                            + [f"fc{i + 1}" for i in range(len(cfg.fc))])
-
-    def hidden(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Every hidden layer's output, in :attr:`layer_names` order (conv maps as ``[B, C, H, W]``)."""
-        out = []
-        for b in self.blocks:
-            x = b(x)
-            out.append(x)
-        x = x.flatten(1)
-        for f in self.fcs:
-            x = f(x)
-            out.append(x)
-        return out
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.hidden(x)[-1])
-
-
-adapters.register(adapters.ragged(
-    name="small_cnn",
-    models="the alignment paper's small CNN (`layersim.papers.alignment.pretrain.SmallCNN`): conv stages, then fully "
-           "connected layers (`conv1, ..., fc1, ...`); `token='all'` flattens a map, `'mean'` averages it",
-    matches=lambda m: isinstance(m, SmallCNN),
-    blocks=lambda m: [*m.blocks, *m.fcs],
-    head=lambda m: m.head,
-), replace=True)
-
-
-def build_cnn(cfg: CNNConfig, seed: int | None = 0) -> nn.Module:
-    """The network ``cfg`` describes; random weights drawn from ``seed`` (global state untouched)."""
-    def make():
-        if cfg.arch == "small":
-            return SmallCNN(cfg)
-        import torchvision
-
-        kwargs = {} if cfg.weights else {"num_classes": cfg.num_classes}
-        return getattr(torchvision.models, cfg.arch)(weights=cfg.weights, **kwargs)
-
-    if seed is None:
-        return make()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return make()
-
-
-def _head_slot(model: nn.Module) -> tuple[nn.Module, str]:
-    """(parent module, attribute) of the classifier layer of a SmallCNN, ResNet or VGG."""
-    if isinstance(model, SmallCNN):
-        return model, "head"
-    if hasattr(model, "fc") and isinstance(model.fc, nn.Linear):  # torchvision ResNet
-        return model, "fc"
-    if hasattr(model, "classifier") and isinstance(model.classifier, nn.Sequential):  # torchvision VGG
-        return model.classifier, str(len(model.classifier) - 1)
-    raise ValueError(f"no known classifier head on {type(model).__name__}")
-
-
-def replace_head(model: nn.Module, num_classes: int, seed: int = 0) -> nn.Module:
-    """Put a freshly initialised linear classifier with ``num_classes`` outputs on ``model`` (in place)."""
-    parent, name = _head_slot(model)
-    old = getattr(parent, name)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        new = nn.Linear(old.in_features, num_classes)
-    setattr(parent, name, new.to(old.weight.device))
-    return model
-
-
-def feature_layers(model: nn.Module) -> list[str]:
-    """Names of the hidden layers :func:`extract_features` reads, input side first: ``conv1..convK, fc1..fcM`` for a
-    SmallCNN, else their paths (ResNet ``layer1..layer4``, ``avgpool``; VGG ``features``, ``classifier.1``, ``.4``)."""
-    blocks = adapters.get(model).blocks(model)
-    if isinstance(model, SmallCNN):
-        return list(model.layer_names)
-    path = {id(module): name for name, module in model.named_modules()}
-    return [path[id(b)] for b in blocks]
-
-
-def extract_features(model: nn.Module, images, layers: Sequence[str] | None = None, batch_size: int = 256,
-                     device: str | torch.device = "cpu", spatial: str = "flatten") -> dict[str, np.ndarray]:
-    """Hidden representations ``{layer: float64 [n, d]}`` of ``images`` (``[N, C, H, W]`` or a Dataset of ``(image,
-    label)``) for ``layers`` (default :func:`feature_layers`), read in one pass in eval mode. Convolutional maps are
-    flattened (``spatial="flatten"``) or averaged over positions (``"avg"``)."""
-    tokens = {"flatten": "all", "avg": "mean"}
-    if spatial not in tokens:
-        raise ValueError(f"spatial must be 'flatten' or 'avg', got {spatial!r}")
-    names = feature_layers(model)
-    layers = list(names if layers is None else layers)
-    unknown = [n for n in layers if n not in names]
-    if unknown:
-        raise ValueError(f"unknown layer(s) {unknown}; this model has {names}")
-    ids = [names.index(n) + 1 for n in layers]  # entry 0 is the input of the first block
-    out = models.layer_outputs(model, images, layers=ids, token=tokens[spatial], batch_size=batch_size,
-                               device=device)
-    return dict(zip(layers, out))
-
-
-# ----------------------------------------------------------------------------- data
-
-
-class LabelledSubset(Dataset):
-    """``base[indices]`` with new integer ``labels`` (remapped classes, or random labels), and an
-    optional ``transform`` of the image tensor."""
-
-    def __init__(self, base: Dataset, indices, labels, transform=None):
-        self.base, self.transform = base, transform
-        self.indices = np.asarray(indices, dtype=np.int64)
-        self.targets = np.asarray(labels, dtype=np.int64)
-        if len(self.indices) != len(self.targets):
-            raise ValueError(f"{len(self.indices)} indices but {len(self.targets)} labels")
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, i: int):
-        x = self.base[int(self.indices[i])][0]
-        if self.transform is not None:
-            x = self.transform(x)
-        return x, int(self.targets[i])
-
-
-def random_labels(n: int, num_classes: int, seed: int = 0) -> np.ndarray:
-    """``n`` labels drawn uniformly from ``0..num_classes-1`` (a10's randomised source task)."""
-    return np.random.default_rng(seed).integers(0, num_classes, size=n).astype(np.int64)
-
-
-def stack(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    """All samples of a (small) Dataset as ``(float32 [N, C, H, W], int64 [N])``."""
-    xs, ys = zip(*(dataset[i] for i in range(len(dataset))))
-    return torch.stack(xs).float(), torch.as_tensor(ys, dtype=torch.int64)
-
-
-def domain_shift(X: torch.Tensor, domain: str, seed: int = 0, noise: float = 0.1) -> torch.Tensor:
-    """a10's offline stand-in for Office-31's domains on ``[N, C, H, W]`` pixels in [0, 1]: ``"clean"`` (unchanged),
-    ``"lowres"`` (2x2 average, upsampled, plus Gaussian noise ``noise`` from ``seed``) or ``"inverted"``
-    (``1 - x``)."""
-    X = torch.as_tensor(X, dtype=torch.float32)
-    if X.ndim != 4:
-        raise ValueError(f"images must be [N, C, H, W], got shape {tuple(X.shape)}")
-    if domain == "clean":
-        return X.clone()
-    if domain == "lowres":
-        small = F.avg_pool2d(X, 2)
-        up = F.interpolate(small, size=X.shape[-2:], mode="bilinear", align_corners=False)
-
-        return gaussian_noise(up, noise, seed=seed)
-    if domain == "inverted":
-        return 1.0 - X
-    raise ValueError(f"unknown domain {domain!r}; use one of {DOMAINS}")
-
-
-# ----------------------------------------------------------------------------- pre-training and fine-tuning
-
-
-def pretrain_cnn(cfg: CNNConfig, train_cfg: training.TrainConfig, train_set, data_desc: dict,
-                 init_from: tuple[nn.Module, str] | None = None, device: str | torch.device = "auto",
-                 progress: bool = False, retrain: bool = False) -> tuple[nn.Module, dict]:
-    """Train the network of ``cfg`` on ``train_set`` (or a callable, called only when no checkpoint exists) with
-    :func:`layersim.train.training.cached_model` (prefix ``"cnn"``), or load it. ``init_from=(model, key)``: start
-    from a copy of ``model`` with a new head, ``key`` entering the cache key. Returns
-    ``(model in eval mode, meta)``."""
-    desc = dict(data_desc)
-    if init_from is not None:
-        base, base_key = init_from
-        desc["init_from"] = base_key
-
-        def build():
-            return replace_head(copy.deepcopy(base).cpu(), cfg.num_classes, seed=train_cfg.seed)
-    else:
-        def build():
-            return build_cnn(cfg, seed=train_cfg.seed)
-
-    return training.cached_model("cnn", build, cfg, train_cfg, train_set, desc, device=device,
-                                 progress=progress, retrain=retrain)
-
-
-def _loader(data, batch_size: int, shuffle: bool, seed: int = 0) -> DataLoader:
-    if isinstance(data, (tuple, list)):
-        data = TensorDataset(torch.as_tensor(data[0]), torch.as_tensor(data[1]))
-    gen = torch.Generator().manual_seed(seed)
-    return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=gen if shuffle else None)
-
-
-def accuracy(model: nn.Module, data, batch_size: int = 512, device: str | torch.device = "cpu") -> float:
-    """Top-1 accuracy (:func:`layersim.measures.probe.top1_accuracy`) of ``model`` on ``data``: ``(images, labels)``
-    tensors or a Dataset. The model's training mode is restored afterwards."""
-    dev = resolve_device(device)
-    was_training = model.training
-    model.to(dev).eval()
-    logits, labels = [], []
-    with torch.no_grad():
-        for x, y in _loader(data, batch_size, shuffle=False):
-            logits.append(model(x.to(dev)).float().cpu())
-            labels.append(y)
-    model.train(was_training)
-    if not labels:
-        raise ValueError("accuracy of an empty data set")
-    return probe.top1_accuracy(torch.cat(logits), torch.cat(labels).numpy())
-
-
-def finetune(model: nn.Module, train_data, test_data, num_classes: int, epochs: int = 10, lr: float = 0.01,
-             momentum: float = 0.9, weight_decay: float = 1e-4, batch_size: int = 64, seed: int = 0,
-             new_head: bool = True, device: str | torch.device = "cpu", eval_every: int = 1) -> tuple[nn.Module, dict]:
-    """Fine-tune a copy of ``model`` end to end (appendix D: SGD, momentum 0.9, weight decay 1e-4) on
-    ``train_data``; ``new_head``: a fresh ``num_classes``-way classifier first. Returns ``(copy, history)``:
-    ``train_loss`` per epoch, ``test_accuracy`` at ``eval_epochs`` (0, every ``eval_every``, the last) and
-    ``final_accuracy``."""
-    if epochs < 1 or lr <= 0:
-        raise ValueError(f"epochs and lr must be positive, got {epochs}, {lr}")
-    dev = resolve_device(device)
-    net = copy.deepcopy(model).to(dev)
-    if new_head:
-        replace_head(net, num_classes, seed=seed)
-    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
-    loader = _loader(train_data, batch_size, shuffle=True, seed=seed)
-    hist = {"test_accuracy": [accuracy(net, test_data, device=dev)], "eval_epochs": [0]}
-
-    def evaluate(epoch: int) -> None:
-        if epoch % max(1, eval_every) == 0 or epoch == epochs:
-            hist["test_accuracy"].append(accuracy(net, test_data, device=dev))
-            hist["eval_epochs"].append(epoch)
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        epochs_run = training.train_epochs(net, opt, epochs, lambda epoch: ((x.to(dev), y.to(dev)) for x, y in loader),
-                                           lambda x, y: F.cross_entropy(net(x), y), after_epoch=evaluate,
-                                           what="fine-tuning")
-    hist = {"train_loss": [e["loss"] for e in epochs_run], **hist}
-    net.eval()
-    hist["final_accuracy"] = hist["test_accuracy"][-1]
-    return net, hist
 
 
 # ----------------------------------------------------------------------------- binary target tasks
@@ -354,8 +68,8 @@ def evaluate_task(reps: Mapping[str, tuple[np.ndarray, np.ndarray]], y_train, y_
     gd = {}
     for name in trained:
         P_tr, P_te = al.prepare(reps[name][0]), al.prepare(reps[name][1])
-        gd[name] = {loss: al.best_linear_curves(P_tr, y_train, lrs, loss=loss, steps=steps, Phi_test=P_te,
-                                                y_test=y_test, record=record) for loss in LOSSES}
+        gd[name] = {loss: linear.best_linear_curves(P_tr, y_train, lrs, loss=loss, steps=steps, Phi_test=P_te,
+                                                    y_test=y_test, record=record) for loss in LOSSES}
     return {"curves": curves, "areas": areas, "gd": gd, "dims": dims}
 
 
@@ -372,19 +86,11 @@ def final_losses(runs: Sequence[dict]) -> dict[tuple[str, str, str], float]:
 
 def transfer_claims(runs: Sequence[dict], pretrained: str, init: str, inputs: str, handcrafted: Sequence[str],
                     subject: str = "pretrained") -> dict:
-    """Section 7.2's three statements, tested on :func:`evaluate_task` runs (``results.claim`` dicts).
-
-    * ``pretrained_beats_init_and_input`` (Figs. 13a, 19): mean area of ``pretrained`` minus the larger
-      of ``init``'s and ``inputs``'s; positive = holds.
-    * ``<subject>_beats_handcrafted`` (Figs. 13b, 20a): ``pretrained``'s area minus the best of
-      ``handcrafted``.
-    * ``<subject>_best_test_performance`` (Figs. 13c, d, 20b, c): the smallest, over both losses and
-      every other representation trained with gradient descent, of (other's final test loss minus
-      ``pretrained``'s), mean over tasks; positive = holds. The log10 training-loss gap averaged over the
-      recorded steps (faster optimisation) and the final test classification error ride along.
-
-    Each records in how many tasks it holds task by task (the last as the number of tasks in which the
-    pre-trained model has the lowest final test loss for both losses).
+    """Section 7.2's claims (Figs. 13, 19, 20) from :func:`evaluate_task` runs, as ``results.measure`` dicts, positive
+    = holds: ``pretrained_beats_init_and_input`` (``pretrained``'s mean area minus the larger of ``init``'s and
+    ``inputs``'s), ``<subject>_beats_handcrafted`` (minus the best ``handcrafted``'s),
+    ``<subject>_best_test_performance`` (the smallest margin of another trained representation's final test loss,
+    both losses); each counts its tasks. ``ValueError`` unless ``pretrained`` and another representation were trained.
     """
     area = mean_areas(runs)
     A = {n: np.array([r["areas"][n] for r in runs]) for n in area}
@@ -430,6 +136,7 @@ IMAGENET_GROUPS = {
 IMAGENET_GROUPS["artificial"] = tuple(c for c in range(1000) if c not in set(IMAGENET_GROUPS["natural"]))
 SOURCE_GROUPS = {"fashion-mnist": FASHION_GROUPS, "imagenet": IMAGENET_GROUPS, "cifar10": CIFAR10_GROUPS}
 
+
 def source_settings(scale: str, **overrides) -> dict:
     """``presets.ALIGNMENT_SOURCE_CNN[scale]`` (the source networks a08-a10 share) with ``overrides``."""
     if scale not in ALIGNMENT_SOURCE_CNN:
@@ -468,69 +175,6 @@ def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[i
     return model, meta
 
 
-def imagenet_input(size: int = 224):
-    """Transform of a [0, 1] image tensor for torchvision ImageNet models: short side resized to ``size``, ImageNet
-    normalisation."""
-    from torchvision import transforms
-
-    return transforms.Compose([transforms.Resize(size, antialias=True),
-                               transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
-
-
-def load_office31(domain: str, root=None, size: int = 224):
-    """Office-31 ``domain`` ("amazon", "webcam", "dslr") as an ImageFolder of
-    ``<root>/<domain>/images/<class>/*.jpg``, resized and ImageNet-normalised; ``root``: ``$LAYERSIM_OFFICE31`` or
-    ``<cache>/office31``. Paper scale only."""
-    import os
-    from pathlib import Path
-
-    from torchvision import transforms
-    from torchvision.datasets import ImageFolder
-
-    if domain not in ("amazon", "webcam", "dslr"):
-        raise ValueError(f"unknown Office-31 domain {domain!r}")
-    root = Path(root or os.environ.get("LAYERSIM_OFFICE31") or cache_dir("office31"))
-    folder = root / domain / "images"
-    if not folder.is_dir():
-        raise FileNotFoundError(f"Office-31 not found at {folder}: download it and set $LAYERSIM_OFFICE31")
-    tf = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor(),
-                             transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
-    return ImageFolder(str(folder), transform=tf)
-
-
-def subset_dataset(dataset: str, split: str, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
-                   exclude=None, transform=None, normalize: bool = True) -> LabelledSubset:
-    """A class-balanced subset (:func:`layersim.inputs.subsets.class_subset`) of an image data set as a lazy
-    :class:`LabelledSubset` (labels ``0..k-1``); ``transform`` and ``normalize`` as in
-    :func:`layersim.inputs.image_data.image_dataset`."""
-    ds = image_data.image_dataset(dataset, split, transform=transform, normalize=normalize)
-    idx, labels = subsets.class_subset(ds.targets, classes, per_class, seed=seed, exclude=exclude)
-    return LabelledSubset(ds, idx, labels)
-
-
-def load_images(dataset: str, split: str, classes: Sequence[int], per_class: int | None = None, seed: int = 0,
-                exclude=None, domain: str | None = None, transform=None, normalize: bool = True
-                ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-    """:func:`subset_dataset` stacked: ``(X [N, C, H, W], labels 0..k-1, split indices)``; ``domain``:
-    :func:`domain_shift` before the normalisation."""
-    sub = subset_dataset(dataset, split, classes, per_class, seed, exclude, transform,
-                         normalize=normalize and domain is None)
-    X, y = stack(sub)
-    if domain is not None:
-        X = domain_shift(X, domain, seed=seed)
-        if normalize:
-            X = image_data.as_model_input(X, sub.base.name)
-    return X, y, sub.indices
-
-
-def model_input(X01: torch.Tensor, dataset: str, transform=None) -> torch.Tensor:
-    """What a network sees of images with pixels in [0, 1]: ``transform(X01)`` (e.g. :func:`imagenet_input` for
-    torchvision ImageNet models) or the data set's own per-channel standardisation."""
-    if transform is not None:
-        return transform(X01)
-    return image_data.as_model_input(X01, dataset)
-
-
 def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str | torch.device = "auto",
                         progress: bool = False) -> tuple[nn.Module, nn.Module, dict, object]:
     """A pre-trained network and its architecture at random initialisation (the paper's "transfer" and "init",
@@ -552,7 +196,7 @@ def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str 
 #: a10's offline domains and the Office-31 domain each stands in for (by role: the largest, clean product
 #: shots; the low-resolution webcam; the smallest, a different camera and scene).
 OFFICE_STANDIN = {"clean": "amazon", "lowres": "webcam", "inverted": "dslr"}
-#: the domains of each data set :func:`domain_sets` reads
+#: the domains of each data set :func:`layersim.inputs.labelled.domain_sets` reads
 DATASET_DOMAINS = {"fashion-mnist": DOMAINS, "office31": tuple(OFFICE_STANDIN.values())}
 
 
@@ -581,50 +225,12 @@ def check_groups(settings: dict, groups_key: str = "groups", dataset_key: str = 
                          f"{groups_key} must be taken from {sorted(known)}")
 
 
-def domain_sets(dataset: str, domain: str, train_per_class: int | None, test_per_class: int | None,
-                classes: Sequence[int] = tuple(range(10)), seed: int = 0, exclude=None, test_fraction: float = 0.2):
-    """``(train, test, train indices)`` of one domain: offline, :func:`load_images` with :func:`domain_shift`,
-    per-class counts, skipping ``exclude``, as tensors; for ``"office31"``, a random ``test_fraction`` split of all
-    images as :class:`LabelledSubset` Datasets."""
-    if dataset == "office31":
-        ds = load_office31(domain)
-        targets = np.asarray(ds.targets)
-        perm = np.random.default_rng(seed).permutation(len(targets))
-        n_test = int(round(test_fraction * len(perm)))
-        te, tr = np.sort(perm[:n_test]), np.sort(perm[n_test:])
-        return LabelledSubset(ds, tr, targets[tr]), LabelledSubset(ds, te, targets[te]), tr
-    X_tr, y_tr, idx = load_images(dataset, "train", classes, train_per_class, seed=seed, exclude=exclude, domain=domain)
-    X_te, y_te, _ = load_images(dataset, "test", classes, test_per_class, seed=seed, domain=domain)
-    return (X_tr, y_tr), (X_te, y_te), idx
-
-
-def relabelled(data, labels) -> Dataset:
-    """The images of ``data`` (``(X, y)`` tensors or a :class:`LabelledSubset`) with other ``labels``
-    (a10's random-label source task)."""
-    labels = np.asarray(labels, dtype=np.int64)
-    if isinstance(data, LabelledSubset):
-        return LabelledSubset(data.base, data.indices, labels, data.transform)
-    X = data[0]
-    if len(X) != len(labels):
-        raise ValueError(f"{len(X)} images but {len(labels)} labels")
-    return TensorDataset(X, torch.as_tensor(labels))
-
-
-def labels_of(data) -> np.ndarray:
-    """The labels of ``(X, y)`` tensors or of a Dataset with ``targets``."""
-    return np.asarray(data[1] if isinstance(data, (tuple, list)) else data.targets)
-
-
-def images_of(data):
-    """What :func:`extract_features` reads: the image tensor of ``(X, y)``, or the Dataset itself."""
-    return data[0] if isinstance(data, (tuple, list)) else data
-
-
 def random_label_model(base: nn.Module, base_key: str, cfg: CNNConfig, train_data, num_classes: int,
                        train_cfg: training.TrainConfig, data_desc: dict, device: str | torch.device = "auto",
                        progress: bool = False) -> tuple[nn.Module, dict]:
     """a10's negative-transfer source (Section 7.3, after Wang et al. 2019): ``base`` with a new head, trained
-    (:func:`pretrain_cnn`, cached) on ``train_data``'s images with uniformly random labels."""
+    (:func:`layersim.train.transfer_learning.pretrain_cnn`, cached) on ``train_data``'s images with uniformly random
+    labels."""
     labels = random_labels(len(labels_of(train_data)), num_classes, seed=train_cfg.seed)
     cfg = dataclasses.replace(cfg, num_classes=num_classes)
     desc = {**data_desc, "labels": "uniform random", "n": len(labels)}

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import assets, text_tasks
+from layersim.inputs import assets, fetch, text_tasks
 from layersim.nets import models
 from layersim.train.finetune import quiet_transformers
 
@@ -129,10 +129,10 @@ def encoders(name: str, seed: int = 0) -> tuple[nn.Module, nn.Module, Any]:
         text_models = [a.name for a in assets.list_assets("model") if a.has_tokenizer]
         raise ValueError(f"{name!r} is not a text model with a tokenizer; use one of {text_models}")
     with quiet_transformers():
-        pretrained, tok = assets.load_model(name)
+        pretrained, tok = fetch.load_model(name)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            init, _ = assets.load_model(name, random_init=True)
+            init, _ = fetch.load_model(name, random_init=True)
     if tok is None:
         raise ValueError(f"{name!r} came without a tokenizer; a11 needs a text encoder with one")
     return pretrained.eval(), init.eval(), tok

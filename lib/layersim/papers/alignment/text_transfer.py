@@ -20,6 +20,7 @@ from layersim.measures import alignment as al, trends
 from layersim.notebook import plotting, results
 from layersim.papers.alignment import pretrain as pt, text as at
 from layersim.papers.alignment.transfer import recorded_steps
+from layersim.train import linear
 
 #: the names of the encoder's last hidden layer (mean-pooled) after pre-training and at initialisation
 PRE, INIT = "MiniLM (pre-trained)", "MiniLM (init)"
@@ -113,8 +114,8 @@ def text_transfer_runs(pools: Mapping, feats: Mapping, pairs: Sequence, threshol
         reps, y_tr, y_te = task_representations(pools, feats, pair, lsa_dims, char_features, seed=seed)
         runs.append(pt.evaluate_task(reps, y_tr, y_te, thresholds, list(MAIN), lrs, steps, record))
         runs[-1]["pair"] = pair
-        small.append({n: al.sample_size_errors(al.prepare(reps[n][0]), y_tr, al.prepare(reps[n][1]), y_te, sizes, lrs,
-                                               steps=steps, repeats=repeats, seed=seed + k).mean(axis=1)
+        small.append({n: linear.sample_size_errors(al.prepare(reps[n][0]), y_tr, al.prepare(reps[n][1]), y_te, sizes,
+                                                   lrs, steps=steps, repeats=repeats, seed=seed + k).mean(axis=1)
                       for n in MAIN})
         if log is not None:
             log(f"task {k + 1}/{len(pairs)} {names[pair[0]]} vs {names[pair[1]]}: alignment area " +

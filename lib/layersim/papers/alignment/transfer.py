@@ -1,7 +1,7 @@
 """Feature transfer, one step at a time: the alignment paper's Sections 7.2-7.3 (Figures 13-16, 19-21, Table 1).
 
-:mod:`layersim.papers.alignment.pretrain` holds the networks, data and per-task comparison; this module holds the
-notebooks' steps. a08 (Section 7.2): :func:`image_representations`, :func:`cnn_transfer_runs`, :func:`layer_areas`.
+:mod:`layersim.papers.alignment.pretrain` holds the source networks and the per-task comparison; this module holds
+the notebooks' steps. a08 (Section 7.2): :func:`image_representations`, :func:`cnn_transfer_runs`, :func:`layer_areas`.
 a09 (Section 7.3, similar sources): :func:`source_networks`, :func:`similarity_tasks`, :func:`finetune_grid`,
 :func:`similarity_claims`. a10 (random-label sources, Table 1): :func:`none_network`, :func:`random_label_sources`,
 :func:`accuracy_drops`, :func:`alignment_drops`, :func:`negative_transfer_claims`. Figures:
@@ -18,10 +18,12 @@ import torch
 from scipy.stats import spearmanr
 from torch import nn
 
+from layersim.inputs import features, labelled
 from layersim.measures import alignment as al
+from layersim.nets import cnn
 from layersim.notebook import results
 from layersim.papers.alignment import pretrain as pt
-from layersim.train import training
+from layersim.train import training, transfer_learning
 
 Log = Callable[[str], None] | None
 
@@ -59,9 +61,9 @@ def network_input(arch: str) -> tuple[object, str]:
     standardisation, maps flattened; a torchvision network 224-pixel ImageNet-normalised images, maps averaged."""
     if arch == "small":
         return None, "flatten"
-    if arch not in pt.TORCHVISION_ARCHS:
-        raise ValueError(f"unknown arch {arch!r}; use 'small' or one of {pt.TORCHVISION_ARCHS}")
-    return pt.imagenet_input(224), "avg"
+    if arch not in cnn.TORCHVISION_ARCHS:
+        raise ValueError(f"unknown arch {arch!r}; use 'small' or one of {cnn.TORCHVISION_ARCHS}")
+    return labelled.imagenet_input(224), "avg"
 
 
 def accuracy_table(acc: Mapping[tuple[str, str], float], sources: Sequence[str], targets: Sequence[str],
@@ -116,16 +118,17 @@ def image_representations(pretrained: nn.Module, init: nn.Module, layers: Sequen
     docs/modules.md, `layersim.papers.alignment.transfer`)."""
     reps = {}
     for tag, net in (("pre-trained", pretrained), ("init", init)):
-        f_tr, f_te = (pt.extract_features(net, pt.model_input(X, dataset, transform), device=device)
+        f_tr, f_te = (cnn.extract_features(net, labelled.model_input(X, dataset, transform), device=device)
                       for X in (X_train, X_test))
         for name in layers:
             reps[f"{tag} {name}"] = (f_tr[name], f_te[name])
     reps[PRETRAINED] = reps[f"pre-trained {layers[-1]}"]
     reps[INIT] = reps[f"init {layers[-1]}"]
     reps[INPUT] = (X_train.flatten(1).double().numpy(), X_test.flatten(1).double().numpy())
-    reps["HOG"] = tuple(al.hog_features(X.mean(1).numpy(), 9, (8, 8), (2, 2)) for X in (X_train, X_test))
+    reps["HOG"] = tuple(features.hog_features(X.mean(1).numpy(), 9, (8, 8), (2, 2)) for X in (X_train, X_test))
     centres = unit_rows(X_train.numpy())
-    reps["RBF"] = tuple(al.rbf_features(unit_rows(X.numpy()), centres, rbf_gamma) for X in (X_train, X_test))
+    reps["RBF"] = tuple(features.rbf_features(unit_rows(X.numpy()), centres, rbf_gamma)
+                        for X in (X_train, X_test))
     return reps
 
 
@@ -139,9 +142,9 @@ def cnn_transfer_runs(pretrained: nn.Module, init: nn.Module, layers: Sequence[s
     gamma = 1.0 / (2.0 * rbf_bandwidth ** 2)
     runs = []
     for k, pair in enumerate(pairs):
-        X_tr, t_tr, _ = pt.load_images(dataset, "train", pair, per_class, seed=seed + k, exclude=exclude,
-                                       normalize=False)
-        X_te, t_te, _ = pt.load_images(dataset, "test", pair, per_class, seed=seed + k, normalize=False)
+        X_tr, t_tr, _ = labelled.load_images(dataset, "train", pair, per_class, seed=seed + k, exclude=exclude,
+                                            normalize=False)
+        X_te, t_te, _ = labelled.load_images(dataset, "test", pair, per_class, seed=seed + k, normalize=False)
         y_tr, y_te = al.binary_targets(t_tr.numpy()), al.binary_targets(t_te.numpy())
         reps = image_representations(pretrained, init, layers, X_tr, X_te, dataset, gamma, transform, device)
         runs.append(pt.evaluate_task(reps, y_tr, y_te, thresholds, list(TRAINED), lrs, steps, record))
@@ -237,10 +240,10 @@ def similarity_tasks(models: Mapping[str, nn.Module], groups: Sequence[str], tar
     for g in groups:
         other = _other(groups, g)
         for pair in pt.binary_pairs(target_groups[g]):
-            X, t, _ = pt.load_images(dataset, "test", pair, per_class, seed=seed, transform=transform,
-                                     normalize=transform is None)
+            X, t, _ = labelled.load_images(dataset, "test", pair, per_class, seed=seed, transform=transform,
+                                          normalize=transform is None)
             y = al.binary_targets(t.numpy())
-            feats = {src: pt.extract_features(models[src], X, layers=layers, device=device, spatial=spatial)
+            feats = {src: cnn.extract_features(models[src], X, layers=layers, device=device, spatial=spatial)
                      for src in (g, other)}
             row = dict(group=g, pair=pair, diff={}, area_diff={})
             for name in layers:
@@ -275,15 +278,15 @@ def finetune_grid(models: Mapping[str, nn.Module], groups: Sequence[str], target
     acc, hist = {}, {}
     for tg in groups:
         classes = target_groups[tg]
-        train = pt.subset_dataset(dataset, "train", classes, per_class, seed=seed, exclude=exclude,
-                                  transform=transform, normalize=transform is None)
-        test = pt.subset_dataset(dataset, "test", classes, None, seed=seed, transform=transform,
-                                 normalize=transform is None)
+        train = labelled.subset_dataset(dataset, "train", classes, per_class, seed=seed, exclude=exclude,
+                                       transform=transform, normalize=transform is None)
+        test = labelled.subset_dataset(dataset, "test", classes, None, seed=seed, transform=transform,
+                                      normalize=transform is None)
         if transform is None:
-            train, test = pt.stack(train), pt.stack(test)
+            train, test = labelled.stack(train), labelled.stack(test)
         for src in groups:
-            _, h = pt.finetune(models[src], train, test, len(classes), epochs=epochs, lr=lr, batch_size=batch_size,
-                               seed=seed, device=device, eval_every=epochs)
+            _, h = transfer_learning.finetune(models[src], train, test, len(classes), epochs=epochs, lr=lr,
+                                              batch_size=batch_size, seed=seed, device=device, eval_every=epochs)
             acc[(src, tg)], hist[f"{src} -> {tg}"] = 100 * h["final_accuracy"], h
             _say(log, f"source {src:14s} -> target {tg:14s}: test accuracy {100 * h['final_accuracy']:.2f} %")
     return acc, hist
@@ -345,35 +348,35 @@ def none_settings(scale: str, arch: str, weights: str | None, n_source: int | No
 
 
 def none_network(settings: Mapping, source: str = "clothing", seed: int = 0, device: str | torch.device = "auto"
-                 ) -> tuple[nn.Module, str, pt.CNNConfig, dict]:
+                 ) -> tuple[nn.Module, str, cnn.CNNConfig, dict]:
     """Table 1's "None" network of ``settings`` (:func:`pretrain.pretrained_and_init`) as
     ``(network, checkpoint key, CNNConfig, meta)``."""
     base, _, meta, _ = pt.pretrained_and_init(settings, source, seed=seed, device=device)
     key = meta.get("key") or f"torchvision-{settings['arch']}-{settings['weights']}"
     m = meta["model"]
-    cfg = pt.CNNConfig(**{**m, "channels": tuple(m["channels"]), "fc": tuple(m["fc"])})
+    cfg = cnn.CNNConfig(**{**m, "channels": tuple(m["channels"]), "fc": tuple(m["fc"])})
     return base, key, cfg, meta
 
 
 def domain_data(dataset: str, domains: Sequence[str], train_per_class: Sequence[int], test_per_class: int,
                 seed: int = 0, exclude=None, log: Log = print) -> tuple[dict, dict, int]:
-    """Every domain's training and test data (:func:`pretrain.domain_sets`; 0 images per class = all), the
-    domains' training images disjoint and none of ``exclude``: ``(train, test, number of classes)``; ``log``
-    gets the numbers of images."""
+    """Every domain's training and test data (:func:`layersim.inputs.labelled.domain_sets`; 0 images per class =
+    all), the domains' training images disjoint and none of ``exclude``: ``(train, test, number of classes)``;
+    ``log`` gets the numbers of images."""
     if len(train_per_class) != len(domains):
         raise ValueError(f"train_per_class {list(train_per_class)} needs one entry per domain ({len(domains)})")
     train, test, seen = {}, {}, exclude
     for d, per in zip(domains, train_per_class):
-        train[d], test[d], idx = pt.domain_sets(dataset, d, per or None, test_per_class or None, seed=seed,
-                                                exclude=seen)
+        train[d], test[d], idx = labelled.domain_sets(dataset, d, per or None, test_per_class or None, seed=seed,
+                                                     exclude=seen)
         seen = idx if seen is None else np.union1d(seen, idx)
-    n_classes = int(max(pt.labels_of(test[d]).max() for d in domains)) + 1
-    sizes = {d: (len(pt.labels_of(train[d])), len(pt.labels_of(test[d]))) for d in domains}
+    n_classes = int(max(labelled.labels_of(test[d]).max() for d in domains)) + 1
+    sizes = {d: (len(labelled.labels_of(train[d])), len(labelled.labels_of(test[d]))) for d in domains}
     _say(log, f"{sizes} (train, test) images")
     return train, test, n_classes
 
 
-def random_label_sources(base: nn.Module, base_key: str, base_cfg: pt.CNNConfig, train: Mapping, dataset: str,
+def random_label_sources(base: nn.Module, base_key: str, base_cfg: cnn.CNNConfig, train: Mapping, dataset: str,
                          domains: Sequence[str], train_per_class: Sequence[int], n_classes: int, epochs: int,
                          lr: float, milestones: Sequence[int], batch_size: int, seed: int = 0,
                          device: str | torch.device = "auto", log: Log = print) -> tuple[dict, dict]:
@@ -400,12 +403,12 @@ def finetune_domains(nets: Mapping[str, nn.Module], train: Mapping, test: Mappin
                      n_classes: int, epochs: int, lr: float, batch_size: int, seed: int = 0,
                      device: str | torch.device = "cpu") -> dict[tuple[str, str], float]:
     """Table 1: the None network and every other domain's random-label source fine-tuned on each target domain
-    (:func:`pretrain.finetune`), test accuracy in per cent by ``(source, target)``."""
+    (:func:`layersim.train.transfer_learning.finetune`), test accuracy in per cent by ``(source, target)``."""
     acc = {}
     for t in domains:
         for s in _sources_for(domains, t):
-            _, h = pt.finetune(nets[s], train[t], test[t], n_classes, epochs=epochs, lr=lr, batch_size=batch_size,
-                               seed=seed, device=device, eval_every=epochs)
+            _, h = transfer_learning.finetune(nets[s], train[t], test[t], n_classes, epochs=epochs, lr=lr,
+                                              batch_size=batch_size, seed=seed, device=device, eval_every=epochs)
             acc[(s, t)] = 100 * h["final_accuracy"]
     return acc
 
@@ -426,9 +429,9 @@ def alignment_drops(nets: Mapping[str, nn.Module], test: Mapping, domains: Seque
     diff, area_drop, n_tasks = {}, {}, {}
     tau = n_pair = None
     for t in domains:
-        lab = pt.labels_of(test[t])
-        feats = {s: pt.extract_features(nets[s], pt.images_of(test[t]), layers=[layer], device=device,
-                                        spatial=spatial)[layer] for s in _sources_for(domains, t)}
+        lab = labelled.labels_of(test[t])
+        feats = {s: cnn.extract_features(nets[s], labelled.images_of(test[t]), layers=[layer], device=device,
+                                         spatial=spatial)[layer] for s in _sources_for(domains, t)}
         class_pairs = list(itertools.combinations(range(n_classes), 2))
         n_pair = int(np.median([np.isin(lab, cp).sum() for cp in class_pairs]))
         tau = al.thresholds_for(n_pair)
@@ -453,23 +456,6 @@ def alignment_drops(nets: Mapping[str, nn.Module], test: Mapping, domains: Seque
 def pair_names(values: Mapping[tuple[str, str], object]) -> dict[str, object]:
     """``{(source, target): v}`` keyed ``"source->target"`` instead (for ``metrics.json``)."""
     return {f"{s}->{t}": v for (s, t), v in values.items()}
-
-
-#: why Section 7.3's three statements miss at the default scale (``results.diagnose``: ``{claim: (kind, reason)}``):
-#: a None network with little to lose. The scale check (``layersim.notebook.seeds.SCALE_CHECKS``) pre-trains the
-#: largest None network the offline split allows.
-_SMALL_NONE = ("our None network, a small CNN trained on 12,000 garment images, and 300-1000 target images give "
-               "accuracy changes of a few points, within fine-tuning noise; the paper's ImageNet ResNet-18 loses "
-               "18-84 points")
-NEGATIVE_TRANSFER_DIAGNOSES = {
-    "random_label_pretraining_hurts": ("scale", _SMALL_NONE),
-    "random_label_pretraining_reduces_alignment": (
-        "scale", "with the small None network one pair per seed gains a little alignment from random-label "
-        "training (-0.012, -0.038, -0.028); the paper's drops come from a network with far more to lose"),
-    "alignment_drop_orders_transfer_drop": (
-        "scale", "three sources ordered by accuracy drops of a few points, within fine-tuning noise, from the small "
-        "None network"),
-}
 
 
 def negative_transfer_claims(acc_drop: Mapping[tuple[str, str], float], area_drop: Mapping[tuple[str, str], float],

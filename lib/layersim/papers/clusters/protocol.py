@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from torch import nn
 
+from layersim.core.progress import progress_bar
 from layersim.inputs import text_tasks
 from layersim.measures import similarity
 from layersim.nets import models, readout, surgery
@@ -119,14 +120,12 @@ def skip_grid(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str
               progress: bool = True) -> np.ndarray:
     """Fig. 4: ``G[i-1, j-1]`` = the task score with blocks ``i..j`` (1-based, inclusive) skipped
     (``layersim.nets.surgery.skip``, no re-training); NaN below the diagonal (``j < i``: no span)."""
-    from tqdm.auto import tqdm
-
     L = len(surgery.adapters.get(model).blocks(model))
     batches = text_tasks.encode(task, model.layersim_tokenizer, settings.get("eval_batch_size", 64),
                                 settings["max_length"])
     G = np.full((L, L), np.nan)
     spans = [(i, j) for i in range(1, L + 1) for j in range(i, L + 1)]
-    for i, j in tqdm(spans, desc="skip spans", disable=not progress, leave=False):
+    for i, j in progress_bar(spans, desc="skip spans", disable=not progress):
         with surgery.skip(model, i, j) as m:
             z = finetune.predict(m, batches, device)
         G[i - 1, j - 1] = text_tasks.score(task, text_tasks.predictions(task, z))

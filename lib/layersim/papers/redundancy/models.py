@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from layersim.inputs import assets, image_data, text_data
+from layersim.inputs import fetch, image_data, text_data
 from layersim.measures import trends
 from layersim.nets import models
 from layersim.notebook import presets
@@ -88,7 +88,7 @@ def load(spec: Spec, scale: str, seed: int = 0, device: Any = "auto", random_ini
         model, _ = training.vit_from_settings(presets.tracing_vit(scale, spec.name), seed=seed, device=device)
         return model.eval(), None
     if spec.source == "asset":
-        model, tokenizer = assets.load_model(spec.name, random_init=random_init)
+        model, tokenizer = fetch.load_model(spec.name, random_init=random_init)
         if tokenizer is not None:  # right padding, and a pad token for decoders that have none
             tokenizer.padding_side = "right"
             if tokenizer.pad_token is None:

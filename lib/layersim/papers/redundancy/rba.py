@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from layersim.inputs import assets
+from layersim.inputs import fetch
 from layersim.measures import probe, redundancy
 from layersim.nets import linear_maps, models as net_models, params, surgery
 from layersim.papers.redundancy import models as redundancy_models
@@ -105,7 +105,7 @@ def parameter_table(spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
     each span replaced by one ``d x d`` map: ``{model: {"none": M, "i-j": M}}``."""
     out: dict[str, dict[str, float]] = {}
     for key, asset in (models or PARAM_MODELS).items():
-        model, _ = assets.load_model(asset, random_init=True)
+        model, _ = fetch.load_model(asset, random_init=True)
         d = model.config.hidden_size
         row = {}
         for span in spans:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from layersim.inputs import assets
+from layersim.inputs import fetch
 from layersim.nets import generation, models
 from layersim.notebook import settings
 from layersim.papers.tracing import lm
@@ -115,7 +115,7 @@ def generation_at_exits(nets: Mapping[str, Any], prompts: torch.Tensor, prompt_t
     """Text sampled from every block of every model as an exit (Fig. 9 c, d): ``new_tokens`` per prompt by nucleus
     sampling (``top_p``, ``seed``). Returns one row per model and block with mean ``coherence`` (eq. 21, under
     ``encoder``) and ``diversity`` (eq. 22), and the first three continuations of each ``"<model>/<block>"``."""
-    encoder, enc_tok = encoder or assets.load_model(ENCODER)
+    encoder, enc_tok = encoder or fetch.load_model(ENCODER)
     h_prompt = generation.sentence_embeddings(encoder, enc_tok, list(prompt_text))
     rows, samples = [], {}
     for name, m in nets.items():

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import assets, image_data
+from layersim.inputs import fetch, image_data
 from layersim.nets import adapters, models, readout
 from layersim.notebook import plotting
 from layersim.nets.models import resolve_device
@@ -201,7 +201,7 @@ def clip_for(settings: dict, names: Sequence[str], seed: int = 0, device: Any = 
     ``settings`` trained on ``n_train`` images of ``dataset`` with :data:`TEMPLATES` captions, or cached
     (:func:`cached_clip`); otherwise the pretrained CLIP of that name (``meta`` without a checkpoint)."""
     if settings["pretrained"] != "scratch":
-        clip, tok = assets.load_model(settings["pretrained"], device=device)
+        clip, tok = fetch.load_model(settings["pretrained"], device=device)
         return clip, tok, {"key": None, "train_seconds": 0.0}
     images, labels = image_data.image_dataset(settings["dataset"], "train", limit=settings["n_train"], seed=seed,
                                               normalize=False).tensors()

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from layersim.inputs import assets, text_data
+from layersim.core import memo
+from layersim.inputs import fetch, text_data
 from layersim.nets import models, readout
 from layersim.notebook import plotting
 
@@ -33,7 +34,7 @@ MODELS: dict[str, tuple[str, ...]] = {
 def load(name: str, device: Any = "auto") -> tuple[Any, Any]:
     """``(model, tokenizer)`` of a registered causal LM in eval mode on ``device``, the tokenizer
     padding on the right (with EOS when it has no pad token)."""
-    model, tok = assets.load_model(name, device=models.resolve_device(device))
+    model, tok = fetch.load_model(name, device=models.resolve_device(device))
     if tok is None:
         raise ValueError(f"{name!r} came without a tokenizer; the lens table needs one")
     tok.padding_side = "right"
@@ -89,10 +90,16 @@ def words(tokenizer: Any, ids: np.ndarray) -> np.ndarray:
 
 
 def decode(model: Any, tokenizer: Any, prompt: str, steps: int, device: Any = "auto") -> dict:
-    """Fig. 20 on one causal LM: ``prompt`` decoded greedily for ``steps`` tokens through the logit lens. Returns
+    """Fig. 20 on one causal LM: ``prompt`` decoded greedily for ``steps`` tokens through the logit lens, computed
+    once per model, prompt and steps (the seeds' runs share it: :func:`layersim.core.memo.remember`). Returns
     ``model``, ``tokenizer``, ``L``, ``greedy`` (a :class:`~layersim.nets.readout.GreedyLens`) and ``saturation``
     (``[steps]``)."""
-    g = readout.greedy_lens(model, tokenizer, prompt, steps, device=device)
+    parts = {"model": models.fingerprint(model), "prompt": prompt, "steps": steps,
+             "prompt_ids": tokenizer(prompt, return_tensors="pt")["input_ids"].tolist(),
+             "device": models.resolve_device(device).type,
+             "code": [memo.source_of(readout), memo.source_of(models)]}
+    g = readout.GreedyLens(**memo.remember("greedy-lens", parts, lambda: readout.greedy_lens(
+        model, tokenizer, prompt, steps, device=device)._asdict()))
     return {"model": model, "tokenizer": tokenizer, "L": g.top.shape[0] - 1, "greedy": g,
             "saturation": readout.saturation_layer(g.top)}
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import assets, subsets, text_data
+from layersim.inputs import fetch, subsets, text_data
 from layersim.nets import generation, surgery
 from layersim.nets.models import evaluating, resolve_device
 from layersim.train import training
@@ -126,14 +126,14 @@ def model_and_tokenizer(cfg: LMConfig, pretrained: str | None = None) -> tuple[A
     if pretrained is None:
         tok = text_data.austen_tokenizer(cfg.vocab_size)
         return (lambda: build_gpt2(cfg, tok.pad_token_id)), tok
-    _, tok = assets.load_model(pretrained, eval_mode=False)
+    _, tok = fetch.load_model(pretrained, eval_mode=False)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "right"
 
     def build():
         torch.manual_seed(cfg.seed)
-        return assets.load_model(pretrained, eval_mode=False)[0]
+        return fetch.load_model(pretrained, eval_mode=False)[0]
 
     return build, tok
 

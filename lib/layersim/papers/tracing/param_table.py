@@ -1,11 +1,13 @@
 """The tracing paper's Table 1: the parameters one shared classifier saves in a multi-exit model, the paper's
 numbers (:data:`PAPER_TABLE1`, :func:`paper_table`) beside the counts of the real architectures
-(:func:`counted_table`, :func:`comparison`), how the paper's numbers were made (:func:`reconstruction`), and
-:func:`overhead_figure`."""
+(:data:`ARCHITECTURES`, :func:`architecture_params`, :func:`counted_table`, :func:`comparison`), how the paper's
+numbers were made (:func:`reconstruction`), and :func:`overhead_figure` (see docs/modules.md,
+`layersim.papers.tracing.param_table`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +28,61 @@ PAPER_TABLE1 = {
 #: nominal sizes are their exact counts
 NOMINAL_LM_SIZES = {"gpt2": 117e6, "gpt3": 175e9, "llama2": 70e9}
 
+#: The real architectures of Table 1, their published sizes. ``kind`` picks the counting function and
+#: :func:`layersim.nets.params.build_on_meta`'s model, ``dim`` / ``classes`` / ``layers`` are the classifier's input
+#: width, its outputs and the number of blocks (Table 1's columns), ``head_bias`` whether the model's classifier has
+#: a bias (a copy of it is one exit head).
+ARCHITECTURES: dict[str, dict[str, Any]] = {
+    # timm deit_small_patch16_224 / deit_base_patch16_224 (Touvron et al. 2021), ImageNet-1K
+    "deit_small": dict(kind="vit", timm="deit_small_patch16_224", dim=384, classes=1000, layers=12, head_bias=True,
+                       config=dict(embed_dim=384, depth=12, num_classes=1000)),
+    "deit_base": dict(kind="vit", timm="deit_base_patch16_224", dim=768, classes=1000, layers=12, head_bias=True,
+                      config=dict(embed_dim=768, depth=12, num_classes=1000)),
+    # GPT-2 small, HF GPT2Config() defaults (Radford et al. 2019): LM head tied to the embedding
+    "gpt2": dict(kind="gpt2", dim=768, classes=50257, layers=12, head_bias=False,
+                 config=dict(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=50257)),
+    # GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, n_ctx 2048,
+    # GPT-2's 50257-token BPE vocabulary
+    "gpt3": dict(kind="gpt2", dim=12288, classes=50257, layers=96, head_bias=False,
+                 config=dict(n_embd=12288, n_layer=96, n_head=96, n_positions=2048, vocab_size=50257)),
+    # LLaMA-2 (Touvron et al. 2023), the released configurations; 32000-token vocabulary, untied head
+    "llama2_7b": dict(kind="llama", dim=4096, classes=32000, layers=32, head_bias=False,
+                      config=dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                                  num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)),
+    "llama2_13b": dict(kind="llama", dim=5120, classes=32000, layers=40, head_bias=False,
+                       config=dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40,
+                                   num_attention_heads=40, num_key_value_heads=40, vocab_size=32000)),
+    "llama2_70b": dict(kind="llama", dim=8192, classes=32000, layers=80, head_bias=False,
+                       config=dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                                   num_attention_heads=64, num_key_value_heads=8, vocab_size=32000)),
+}
+
+_COUNTERS = {
+    "vit": lambda c: params.vit_params(**c),
+    "gpt2": lambda c: params.gpt2_params(c["n_embd"], c["n_layer"], c["vocab_size"], c["n_positions"]),
+    "llama": lambda c: params.llama_params(**c),
+}
+
+
+def architecture_params(name: str, head_bias: bool | None = None, head_norm: bool = False) -> dict[str, int]:
+    """``{"single": n, "multi": n}`` for one of :data:`ARCHITECTURES` (closed forms).
+
+    An exit head is a copy of the model's classifier (with its bias unless ``head_bias`` says
+    otherwise; with a LayerNorm of its own when ``head_norm``).
+    """
+    arch = _architecture(name)
+    single = _COUNTERS[arch["kind"]](arch["config"])
+    bias = arch["head_bias"] if head_bias is None else head_bias
+    multi = params.multi_exit_params(single, arch["layers"], arch["dim"], arch["classes"], bias, head_norm)
+    return {"single": single, "multi": multi}
+
+
+def _architecture(name: str) -> dict[str, Any]:
+    """The entry ``name`` of :data:`ARCHITECTURES`; a ``ValueError`` naming the known ones otherwise."""
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {name!r}: one of {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name]
+
 
 def paper_table() -> pd.DataFrame:
     """The paper's Table 1 (:data:`PAPER_TABLE1`), one row per model, with ``overhead`` = multi - single."""
@@ -35,15 +92,14 @@ def paper_table() -> pd.DataFrame:
 
 
 def counted_table(head_bias: bool | None = None, head_norm: bool = False) -> pd.DataFrame:
-    """One row per architecture of :data:`layersim.nets.params.ARCHITECTURES`: ``dim``, ``classes``, ``layers``,
+    """One row per architecture of :data:`ARCHITECTURES`: ``dim``, ``classes``, ``layers``,
     ``single`` (counted on the meta device), ``multi`` (plus ``L - 1`` classifiers), whether the closed form agrees,
     ``overhead`` and ``saving`` (percent of the multi model)."""
     rows = {}
-    for name in params.ARCHITECTURES:
-        model = params.build_on_meta(name)
+    for name, arch in ARCHITECTURES.items():
+        model = params.build_on_meta(arch)
         counted = params.count_module(model)
-        closed = params.architecture_params(name, head_bias=head_bias, head_norm=head_norm)
-        arch = params.ARCHITECTURES[name]
+        closed = architecture_params(name, head_bias=head_bias, head_norm=head_norm)
         rows[name] = dict(dim=arch["dim"], classes=arch["classes"], layers=arch["layers"], single=counted,
                           multi=closed["multi"], closed_form_equals_instantiated=counted == closed["single"])
         del model

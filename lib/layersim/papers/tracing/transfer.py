@@ -5,7 +5,7 @@ probe (tracing paper, appendix B.4, Figure 17).
 - :func:`shift_accuracy`: every model's layer-wise accuracy (eq. 2) on every shifted test set;
 - :func:`task_inputs`, :func:`normed_blocks`, :func:`probe_transfer`: a new task's inputs, every block's normed
   class token, and the probes read from them;
-- :func:`shallow_gap`, :func:`final_shortfall`, :func:`describe`: the tested statistics; :data:`SEED_DIAGNOSES`;
+- :func:`shallow_gap`, :func:`final_shortfall`, :func:`describe`: the tested statistics;
 - :func:`transfer_figure`: Figure 17.
 """
 
@@ -30,15 +30,6 @@ CORRUPTIONS = {
     "translation (up to 2 px)": {"corruption": "translate", "severity": 2},
 }
 
-#: why two of Figure 17's statements miss on one seed (``results.diagnose``: ``{claim: (kind, reason)}``)
-SEED_DIAGNOSES = {
-    "aligned_transfer_layerwise": (
-        "does not replicate", "at seed 1 the aligned model's shallow lead is 6.3 points on the clean test images "
-        "(12.7 and 12.3 at seeds 0 and 2) and falls below 5 under reduced contrast (-0.2) and translation (4.2)"),
-    "aligned_keeps_final_accuracy": (
-        "does not replicate", "at seed 1 the aligned model's last block is 3.0 points behind under reduced contrast; "
-        "in every other setting and seed it is at most 0.6 points behind"),
-}
 #: line colours of Figure 17's two models
 COLORS = {"standard": "tab:blue", "aligned": "tab:orange"}
 

@@ -1,0 +1,231 @@
+"""What a run of the runner shows in the terminal while a notebook executes.
+
+A :class:`Watch` follows one notebook: the cell papermill is executing (:class:`WatchedEngine` tells it, with the
+Markdown heading above the cell), the kernel's progress bars (:mod:`layersim.core.progress` appends them to the file
+:attr:`Watch.path`), and the batch's notebooks done of N with an ETA from the committed runs' times
+(:func:`committed_seconds`). Its ``mode``: ``"live"`` rewrites one status line every second (a terminal, serial
+runs), ``"lines"`` prints a full line when the state changed, at most every :data:`LINE_EVERY` seconds (a terminal
+behind Ray's log forwarding), ``"quiet"`` shows nothing (no terminal: the runner's one line per notebook).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from layersim.core import progress
+
+MODES = ("live", "lines", "quiet")
+#: seconds between two refreshes of the live status line
+LIVE_EVERY = 1.0
+#: the fewest seconds between two printed lines in ``"lines"`` mode
+LINE_EVERY = 30.0
+#: the Watch of the notebook executing in this process (papermill's engine reports its cells to it)
+_CURRENT: list[Watch] = []
+
+
+def mode_for(stream: TextIO, parallel: bool) -> str:
+    """``"quiet"`` unless ``stream`` is a terminal; then ``"lines"`` for a parallel batch, else ``"live"``."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return "quiet" if not tty else "lines" if parallel else "live"
+
+
+def clock(seconds: float | None) -> str:
+    """``seconds`` as ``h:mm:ss`` (``m:ss`` under an hour), ``"?"`` when unknown."""
+    if seconds is None:
+        return "?"
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
+def committed_seconds(nb: Path, root: Path) -> list[float]:
+    """The seconds each seed's run of ``nb`` took in its committed default run: the notebook's own (papermill's
+    ``duration``) and the other seeds' (``seed_run_seconds`` of ``figures/<paper>/<stem>/metrics.json``); [] when
+    there is no committed run."""
+    got = []
+    metrics = root / "figures" / nb.parent.name / nb.stem / "metrics.json"
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        got += [float(s) for s in (json.loads(metrics.read_text(encoding="utf-8")).get("seed_run_seconds") or {}).values()]
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        own = json.loads(nb.read_text(encoding="utf-8"))["metadata"]["papermill"]["duration"]
+        if own is not None:
+            got.append(float(own))
+    return got
+
+
+def expected_seconds(nb: Path, root: Path, seeds: int) -> float | None:
+    """How long ``seeds`` seeds' runs of ``nb`` should take at the default scale: the mean committed seed time times
+    ``seeds``; None when there is no committed run."""
+    times = committed_seconds(nb, root)
+    return sum(times) / len(times) * seeds if times else None
+
+
+def headings(cells: list[Any]) -> list[str]:
+    """For each cell of a notebook, the last Markdown heading at or above it (its text without the ``#``), ``""``
+    before the first."""
+    out, current = [], ""
+    for cell in cells:
+        if cell.get("cell_type") == "markdown":
+            for line in "".join(cell.get("source", "")).splitlines():
+                if line.startswith("#"):
+                    current = line.lstrip("#").strip()
+        out.append(current)
+    return out
+
+
+class Batch:
+    """The batch a notebook belongs to: ``expected`` seconds per notebook in run order (None when unknown), the
+    index of the one running, and when it started."""
+
+    def __init__(self, expected: list[float | None], clock=time.monotonic):
+        self.expected, self.clock, self.index, self.started = list(expected), clock, 0, clock()
+
+    def begin(self, index: int) -> None:
+        """Notebook ``index`` (0-based) starts now."""
+        self.index, self.started = index, self.clock()
+
+    def eta(self) -> float | None:
+        """Seconds until the batch ends: what the running notebook has left of its expected time (none when it
+        overran) and the expected times of those after it; None when one of them is unknown."""
+        rest = self.expected[self.index:]
+        if not rest or any(t is None for t in rest):
+            return None
+        return max(0.0, rest[0] - (self.clock() - self.started)) + sum(rest[1:])
+
+
+class Watch:
+    """The terminal view of one notebook's run (see the module's docstring); use as a context manager around the
+    papermill call, with :data:`layersim.core.progress.ENV` set to :attr:`path` in the kernel's environment."""
+
+    def __init__(self, name: str, index: int, count: int, batch: Batch | None = None, mode: str = "quiet",
+                 stream: TextIO | None = None, clock=time.monotonic):
+        if mode not in MODES:
+            raise ValueError(f"progress mode {mode!r}: one of {', '.join(MODES)}")
+        self.name, self.index, self.count, self.batch, self.mode = name, index, count, batch, mode
+        self.stream, self.clock = stream or sys.stderr, clock
+        self.cell, self.cells, self.heading = 0, 0, ""
+        self.bars: dict[str, dict] = {}
+        self.path = ""
+        self._offset, self._stop, self._thread, self._printed, self._last_line = 0, threading.Event(), None, 0.0, ""
+
+    def __enter__(self) -> Watch:
+        fd, self.path = tempfile.mkstemp(prefix="layersim-progress-", suffix=".jsonl")
+        os.close(fd)
+        _CURRENT.append(self)
+        if self.mode != "quiet":
+            self._thread = threading.Thread(target=self._loop, name="layersim-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.mode == "live":
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+        _CURRENT.remove(self)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+    def environment(self) -> dict[str, str]:
+        """The kernel's environment entry that makes :func:`layersim.core.progress.progress_bar` report to this Watch."""
+        return {progress.ENV: self.path}
+
+    def cell_started(self, index: int, count: int, heading: str) -> None:
+        """Papermill started cell ``index`` (0-based) of ``count``, under ``heading``."""
+        self.cell, self.cells, self.heading = index + 1, count, heading
+
+    def read(self) -> None:
+        """Take the kernel's new progress reports from :attr:`path`: the latest state of each bar, finished bars
+        dropped."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                f.seek(self._offset)
+                text = f.read()
+        except OSError:
+            return
+        complete = text[:text.rfind("\n") + 1]
+        self._offset += len(complete.encode("utf-8"))
+        for line in complete.splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if event.get("done"):
+                    self.bars.pop(event["desc"], None)
+                else:
+                    self.bars[event["desc"]] = event
+
+    def line(self) -> str:
+        """The status line: notebook i of N, the cell and its heading, the innermost running bar (count, rate,
+        ETA) and the batch's ETA."""
+        from tqdm import tqdm
+
+        parts = [f"[{self.index}/{self.count}] {self.name}"]
+        if self.cells:
+            parts.append(f"cell {self.cell}/{self.cells}" + (f" {self.heading}" if self.heading else ""))
+        if self.bars:
+            e = list(self.bars.values())[-1]
+            parts.append(tqdm.format_meter(e["n"], e["total"], e["elapsed"], prefix=e["desc"], rate=e["rate"],
+                                           ncols=0))
+        if self.batch is not None:
+            parts.append(f"batch ETA {clock(self.batch.eta())}")
+        return " · ".join(parts)
+
+    def show(self) -> None:
+        """Read the reports and write the line: rewritten in place (``live``), or printed when it changed and
+        :data:`LINE_EVERY` seconds passed (``lines``)."""
+        self.read()
+        text = self.line()
+        if self.mode == "live":
+            width = shutil.get_terminal_size((120, 20)).columns
+            self.stream.write("\r\x1b[K" + text[:width - 1])
+        elif self.mode == "lines" and text != self._last_line and self.clock() - self._printed >= LINE_EVERY:
+            self.stream.write(text + "\n")
+            self._printed, self._last_line = self.clock(), text
+        self.stream.flush()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(LIVE_EVERY):
+            with contextlib.suppress(Exception):  # a display error never stops the run
+                self.show()
+
+
+def current() -> Watch | None:
+    """The Watch of the notebook executing in this process, if any."""
+    return _CURRENT[-1] if _CURRENT else None
+
+
+def engine():
+    """Papermill's nbclient engine, reporting each cell it starts to :func:`current`'s Watch; registered under the
+    name ``"layersim"``."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class WatchedEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
+            watch, cells = current(), nb_man.nb.cells
+            above = headings(cells)
+            start = nb_man.cell_start
+
+            def cell_start(cell, cell_index=None, **kw):
+                if watch is not None and cell_index is not None:
+                    watch.cell_started(cell_index, len(cells), above[cell_index])
+                return start(cell, cell_index, **kw)
+
+            nb_man.cell_start = cell_start
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    papermill_engines.register("layersim", WatchedEngine)
+    return "layersim"
