@@ -10,7 +10,7 @@ takes on two cores, as an estimate. This file checks, without running any notebo
   ``runner.main`` goes as far as it goes before it builds its job; it reads notebooks, it runs nothing);
 - ``--nb`` selects exactly one notebook: this one, or another one that the exercise names;
 - every ``-p NAME`` is a parameter of that notebook (``papermill.inspect_notebook``: its parameters cell, no
-  execution), and every VALUE, read as the runner reads it (``runner.parse_value``), passes the notebook's own
+  execution), and every VALUE, read as the runner reads it (``plans.parse_value``), passes the notebook's own
   validation (:func:`validated_settings`: the parameters cell, then the setup cell up to its ``start(...)`` call with
   ``start`` replaced by :func:`settings_only`, which calls ``settings.pick`` as ``layersim.notebook.run.start`` does
   and stops there: the notebook's imports run, no data set, model or output folder is touched);
@@ -40,7 +40,7 @@ import pytest
 
 from layersim.notebook import run as run_module
 from layersim.notebook import seeds, settings
-from layersim.tools import runner
+from layersim.tools import plans, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPERS = ("tracing", "alignment", "redundancy", "clusters")
@@ -161,7 +161,7 @@ def runner_refusal(argv: list[str]) -> str | None:
     selected, their parameters, where the run would write), or None when it would start the run: ``runner.main``
     runs up to the point where it builds its job, which raises here. The environment is restored after it."""
     err, out = io.StringIO(), io.StringIO()
-    with mock.patch.dict(os.environ), mock.patch.object(runner, "Job", side_effect=_Reached), \
+    with mock.patch.dict(os.environ), mock.patch.object(plans, "Job", side_effect=_Reached), \
             contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
             code = runner.main(argv)
@@ -283,7 +283,7 @@ def command_problems(command: str, item: str, notebook: Path, read: dict[Path, P
             problems.append(f"`{command}` runs {label(target)}, which the exercise does not name outside the command")
     scale = args.scale or "default"
     names = [name for name, _ in args.p]
-    given = {name: runner.parse_value(value) for name, value in args.p}
+    given = {name: plans.parse_value(value) for name, value in args.p}
     known = parameter_names(read.get(target, target))
     problems += [f"`{command}`: {label(target)} has no parameter {name!r}; its parameters are "
                  f"{', '.join(n for n in known if n != 'scale')}" for name in names if name not in known]

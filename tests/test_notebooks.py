@@ -3,6 +3,7 @@ tests/notebooks/ holds the smoke-scale references that nbval re-executes in the 
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -225,6 +226,8 @@ def test_notebooks_call_helpers_from_their_home_module(nb):
 
 #: the line budget of a notebook: code that a student reads before the idea is plumbing, which lives in the library
 LINE_BUDGET = 80
+#: the budget of the median over the papers' notebooks (the layer report left out): most stay well inside the budget
+MEDIAN_BUDGET = 60
 
 
 def code_lines(path) -> int:
@@ -237,6 +240,14 @@ def code_lines(path) -> int:
 def test_notebooks_stay_within_their_line_budget(nb):
     n = code_lines(nb)
     assert n <= LINE_BUDGET, f"{nb.stem}: {n} code lines, over the budget of {LINE_BUDGET}: move plumbing to layersim"
+
+
+def test_the_papers_notebooks_median_stays_within_its_budget():
+    lines = {nb.stem: code_lines(nb) for nb in NOTEBOOKS if nb.parent.name != "report"}
+    median = statistics.median(lines.values())
+    largest = sorted(lines, key=lines.get, reverse=True)[:5]
+    assert median <= MEDIAN_BUDGET, (f"the papers' notebooks have a median of {median} code lines, over the budget of "
+                                     f"{MEDIAN_BUDGET}; the largest: {[(n, lines[n]) for n in largest]}")
 
 
 def test_the_line_counter_skips_blanks_comments_and_injected_parameters(tmp_path):

@@ -180,6 +180,29 @@ def test_half_made_and_half_dropped_copies_are_never_restored(plain):
     assert (folder / "a.png").read_bytes() == b"complete and new"
 
 
+def test_the_guard_keeps_each_notebooks_outputs_until_it_settles(plain, monkeypatch):
+    """A failed notebook's folder and notebook are put back, a finished one's copy is dropped, and ``settle_all``
+    puts back what is still kept; a notebook that rewrites nothing committed is not kept."""
+    monkeypatch.setenv("LAYERSIM_ROOT", str(plain))
+    folder, nb = plain / "figures" / "p" / "n", plain / "notebooks" / "p" / "n.ipynb"
+    before = {**tree_files(folder), "nb": nb.read_bytes()}
+    guard = committed.Guard(lambda n: (folder, nb) if n == nb else None, say=None)
+    guard.keep(plain / "notebooks" / "p" / "other.ipynb")
+    assert guard.kept == {}
+    for ok in (False, True, None):
+        guard.keep(nb)
+        (folder / "a.png").write_bytes(b"new")
+        nb.write_text("new notebook")
+        if ok is None:
+            assert guard.settle_all() == [folder]
+        else:
+            guard.settle(nb, ok)
+        assert ({**tree_files(folder), "nb": nb.read_bytes()} == before) != bool(ok)
+        assert committed.leftovers(plain) == [] and guard.kept == {}
+        folder.joinpath("a.png").write_bytes(b"a")
+        nb.write_text("old notebook")
+
+
 def test_sigterm_and_sighup_become_stopped_and_a_shielded_block_finishes():
     before = signal.getsignal(signal.SIGTERM)
     for signum in committed.SIGNALS:

@@ -1,4 +1,4 @@
-"""Tests of layersim.tools.runner: choosing notebooks, planning where a run writes, running and publishing them.
+"""Tests of layersim.tools.runner: choosing notebooks, refusing what cannot run, running and publishing them.
 
 Most cases stage a repository of their own (``LAYERSIM_ROOT``); the ``slow`` ones execute small notebooks through
 papermill. The committed notebooks and metrics files are checked for a machine's absolute folders. The runner never
@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from layersim.core import writers
-from layersim.notebook import prose
 from layersim.tools import runner
 from builders import REPO, one_line_error, tree_files, write_notebook
 
@@ -103,25 +101,6 @@ def test_a_relative_path_variable_means_the_same_inside_the_kernel(fake_repo, mo
     assert (nb.parent / "seen.txt").read_text() == str(fake_repo / "my" / "cache")
 
 
-def test_without_root_makes_paths_in_the_repository_relative_and_leaves_the_rest(tmp_path):
-    root = tmp_path / "repo"
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "repo2").mkdir()
-    root.mkdir()
-    (root / "link").symlink_to(root)  # a root reached through a link is the same root
-    nb = {"metadata": {"papermill": {"input_path": f"{root}/notebooks/p/n.ipynb", "parameters": {"n": 3}}},
-          "cells": [{"cell_type": "code", "source": [f'out = "{root / "link"}/figures/p/n"\n'],
-                     "outputs": [{"output_type": "stream", "text": [f"writing to {root.resolve()}/runs/x\n",
-                                                                      f"cache {tmp_path}/elsewhere/c\n",
-                                                                      f"sibling {tmp_path}/repo2/f\n"]}]}]}
-    got = runner.without_root(nb, root / "link")
-    assert got["metadata"]["papermill"] == {"input_path": "notebooks/p/n.ipynb", "parameters": {"n": 3}}
-    assert got["cells"][0]["source"] == ['out = "figures/p/n"\n']
-    assert got["cells"][0]["outputs"][0]["text"] == ["writing to runs/x\n", f"cache {tmp_path}/elsewhere/c\n",
-                                                     f"sibling {tmp_path}/repo2/f\n"]
-    assert nb["cells"][0]["source"][0].startswith('out = "/')  # the input is not changed
-
-
 def test_only_relative_path_variables_are_rewritten(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     env = {"LAYERSIM_CACHE": "c", "LAYERSIM_DATA": "/abs/data", "LAYERSIM_OUT": "", "OTHER": "rel"}
@@ -164,44 +143,6 @@ def test_unknown_parameter_is_named_for_each_notebook_that_lacks_it(fake_repo):
     assert lines == ["p/b has no parameter 'n'; its parameters are m"]
 
 
-@pytest.mark.parametrize("scale", ["smoke", "default", "paper"])
-@pytest.mark.parametrize("refs", [False, True])
-@pytest.mark.parametrize("params", [{}, {"n": 1}])
-@pytest.mark.parametrize("update", [False, True])
-@pytest.mark.parametrize("user_out", [None, "elsewhere", "figures", "link-to-figures"])
-def test_only_an_updating_default_run_may_write_committed_results(fake_repo, monkeypatch, scale, refs, params,
-                                                                   update, user_out):
-    """Every combination of the runner's options: only --scale default --update-committed without -p publishes
-    into notebooks/ and turns the switch on for the kernel; no other plan points into the committed folders,
-    whatever LAYERSIM_OUT says (a symlink into figures/ included)."""
-    nb = write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [])
-    (fake_repo / "figures").mkdir()
-    (fake_repo / "link-to-figures").symlink_to(fake_repo / "figures")
-    if user_out:
-        monkeypatch.setenv("LAYERSIM_OUT", str(fake_repo / user_out))
-    committed = [(fake_repo / "notebooks").resolve(), (fake_repo / "figures").resolve()]
-
-    def inside(path):
-        return path is not None and any(path.resolve().is_relative_to(c) for c in committed)
-
-    publishing = update and scale == "default" and not refs and not params
-    refused = (refs and (scale != "smoke" or params)) or (update and not publishing) or (
-        user_out in ("figures", "link-to-figures") and not refs and not publishing)
-    if refused:
-        with pytest.raises(ValueError):
-            runner.plan(nb, scale, refs, params, update=update)
-        return
-    target = runner.plan(nb, scale, refs, params, update=update)
-    assert (target.publish == nb) == publishing and (target.publish is None) != publishing
-    assert target.environment["LAYERSIM_UPDATE_COMMITTED"] == ("1" if publishing else "0")
-    assert not inside(target.executed)
-    assert not inside(target.out_root)
-    if publishing:  # the kernel's own LAYERSIM_OUT is unset: figures/ it is
-        assert target.environment["LAYERSIM_OUT"] is None
-    elif not refs:  # the kernel is pointed away from figures/
-        assert target.out_root == (fake_repo / user_out if user_out else fake_repo / "runs" / scale)
-
-
 def _snapshot(folder):
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
@@ -227,11 +168,6 @@ def test_runs_with_parameters_or_other_scales_leave_committed_files_alone(fake_r
     assert runner.main(["--scale", "default", "--update-committed"]) == 0  # the control: only this run publishes
     assert (fake_repo / "figures" / "p" / "n" / "out.txt").read_text() == "default None"
     assert nb.read_text() != before["p/n.ipynb"].decode()
-
-
-def test_parse_value():
-    assert runner.parse_value("3") == 3 and runner.parse_value("0.5") == 0.5
-    assert runner.parse_value("[1, 2]") == [1, 2] and runner.parse_value("cifar10") == "cifar10"
 
 
 @pytest.mark.slow
@@ -397,42 +333,6 @@ def test_the_folder_check_finds_a_machines_folder():
     assert not _MACHINE.search("figures/scale_checks/a05/a05.ipynb and https://example.org/work/x")
 
 
-def test_a_committed_scale_check_opens_with_what_it_is(tmp_path):
-    nb = {"cells": [{"cell_type": "markdown", "id": "x", "metadata": {}, "source": ["# t01"]}], "metadata": {},
-          "nbformat": 4, "nbformat_minor": 5}
-    noted = runner.with_scale_check_note(nb, "tracing/t01_cos_vs_cka")
-    first = "".join(noted["cells"][0]["source"])
-    assert noted["cells"][0]["id"] == runner.SCALE_CHECK_NOTE and "`notebooks/tracing/t01_cos_vs_cka.ipynb`" in first
-    assert "default-scale run" in first and len(noted["cells"]) == 2 and nb["cells"][0]["id"] == "x"
-    assert runner.with_scale_check_note(noted, "tracing/t01_cos_vs_cka") == noted  # added once
-    for path in sorted(REPO.glob("figures/scale_checks/*/*/*.ipynb")):  # the committed ones
-        assert json.loads(path.read_text())["cells"][0]["id"] == runner.SCALE_CHECK_NOTE, path
-
-
-def test_a_committed_scale_check_leaves_out_the_default_runs_interpretation():
-    def md(text, id_):
-        return {"cell_type": "markdown", "id": id_, "metadata": {}, "source": [text]}
-
-    code = {"cell_type": "code", "id": "c", "metadata": {}, "source": ["x = 1"], "outputs": [], "execution_count": 1}
-    nb = {"cells": [md("# t01", "a"), code, md("## What we found (default scale)\n\n0.55 over 3 seeds", "f"),
-                    md("**Diagnosis.** blocks 4-6", "g"), code, md("## Exercises\n\n1. run it", "e")],
-          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-    cut = runner.without_findings(nb, "tracing/t01_cos_vs_cka")
-    assert [c["id"] for c in cut["cells"]] == ["a", "c", runner.SCALE_CHECK_FINDINGS, "e"]
-    note = "".join(cut["cells"][2]["source"])  # the heading stays, the default run's text and numbers do not
-    assert note.startswith(runner.FINDINGS) and "0.55" not in note and "`notebooks/tracing/t01_cos_vs_cka.ipynb`" in note
-    assert runner.without_findings(cut, "tracing/t01_cos_vs_cka") == cut  # once
-    left = md(prose.NOT_THIS_RUN.format(why="scores has no '2'"), "f")  # a passage another run cannot fill
-    left["metadata"] = {prose.KEY: {"template": "## What we found (default scale)\n\n{{scores.2}}"}}
-    nb2 = {**nb, "cells": [*nb["cells"][:2], left, *nb["cells"][3:]]}
-    assert [c["id"] for c in runner.without_findings(nb2, "t/x")["cells"]] == ["a", "c", runner.SCALE_CHECK_FINDINGS, "e"]
-    plain = {**nb, "cells": [md("# t01", "a"), code]}
-    assert runner.without_findings(plain, "tracing/t01_cos_vs_cka") == plain  # a notebook without findings: as it is
-    for path in sorted(REPO.glob("figures/scale_checks/*/*/*.ipynb")):  # the committed ones
-        ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
-        assert runner.SCALE_CHECK_FINDINGS in ids, path
-
-
 # --- bad arguments, a closed Ray address, a failed notebook's outputs, widgets ------------------------------------
 
 
@@ -487,21 +387,6 @@ def test_the_serial_runner_puts_back_the_committed_outputs_of_a_failed_notebook(
     assert [p.name for p in old.iterdir()] == ["metrics.json"] and (old / "metrics.json").read_text() == '{"run": 1}'
 
 
-def test_widget_state_and_widget_outputs_are_left_out_of_the_book():
-    view = {"model_id": "x", "version_major": 2, "version_minor": 0}
-    nb = {"metadata": {"widgets": {"state": {}}, "kernelspec": {}},
-          "cells": [{"cell_type": "code", "outputs": [
-              {"output_type": "display_data", "data": {runner.WIDGET_VIEW: view, "text/plain": "HBox()"}},
-              {"output_type": "display_data", "data": {runner.WIDGET_VIEW: view, "image/png": "AA=="}},
-              {"output_type": "stream", "name": "stdout", "text": "kept"}]},
-              {"cell_type": "markdown", "source": "text"}]}
-    got = runner.without_widgets(nb)
-    assert "widgets" not in got["metadata"] and "kernelspec" in got["metadata"]
-    assert got["cells"][0]["outputs"] == [{"output_type": "display_data", "data": {"image/png": "AA=="}},
-                                          {"output_type": "stream", "name": "stdout", "text": "kept"}]
-    assert runner.WIDGET_VIEW in nb["cells"][0]["outputs"][0]["data"]  # the input is not changed
-
-
 # --- committed results, users' files and LAYERSIM_OUT, in a repository with committed figures --------------------
 
 
@@ -547,25 +432,6 @@ def test_a_folder_of_the_users_files_is_never_cleared(repo_with_figures, tmp_pat
     assert tree_files(tmp_path / "Pictures") == {"p/n/holiday.png": b"mine"}
 
 
-def test_the_executed_notebook_follows_layersim_out(repo_with_figures, tmp_path, monkeypatch):
-    """Two runners with their own LAYERSIM_OUT wrote the same executed notebook under runs/."""
-    nb = _notebook(repo_with_figures / "notebooks" / "p" / "n.ipynb", [WRITES])
-    monkeypatch.setenv("LAYERSIM_OUT", str(tmp_path / "a"))
-    target = runner.plan(nb, "smoke", params={})
-    assert target.executed == tmp_path / "a" / "p" / "n" / "n.ipynb"
-    seeded = runner.seed_plan(nb, "default", 1, repo_with_figures, base=runner.seed_base(target, repo_with_figures))
-    assert seeded.executed.is_relative_to(tmp_path / "a" / "seeds")
-
-
-def test_a_relative_layersim_out_is_taken_from_the_working_directory(repo_with_figures, tmp_path, monkeypatch):
-    here = tmp_path / "work"
-    here.mkdir()
-    monkeypatch.chdir(here)
-    monkeypatch.setenv("LAYERSIM_OUT", "mine")
-    nb = _notebook(repo_with_figures / "notebooks" / "p" / "n.ipynb", [WRITES])
-    assert runner.plan(nb, "smoke").out_root == here / "mine"  # what the kernel (in notebooks/p/) gets
-
-
 @pytest.mark.slow
 def test_a_relative_layersim_out_reaches_the_kernel_absolute(repo_with_figures, tmp_path, monkeypatch):
     here = tmp_path / "work"
@@ -598,13 +464,6 @@ def test_a_glob_matches_the_notebooks_own_name(repo_with_figures):
     assert [p.stem for p in runner.discover("t07*")] == ["t07_early_exit"]
     assert [p.stem for p in runner.discover("*/t07*")] == ["t07_early_exit"]
     assert [p.stem for p in runner.discover("t07_early_exit.ipynb")] == ["t07_early_exit"]
-
-
-def test_a_default_run_without_the_switch_leaves_committed_results_alone(repo_with_figures, capsys):
-    nb = _notebook(repo_with_figures / "notebooks" / "p" / "n.ipynb", [WRITES])
-    target = runner.plan(nb, "default")
-    assert target.publish is None and target.environment[writers.SWITCH] == "0"
-    assert target.out_root == repo_with_figures / "runs" / "default"
 
 
 @pytest.mark.parametrize("selection", [",", " , ", ",,"])

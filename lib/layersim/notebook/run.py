@@ -1,6 +1,6 @@
 """One notebook run: its settings, its output folder, its figures and its claims, in three calls::
 
-    run = start("alignment/a06_convergence", PRESETS, globals(), rules=RULES)   # settings + output folder
+    run = start("alignment/a06_convergence", PRESETS, globals(), rules=cv.RULES)  # settings + output folder
     run.finish(fig, "fig9a_alignment")                                          # save + show a figure
     run.record(claims, sigma_top=sigma[:60])                                     # metrics.json + claims table
 

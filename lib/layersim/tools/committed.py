@@ -2,7 +2,8 @@
 
 Each committed folder (``figures/<paper>/<stem>/`` and its notebook) is left as it was or complete and new.
 :func:`snapshot` copies it to ``runs/.restore/`` before a run touches it; :func:`drop` deletes the copy after a
-success, :func:`restore` puts it back after a failure or a stop. :func:`stops` turns SIGTERM and SIGHUP into
+success, :func:`restore` puts it back after a failure or a stop; a :class:`Guard` does this for each notebook of a
+run. :func:`stops` turns SIGTERM and SIGHUP into
 :class:`Stopped`, :func:`shielded` holds signals back during the clean-up, :func:`end_children` ends the run's
 kernels, :func:`recover` puts back what a hard-killed run left, and :func:`phase` marks where the tests stop a run
 (see docs/modules.md, `layersim.tools.committed`).
@@ -18,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from layersim.core import locks, writers
@@ -237,3 +238,37 @@ def recover(root: Path | None = None, say=None) -> list[Path]:
             if recover_one(keep, root, say):
                 done.append(root / info["folder"])
     return done
+
+
+class Guard:
+    """Keeps the committed outputs of each notebook a run rewrites from its start (:meth:`keep`: :func:`snapshot`) to
+    its end (:meth:`settle`: dropped after a success, restored otherwise); :meth:`settle_all` restores the unfinished
+    ones. ``outputs_of(nb)``: the committed folder and notebook a run of ``nb`` rewrites, or None (nothing kept)."""
+
+    def __init__(self, outputs_of: Callable[[Path], tuple[Path, Path | None] | None], say=print):
+        self.outputs_of, self.kept, self.say = outputs_of, {}, say
+
+    def keep(self, nb: Path) -> None:
+        found = self.outputs_of(nb)
+        if found is None:
+            return
+        phase("locked")
+        self.kept[nb] = snapshot(*found, say=self.say)
+        phase("kept")
+
+    def settle(self, nb: Path, ok: bool) -> None:
+        keep = self.kept.pop(nb, None)
+        if keep is None:
+            return
+        if ok:
+            drop(keep)
+        else:
+            restore(keep)
+
+    def settle_all(self) -> list[Path]:
+        """Put back every notebook's committed outputs still kept; returns their folders."""
+        back = []
+        for nb in list(self.kept):
+            back.append(self.outputs_of(nb)[0])
+            self.settle(nb, False)
+        return back

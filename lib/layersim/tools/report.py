@@ -31,7 +31,8 @@ from layersim.notebook import lenses as lens_registry, plotting, results, settin
 from layersim.notebook.run import shown_path
 from layersim.notebook.presets import TRACING_VIT
 from layersim.tools import committed
-from layersim.tools.runner import describe_failure, kernel_options, lock_place, publish, temporary_environ
+from layersim.tools.plans import lock_place
+from layersim.tools.runner import describe_failure, kernel_options, publish, temporary_environ
 from layersim.train import training
 
 __all__ = ["DATA_SETS", "LENS_GROUPS", "DataSpec", "ModelSpec", "Report", "check", "data_spec", "extract",

@@ -3,8 +3,8 @@
 ``make reproduce`` calls it. It executes every notebook under ``notebooks/<paper>/`` (or those ``--nb`` selects) at
 ``--scale``, judging each claim over several seeds (:mod:`layersim.notebook.seeds`), with one line per notebook; a
 failed notebook is named with its cell, the others go on, and the exit status is 1. Where a run writes is
-:func:`plan`'s: only ``--scale default --update-committed`` without ``-p`` replaces the committed results;
-``--refs`` writes the smoke references, ``--scale-check`` the scale checks, any other run ``runs/<scale>/``.
+:mod:`layersim.tools.plans`'s: only ``--scale default --update-committed`` without ``-p`` replaces the committed
+results; ``--refs`` writes the smoke references, ``--scale-check`` the scale checks, any other run ``runs/<scale>/``.
 ``--jobs`` or ``--address`` runs notebooks side by side on Ray (:mod:`layersim.tools.batch`) (see docs/modules.md,
 `layersim.tools.runner`).
 """
@@ -28,7 +28,7 @@ from layersim.core import locks, paths, writers
 from layersim.core.paths import repo_root
 from layersim.notebook import prose, results, seeds
 from layersim.notebook.results import SCALES
-from layersim.tools import claims, committed, compare
+from layersim.tools import claims, cleaning, committed, compare, plans
 
 KERNEL = "python3"
 
@@ -77,63 +77,6 @@ def describe_failure(exc: BaseException) -> str:
         where = f"cell {exc.cell_index + 1} (execution count {exc.exec_count})"
         return f"{where}: {exc.ename}: {exc.evalue}" + (f"  [{first[0][:80]}]" if first else "")
     return f"{type(exc).__name__}: {exc}"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Where one run writes: ``executed`` (papermill's output), ``publish`` (the committed notebook it replaces on
-    success, or None) and ``out_root`` (the kernel's ``LAYERSIM_OUT``, or None to let ``results.output_dir``
-    choose)."""
-
-    executed: Path
-    publish: Path | None
-    out_root: Path | None
-    committed: bool = False  # a scale check's evidence, written into figures/scale_checks/
-    reference: Path | None = None  # a smoke reference's place under tests/notebooks/, written after a success
-
-    @property
-    def environment(self) -> dict[str, str | None]:
-        """The kernel's ``LAYERSIM_OUT`` and the switch (on only for a publishing run or a committed scale
-        check); None unsets."""
-        return {"LAYERSIM_OUT": str(self.out_root) if self.out_root else None,
-                writers.SWITCH: "1" if self.publish is not None or self.committed else "0"}
-
-
-def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
-         update: bool = False) -> Plan:
-    """Where a run of ``nb`` writes. Only a default-scale run with ``update`` (``--update-committed``) and no
-    ``params`` publishes into ``notebooks/`` and lets the notebook write ``figures/``. ``ValueError`` for a
-    combination that would clobber committed results: ``update`` with params, another scale or ``refs``; ``refs``
-    off the smoke scale or with params; a ``scale`` param; a ``$LAYERSIM_OUT`` or ``out`` inside the committed
-    folders."""
-    root = root or repo_root()
-    params = params or {}
-    if scale not in SCALES:
-        raise ValueError(f"unknown scale {scale!r}: use one of {', '.join(SCALES)}")
-    if "scale" in params:
-        raise ValueError("scale is set with --scale, not with -p scale")
-    if refs and (scale != "smoke" or params):
-        raise ValueError("smoke references are runs at scale smoke with the presets: no --scale, no -p")
-    if update and (scale != "default" or params or refs):
-        raise ValueError("--update-committed replaces the committed default-scale results: only with --scale "
-                         "default, without -p and without --refs")
-    rel = nb.relative_to(root / "notebooks")
-    paper, stem = rel.parent.as_posix(), nb.stem
-    if refs:  # executed under runs/, then written whole into tests/notebooks/ (write_reference)
-        return Plan(root / "runs" / "smoke" / "refs" / paper / stem / nb.name, None, None,
-                    reference=root / "tests" / "notebooks" / paper / nb.name)
-    if update:
-        return Plan(root / "runs" / scale / paper / stem / nb.name, nb, None)
-    user_out = os.environ.get("LAYERSIM_OUT")
-    out_root = writers.resolved(user_out) if user_out else root / "runs" / scale
-    if writers.protected_root(out_root / paper, root) is not None:
-        raise writers.ProtectedPath(f"LAYERSIM_OUT={user_out!r} points into the committed results ("
-                                    f"{writers.protected_root(out_root / paper, root)}), which only "
-                                    "--update-committed (make reproduce) writes")
-    if isinstance(params.get("out"), str) and writers.protected_root(params["out"], root) is not None:
-        raise writers.ProtectedPath(f"-p out {params['out']} points into the committed results, which only "
-                                    "--update-committed (make reproduce) writes")
-    return Plan(out_root / paper / stem / nb.name, None, out_root)
 
 
 @contextlib.contextmanager
@@ -198,13 +141,15 @@ def unknown_parameters(notebooks: list[Path], params: dict, root: Path | None = 
 
 
 def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,
-                 update: bool = False, seed_runs: list[Path] | tuple = (), target: Plan | None = None) -> Outcome:
-    """Execute ``nb`` with papermill at ``scale`` where :func:`plan` (or ``target``) says; a notebook error gives a
-    failed :class:`Outcome`. ``seed_runs``: the other seeds' output folders, whose claims this run folds in."""
+                 update: bool = False, seed_runs: list[Path] | tuple = (),
+                 target: plans.Plan | None = None) -> Outcome:
+    """Execute ``nb`` with papermill at ``scale`` where :func:`layersim.tools.plans.plan` (or ``target``) says; a
+    notebook error gives a failed :class:`Outcome`. ``seed_runs``: the other seeds' output folders, whose claims this
+    run folds in."""
     import papermill as pm
 
     root = root or repo_root()
-    target = target or plan(nb, scale, refs, params, root, update)
+    target = target or plans.plan(nb, scale, refs, params, root, update)
     t0 = time.perf_counter()
     try:
         writers.claim_folder(target.executed.parent, "the output folder")
@@ -232,7 +177,7 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         except ValueError as exc:
             return Outcome(nb, False, time.perf_counter() - t0, f"its prose does not render from the run: {exc}")
         if refs:
-            strip_reference(target.executed)
+            cleaning.strip_reference(target.executed)
             try:
                 write_reference(Path(fresh) / nb.parent.name / nb.stem, target.executed, target.reference, root)
             except ValueError as exc:
@@ -249,70 +194,31 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
 
 def publish(executed: Path, dest: Path, root: Path, scale_check: str | None = None) -> None:
     """Write the executed notebook ``executed`` to ``dest`` (possibly the same file) as a committed copy, whole or not
-    at all, through the ``results`` writer: without widgets (:func:`without_widgets`) or the repository's absolute
-    path (:func:`without_root`). A scale check (``scale_check="<paper>/<stem>"``) also gets
-    :func:`with_scale_check_note` and :func:`without_findings`. The report publishes its committed examples through
-    it too."""
-    clean = without_root(without_widgets(json.loads(Path(executed).read_text(encoding="utf-8"))), root)
+    at all, through the ``results`` writer, cleaned (:mod:`layersim.tools.cleaning`): without widgets or the
+    repository's absolute path; a scale check (``scale_check="<paper>/<stem>"``) also with its note and without the
+    default run's findings. The report publishes its committed examples through it too."""
+    executed_nb = json.loads(Path(executed).read_text(encoding="utf-8"))
+    clean = cleaning.without_root(cleaning.without_widgets(executed_nb), root)
     if scale_check:  # the scale check of the notebook "<paper>/<stem>": it opens with what it is
-        clean = with_scale_check_note(without_findings(clean, scale_check), scale_check)
+        clean = cleaning.with_scale_check_note(cleaning.without_findings(clean, scale_check), scale_check)
     text = json.dumps(clean, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
     writers.write_committed(dest, text, "results", root)
 
 
-def own_seed(nb: Path, params: dict | None = None) -> int:
-    """The seed a run of ``nb`` uses: ``-p seed``, else the default of the notebook's ``seed`` parameter
-    (a ``ValueError`` for a notebook without one)."""
-    import papermill as pm
-
-    if params and "seed" in params:
-        return params["seed"]
-    found = pm.inspect_notebook(str(nb)).get("seed")
-    if found is None:
-        raise ValueError(f"{nb.name} has no 'seed' parameter: its claims cannot be tested over several seeds")
-    return parse_value(found["default"])
-
-
-def seed_plan(nb: Path, scale: str, seed: int, root: Path | None = None, variant: str = "",
-              base: Path | None = None) -> Plan:
-    """Where the run of ``nb`` at one of the extra seeds writes: its own folder under
-    ``runs/<scale>/seeds/[<variant>/]seed-<seed>/``, or ``<base>/seeds/...`` (:func:`seed_base`;
-    :func:`layersim.notebook.seeds.seed_folder`), never committed results."""
-    root = root or repo_root()
-    out_root = seeds.seed_folder(root, scale, seed, variant, base=base)
-    return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root)
-
-
-def seed_base(target: Plan, root: Path | None = None) -> Path | None:
-    """The folder the other seeds' runs of ``target`` go under: the run's own output folder when it lies outside the
-    repository (``$LAYERSIM_OUT``), else None (``runs/<scale>/``)."""
-    root = root or repo_root()
-    if target.publish is not None or target.committed or target.out_root is None:
-        return None
-    return None if writers.resolved(target.out_root).is_relative_to(writers.resolved(root)) else target.out_root
-
-
-def scale_check_plan(nb: Path, root: Path | None = None, update: bool = False) -> Plan:
-    """Where the scale check of ``nb`` (:data:`layersim.notebook.seeds.SCALE_CHECKS`) writes: the executed
-    notebook, its figures and ``metrics.json`` in ``figures/scale_checks/<paper>/<stem>/`` with ``update``
-    (the committed evidence of a *scale* diagnosis), else ``runs/default/scale_checks/<paper>/<stem>/``."""
-    root = root or repo_root()
-    out_root = (root / "figures" if update else root / "runs" / "default") / claims.SCALE_CHECK_FOLDER
-    return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root, committed=update)
-
-
 def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, root: Path | None = None,
-                   update: bool = False, say=print, target: Plan | None = None, variant: str = "") -> list[Outcome]:
-    """Run ``nb`` at ``n`` seeds: the seeds after its own first (:func:`seed_plan`, folders named by ``variant``), then
-    its own run where ``target`` (default :func:`plan`) says, which judges every claim over all ``n``. A failed seed
-    run stops the notebook. Returns the outcomes in the order run; ``say`` reports each seed run."""
+                   update: bool = False, say=print, target: plans.Plan | None = None,
+                   variant: str = "") -> list[Outcome]:
+    """Run ``nb`` at ``n`` seeds: the seeds after its own first (:func:`layersim.tools.plans.seed_plan`, folders named
+    by ``variant``), then its own run where ``target`` (default :func:`layersim.tools.plans.plan`) says, which judges
+    every claim over all ``n``. A failed seed run stops the notebook. Returns the outcomes in the order run; ``say``
+    reports each seed run."""
     root = root or repo_root()
     params = dict(params or {})
-    first = own_seed(nb, params) if n > 1 else params.get("seed")
-    target = target or plan(nb, scale, False, params, root, update)  # refuse a clobbering run before anything runs
+    first = plans.own_seed(nb, params) if n > 1 else params.get("seed")
+    target = target or plans.plan(nb, scale, False, params, root, update)  # refuses a clobbering run up front
     outcomes, folders = [], []
     for s in (seeds.seed_list(first, n)[1:] if n > 1 else []):
-        where = seed_plan(nb, scale, s, root, variant, seed_base(target, root))
+        where = plans.seed_plan(nb, scale, s, root, variant, plans.seed_base(target, root))
         out = run_notebook(nb, scale, params={**params, "seed": s}, root=root, target=where)
         say(f"    seed {s}: {'ok' if out.ok else 'FAILED at ' + out.error} ({out.seconds:.1f} s)")
         outcomes.append(out)
@@ -332,12 +238,6 @@ def overall(nb: Path, runs: list[Outcome]) -> Outcome:
                    next((o.error for o in runs if not o.ok), ""))
 
 
-def metrics_of(nb: Path, target: Plan) -> Path:
-    """The ``metrics.json`` that the run of ``nb`` planned as ``target`` writes (``figures/`` when it publishes)."""
-    root = target.out_root or repo_root() / "figures"
-    return root / nb.parent.name / nb.stem / "metrics.json"
-
-
 def claims_line(path: Path) -> str:
     """One line of a run's claims with their seeds: ``claims: 2 of 3 hold: a 3/3, b 2/3, c **0/3**``; empty
     when the run wrote no ``metrics.json`` or no claim."""
@@ -355,216 +255,23 @@ def write_reference(run: Path, executed: Path, reference: Path, root: Path | Non
     """Write a smoke reference (``reference``: ``tests/notebooks/<paper>/<stem>.ipynb``) through the ``smoke-refs``
     writer, each file whole: first ``<stem>.metrics.json``, the metrics and figure names of the run's output folder
     ``run`` without run facts (what :mod:`layersim.tools.smoke_check` compares with), then the stripped notebook
-    ``executed`` (:func:`strip_reference`). ``ValueError`` before writing when the run wrote no ``metrics.json``."""
+    ``executed`` (:func:`layersim.tools.cleaning.strip_reference`). ``ValueError`` before writing when the run wrote
+    no ``metrics.json``."""
     data = compare.without_run_facts(compare.record(run))
     writers.write_committed(reference.with_suffix(".metrics.json"), json.dumps(data, indent=1) + "\n", "smoke-refs",
                             root)
     return writers.write_committed(reference, executed.read_text(encoding="utf-8"), "smoke-refs", root)
 
 
-def strip_reference(path: Path) -> None:
-    """Keep only what nbval compares in a smoke reference: the outputs of the cells tagged ``nbval-check-output``, and
-    papermill's ``duration`` (rounded to 0.1 s), the smoke time the README shows."""
-    import nbformat
-
-    nb = nbformat.read(str(path), as_version=4)
-    for cell in nb.cells:
-        cell.metadata.pop("papermill", None)
-        cell.metadata.pop("execution", None)
-        if cell.cell_type == "code" and "nbval-check-output" not in cell.metadata.get("tags", []):
-            cell.outputs = []
-            cell.execution_count = None
-    seconds = (nb.metadata.pop("papermill", None) or {}).get("duration")
-    if seconds is not None:
-        nb.metadata["papermill"] = {"duration": round(float(seconds), 1)}
-    nbformat.write(nb, str(path))
-
-
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-#: the id of the Markdown cell that opens a committed scale check (:func:`with_scale_check_note`)
-SCALE_CHECK_NOTE = "layersim-scale-check-note"
-
-
-def with_scale_check_note(nb: dict, notebook: str) -> dict:
-    """``nb`` (a committed scale check's JSON) opening, once, with a Markdown cell saying that it is ``notebook``
-    (``<paper>/<stem>``) run with its larger settings."""
-    cells = nb.get("cells", [])
-    if cells and cells[0].get("id") == SCALE_CHECK_NOTE:
-        return nb
-    text = (f"*The committed scale check of `notebooks/{notebook}.ipynb`: that notebook run with the larger "
-            "settings of `layersim.notebook.seeds.SCALE_CHECKS`. Its code, its outputs and the numbers in its text are "
-            "this run's (filled from the `metrics.json` beside this notebook); a passage that reads values this run "
-            "does not have is left out and says so, and so is the interpretation written for the default-scale run "
-            "(\"What we found\"): what this larger run settled is said in the notebook itself and in the claims "
-            "table of the README.*\n")
-    note = {"cell_type": "markdown", "id": SCALE_CHECK_NOTE, "metadata": {}, "source": text.splitlines(keepends=True)}
-    return {**nb, "cells": [note, *cells]}
-
-
-#: the heading of a notebook's interpretation of its default-scale run, which runs to the next level-2 heading
-FINDINGS = "## What we found"
-#: the id of the Markdown cell that stands in a committed scale check for the default run's interpretation
-SCALE_CHECK_FINDINGS = "layersim-scale-check-findings"
-
-
-def without_findings(nb: dict, notebook: str) -> dict:
-    """``nb`` (a committed scale check's JSON) with the default run's interpretation (from :data:`FINDINGS` to the next
-    level-2 heading) replaced by a cell saying where this run's findings are."""
-    cells = nb.get("cells", [])
-
-    def opens(cell: dict, heading: str) -> bool:  # its text or its template (a passage left out keeps it there)
-        texts = ("".join(cell.get("source", "")), prose.template_of(cell) or "")
-        return cell.get("cell_type") == "markdown" and any(t.lstrip().startswith(heading) for t in texts)
-
-    start = next((i for i, c in enumerate(cells) if opens(c, FINDINGS)), None)
-    if start is None or cells[start].get("id") == SCALE_CHECK_FINDINGS:
-        return nb
-    end = next((i for i in range(start + 1, len(cells)) if opens(cells[i], "## ")), len(cells))
-    text = (f"{FINDINGS}\n\n*The notebook's interpretation is left out of this copy: it was written for the "
-            "default-scale run and its numbers. This larger run's numbers are its outputs above (the claims table) "
-            "and the `metrics.json` beside this notebook; what it settled is stated in the diagnosis of "
-            f"`notebooks/{notebook}.ipynb` and in the README's claims table.*\n")
-    note = {"cell_type": "markdown", "id": SCALE_CHECK_FINDINGS, "metadata": {},
-            "source": text.splitlines(keepends=True)}
-    return {**nb, "cells": [*cells[:start], note, *cells[end:]]}
-
-
-def without_widgets(nb: dict) -> dict:
-    """``nb`` (a notebook's JSON) without Jupyter widget state and outputs (progress bars), which render as nothing
-    outside a kernel and would load scripts from a CDN."""
-    nb = json.loads(json.dumps(nb))
-    nb.get("metadata", {}).pop("widgets", None)
-    for cell in nb.get("cells", []):
-        outputs = []
-        for out in cell.get("outputs", []):
-            data = out.get("data")
-            if isinstance(data, dict) and WIDGET_VIEW in data:
-                data.pop(WIDGET_VIEW)
-                if set(data) <= {"text/plain"}:
-                    continue  # only the widget's text stand-in ("HBox(...)") is left: drop the output
-            outputs.append(out)
-        if "outputs" in cell:
-            cell["outputs"] = outputs
-    return nb
-
-
-def without_root(nb: dict, root: Path) -> dict:
-    """``nb`` (a notebook's JSON) with ``<root>/`` taken out of every string, so that a committed notebook names no
-    machine's folders; paths outside the repository stay."""
-    prefixes = sorted({str(Path(root)) + os.sep, str(Path(root).resolve()) + os.sep}, key=len, reverse=True)
-
-    def walk(x):
-        if isinstance(x, str):
-            for prefix in prefixes:
-                x = x.replace(prefix, "")
-            return x
-        if isinstance(x, list):
-            return [walk(v) for v in x]
-        if isinstance(x, dict):
-            return {k: walk(v) for k, v in x.items()}
-        return x
-
-    return walk(nb)
-
-
-def parse_value(text: str):
-    """Parse a ``-p name value`` value like papermill does: a Python literal, else a string."""
-    import ast
-
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
-@dataclass(frozen=True)
-class Job:
-    """One invocation's settings for every notebook: ``scale``, ``refs``, ``scale_check``, ``seeds`` (None:
-    :func:`layersim.notebook.seeds.seeds_for`), the ``-p`` ``params``, and ``update`` (replace the committed
-    results)."""
-
-    scale: str
-    refs: bool = False
-    scale_check: bool = False
-    seeds: int | None = None
-    params: dict | None = None
-    update: bool = False
-
-    def target(self, nb: Path) -> Plan:
-        """Where the notebook's own run writes (its ``metrics.json`` is beside it)."""
-        if self.scale_check:
-            return scale_check_plan(nb, update=self.update)
-        return plan(nb, self.scale, self.refs, self.params, update=self.update)
-
-
-def committed_outputs(nb: Path, job: Job, root: Path | None = None) -> Path | None:
-    """The committed folder a run of ``nb`` rewrites (``figures/<paper>/<stem>/``, or its scale check's), or None for a
-    run that writes nothing committed."""
-    if not job.update:
-        return None
-    root = root or repo_root()
-    if job.scale_check:
-        return scale_check_plan(nb, root, update=True).out_root / nb.parent.name / nb.stem
-    return root / "figures" / nb.parent.name / nb.stem
-
-
-class CommittedGuard:
-    """Keeps the committed outputs of each notebook a run rewrites from its start (:meth:`keep`) to its end
-    (:meth:`settle`: dropped after a success, restored otherwise); :meth:`settle_all` restores the unfinished ones.
-    A no-op for a run that writes nothing committed."""
-
-    def __init__(self, job: Job, say=print):
-        self.job, self.kept, self.say = job, {}, say
-
-    def keep(self, nb: Path) -> None:
-        folder = committed_outputs(nb, self.job)
-        if folder is None:
-            return
-        committed.phase("locked")
-        self.kept[nb] = committed.snapshot(folder, None if self.job.scale_check else nb, say=self.say)
-        committed.phase("kept")
-
-    def settle(self, nb: Path, ok: bool) -> None:
-        keep = self.kept.pop(nb, None)
-        if keep is None:
-            return
-        if ok:
-            committed.drop(keep)
-        else:
-            committed.restore(keep)
-
-    def settle_all(self) -> list[Path]:
-        """Put back every notebook's committed outputs still kept; returns their folders."""
-        back = []
-        for nb in list(self.kept):
-            back.append(committed_outputs(nb, self.job))
-            self.settle(nb, False)
-        return back
-
-
-def seed_count(nb: Path, job: Job, parameters: list[str]) -> int:
-    """How many seeds the run of ``nb`` under ``job`` takes (``parameters``: the notebook's parameter names): one for
-    a reference, a notebook without ``seed`` or a scale check without ``--seeds``, else
-    :func:`layersim.notebook.seeds.seeds_for` unless ``--seeds``."""
-    if job.refs:
-        return 1
-    if job.scale_check:
-        return job.seeds or 1
-    n = job.seeds or seeds.seeds_for(nb.stem, job.scale)
-    return 1 if "seed" not in parameters else n
-
-
-def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
+def run_one(nb: Path, job: plans.Job, parameters: list[str], say=print) -> Outcome:
     """Everything the runner does for one notebook (a reference, a scale check, or its seeds and own run), reported
     through ``say``; the serial loop and the Ray batch both call it."""
     name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
     if job.refs:
         return run_notebook(nb, job.scale, refs=True)
-    n = seed_count(nb, job, parameters)
+    n = plans.seed_count(nb, job, parameters)
     if job.scale_check:
-        target = scale_check_plan(nb, update=job.update)
+        target = plans.scale_check_plan(nb, update=job.update)
         say(f"    scale check: {seeds.SCALE_CHECKS[nb.stem]}, {n} seed(s), into {target.out_root}")
         return overall(nb, run_with_seeds(nb, job.scale, n, seeds.SCALE_CHECKS[nb.stem], target=target,
                                           variant=claims.SCALE_CHECK_FOLDER, say=say))
@@ -575,44 +282,15 @@ def run_one(nb: Path, job: Job, parameters: list[str], say=print) -> Outcome:
     return overall(nb, run_with_seeds(nb, job.scale, n, job.params, update=job.update, say=say))
 
 
-def folders_written(nb: Path, job: Job, parameters: list[str], root: Path | None = None) -> list[Path]:
-    """Every folder the run of ``nb`` under ``job`` writes (its executed notebook's, its outputs', the other seeds', or
-    a reference's place), which the runner locks before any work."""
-    root = root or repo_root()
-    if job.refs:
-        return [plan(nb, job.scale, refs=True, root=root).executed.parent]
-    target = job.target(nb)
-    found = [target.executed.parent]
-    if target.out_root is not None:
-        found.append(target.out_root / nb.parent.name / nb.stem)
-    n = seed_count(nb, job, parameters)
-    if n > 1:
-        params = seeds.SCALE_CHECKS[nb.stem] if job.scale_check else job.params
-        variant = claims.SCALE_CHECK_FOLDER if job.scale_check else ""
-        for s in seeds.seed_list(own_seed(nb, params), n)[1:]:
-            found.append(seed_plan(nb, job.scale, s, root, variant, seed_base(target, root)).executed.parent)
-    return list(dict.fromkeys(found))
-
-
-def lock_place(folder: Path, root: Path | None = None) -> Path:
-    """Where the lock of ``folder`` lives: in it, except for a repository folder outside ``runs/`` (the committed
-    results), whose lock goes to ``runs/.locks/<its path>``."""
-    root = writers.resolved(root or repo_root())
-    real = writers.resolved(folder)
-    if real.is_relative_to(root) and not real.is_relative_to(root / "runs"):
-        return root / "runs" / ".locks" / real.relative_to(root)
-    return real
-
-
-def batch_work(nb: Path, say, job: Job, parameters: dict[Path, list[str]]) -> dict:
+def batch_work(nb: Path, say, job: plans.Job, parameters: dict[Path, list[str]]) -> dict:
     """:func:`run_one` and the line of its claims, as a dict: what the serial loop prints for a notebook, and the
     task of the Ray batch (:mod:`layersim.tools.batch`)."""
     out = run_one(nb, job, parameters[nb], say=say)
-    claims = claims_line(metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
+    claims = claims_line(plans.metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
     return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "claims": claims}
 
 
-def run_all(readable: list[Path], job: Job, parameters: dict[Path, list[str]], guard: CommittedGuard,
+def run_all(readable: list[Path], job: plans.Job, parameters: dict[Path, list[str]], guard: committed.Guard,
             outcomes: list[Outcome], scale: str, jobs: int | None, address: str | None, say) -> None:
     """Run every notebook of ``readable`` under ``job``, serially or on Ray (``jobs``, ``address``), with its committed
     outputs kept by ``guard`` from start to end; appends an :class:`Outcome` per notebook to ``outcomes``."""
@@ -642,7 +320,9 @@ def run_all(readable: list[Path], job: Job, parameters: dict[Path, list[str]], g
     batch.run(readable, work, scale, jobs=jobs, address=address, on_done=done)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command line, checked: a combination of options that cannot run is a usage error (exit status 2).
+    ``args.scale`` is filled in: smoke for ``--refs``, else default."""
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.runner", description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", choices=SCALES, default=None, help="smoke, default or paper (default: default)")
     ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> to run, several "
@@ -673,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.refs and args.scale not in (None, "smoke"):
         ap.error(f"--refs writes smoke-scale references: --scale {args.scale} is not allowed with it")
-    scale = args.scale or ("smoke" if args.refs else "default")
+    args.scale = scale = args.scale or ("smoke" if args.refs else "default")
     names = [name for name, _ in args.p]
     if "scale" in names:
         ap.error("set the scale with --scale, not -p scale")
@@ -692,79 +372,95 @@ def main(argv: list[str] | None = None) -> int:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         ap.error(f"-p {', '.join(repeated)} given more than once")
-    absolute_path_variables()
-    if args.recover:
-        back = committed.recover()
-        print(f"{len(back)} committed folder(s) put back" + (": " if back else "; nothing was left half-written")
-              + ", ".join(str(f.relative_to(repo_root())) for f in back))
-        return 0
+    return ap, args
+
+
+def select(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[Path]:
+    """The notebooks ``--nb`` selects (with ``--scale-check``, those that have one); a usage error for a selection
+    that names no notebook."""
     try:
         notebooks = discover(args.nb)
     except ValueError as exc:
         ap.error(str(exc))
     if args.scale_check:
         notebooks = [nb for nb in notebooks if nb.stem in seeds.SCALE_CHECKS]
-    if not notebooks:
-        print(f"no notebook matches {args.nb!r} under notebooks/"
-              + (" with a scale check in seeds.SCALE_CHECKS" if args.scale_check else ""), file=sys.stderr)
-        return 2
-    if args.list:
-        print("\n".join(str(p.relative_to(repo_root())) for p in notebooks))
-        return 0
-    params = {name: parse_value(value) for name, value in args.p}
-    outcomes, known = [], {}
-    for nb in notebooks:  # a notebook that cannot be read is named and counted as failed; the rest run
+    return notebooks
+
+
+def readable_parameters(notebooks: list[Path], outcomes: list[Outcome]) -> dict[Path, list[str]]:
+    """Each readable notebook's parameter names; a notebook that cannot be read is named on stderr and appended to
+    ``outcomes`` as failed, and the others run."""
+    known = {}
+    for nb in notebooks:
         try:
             known[nb] = notebook_parameters(nb)
         except ValueError as exc:
             print(f"skipped: {exc}", file=sys.stderr, flush=True)
             outcomes.append(Outcome(nb, False, 0.0, str(exc)))
-    readable = list(known)
-    problems = unknown_parameters(readable, params, known=known)
+    return known
+
+
+def check_plans(ap: argparse.ArgumentParser, args: argparse.Namespace, params: dict,
+                known: dict[Path, list[str]]) -> None:
+    """Refuse, before anything runs, a ``-p`` that a notebook lacks and a run that would write into the committed
+    results (usage errors); say where a default-scale run without ``--update-committed`` writes."""
+    problems = unknown_parameters(list(known), params, known=known)
     if problems:
         ap.error("unknown parameter(s), nothing was run:\n  " + "\n  ".join(problems))
-    try:  # refuse a run that would write into committed results before anything runs
-        for nb in readable:
+    try:
+        for nb in known:
             if args.scale_check:
                 unknown = unknown_parameters([nb], seeds.SCALE_CHECKS[nb.stem], known=known)
                 if unknown:
                     raise ValueError(f"seeds.SCALE_CHECKS: {unknown[0]}")
             else:
-                plan(nb, scale, args.refs, params, update=args.update_committed)
+                plans.plan(nb, args.scale, args.refs, params, update=args.update_committed)
     except ValueError as exc:
         ap.error(str(exc))
-    if scale == "default" and not args.update_committed and not args.refs:
+    if args.scale == "default" and not args.update_committed and not args.refs:
         where = os.environ.get("LAYERSIM_OUT") or "runs/default/"
         print(f"this run writes {where} and leaves notebooks/ and figures/ as they are "
               "(--update-committed, as make reproduce passes, replaces the committed results)", flush=True)
-    job = Job(scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
-    parameters = {nb: known[nb] for nb in readable}
-    try:  # the cluster, the cache and the device first (nothing written), then every folder the run writes is made
-        # the project's (a user's non-empty folder is refused) and locked below, all before any work
-        if args.address is not None:
+
+
+def lock_places(ap: argparse.ArgumentParser, job: plans.Job, address: str | None,
+                parameters: dict[Path, list[str]]) -> dict[Path, None]:
+    """The places of the locks of every folder the run writes. First the cluster, the cache and the device are
+    checked (nothing written), then each folder is made the project's (a user's non-empty folder is refused): all
+    before any work, a refusal being a usage error."""
+    try:
+        if address is not None:
             from layersim.tools import batch
 
-            batch.check_address(args.address)
+            batch.check_address(address)
         paths.check_locations()
-        if "device" in params:  # torch is imported only then
+        if "device" in job.params:  # torch is imported only then
             from layersim.core import device
 
-            device.check_device(params["device"])
+            device.check_device(job.params["device"])
         places = {}
-        for nb in readable:
-            for folder in folders_written(nb, job, parameters[nb]):
+        for nb in parameters:
+            for folder in plans.folders_written(nb, job, parameters[nb]):
                 if not job.refs:
                     writers.claim_folder(folder, "the output folder")
-                places[lock_place(folder)] = None
+                places[plans.lock_place(folder)] = None
     except ValueError as exc:
         ap.error(str(exc))
-    guard = CommittedGuard(job)
+    return places
+
+
+def run(job: plans.Job, parameters: dict[Path, list[str]], outcomes: list[Outcome], args: argparse.Namespace,
+        places: dict[Path, None]) -> int | None:
+    """Run every notebook of ``parameters`` holding the locks of ``places``, each one's committed outputs kept
+    (:class:`layersim.tools.committed.Guard`) and, on a stop, put back after the run's kernels are ended. Returns the
+    exit status of a run refused by a lock or stopped by a signal, else None."""
+    guard = committed.Guard(job.committed_outputs)
     say = functools.partial(print, flush=True)
     stopped = None
     try:
         with committed.stops(), locks.hold(places, f"python -m layersim.tools.runner --nb {args.nb or '*'}"):
             committed.recover()
-            run_all(readable, job, parameters, guard, outcomes, scale, args.jobs, args.address, say)
+            run_all(list(parameters), job, parameters, guard, outcomes, job.scale, args.jobs, args.address, say)
     except locks.Busy as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -776,18 +472,52 @@ def main(argv: list[str] | None = None) -> int:
                 committed.end_children()
                 for folder in guard.settle_all():
                     print(f"put back {folder.relative_to(repo_root())} as it was", file=sys.stderr, flush=True)
-    if stopped is not None:
-        why = str(stopped) if isinstance(stopped, committed.Stopped) else "stopped by SIGINT"
-        ended = sum(o.notebook in parameters for o in outcomes)
-        print(f"{why}: {ended} of {len(readable)} notebooks had ended; every committed folder is as it was "
-              "or complete and new", file=sys.stderr, flush=True)
-        return stopped.exit_code if isinstance(stopped, committed.Stopped) else 130
+    if stopped is None:
+        return None
+    why = str(stopped) if isinstance(stopped, committed.Stopped) else "stopped by SIGINT"
+    ended = sum(o.notebook in parameters for o in outcomes)
+    print(f"{why}: {ended} of {len(parameters)} notebooks had ended; every committed folder is as it was "
+          "or complete and new", file=sys.stderr, flush=True)
+    return stopped.exit_code if isinstance(stopped, committed.Stopped) else 130
+
+
+def report(outcomes: list[Outcome]) -> int:
+    """The batch's last lines (notebooks ok and failed, the time in all, each failure) and its exit status: 1 when a
+    notebook failed, else 0."""
     failed = [o for o in outcomes if not o.ok]
     total = sum(o.seconds for o in outcomes)
     print(f"{len(outcomes) - len(failed)} notebooks ok, {len(failed)} failed, {total:.0f} s in all")
     for o in failed:
         print(f"  failed: {o.notebook.relative_to(repo_root())}: {o.error}")
     return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: parse and check it, select the notebooks, check every plan and lock every folder before
+    any work, run, report."""
+    ap, args = parse(argv)
+    absolute_path_variables()
+    if args.recover:
+        back = committed.recover()
+        print(f"{len(back)} committed folder(s) put back" + (": " if back else "; nothing was left half-written")
+              + ", ".join(str(f.relative_to(repo_root())) for f in back))
+        return 0
+    notebooks = select(ap, args)
+    if not notebooks:
+        print(f"no notebook matches {args.nb!r} under notebooks/"
+              + (" with a scale check in seeds.SCALE_CHECKS" if args.scale_check else ""), file=sys.stderr)
+        return 2
+    if args.list:
+        print("\n".join(str(p.relative_to(repo_root())) for p in notebooks))
+        return 0
+    params = {name: plans.parse_value(value) for name, value in args.p}
+    outcomes: list[Outcome] = []
+    known = readable_parameters(notebooks, outcomes)
+    check_plans(ap, args, params, known)
+    job = plans.Job(args.scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
+    places = lock_places(ap, job, args.address, known)
+    stopped = run(job, known, outcomes, args, places)
+    return report(outcomes) if stopped is None else stopped
 
 
 if __name__ == "__main__":

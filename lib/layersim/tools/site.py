@@ -30,7 +30,7 @@ from layersim.notebook import seeds
 from layersim.notebook.prose import duration
 from layersim.notebook.results import format_value
 from layersim.core.references import PAPERS, paper
-from layersim.tools import claims, runner
+from layersim.tools import claims, cleaning
 
 #: the README's generated block sits between these two lines
 START = "<!-- notebook table: written by `python -m layersim.tools.site readme` from the runs; do not edit by hand -->"
@@ -601,7 +601,7 @@ def folded(nb: dict) -> dict:
 
 
 def _copy_notebook(src: Path, dest: Path) -> None:
-    nb = folded(runner.without_widgets(_read(src)))
+    nb = folded(cleaning.without_widgets(_read(src)))
     dest.write_text(json.dumps(nb, ensure_ascii=False, indent=1), encoding="utf-8")
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from layersim.measures import alignment as al
+from layersim.notebook import settings
 from layersim.papers.alignment import convergence
 from layersim.train import linear
 
@@ -136,3 +137,16 @@ def test_convergence_figures(wide):
     closed, gd = al.gd_loss_curve(dec, Y, lr, 500), linear.gd_loss_reference(wide, Y, lr, 50)
     fig = convergence.learning_curves_figure(closed, gd, names, convergence.crossing(closed)["crossing_step"], 0.9)
     np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), closed[0, 1:])
+
+
+def test_rules_take_a06s_smoke_settings_and_name_a_bad_value():
+    """The labels use the 50th singular vector (at least 50 points); the step-size factor lies strictly inside
+    (0, 1) and y_2's share in [0, 1]."""
+    smoke = dict(dataset="fashion-mnist", n_points=1000, share_50=0.1, lr_factor=0.9, steps=3000, gd_steps=150,
+                 fig8_steps=10)
+    assert settings.pick({"smoke": smoke}, "smoke", rules=convergence.RULES) == smoke
+    assert settings.pick({"smoke": smoke}, "smoke", rules=convergence.RULES, share_50=1.0)["share_50"] == 1.0
+    for name, bad in [("n_points", 49), ("lr_factor", 1.0), ("lr_factor", 0.0), ("share_50", 1.5),
+                      ("dataset", "mnist")]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=convergence.RULES, **{name: bad})

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from layersim.measures import alignment as al
-from layersim.notebook import registry
+from layersim.notebook import registry, settings
 from layersim.papers.alignment import emergence as em
 from layersim.train import small_nets
 
@@ -158,3 +158,15 @@ def test_emergence_claims_and_numbers(emergence_task, emergence_runs):
     assert got["final_bce"] == [r["hist"][-1] for r in runs]
     H = runs[0]["dec"]["trained"]
     np.testing.assert_allclose(got["projections_panel_d"], ((H.U.T @ runs[0]["y"]) ** 2)[:50])
+
+
+def test_rules_and_checks_take_a02s_smoke_settings_and_name_a_bad_value():
+    """A width of 0 (as wide as the input) is allowed; the network trains on at most the task's 2 n_per_class
+    points, and the classes must exist in the data set."""
+    smoke = dict(dataset="fashion-mnist", classes=[0, 1], n_per_class=300, n_train=200, depth=3, width=0,
+                 epochs=20, n_seeds=2, top_k=10)
+    assert settings.pick({"smoke": smoke}, "smoke", rules=em.RULES, checks=em.CHECKS) == smoke
+    assert settings.pick({"smoke": smoke}, "smoke", rules=em.RULES, checks=em.CHECKS, n_train=600)["n_train"] == 600
+    for name, bad in [("n_train", 601), ("classes", [0, 10]), ("dataset", "cifar10"), ("width", -1), ("top_k", 0)]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=em.RULES, checks=em.CHECKS, **{name: bad})

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from layersim.measures import alignment as al
-from layersim.notebook import registry
+from layersim.notebook import registry, settings
 from layersim.papers.alignment import expressivity as ex
 from layersim.train import small_nets
 
@@ -178,3 +178,13 @@ def test_figures_draw_the_rows():
     assert len(ax.lines) == 6 and ax.get_xscale() == "log" and ax.get_yscale() == "log"
     np.testing.assert_allclose(ax.lines[0].get_xdata()[0], 0.5)  # step 0 drawn at 0.5
     np.testing.assert_allclose(ax.lines[5].get_ydata(), rows[ex.SPARSE]["gd"]["test"])
+
+
+def test_rules_take_a01s_smoke_settings_and_name_a_bad_value():
+    smoke = dict(dataset="fashion-mnist", classes=[2, 4], n_train=100, n_test=100, width=128, nn_epochs=5,
+                 rbf_epochs=5, rbf_width=3.0, dl_alpha=0.1, dl_iter=2, steps=200)
+    assert settings.pick({"smoke": smoke}, "smoke", rules=ex.RULES) == smoke
+    for name, bad in [("dataset", "mnist"), ("classes", [2, 2]), ("rbf_width", 0.0), ("dl_alpha", -0.1),
+                      ("n_test", 0)]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=ex.RULES, **{name: bad})

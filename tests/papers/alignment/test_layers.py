@@ -7,6 +7,7 @@ import torch
 
 from layersim.inputs import image_data
 from layersim.measures import alignment as al
+from layersim.notebook import settings
 from layersim.papers.alignment import layers as la
 from layersim.train import small_nets
 
@@ -239,3 +240,38 @@ def test_layer_metrics_gather_means_errors_and_losses(digit_runs):
     text = la.describe_layer_runs(digit_runs, "digits 0 vs 1", la.layer_names(2))
     assert text.startswith("digits 0 vs 1: 40 points") and len(text.split("\n")) == 3
     assert f"hidden 2 {a.mean(0)[2]:.3f}" in text
+
+
+def test_rules_take_a05s_smoke_settings_and_name_a_bad_value():
+    smoke = dict(image_dataset="fashion-mnist", classes=[0, 1], n_points=400, image_epochs=3,
+                 regression_dataset="diabetes", regression_epochs=20, depth=3, width=128, n_seeds=2)
+    assert settings.pick({"smoke": smoke}, "smoke", rules=la.RULES) == smoke
+    assert settings.pick({"smoke": smoke}, "smoke", rules=la.RULES, regression_dataset="digits",
+                         image_dataset="cifar100")["regression_dataset"] == "digits"
+    for name, bad in [("image_dataset", "imagenet"), ("regression_dataset", "boston"), ("n_points", 1),
+                      ("classes", [0, 1, 2])]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=la.RULES, **{name: bad})
+
+
+def test_figure7_runs_train_both_tasks_with_their_own_data_and_epochs(monkeypatch):
+    """The classification task on two classes of the image data set, the regression task on its own data set, each
+    with its epochs and the shared network settings; a line on each, titled by :func:`figure7_tasks`."""
+    P = dict(image_dataset="digits", classes=[3, 8], n_points=40, image_epochs=2, regression_dataset="diabetes",
+             regression_epochs=5, depth=2, width=16, n_seeds=3)
+    calls = []
+
+    def fake_layer_runs(kind, dataset, epochs, n_seeds, width, depth, seed=0, classes=(0, 1), n_points=10000):
+        calls.append((kind, dataset, epochs, n_seeds, width, depth, seed, list(classes), n_points))
+        return {"n": 40, "loss": [[1.0, 0.5]] * 3, "seconds": [1.0] * 3, "area_init": np.full((3, 3), 0.25),
+                "area_trained": np.full((3, 3), 0.5)}
+
+    monkeypatch.setattr(la, "layer_runs", fake_layer_runs)
+    assert la.figure7_tasks(P) == {"classification": "digits 3 vs 8", "regression": "diabetes (label in [-1, 1])"}
+    logged = []
+    runs = la.figure7_runs(P, seed=7, log=logged.append)
+    assert list(runs) == ["classification", "regression"]
+    assert calls == [("classification", "digits", 2, 3, 16, 2, 7, [3, 8], 40),
+                     ("regression", "diabetes", 5, 3, 16, 2, 7, [3, 8], 40)]
+    assert [line.split("\n")[0].split(":")[0] for line in logged] == ["digits 3 vs 8", "diabetes (label in [-1, 1])"]
+    assert logged[1].split("\n")[2] == "   area trained input 0.500±0.000  hidden 1 0.500±0.000  hidden 2 0.500±0.000"

@@ -6,7 +6,7 @@ import pytest
 
 from layersim.inputs import locate
 from layersim.measures import alignment as al
-from layersim.notebook import registry
+from layersim.notebook import registry, settings
 from layersim.papers.alignment import pretrain as pt, text as at, text_transfer as tt
 from layersim.train import linear
 
@@ -186,3 +186,13 @@ def test_read_pools_reads_both_networks_on_both_splits():
         for t in ("cls", "mean"):
             np.testing.assert_allclose(feats[tag, "validation"][t], ref[t], atol=1e-5)
     assert tt.describe_pools("all-minilm-l6-v2", pools, feats, secs).startswith("all-minilm-l6-v2: 6 blocks, width 384")
+
+
+def test_rules_take_a11s_smoke_settings_and_name_a_bad_value():
+    """At most 15 novel pairs (the six novels' pairs) and 1200 points; the small training-set sizes distinct."""
+    smoke = dict(encoder="all-minilm-l6-v2", n_tasks=2, n_points=60, max_length=32, lsa_dims=20, char_features=500,
+                 steps=30, sizes=[10, 20], repeats=2)
+    assert settings.pick({"smoke": smoke}, "smoke", rules=tt.RULES, checks=[tt.sizes_within_points]) == smoke
+    for name, bad in [("n_tasks", 16), ("n_points", 1201), ("sizes", [10, 10]), ("sizes", [1]), ("max_length", 3)]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=tt.RULES, **{name: bad})

@@ -12,7 +12,7 @@ from scipy.stats import spearmanr
 from layersim.inputs import image_data, labelled
 from layersim.measures import alignment as al
 from layersim.nets import cnn
-from layersim.notebook import registry
+from layersim.notebook import registry, settings
 from layersim.papers.alignment import pretrain as pt, transfer
 from layersim.train import transfer_learning
 from layersim.train.training import TrainConfig
@@ -466,6 +466,20 @@ def test_negative_transfer_claims_by_hand():
     assert flat["alignment_drop_orders_transfer_drop"]["value"] == 0.0  # undefined correlation: does not hold
 
 
+def test_negative_transfer_numbers_are_what_a10_recorded():
+    metas = {"x": {"history": [{"loss": 2.3}], "from_cache": True}, "y": {"history": [{"loss": 2.1}]}}
+    drops = {"diff": {("x", "y"): np.array([0.0, 0.5])}, "area_drop": {("x", "y"): 0.1}, "n_tasks": {"y": 3},
+             "thresholds": np.array([0.0, 1.0]), "n_pair": 40}
+    nums = transfer.negative_transfer_numbers("none-key", metas, {("None", "y"): 80.0, ("x", "y"): 75.5}, drops)
+    assert list(nums) == ["none_network", "random_label_training", "accuracy", "thresholds", "n_tasks",
+                          "difference_curves"]
+    assert nums["none_network"] == "none-key" and nums["n_tasks"] == {"y": 3}
+    assert nums["random_label_training"] == {"x": [{"loss": 2.3}], "y": [{"loss": 2.1}]}
+    assert nums["accuracy"] == {"None->y": 80.0, "x->y": 75.5}
+    assert list(nums["difference_curves"]) == ["x->y"] and nums["difference_curves"]["x->y"].tolist() == [0.0, 0.5]
+    assert nums["thresholds"].tolist() == [0.0, 1.0]
+
+
 # ----------------------------------------------------------------------------- settings
 
 
@@ -481,3 +495,33 @@ def test_none_settings_are_the_shared_ones_unless_larger_ones_are_given():
     assert (paper["arch"], paper["weights"]) == ("resnet18", "IMAGENET1K_V1")
     with pytest.raises(ValueError, match="unknown scale"):
         transfer.none_settings("huge", "small", None)
+
+
+#: the notebooks' smoke presets (a08, a09, a10)
+A08_SMOKE = dict(target="fashion-mnist", target_classes=[5, 7, 8, 9], source="all", arch="small", weights=None,
+                 n_tasks=2, n_points=100, rbf_bandwidth=1.0, steps=50)
+A09_SMOKE = dict(target="fashion-mnist", groups=["clothing", "footwear_bags"], n_points=60, n_layers=4,
+                 n_finetune=20, ft_epochs=1, ft_lr=0.01, ft_batch=64)
+A10_SMOKE = dict(dataset="fashion-mnist", domains=["clean", "lowres", "inverted"], train_per_class=[8, 6, 4],
+                 test_per_class=6, arch="small", none_source="clothing", none_n_source=None, none_epochs=None,
+                 weights=None, rl_epochs=1, rl_lr=1e-3, rl_milestones=[], ft_epochs=1, ft_lr=0.01, batch=32)
+
+
+@pytest.mark.parametrize("rules, preset, good, bad", [
+    (transfer.CNN_TRANSFER_RULES, A08_SMOKE, {"source": "imagenet", "weights": "IMAGENET1K_V1", "arch": "resnet18"},
+     {"target": "mnist", "target_classes": [3], "source": "shoes", "arch": "vit", "n_points": 1,
+      "rbf_bandwidth": 0.0}),
+    (transfer.SIMILARITY_RULES, A09_SMOKE, {"target": "cifar10", "n_finetune": 0},
+     {"target": "office31", "groups": ["clothing", "clothing"], "n_finetune": -1, "ft_lr": 0.0, "n_layers": 0}),
+    (transfer.NEGATIVE_TRANSFER_RULES, A10_SMOKE,
+     {"dataset": "office31", "none_source": "footwear_bags", "rl_milestones": [30, 60]},
+     {"dataset": "cifar10", "domains": ["clean", "lowres"], "none_source": "shoes", "rl_lr": -1.0, "batch": 0}),
+], ids=["a08", "a09", "a10"])
+def test_each_notebooks_rules_accept_its_presets_and_name_a_bad_value(rules, preset, good, bad):
+    """The rules take the notebook's smoke settings as they are and the other scales' values; each bad value is
+    one ValueError naming its parameter."""
+    assert settings.pick({"smoke": preset}, "smoke", rules=rules) == preset
+    assert settings.pick({"smoke": preset}, "smoke", rules=rules, **good) == {**preset, **good}
+    for name, value in bad.items():
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": preset}, "smoke", rules=rules, **{name: value})

@@ -184,6 +184,36 @@ def test_tuned_heads_and_skip_grid_on_multiple_choice(name, tokenizer, tmp_cache
     scores_like(val, G[0, L - 1], lens[0])
 
 
+def test_skip_grids_score_restart_1_of_every_model_on_every_task(monkeypatch):
+    """Restart 1 of each model, fine-tuned on each task's training split, is skipped over on the validation split
+    and scored whole; the majority class is the validation split's; one line per run, worked out by hand."""
+    val = austen_task("validation", 18)  # three sentences of each of the six novels: majority 1/6
+    fine_tuned, skipped, logged = [], [], []
+    monkeypatch.setattr(ft, "task_data", lambda task, settings, seed=0: (f"{task}@{seed}", val))
+
+    def fake_fine_tuned(model, train, settings, restart=1, seed=0, device="auto", progress=True):
+        fine_tuned.append((model, train, restart, seed, device))
+        return f"{model} on {train}", {"from_cache": True}
+
+    def fake_skip_grid(model, task, settings, device="auto", progress=True):
+        skipped.append((model, task, device))
+        return skip_grid([0.5, 0.25, 0.125]) if model.startswith("m1") else skip_grid([0.1, 0.2])
+
+    monkeypatch.setattr(ft, "fine_tuned", fake_fine_tuned)
+    monkeypatch.setattr(cf, "skip_grid", fake_skip_grid)
+    monkeypatch.setattr(ft, "evaluate", lambda model, task, max_length=128, device="auto": 0.75 if task is val else 0)
+    settings = {"models": ["m1", "m2"], "tasks": ["a", "b"], "max_length": 24}
+    grids, base = cf.skip_grids(settings, seed=2, device="cpu", log=logged.append)
+    assert list(grids) == list(base) == ["m1/a", "m1/b", "m2/a", "m2/b"]
+    assert fine_tuned == [(m, f"{t}@2", 1, 2, "cpu") for m in ("m1", "m2") for t in ("a", "b")]
+    assert skipped == [(f"{m} on {t}@2", val, "cpu") for m in ("m1", "m2") for t in ("a", "b")]
+    np.testing.assert_array_equal(grids["m2/b"], skip_grid([0.1, 0.2]))
+    assert base["m1/a"] == {"full": 0.75, "majority": pytest.approx(1 / 6)}
+    assert logged[0] == "m1 / a: full model 0.750; single blocks skipped: [0.5, 0.25, 0.125]; all blocks skipped: 0.300"
+    assert logged[3] == "m2 / b: full model 0.750; single blocks skipped: [0.1, 0.2]; all blocks skipped: 0.300"
+    assert cf.skip_grids(settings, log=None)[1] == base  # quiet, the same runs
+
+
 def test_single_skip_drops_are_the_claims_numbers():
     """By hand: the drops are the full score minus the diagonal; block 1's drop minus the largest other, and the
     mean drop over the upper half of the blocks (4-6 of 6, 3-4 of 4)."""

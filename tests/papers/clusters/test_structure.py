@@ -91,6 +91,26 @@ def test_task_maps_compare_the_restarts_and_the_pretrained_encoder_by_linear_cka
     assert "FT[1]-FT[2]" not in maps1 and len(scores1) == 1
 
 
+def test_all_task_maps_gather_every_model_and_task(monkeypatch):
+    """Models outer, tasks inner: the maps keyed (model, task), every restart's score a row of one table in that
+    order, every checkpoint's record kept; the seed and device reach each run."""
+    calls = []
+
+    def fake_task_maps(model_name, task, settings, seed=0, device="auto"):
+        calls.append((model_name, task, seed, device))
+        rows = [{"model": model_name, "task": task, "restart": r, "validation": 0.5 + r / 10} for r in (1, 2)]
+        return {"FT-FT": np.eye(2) * len(calls)}, rows, {f"{model_name}/{task}/{r}": {"checkpoint": r} for r in (1, 2)}
+
+    monkeypatch.setattr(structure, "task_maps", fake_task_maps)
+    maps, scores, records = structure.all_task_maps({"models": ["m", "n"], "tasks": ["a", "b"]}, seed=4, device="cpu")
+    assert calls == [("m", "a", 4, "cpu"), ("m", "b", 4, "cpu"), ("n", "a", 4, "cpu"), ("n", "b", 4, "cpu")]
+    assert list(maps) == [("m", "a"), ("m", "b"), ("n", "a"), ("n", "b")]
+    np.testing.assert_array_equal(maps[("n", "a")]["FT-FT"], 3 * np.eye(2))
+    assert list(scores.columns) == ["model", "task", "restart", "validation"] and len(scores) == 8
+    assert scores.iloc[5].tolist() == ["n", "a", 2, 0.7]
+    assert list(records) == [f"{m}/{t}/{r}" for m in "mn" for t in "ab" for r in (1, 2)]
+
+
 def test_early_late_averages_the_first_and_last_third():
     assert structure.early_late([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == (1.5, 5.5)  # ceil(6/3) = 2 blocks each
     assert structure.early_late(np.array([1.0, 2.0, 3.0, 4.0])) == (1.5, 3.5)  # ceil(4/3) = 2

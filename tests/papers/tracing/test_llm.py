@@ -15,6 +15,7 @@ import torch  # noqa: E402
 from builders import tiny  # noqa: E402
 from layersim.inputs import text_data  # noqa: E402
 from layersim.nets import readout  # noqa: E402
+from layersim.notebook import settings  # noqa: E402
 from layersim.papers.tracing import llm as tracing_llm  # noqa: E402
 
 
@@ -241,3 +242,12 @@ def test_decode_is_computed_once_per_model_prompt_and_steps(tmp_cache, monkeypat
     with pytest.raises(AssertionError, match="decoded again"):
         tracing_llm.decode(model, tok, "Simply put", 3, device="cpu")
     monkeypatch.setattr(readout, "greedy_lens", real)
+
+
+def test_rules_take_t08s_smoke_settings_and_name_a_bad_value():
+    smoke = {"models": list(tracing_llm.MODELS["smoke"]), "prompt": tracing_llm.PROMPT, "steps": 4, "n_texts": 8,
+             "max_length": 24, "batch_size": 8}
+    assert settings.pick({"smoke": smoke}, "smoke", rules=tracing_llm.RULES) == smoke
+    for name, bad in [("models", ["smollm2-135m", "smollm2-135m"]), ("steps", 0), ("n_texts", 1), ("prompt", 3)]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=tracing_llm.RULES, **{name: bad})

@@ -13,6 +13,7 @@ import torch  # noqa: E402
 import transformers as tr  # noqa: E402
 
 from layersim.nets import params  # noqa: E402
+from layersim.notebook import settings  # noqa: E402
 from layersim.papers.tracing import param_table  # noqa: E402
 
 
@@ -95,6 +96,30 @@ def test_reconstruction_rebuilds_the_paper_from_nominal_sizes(counted):
     assert stats["max_saving_diff_points"] == pytest.approx(max(abs(s - p) for s, p in zip(savings, paper["saving"])))
     assert stats["max_saving_diff_points"] < 0.01 < stats["printed_single_saving_diff_points"]
     param_table.styled_reconstruction(rec).to_html()
+    line1, line2 = param_table.describe_reconstruction(rec, {**stats, "max_rel_diff": 2.5e-4,
+                                                              "max_saving_diff_points": 0.0049,
+                                                              "printed_single_saving_diff_points": 0.126}).split("\n")
+    assert line1 == ("paper multi column vs nominal + (L-1) d K: 5 of 5 rows give the printed digits (max relative "
+                     "difference 2.5e-04)")
+    assert line2 == ("saving column vs the reconstruction: max difference 0.005 points (vs 0.13 points when computed "
+                     "from the printed single column)")
+
+
+def test_architectures_are_the_rows_with_the_chosen_llama2():
+    assert param_table.architectures("7b") == {"deit_small": "deit_small", "deit_base": "deit_base", "gpt2": "gpt2",
+                                               "gpt3": "gpt3", "llama2": "llama2_7b"}
+    assert all(a in param_table.ARCHITECTURES for a in param_table.architectures("70b").values())
+    with pytest.raises(ValueError, match="no LLaMA-2 of size '34b'"):
+        param_table.architectures("34b")
+
+
+def test_rules_take_t07s_settings_and_name_a_bad_value():
+    base = {"head_bias": None, "head_norm": False, "llama2_size": "70b"}
+    assert settings.pick({"smoke": base}, "smoke", rules=param_table.RULES) == base
+    assert settings.pick({"smoke": base}, "smoke", rules=param_table.RULES, head_bias=True)["head_bias"] is True
+    for name, bad in [("llama2_size", "34b"), ("head_norm", "yes"), ("head_bias", 1.5)]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": base}, "smoke", rules=param_table.RULES, **{name: bad})
 
 
 def test_overhead_figure_draws_the_paper_beside_ours(counted):

@@ -86,3 +86,75 @@ def test_progression_figures_draw_the_given_curves(stream):
         progression.curves_figure([], layers)
     with pytest.raises(ValueError, match="every row as long"):
         progression.heatmap_grid([[(S["cos_matrix"], "a")], []], layers)
+
+
+def test_evaluate_models_reads_every_hidden_layer_of_each_model(stream, monkeypatch):
+    """Each model is read once without its embedding output; its accuracy is the readout's and its similarities
+    are COS and CKA of its hidden layers; one line per model, worked out by hand."""
+    from types import SimpleNamespace
+
+    from layersim.nets import readout
+
+    calls = []
+
+    def fake_evaluate(model, images, device="auto", embedding=True):
+        calls.append((model, images, device, embedding))
+        hidden = stream[1:] if model == "plain" else stream[:2]
+        return SimpleNamespace(hidden=hidden, accuracy=np.linspace(0.1, 0.9, len(hidden)))
+
+    monkeypatch.setattr(readout, "evaluate", fake_evaluate)
+    logged = []
+    acc, S = progression.evaluate_models({"plain": "plain", "residual": "res"}, "imgs", device="cpu",
+                                         log=logged.append)
+    assert calls == [("plain", "imgs", "cpu", False), ("res", "imgs", "cpu", False)]
+    assert list(acc) == list(S) == ["plain", "residual"] and acc["residual"].tolist() == [0.1, 0.9]
+    np.testing.assert_allclose(S["plain"]["cka_last"], [_linear_cka(stream[l], stream[4]) for l in range(1, 5)],
+                               rtol=1e-10)
+    np.testing.assert_allclose(S["residual"]["cos_last"], [_centred_cos(stream[0], stream[1]).mean(), 1.0],
+                               rtol=1e-10)
+    cka = np.round(_linear_cka(stream[0], stream[1]), 3)
+    cos = np.round(_centred_cos(stream[0], stream[1]).mean(), 3)
+    assert logged[1] == (f"residual: hidden states (2, 40, 6) (layers, samples, width)\n  layer-wise accuracy: "
+                         f"[0.1 0.9] \n  COS to last        : [{cos} 1.   ] \n  CKA to last        : [{cka} 1.   ]")
+
+
+def test_mlp_figures_draw_a_panel_per_model(stream):
+    """Figure 12: a panel per MLP, titled by its letter, depth and residual connections, with its accuracy, COS
+    and CKA; the heatmaps a row per MLP, COS then CKA."""
+    S = {n: progression.to_last_and_all_pairs(stream[1:] * k) for n, k in (("plain", 1.0), ("residual", 2.0))}
+    acc = {"plain": np.full(4, 0.5), "residual": np.full(4, 0.75)}
+    layers = np.arange(1, 5)
+    fig = progression.mlp_curves_figure(acc, S, {"plain": False, "residual": True}, layers, suptitle="t")
+    assert [ax.get_title() for ax in fig.axes] == ["(a) 4-layer MLP, without residual connections",
+                                                   "(b) 4-layer MLP, with residual connections"]
+    assert fig.axes[0].get_ylim() == (-0.05, 1.05) and fig._suptitle.get_text() == "t"
+    assert [line.get_label() for line in fig.axes[1].lines[:3]] == ["layer-wise accuracy", "COS to last layer",
+                                                                    "CKA to last layer"]
+    np.testing.assert_allclose(fig.axes[1].lines[0].get_ydata(), 0.75)
+    np.testing.assert_allclose(fig.axes[0].lines[2].get_ydata(), S["plain"]["cka_last"])
+    plt.close(fig)
+    fig = progression.mlp_heatmaps(S, {"plain": False, "residual": True}, layers)
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [
+        "COS, without residual", "linear CKA, without residual", "COS, with residual", "linear CKA, with residual"]
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), S["plain"]["cos_matrix"])
+    plt.close(fig)
+
+
+def test_vit_figures_are_figure_2_a_and_c(stream):
+    """Figure 2 (a): one panel, CKA, COS and accuracy in that order; (c): COS then CKA between all pairs."""
+    S = progression.to_last_and_all_pairs(stream[1:])
+    layers = np.arange(1, 5)
+    fig = progression.vit_curves_figure(np.full(4, 0.6), S, layers, "digits, 4-block ViT")
+    (ax,) = fig.axes
+    assert ax.get_title() == "digits, 4-block ViT"
+    assert [line.get_label() for line in ax.lines[:3]] == ["CKA to last layer", "COS to last layer",
+                                                           "layer-wise accuracy"]
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), S["cos_last"])
+    np.testing.assert_allclose(ax.lines[2].get_ydata(), 0.6)
+    plt.close(fig)
+    fig = progression.vit_heatmaps(S, layers)
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == ["COS between all pairs of layers",
+                                                                    "linear CKA between all pairs of layers"]
+    (cka,) = [ax for ax in fig.axes if ax.get_title().startswith("linear CKA")]
+    np.testing.assert_allclose(cka.images[0].get_array(), S["cka_matrix"])
+    plt.close(fig)

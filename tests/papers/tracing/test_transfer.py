@@ -13,6 +13,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from layersim.inputs import image_data  # noqa: E402
 from layersim.nets import readout  # noqa: E402
+from layersim.notebook import settings  # noqa: E402
 from layersim.papers.tracing import transfer  # noqa: E402
 
 
@@ -107,6 +108,45 @@ def test_gaps_shortfalls_and_their_line():
     assert transfer.final_shortfall(curves) == pytest.approx(0.02)
     assert transfer.describe(curves, slice(0, 2)) == ("last block: standard 0.900, aligned 0.880; "
                                                      "mean over blocks 1..2: standard 0.300, aligned 0.550")
+
+
+def test_the_lines_of_the_shifts_and_the_probes():
+    """By hand: a line per test set with its size, and the two probes' lines."""
+    a = {"standard": np.array([0.2, 0.4, 0.6, 0.9]), "aligned": np.array([0.5, 0.6, 0.8, 0.88])}
+    b = {n: c / 2 for n, c in a.items()}
+    sets = {"clean": (None, torch.zeros(12)), "blur": (None, torch.zeros(7))}
+    assert transfer.describe_shifts({"clean": a, "blur": b}, sets, slice(0, 2)).split("\n") == [
+        "clean" + " " * 23 + " n=   12  last block: standard 0.900, aligned 0.880; mean over blocks 1..2: standard "
+        "0.300, aligned 0.550",
+        "blur" + " " * 24 + " n=    7  last block: standard 0.450, aligned 0.440; mean over blocks 1..2: standard "
+        "0.150, aligned 0.275"]
+    probes = {n: {"shared_probe": a[n], "per_layer_probes": b[n]} for n in a}
+    assert transfer.describe_probes(probes, slice(0, 2)) == (
+        "shared probe: last block: standard 0.900, aligned 0.880; mean over blocks 1..2: standard 0.300, aligned 0.550 "
+        "\nper-block probes: last block: standard 0.450, aligned 0.440; mean over blocks 1..2: standard 0.150, "
+        "aligned 0.275")
+
+
+def test_figure17_panels_are_the_shifts_then_the_two_probes():
+    curves = {"standard": np.zeros(3), "aligned": np.ones(3)}
+    shift_acc = {"clean": curves, "noise": {n: c + 0.1 for n, c in curves.items()}, "blur": curves}
+    probes = {n: {"shared_probe": c + 0.2, "per_layer_probes": c + 0.3} for n, c in curves.items()}
+    panels = transfer.figure17_panels(shift_acc, probes, ["noise", "blur"], "new task digits")
+    assert [(title, with_clean) for title, _, with_clean in panels] == [
+        ("noise", True), ("blur", True), ("new task digits: last-block probe on every block", False),
+        ("new task digits: one probe per block", False)]
+    assert list(panels[2][1]) == ["standard", "aligned"] and panels[3][1]["aligned"].tolist() == [1.3] * 3
+    assert panels[0][1]["standard"].tolist() == [0.1] * 3 and panels[2][1]["standard"].tolist() == [0.2] * 3
+
+
+def test_rules_take_t06s_smoke_settings_and_name_a_bad_value():
+    smoke = {"n_eval": 256, "shifts": transfer.CORRUPTIONS, "transfer_to": "digits", "n_transfer_train": 400,
+             "n_transfer_test": 200, "probe_C": 1.0}
+    assert settings.pick({"smoke": smoke}, "smoke", rules=transfer.RULES) == smoke
+    for name, bad in [("shifts", {"x": {"corruption": "melt", "severity": 1}}), ("transfer_to", "imagenet"),
+                      ("probe_C", 0.0), ("n_transfer_test", -1)]:
+        with pytest.raises(ValueError, match=name):
+            settings.pick({"smoke": smoke}, "smoke", rules=transfer.RULES, **{name: bad})
 
 
 def test_transfer_figure_draws_each_panel_with_its_clean_reference():

@@ -17,7 +17,7 @@ import numpy as np
 
 from layersim.inputs import synthetic
 from layersim.measures import alignment as al
-from layersim.notebook import plotting
+from layersim.notebook import plotting, settings
 from layersim.papers.alignment.layers import raw_images
 
 #: Figure 8's singular values: a fast (6) and a slow (1) process
@@ -28,6 +28,13 @@ SHARES_FIG8 = {"(a) high alignment": 0.9, "(b) low alignment": 0.5}
 LR_FACTOR_FIG8 = 0.5
 #: the colours of ``y_1`` and ``y_2`` in Figure 9 and the Proposition 2 figure
 COLORS = ("tab:blue", "tab:orange")
+
+#: the rules of a06's settings (``layersim.notebook.settings``): the data set, its points (the labels use the 50th
+#: singular vector), y_2's share on it, the step size in units of ``1 / sigma_1^2`` and the steps checked
+RULES = {"dataset": settings.choice("fashion-mnist", "digits"),
+         "n_points": settings.integer(50, meaning="the labels use the 50th singular vector"),
+         "share_50": settings.real(0, 1), "lr_factor": settings.real(0, 1, open_low=True, open_high=True),
+         "gd_steps": settings.integer(1), "fig8_steps": settings.integer(1)}
 
 
 def _process_states(steps: int, sigma, shares: Mapping[str, float], lr_factor: float) -> dict:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from layersim.measures import alignment as al, trends
-from layersim.notebook import plotting, results
+from layersim.notebook import plotting, results, settings
 from layersim.papers.alignment import layers as la
 from layersim.train import small_nets
 
@@ -26,6 +26,16 @@ from layersim.train import small_nets
 NETWORK_STATES = ("input", "init", "trained")
 #: the colours of the four panels' alignment curves
 PANEL_COLORS = ("tab:green", "tab:red", "grey", "tab:blue")
+
+#: the rules of a02's settings (``layersim.notebook.settings``): the data set and its two classes, the points per
+#: class and those the network trains on, its width and the top singular vectors counted
+RULES = {"dataset": settings.choice("fashion-mnist", "digits", "mnist"),
+         "classes": settings.seq(settings.integer(0), length=2, distinct=True), "n_per_class": settings.integer(1),
+         "n_train": settings.integer(1), "width": settings.integer(0, meaning="0 means as wide as the input"),
+         "top_k": settings.integer(1)}
+#: a02's consistency checks: the classes exist in the data set, and the network trains on at most the task's points
+CHECKS = [settings.classes_exist("classes", "dataset"),
+          settings.at_most("n_train", lambda s: 2 * s["n_per_class"], "the task has 2 n_per_class points")]
 
 
 def shuffled_labels(y, n_seeds: int, seed: int = 0) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from layersim.inputs import features
 from layersim.measures import alignment as al
-from layersim.notebook import plotting, results
+from layersim.notebook import plotting, results, settings
 from layersim.papers.alignment.transfer import recorded_steps
 from layersim.train import linear, small_nets
 
@@ -24,6 +24,15 @@ from layersim.train import linear, small_nets
 NETWORK, RBF, SPARSE, AT_INIT = "ReLU network", "RBF network", "sparse coding", "ReLU network, at init"
 MAIN = (NETWORK, RBF, SPARSE)
 COLORS = {NETWORK: "tab:red", RBF: "tab:purple", SPARSE: "tab:blue", AT_INIT: "grey"}
+
+#: the rules of a01's settings (``layersim.notebook.settings``): the data set and its two classes, the sizes of the
+#: training and test sets, the representations' width and training, and the sparse coding's penalty and iterations
+RULES = {
+    "dataset": settings.choice("fashion-mnist"), "classes": settings.seq(settings.integer(0), length=2, distinct=True),
+    "n_train": settings.integer(1), "n_test": settings.integer(1), "width": settings.integer(1),
+    "nn_epochs": settings.integer(1), "rbf_epochs": settings.integer(1), "rbf_width": settings.real(0, open_low=True),
+    "dl_alpha": settings.real(0, open_low=True), "dl_iter": settings.integer(1),
+}
 
 
 def _say(log: Callable[[str], None] | None, text: str) -> None:

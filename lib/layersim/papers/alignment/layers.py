@@ -3,20 +3,21 @@
 Figure 2 (Sections 4, 4.2) plots the squared projections ``(u_i^T y)^2`` of the labels on a representation's left
 singular vectors; :func:`top_share` measures "mostly on the top singular vectors" (chance ``k / n``). Figure 7
 (Section 5) compares the alignment curves (eq. 2) of the input and every hidden layer before and after training:
-:func:`layer_alignment`, :func:`layer_runs`, :func:`area_steps`, :func:`layer_metrics`. Tasks: :func:`binary_task`,
-:func:`regression_task`, :func:`shuffled`. Representations get :func:`layersim.measures.alignment.prepare` before
-any SVD.
+:func:`layer_alignment`, :func:`layer_runs` (:func:`figure7_runs`: both tasks of a05), :func:`area_steps`,
+:func:`layer_metrics`. Tasks: :func:`binary_task`, :func:`regression_task`, :func:`shuffled`. Representations get
+:func:`layersim.measures.alignment.prepare` before any SVD.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from layersim.inputs import image_data, subsets
 from layersim.measures import alignment as al, trends
+from layersim.notebook import settings
 from layersim.train import small_nets
 
 #: image data sets read through torchvision (the paper's scale; not offline)
@@ -57,6 +58,15 @@ def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: in
 REGRESSION_DATA = {
     "diabetes": "scikit-learn's bundled 442 patients, 10 features, disease progression after one year",
     "digits": "scikit-learn's 1797 8x8 handwritten digits, 64 pixels (61 not constant), the digit's value 0-9",
+}
+
+#: the rules of a05's settings (``layersim.notebook.settings``): the image task (data set, two classes, points,
+#: epochs), the regression task (data set, epochs) and the networks' width
+RULES = {
+    "image_dataset": settings.choice("fashion-mnist", "digits", "mnist", "cifar10", "cifar100"),
+    "classes": settings.seq(settings.integer(0), length=2, distinct=True), "n_points": settings.integer(2),
+    "image_epochs": settings.integer(1), "regression_dataset": settings.choice(*REGRESSION_DATA),
+    "regression_epochs": settings.integer(1), "width": settings.integer(1),
 }
 
 
@@ -184,6 +194,29 @@ def layer_runs(kind: str, dataset: str, epochs: int, n_seeds: int, width: int = 
     for when in ("init", "trained"):
         out[f"area_{when}"] = np.array([al.alignment_area(c, tau) for c in out[when]])
     return out
+
+
+def figure7_tasks(settings: Mapping) -> dict[str, str]:
+    """a05's two Figure 7 tasks with their titles: ``classification``, classes ``settings["classes"]`` of
+    ``image_dataset``, and ``regression`` on ``regression_dataset`` (labels in [-1, 1])."""
+    return {"classification": f"{settings['image_dataset']} {settings['classes'][0]} vs {settings['classes'][1]}",
+            "regression": f"{settings['regression_dataset']} (label in [-1, 1])"}
+
+
+def figure7_runs(settings: Mapping, seed: int = 0, log: Callable[[str], None] | None = print) -> dict[str, dict]:
+    """:func:`layer_runs` of both tasks of :func:`figure7_tasks` under a05's ``settings`` (``image_epochs``,
+    ``regression_epochs``, ``n_seeds``, ``width``, ``depth``, ``classes``, ``n_points``), by task; ``log`` gets
+    :func:`describe_layer_runs` of each."""
+    data = {"classification": (settings["image_dataset"], settings["image_epochs"]),
+            "regression": (settings["regression_dataset"], settings["regression_epochs"])}
+    titles, layers = figure7_tasks(settings), layer_names(settings["depth"])
+    runs = {}
+    for name, (dataset, epochs) in data.items():
+        runs[name] = layer_runs(name, dataset, epochs, settings["n_seeds"], settings["width"], settings["depth"],
+                                seed=seed, classes=settings["classes"], n_points=settings["n_points"])
+        if log is not None:
+            log(describe_layer_runs(runs[name], titles[name], layers))
+    return runs
 
 
 def describe_layer_runs(runs: dict, title: str, layers: Sequence[str]) -> str:

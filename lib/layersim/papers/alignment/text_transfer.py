@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from layersim.measures import alignment as al, trends
-from layersim.notebook import plotting, results
+from layersim.notebook import plotting, results, settings
 from layersim.papers.alignment import pretrain as pt, text as at
 from layersim.papers.alignment.transfer import recorded_steps
 from layersim.train import linear
@@ -35,6 +35,13 @@ COLORS = {PRE: "tab:red", INIT: "grey", at.INPUT: "tab:orange", "LSA": "tab:gree
 #: the line style and colour of every layer reading in :func:`layers_figure`
 LAYER_STYLES = {"pre-trained mean": ("o-", "tab:red"), "pre-trained cls": ("s-", "salmon"),
                 "init mean": ("o--", "grey"), "init cls": ("s--", "silver")}
+
+#: the rules of a11's settings (``layersim.notebook.settings``): the encoder, the tasks and their points, the tokens
+#: read, the hand-crafted features' sizes, the linear models' steps and the small training sets
+RULES = {"encoder": settings.text(), "n_tasks": settings.integer(1, 15), "n_points": settings.integer(4, 1200),
+         "max_length": settings.integer(4), "lsa_dims": settings.integer(1), "char_features": settings.integer(1),
+         "steps": settings.integer(1), "sizes": settings.seq(settings.integer(2), min_length=1, distinct=True),
+         "repeats": settings.integer(1)}
 
 
 def sizes_within_points(settings: Mapping) -> None:

@@ -4,7 +4,8 @@
 the notebooks' steps. a08 (Section 7.2): :func:`image_representations`, :func:`cnn_transfer_runs`, :func:`layer_areas`.
 a09 (Section 7.3, similar sources): :func:`source_networks`, :func:`similarity_tasks`, :func:`finetune_grid`,
 :func:`similarity_claims`. a10 (random-label sources, Table 1): :func:`none_network`, :func:`random_label_sources`,
-:func:`accuracy_drops`, :func:`alignment_drops`, :func:`negative_transfer_claims`. Figures:
+:func:`accuracy_drops`, :func:`alignment_drops`, :func:`negative_transfer_claims`. The rules of each notebook's
+settings: :data:`CNN_TRANSFER_RULES`, :data:`SIMILARITY_RULES`, :data:`NEGATIVE_TRANSFER_RULES`. Figures:
 :mod:`~layersim.papers.alignment.transfer_figures`.
 """
 
@@ -21,7 +22,7 @@ from torch import nn
 from layersim.inputs import features, labelled
 from layersim.measures import alignment as al
 from layersim.nets import cnn
-from layersim.notebook import results
+from layersim.notebook import results, settings
 from layersim.papers.alignment import pretrain as pt
 from layersim.train import training, transfer_learning
 
@@ -77,6 +78,17 @@ def accuracy_table(acc: Mapping[tuple[str, str], float], sources: Sequence[str],
 
 
 # ----------------------------------------------------------------------------- a08: pre-trained vs init, hand-crafted
+
+#: the rules of a08's settings (``layersim.notebook.settings``): the target data set and classes, the source group
+#: (or ``"imagenet"``) and network, its torchvision weights, the tasks' number and size, the RBF bandwidth
+CNN_TRANSFER_RULES = {
+    "target": settings.choice("fashion-mnist", "cifar10", "cifar100"),
+    "target_classes": settings.seq(settings.integer(0), min_length=2, distinct=True),
+    "source": settings.choice(*sorted({g for groups in pt.SOURCE_GROUPS.values() for g in groups}), "imagenet"),
+    "arch": settings.choice("small", *cnn.TORCHVISION_ARCHS),
+    "weights": settings.optional(settings.text(), "pre-train here"), "n_tasks": settings.integer(1),
+    "n_points": settings.integer(2), "rbf_bandwidth": settings.real(0, open_low=True),
+}
 
 
 def source_summary(meta: Mapping, layers: Sequence[str]) -> str:
@@ -202,6 +214,15 @@ def cnn_transfer_numbers(runs: Sequence[dict], layers: Sequence[str], source_met
 
 
 # ----------------------------------------------------------------------------- a09: similar vs dissimilar source
+
+#: the rules of a09's settings (``layersim.notebook.settings``): the target data set, its two class groups, the
+#: tasks' size, the layers read, and the fine-tuning (images per class, epochs, step size, batch)
+SIMILARITY_RULES = {
+    "target": settings.choice(*pt.SOURCE_GROUPS), "groups": settings.seq(settings.text(), length=2, distinct=True),
+    "n_points": settings.integer(2), "n_layers": settings.integer(1),
+    "n_finetune": settings.integer(0, meaning="0 means the whole training split"), "ft_epochs": settings.integer(1),
+    "ft_lr": settings.real(0, open_low=True), "ft_batch": settings.integer(1),
+}
 
 
 def source_networks(settings: Mapping, groups: Sequence[str], seed: int = 0, device: str | torch.device = "auto",
@@ -338,6 +359,20 @@ def similarity_claims(mean_diff: Mapping[str, np.ndarray], mean_area_diff: Mappi
 
 # ----------------------------------------------------------------------------- a10: random labels, domain shift
 
+#: the rules of a10's settings (``layersim.notebook.settings``): the data set and its three domains with their
+#: sizes, the None network, the random-label training on each source and the fine-tuning on each target
+NEGATIVE_TRANSFER_RULES = {
+    "dataset": settings.choice(*pt.DATASET_DOMAINS), "domains": settings.seq(settings.text(), length=3, distinct=True),
+    "train_per_class": settings.seq(settings.integer(0, meaning="0 means all")),
+    "arch": settings.choice("small", *cnn.TORCHVISION_ARCHS), "test_per_class": settings.integer(0, meaning="0: all"),
+    "none_source": settings.optional(settings.choice(*pt.FASHION_GROUPS), "the torchvision weights (paper scale)"),
+    "none_n_source": settings.optional(settings.integer(1), "the a08-a10 source networks' own"),
+    "none_epochs": settings.optional(settings.integer(1), "the a08-a10 source networks' own"),
+    "weights": settings.optional(settings.text(), "a09's clothing CNN"), "rl_epochs": settings.integer(1),
+    "rl_lr": settings.real(0, open_low=True), "rl_milestones": settings.seq(settings.integer(1), min_length=0),
+    "ft_epochs": settings.integer(1), "ft_lr": settings.real(0, open_low=True), "batch": settings.integer(1),
+}
+
 
 def none_settings(scale: str, arch: str, weights: str | None, n_source: int | None = None,
                   epochs: int | None = None) -> dict:
@@ -456,6 +491,16 @@ def alignment_drops(nets: Mapping[str, nn.Module], test: Mapping, domains: Seque
 def pair_names(values: Mapping[tuple[str, str], object]) -> dict[str, object]:
     """``{(source, target): v}`` keyed ``"source->target"`` instead (for ``metrics.json``)."""
     return {f"{s}->{t}": v for (s, t), v in values.items()}
+
+
+def negative_transfer_numbers(none_key: str, source_metas: Mapping[str, Mapping],
+                              acc: Mapping[tuple[str, str], float], drops: Mapping) -> dict:
+    """What a10 records beside its claims: the None network's checkpoint key, each source's random-label training
+    history, Table 1's accuracies and, from :func:`alignment_drops`, the thresholds, tasks per target and Figure
+    16's difference curves (pairs keyed ``"source->target"``)."""
+    return dict(none_network=none_key, random_label_training={s: m["history"] for s, m in source_metas.items()},
+                accuracy=pair_names(acc), thresholds=drops["thresholds"], n_tasks=drops["n_tasks"],
+                difference_curves=pair_names(drops["diff"]))
 
 
 def negative_transfer_claims(acc_drop: Mapping[tuple[str, str], float], area_drop: Mapping[tuple[str, str], float],

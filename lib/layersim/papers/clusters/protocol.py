@@ -11,7 +11,7 @@ contiguous span (§4.1). Fine-tuning and features are :mod:`layersim.train.finet
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -24,8 +24,8 @@ from layersim.measures import similarity
 from layersim.nets import models, readout, surgery
 from layersim.train import finetune, heads
 
-__all__ = ["cka_maps", "diagonal", "fine_tune_note", "original", "single_skip_drops", "skip_grid", "truncation_curves",
-           "truncation_gaps", "truncation_table", "tuned_head_curve"]
+__all__ = ["cka_maps", "diagonal", "fine_tune_note", "original", "single_skip_drops", "skip_grid", "skip_grids",
+           "truncation_curves", "truncation_gaps", "truncation_table", "tuned_head_curve"]
 
 #: the three truncation curves of Fig. 3, in the order the paper lists them (§4 (a)-(c))
 TRUNCATIONS = ("UNTUNED", "TUNED", "TUNEDORIG")
@@ -130,6 +130,26 @@ def skip_grid(model: nn.Module, task: text_tasks.TextTask, settings: Mapping[str
             z = finetune.predict(m, batches, device)
         G[i - 1, j - 1] = text_tasks.score(task, text_tasks.predictions(task, z))
     return G
+
+
+def skip_grids(settings: Mapping[str, Any], seed: int = 0, device: Any = "auto",
+               log: Callable[[str], None] | None = print) -> tuple[dict[str, np.ndarray], dict[str, dict[str, float]]]:
+    """Fig. 4 for restart 1 of every model of ``settings["models"]`` fine-tuned (or loaded) on every task of
+    ``settings["tasks"]``: ``(grids, base)`` keyed ``"<model>/<task>"``, :func:`skip_grid` on the validation split
+    and ``{"full", "majority"}``, the full model's and the majority class's scores; ``log`` gets a line per run."""
+    grids, base = {}, {}
+    for model_name in settings["models"]:
+        for task in settings["tasks"]:
+            train, val = finetune.task_data(task, settings, seed=seed)
+            model, _ = finetune.fine_tuned(model_name, train, settings, restart=1, seed=seed, device=device)
+            key = f"{model_name}/{task}"
+            G = grids[key] = skip_grid(model, val, settings, device=device)
+            base[key] = {"full": finetune.evaluate(model, val, max_length=settings["max_length"], device=device),
+                         "majority": text_tasks.majority_baseline(val)}
+            if log is not None:
+                log(f"{model_name} / {task}: full model {base[key]['full']:.3f}; single blocks skipped: "
+                    f"{np.round(np.diag(G), 3).tolist()}; all blocks skipped: {G[0, -1]:.3f}")
+    return grids, base
 
 
 def single_skip_drops(grids: Mapping[str, np.ndarray],

@@ -1,7 +1,7 @@
 """The clusters paper's CKA structure of fine-tuned encoders (§3, Figs. 1, 2, 5, 6, 7; notebook c01):
-:func:`task_maps` fine-tunes one encoder per restart and returns the four CKA maps; :func:`split_table` gives the
-best two-cluster splits; :func:`early_late`, :func:`structure_gaps`, :func:`late_likeness_to_orig` and
-:func:`late_restart_margin` the tested numbers."""
+:func:`task_maps` fine-tunes one encoder per restart and returns the four CKA maps (:func:`all_task_maps`: of
+every model and task); :func:`split_table` gives the best two-cluster splits; :func:`early_late`,
+:func:`structure_gaps`, :func:`late_likeness_to_orig` and :func:`late_restart_margin` the tested numbers."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from layersim.measures import block_structure
 from layersim.papers.clusters import protocol
 from layersim.train import finetune
 
-__all__ = ["early_late", "late_likeness_to_orig", "late_restart_margin", "split_table", "structure_gaps",
-           "task_maps", "third"]
+__all__ = ["all_task_maps", "early_late", "late_likeness_to_orig", "late_restart_margin", "split_table",
+           "structure_gaps", "task_maps", "third"]
 
 
 def task_maps(model_name: str, task: str, settings: Mapping[str, Any], seed: int = 0,
@@ -43,6 +43,21 @@ def task_maps(model_name: str, task: str, settings: Mapping[str, Any], seed: int
     orig = finetune.cls_features(protocol.original(model_name, train.num_labels, seed=seed), val, settings,
                                  device=device)
     return protocol.cka_maps(feats[0], feats[1] if len(feats) > 1 else None, orig), scores, records
+
+
+def all_task_maps(settings: Mapping[str, Any], seed: int = 0, device: Any = "auto"
+                  ) -> tuple[dict[tuple[str, str], dict[str, np.ndarray]], pd.DataFrame, dict[str, dict[str, Any]]]:
+    """:func:`task_maps` for every model of ``settings["models"]`` on every task of ``settings["tasks"]``:
+    ``(maps by (model, task), scores, records)``, the scores a table of one row per model, task and restart and the
+    records of every checkpoint keyed ``"<model>/<task>/<restart>"``."""
+    maps, scores, records = {}, [], {}
+    for model_name in settings["models"]:
+        for task in settings["tasks"]:
+            maps[(model_name, task)], new_scores, new_records = task_maps(model_name, task, settings, seed=seed,
+                                                                            device=device)
+            scores += new_scores
+            records.update(new_records)
+    return maps, pd.DataFrame(scores), records
 
 
 def split_table(maps: Mapping[tuple[str, str], Mapping[str, np.ndarray]]) -> pd.DataFrame:

@@ -4,7 +4,7 @@ The paper reads LLaMA-3.2-3B and LLaMA-3.1-8B through the logit lens while they 
 each token's saturation layer (§2.2); offline, the LLaMA-architecture model is SmolLM2-135M (:data:`MODELS`).
 :func:`decode` is Fig. 20's reading of one model (:func:`lens_table_figure` draws it); :func:`read_texts` reads a
 text set (Fig. 19, :func:`saturation_histogram`); :func:`easy_vs_hard`, :func:`stays_correct` and :func:`statistics`
-give the tested numbers, :func:`records` the ``metrics.json`` entries.
+give the tested numbers, :func:`records` the ``metrics.json`` entries; :data:`RULES` checks t08's settings.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import numpy as np
 from layersim.core import memo
 from layersim.inputs import fetch, text_data
 from layersim.nets import models, readout
-from layersim.notebook import plotting
+from layersim.notebook import plotting, settings
 
-__all__ = ["MODELS", "PROMPT", "decode", "describe_decoding", "describe_texts", "easy_vs_hard", "lens_table_figure",
-           "load", "read_texts", "records", "saturation_histogram", "statistics", "stays_correct", "words"]
+__all__ = ["MODELS", "PROMPT", "RULES", "decode", "describe_decoding", "describe_texts", "easy_vs_hard",
+           "lens_table_figure", "load", "read_texts", "records", "saturation_histogram", "statistics", "stays_correct",
+           "words"]
 
 PROMPT = "Simply put, the theory of relativity states"
 
@@ -29,6 +30,12 @@ MODELS: dict[str, tuple[str, ...]] = {
     "default": ("smollm2-135m",),
     "paper": ("llama-3.2-3b", "llama-3.1-8b"),
 }
+
+#: the rules of t08's settings (``layersim.notebook.settings``): the models, the prompt and its greedy steps, and the
+#: held-out texts (how many, their tokens, the batch)
+RULES = {"models": settings.seq(settings.text(), distinct=True), "prompt": settings.text(),
+         "steps": settings.integer(1), "n_texts": settings.integer(2), "max_length": settings.integer(2),
+         "batch_size": settings.integer(1)}
 
 
 def load(name: str, device: Any = "auto") -> tuple[Any, Any]:

@@ -1,8 +1,8 @@
 """The tracing paper's Table 1: the parameters one shared classifier saves in a multi-exit model, the paper's
 numbers (:data:`PAPER_TABLE1`, :func:`paper_table`) beside the counts of the real architectures
-(:data:`ARCHITECTURES`, :func:`architecture_params`, :func:`counted_table`, :func:`comparison`), how the paper's
-numbers were made (:func:`reconstruction`), and :func:`overhead_figure` (see docs/modules.md,
-`layersim.papers.tracing.param_table`)."""
+(:data:`ARCHITECTURES`, :func:`architecture_params`, :func:`architectures`, :func:`counted_table`,
+:func:`comparison`), how the paper's numbers were made (:func:`reconstruction`, :func:`describe_reconstruction`),
+:func:`overhead_figure` and t07's :data:`RULES` (see docs/modules.md, `layersim.papers.tracing.param_table`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from layersim.nets import params
+from layersim.notebook import settings
 
 #: Table 1 of the paper, as printed: classifier inputs ``dim``, outputs ``classes``, blocks ``layers``, the
 #: multi- and single-classifier parameter counts and the saving in percent
@@ -84,6 +85,21 @@ def _architecture(name: str) -> dict[str, Any]:
     return ARCHITECTURES[name]
 
 
+#: the rules of t07's settings (``layersim.notebook.settings``): the classifiers' bias (None: as in the model's own
+#: classifier), a final norm in every classifier, and the LLaMA-2 counted for Table 1's last row
+RULES = {"head_bias": settings.optional(settings.flag(), "follow the model's own classifier"),
+         "head_norm": settings.flag(), "llama2_size": settings.choice("7b", "13b", "70b")}
+
+
+def architectures(llama2_size: str) -> dict[str, str]:
+    """The architecture of :data:`ARCHITECTURES` counted for each row of :data:`PAPER_TABLE1`:
+    the row's own, LLaMA-2 at ``llama2_size`` (``"7b"``, ``"13b"``, ``"70b"``; else ``ValueError``)."""
+    arch = {m: f"llama2_{llama2_size}" if m == "llama2" else m for m in PAPER_TABLE1}
+    if arch["llama2"] not in ARCHITECTURES:
+        raise ValueError(f"no LLaMA-2 of size {llama2_size!r}: one of 7b, 13b, 70b")
+    return arch
+
+
 def paper_table() -> pd.DataFrame:
     """The paper's Table 1 (:data:`PAPER_TABLE1`), one row per model, with ``overhead`` = multi - single."""
     table = pd.DataFrame(PAPER_TABLE1).T
@@ -150,6 +166,16 @@ def reconstruction(paper: pd.DataFrame, counted: pd.DataFrame) -> tuple[pd.DataF
                                                     - rec["paper saving (%)"]).abs().max()),
     }
     return rec, stats
+
+
+def describe_reconstruction(rec: pd.DataFrame, stats: Mapping[str, float]) -> str:
+    """:func:`reconstruction`'s findings in two lines: how many rows of the paper's multi column the nominal size
+    plus ``(L - 1) d K`` reproduces to the printed digits, and how far the saving column lies from it."""
+    return (f"paper multi column vs nominal + (L-1) d K: {stats['rows_matching']} of {len(rec)} rows give the printed "
+            f"digits (max relative difference {stats['max_rel_diff']:.1e})\n"
+            f"saving column vs the reconstruction: max difference {stats['max_saving_diff_points']:.3f} points "
+            f"(vs {stats['printed_single_saving_diff_points']:.2f} points when computed from the printed single "
+            "column)")
 
 
 def styled_reconstruction(rec: pd.DataFrame):

@@ -1,14 +1,17 @@
 """How a representation progresses towards the last layer: sample-wise COS against linear CKA (tracing paper, §2.1,
-Figures 2, 10, 11; appendix B.2's Figure 12). :func:`to_last_and_all_pairs` and :func:`residual_stream_views`
-compute; :func:`curves_figure`, :func:`heatmap_grid`, :func:`cos_boxes_figure` and :func:`residual_figure` draw."""
+Figures 2, 10, 11; appendix B.2's Figure 12). :func:`to_last_and_all_pairs`, :func:`residual_stream_views` and
+:func:`evaluate_models` compute; :func:`curves_figure`, :func:`heatmap_grid`, :func:`cos_boxes_figure`,
+:func:`residual_figure` draw, for t01 :func:`vit_curves_figure` and :func:`vit_heatmaps`, for t05
+:func:`mlp_curves_figure` and :func:`mlp_heatmaps`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from layersim.measures import similarity
+from layersim.nets import readout
 from layersim.notebook import plotting
 
 
@@ -33,6 +36,23 @@ def residual_stream_views(hidden) -> dict[str, np.ndarray]:
             "adjacent": similarity.adjacent_cosine(hidden),
             "norm_ratio": np.stack([similarity.residual_norm_ratio(hidden[l - 1], hidden[l])
                                     for l in range(1, hidden.shape[0])])}
+
+
+def evaluate_models(models: Mapping, images, device="auto", log: Callable[[str], None] | None = print
+                    ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, np.ndarray]]]:
+    """Every model of ``models`` on ``images`` (:func:`layersim.nets.readout.evaluate`, hidden layers ``1..L``, no
+    embedding output): ``(accuracy, S)`` by name, the last-layer classifier's accuracy at every layer (eq. 2) and
+    :func:`to_last_and_all_pairs` of the hidden layers (Fig. 12); ``log`` gets each model's shape and curves."""
+    acc, S = {}, {}
+    for name, model in models.items():
+        ev = readout.evaluate(model, images, device=device, embedding=False)
+        acc[name], S[name] = ev.accuracy, to_last_and_all_pairs(ev.hidden)
+        if log is not None:
+            log(" ".join(str(part) for part in (
+                f"{name}: hidden states {ev.hidden.shape} (layers, samples, width)\n  layer-wise accuracy:",
+                np.round(acc[name], 3), "\n  COS to last        :", np.round(S[name]["cos_last"], 3),
+                "\n  CKA to last        :", np.round(S[name]["cka_last"], 3))))
+    return acc, S
 
 
 def curves_figure(panels: Sequence[tuple[str, Mapping[str, Sequence[float]]]], layers: Sequence[int],
@@ -72,6 +92,19 @@ def heatmap_grid(rows: Sequence[Sequence[tuple[np.ndarray, str]]], layers: Seque
     return fig
 
 
+def vit_curves_figure(acc: np.ndarray, S: Mapping[str, np.ndarray], layers: Sequence[int], title: str):
+    """Figure 2 (a): CKA and COS of every block of ``layers`` with the last (``S``: :func:`to_last_and_all_pairs`)
+    and the last-layer classifier's accuracy ``acc`` at every block, one panel titled ``title``."""
+    return curves_figure([(title, {"CKA to last layer": S["cka_last"], "COS to last layer": S["cos_last"],
+                                   "layer-wise accuracy": acc})], layers, panel_size=(6, 4))
+
+
+def vit_heatmaps(S: Mapping[str, np.ndarray], layers: Sequence[int]):
+    """Figure 2 (c): COS and linear CKA between all pairs of ``layers`` (``S``: :func:`to_last_and_all_pairs`)."""
+    return heatmap_grid([[(S["cos_matrix"], "COS between all pairs of layers"),
+                          (S["cka_matrix"], "linear CKA between all pairs of layers")]], layers)
+
+
 def cos_boxes_figure(cos_samples: Sequence[np.ndarray], layers: Sequence[int]):
     """The tracing paper's Figure 10: per-sample COS of every layer with the last layer, one box per layer."""
     import matplotlib.pyplot as plt
@@ -93,3 +126,23 @@ def residual_figure(adjacent: Sequence[np.ndarray], norm_ratio: Sequence[np.ndar
     plotting.layer_boxes(norm_ratio, layers=layers, ax=axes[1], log=True, reference=1.0,
                          ylabel=r"$\|h^{(\ell-1)}\| / \|f(h^{(\ell-1)})\|$", title="skip branch / residual branch")
     return fig
+
+
+def mlp_curves_figure(acc: Mapping[str, np.ndarray], S: Mapping[str, Mapping[str, np.ndarray]],
+                      residual: Mapping[str, bool], layers: Sequence[int], suptitle: str | None = None):
+    """Appendix B.2's Figure 12: a panel (a), (b), ... per MLP of ``residual`` (name: with residual connections?),
+    its layer-wise accuracy ``acc[name]`` and COS and CKA to the last layer (``S[name]``:
+    :func:`to_last_and_all_pairs`) over the hidden ``layers``. Returns the figure."""
+    return curves_figure(
+        [(f"({chr(ord('a') + i)}) {len(layers)}-layer MLP, {'with' if residual[name] else 'without'} residual "
+          "connections", {"layer-wise accuracy": acc[name], "COS to last layer": S[name]["cos_last"],
+                          "CKA to last layer": S[name]["cka_last"]}) for i, name in enumerate(residual)],
+        layers, ylabel="accuracy / similarity", ylim=(-0.05, 1.05), suptitle=suptitle)
+
+
+def mlp_heatmaps(S: Mapping[str, Mapping[str, np.ndarray]], residual: Mapping[str, bool], layers: Sequence[int]):
+    """COS and linear CKA between all pairs of hidden ``layers``, a row per MLP of ``residual`` (name: with residual
+    connections?), from ``S[name]`` (:func:`to_last_and_all_pairs`). Returns the figure."""
+    return heatmap_grid([[(S[name][f"{m}_matrix"], f"{title}, {'with' if residual[name] else 'without'} residual")
+                          for m, title in [("cos", "COS"), ("cka", "linear CKA")]] for name in residual], layers,
+                        panel_size=(5.5, 4.75))

@@ -1,12 +1,13 @@
 """Transfer of aligned models: layer-wise accuracy under a distribution shift, and a new task read through a linear
 probe (tracing paper, appendix B.4, Figure 17).
 
-- :data:`CORRUPTIONS`: four mild corruptions, the offline stand-in for a re-collected test set;
+- :data:`CORRUPTIONS`: four mild corruptions, the offline stand-in for a re-collected test set; :data:`RULES`;
 - :func:`shift_accuracy`: every model's layer-wise accuracy (eq. 2) on every shifted test set;
 - :func:`task_inputs`, :func:`normed_blocks`, :func:`probe_transfer`: a new task's inputs, every block's normed
   class token, and the probes read from them;
-- :func:`shallow_gap`, :func:`final_shortfall`, :func:`describe`: the tested statistics;
-- :func:`transfer_figure`: Figure 17.
+- :func:`shallow_gap`, :func:`final_shortfall`, :func:`describe` (:func:`describe_shifts`,
+  :func:`describe_probes`): the tested statistics;
+- :func:`transfer_figure`, :func:`figure17_panels`: Figure 17.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from layersim.inputs import image_data
+from layersim.inputs import image_data, shift
 from layersim.measures import probe
 from layersim.nets import readout
+from layersim.notebook import presets, settings
 
 #: the offline stand-in for a re-collected test set: panel label -> shift spec (``layersim.inputs.shift``), the
 #: severities fixed in advance (Gaussian noise of 0.1 of the pixel range, a 1-pixel blur, contrast halved,
@@ -30,6 +32,13 @@ CORRUPTIONS = {
     "translation (up to 2 px)": {"corruption": "translate", "severity": 2},
 }
 
+#: the rules of t06's settings (``layersim.notebook.settings``): the shifted test sets (panel label -> shift spec),
+#: the new task's data set, the probes' inverse L2 strength and the new task's sizes (0: all)
+RULES = {"shifts": settings.mapping(settings.text(),
+                                 settings.custom(shift.check_spec, "a shift (layersim.inputs.shift.check_spec)")),
+         "transfer_to": settings.choice(*presets.TRAINABLE_IMAGE_SETS), "probe_C": settings.real(0, open_low=True),
+         "n_transfer_train": settings.integer(0, meaning="0 means all"),
+         "n_transfer_test": settings.integer(0, meaning="0 means all")}
 #: line colours of Figure 17's two models
 COLORS = {"standard": "tab:blue", "aligned": "tab:orange"}
 
@@ -90,6 +99,32 @@ def describe(curves: Mapping[str, np.ndarray], shallow: slice) -> str:
     last = ", ".join(f"{n} {a[-1]:.3f}" for n, a in curves.items())
     low = ", ".join(f"{n} {a[shallow].mean():.3f}" for n, a in curves.items())
     return f"last block: {last}; mean over blocks {shallow.start + 1}..{shallow.stop}: {low}"
+
+
+def describe_shifts(accuracy: Mapping[str, Mapping[str, np.ndarray]], sets: Mapping[str, tuple], shallow: slice
+                    ) -> str:
+    """One line per test set of ``accuracy`` (:func:`shift_accuracy`): its label, its number of images (``sets``:
+    ``(x, y)`` by label) and :func:`describe` of its curves."""
+    return "\n".join(f"{label:28s} n={len(sets[label][1]):5d}  {describe(curves, shallow)}"
+                     for label, curves in accuracy.items())
+
+
+def describe_probes(probes: Mapping[str, Mapping[str, np.ndarray]], shallow: slice) -> str:
+    """:func:`describe` of the shared probe's and of the per-block probes' curves of every model of ``probes``
+    (:func:`probe_transfer` by name), on two lines."""
+    return " ".join(["shared probe:", describe({n: t["shared_probe"] for n, t in probes.items()}, shallow),
+                     "\nper-block probes:", describe({n: t["per_layer_probes"] for n, t in probes.items()}, shallow)])
+
+
+def figure17_panels(shift_acc: Mapping[str, Mapping[str, np.ndarray]], probes: Mapping[str, Mapping[str, np.ndarray]],
+                    shifts: Sequence[str], new_task: str) -> list[tuple[str, dict[str, np.ndarray], bool]]:
+    """The panels of :func:`transfer_figure`: each shifted test set of ``shifts`` (beside the clean one), then the
+    new task ``new_task`` read by the last block's probe on every block and by one probe per block
+    (``probes``: :func:`probe_transfer` by model)."""
+    panels = [(label, shift_acc[label], True) for label in shifts]
+    return panels + [(f"{new_task}: last-block probe on every block", {n: p["shared_probe"] for n, p in probes.items()},
+                      False),
+                     (f"{new_task}: one probe per block", {n: p["per_layer_probes"] for n, p in probes.items()}, False)]
 
 
 def transfer_figure(panels: Sequence[tuple[str, Mapping[str, np.ndarray], bool]], clean: Mapping[str, np.ndarray],
