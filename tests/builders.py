@@ -422,6 +422,45 @@ def full_disk(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+def leftovers(folder: Path) -> list[str]:
+    """Temporary files of interrupted writes anywhere below ``folder``."""
+    import re
+
+    return sorted(p.name for p in folder.rglob("*") if re.search(r"\.tmp-|\.part-", p.name))
+
+
+def _flip_100_bytes(path):
+    raw = bytearray(path.read_bytes())
+    for i in range(len(raw) // 2, len(raw) // 2 + 100):
+        raw[i] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+#: damage done to a cache file, by name (the tests of the loaders' caches)
+CACHE_FAULTS = {
+    "garbage": lambda p: p.write_bytes(b"\x93NUMPY garbage" * 50),
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "empty": lambda p: p.write_bytes(b""),
+    "100 flipped bytes": _flip_100_bytes,
+}
+
+
+def full_disk_on_cache(path: Path, load, fault: str, monkeypatch, cache: Path) -> None:
+    """``load()`` with the writer ``fault`` (a dotted name) on a full disk: one ``DiskFull`` line naming the cache
+    file ``path``, nothing left below ``cache``; with space again, ``path`` and its sha256 record are written."""
+    import re
+
+    from layersim.core.writers import DiskFull
+    from layersim.inputs.cache import sha256_record
+
+    with monkeypatch.context() as m:
+        m.setattr(fault, full_disk)
+        one_line_raised(load, rf"disk full at {re.escape(str(path))}$", DiskFull)
+    assert leftovers(cache) == [] and not path.exists() and not sha256_record(path).exists()
+    load()  # space again: the cache is written, with its sha256
+    assert path.is_file() and sha256_record(path).is_file() and leftovers(cache) == []
+
+
 def one_line_raised(call, match: str, kind=ValueError) -> str:
     """The message of the ``kind`` that ``call()`` raises: one line, matching the regex ``match`` (returned)."""
     import re
@@ -654,7 +693,8 @@ def spy_probes(monkeypatch, module) -> list:
     return probed
 
 
-#: counts every loader refuses, with the one-line message each gets (the tests of inputs.data and inputs.text_tasks)
+#: counts every loader refuses, with the one-line message each gets (the tests of inputs.image_data,
+#: inputs.subsets, inputs.text_data and inputs.text_tasks)
 BAD_COUNTS = [
     (0, r"=0: at least 1 of the \w+ of .* is needed"),
     (-5, r"=-5: at least 1 of the \w+ of .* is needed"),

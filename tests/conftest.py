@@ -71,18 +71,18 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def tok():
     """The 512-token Austen tokenizer of the small GPT-2."""
-    from layersim.inputs import data
+    from layersim.inputs import text_data
 
-    return data.austen_tokenizer(512)
+    return text_data.austen_tokenizer(512)
 
 
 @pytest.fixture(scope="module")
 def batches(tok):
     """Batches (8 x 32 tokens) of 48 Austen training lines for the small GPT-2."""
-    from layersim.inputs import data
+    from layersim.inputs import text_data
     from layersim.papers.tracing import lm
 
-    return lm.lm_batches(data.text_sample("austen", 48, split="train"), tok, 8, 32)
+    return lm.lm_batches(text_data.text_sample("austen", 48, split="train"), tok, 8, 32)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import torch
 
 from builders import image_batch, tiny_vit, toy_data
 from layersim.core import device
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.measures import similarity
 from layersim.nets import cnn, models, readout, surgery
 from layersim.notebook import lenses
@@ -50,7 +50,7 @@ def test_one_training_run_agrees_on_cuda_and_the_cpu():
 
 
 def test_augmentation_on_the_device_trains_and_restores_the_data_set():
-    ds = data.image_dataset("digits", "train", limit=64, augment=True)
+    ds = image_data.image_dataset("digits", "train", limit=64, augment=True)
     vit = training.build_vit(ViTConfig(img_size=8, patch_size=4, in_chans=1, num_classes=10, embed_dim=16, depth=1,
                                        num_heads=2))
     hist = training.train_classifier(vit, ds, TrainConfig(epochs=3, batch_size=16, lr=3e-3), device=GPU,

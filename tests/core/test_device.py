@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from layersim.core import device
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.measures import similarity
 from layersim.nets import models, readout
 from layersim.train import training
@@ -91,7 +91,7 @@ def test_the_measured_models_fall_on_the_side_of_the_threshold_they_were_measure
     assert device.training_work(mlp.MLP(mlp.MLPConfig(width=256, depth=3)), 64) >= device.GPU_MIN_WORK
     assert device.training_work(mlp.MLP(mlp.MLPConfig()), 128) >= device.GPU_MIN_WORK
     s = TRACING_VIT["default"]
-    cfg, _ = training.configs_from(s, data.dataset_info(s["dataset"]))
+    cfg, _ = training.configs_from(s, image_data.dataset_info(s["dataset"]))
     assert device.training_work(training.build_vit(cfg), s["batch_size"]) >= device.GPU_MIN_WORK
 
 
@@ -148,9 +148,9 @@ CFG = ViTConfig(img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=
 @pytest.fixture(scope="module")
 def strict_and_fast():
     model = training.build_vit(CFG, seed=0)
-    training.train_classifier(model, data.image_dataset("digits", "train", limit=1000),
+    training.train_classifier(model, image_data.image_dataset("digits", "train", limit=1000),
                               TrainConfig(epochs=25, batch_size=64, lr=3e-3, seed=0), device="cpu", progress=False)
-    test = data.image_dataset("digits", "test")
+    test = image_data.image_dataset("digits", "test")
     strict = readout.evaluate(model, test, device="cpu")
     fast = readout.evaluate(model, test, device="cpu", precision="bf16")
     return strict, fast

@@ -1,12 +1,21 @@
-"""Fixtures of the tests of layersim.inputs: a cache with private system roots, a tiny stand-in for the Jane Austen
-novels."""
+"""Fixtures of the tests of layersim.inputs: private system roots (alone, or with the private project cache), a
+tiny stand-in for the Jane Austen novels."""
 
 import pytest
 
-from layersim.inputs import data, fetch, locate
+from layersim.inputs import fetch, locate, text_data
 
 #: the stand-in's lines, by the R database's key of each novel
-AUSTEN = {key: [f"{key.title()} wrote line {i} of the story today." for i in range(5)] for key in data.AUSTEN_NOVELS}
+AUSTEN = {key: [f"{key.title()} wrote line {i} of the story today." for i in range(5)]
+          for key in text_data.AUSTEN_NOVELS}
+
+
+@pytest.fixture
+def system(tmp_path, monkeypatch):
+    """System copies live only under tmp_path/sys."""
+    root = tmp_path / "sys"
+    monkeypatch.setattr(locate, "system_roots", lambda: [root])
+    return root
 
 
 @pytest.fixture
@@ -24,11 +33,11 @@ def austen(tmp_cache, tmp_path, monkeypatch):
     parsed, resolve = [], fetch.resolve
     monkeypatch.setattr(fetch, "resolve", lambda name, allow_download=None: (
         tmp_path if name == "janeaustenr" else resolve(name, allow_download)))
-    monkeypatch.setattr(data, "_read_rdb", lambda folder: parsed.append(folder) or AUSTEN)
+    monkeypatch.setattr(text_data, "_read_rdb", lambda folder: parsed.append(folder) or AUSTEN)
     return parsed
 
 
 @pytest.fixture
 def austen_lines():
-    """The lines of the ``austen`` stand-in as ``data._austen_lines`` gives them: by novel title."""
-    return {title: AUSTEN[key] for key, title in data.AUSTEN_NOVELS.items()}
+    """The lines of the ``austen`` stand-in as ``text_data._austen_lines`` gives them: by novel title."""
+    return {title: AUSTEN[key] for key, title in text_data.AUSTEN_NOVELS.items()}

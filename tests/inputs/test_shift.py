@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim.inputs import data, shift
+from layersim.inputs import image_data, shift
 
 
 def batch(n=6, c=1, side=12, seed=0):
@@ -79,7 +79,7 @@ def test_corrupt_dispatches_and_rejects_bad_input():
 
 def test_shifted_inputs_clean_equals_the_normalised_test_set():
     x, y = shift.shifted_inputs("fashion-mnist", {}, limit=40, seed=1)
-    ref_x, ref_y = data.image_dataset("fashion-mnist", "test", limit=40, seed=1).tensors()
+    ref_x, ref_y = image_data.image_dataset("fashion-mnist", "test", limit=40, seed=1).tensors()
     torch.testing.assert_close(x, ref_x)
     assert torch.equal(y, ref_y)
     noisy, _ = shift.shifted_inputs("fashion-mnist", {"corruption": "gaussian_noise", "severity": 0.2},

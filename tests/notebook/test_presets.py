@@ -4,7 +4,7 @@ presets, and the clusters paper's fine-tuning scales."""
 
 import pytest
 
-from layersim.inputs import assets, data, text_tasks as tt
+from layersim.inputs import assets, image_data, text_tasks as tt
 from layersim.notebook import presets, results, settings
 from layersim.train import finetune as ft, training
 
@@ -13,14 +13,14 @@ ABL = " (ablation budget)"
 
 def test_standard_variant_is_the_shared_checkpoint():
     """The standard variant must keep t01's cache key: same configs as TRACING_VIT[scale]."""
-    info = data.dataset_info("fashion-mnist")
+    info = image_data.dataset_info("fashion-mnist")
     for scale in ("smoke", "default"):
         assert training.configs_from(presets.tracing_vit(scale), info) == \
             training.configs_from(presets.TRACING_VIT[scale], info)
 
 
 def test_variants_change_only_the_objective():
-    info = data.dataset_info("fashion-mnist")
+    info = image_data.dataset_info("fashion-mnist")
     _, base = training.configs_from(presets.tracing_vit("default"), info)
     for name in presets.TRACING_VARIANTS:
         m, t = training.configs_from(presets.tracing_vit("default", name), info)

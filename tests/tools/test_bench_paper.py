@@ -6,7 +6,7 @@ import math
 import nbformat
 import pytest
 
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.notebook import presets
 from layersim.tools import bench, bench_paper
 from builders import REPO
@@ -42,7 +42,7 @@ def test_presets_shared_with_the_library_are_the_librarys_own_object():
 def test_the_tracing_vit_plan_multiplies_the_measured_step_by_the_presets_steps():
     rows = bench_paper.plan("cpu", tiny=True, only="t01", steps=1, log=lambda _: None)
     s = presets.tracing_vit("paper", "standard")
-    n = s["n_train"] or data.split_size(s["dataset"], "train")
+    n = s["n_train"] or image_data.split_size(s["dataset"], "train")
     assert [r["notebook"] for r in rows] == ["t01_cos_vs_cka"]
     assert rows[0]["steps"] == s["epochs"] * math.ceil(n / s["batch_size"]) == 200 * 196
     assert rows[0]["hours"] == pytest.approx(rows[0]["seconds"] * rows[0]["steps"] / 3600)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from layersim.core import device
+from layersim.inputs.augment import Augmentation
 from layersim.tools import bench, bench_train
 
 
@@ -19,7 +20,7 @@ def test_bench_train_quick_on_the_cpu(capsys):
     assert "device: CPU" in out and "| objective | precision |" in out
     assert re.search(r"\| ce \| fp32 \| [\d,]+ \| [\d,]+ \(\d\.\d\d×\) \|", out)
     assert "| aligned | bf16 | n/a | n/a |" in out  # no bf16 on the CPU: listed, not measured
-    imgs = bench_train.RandomImages(4, augment=bench_train.data.Augmentation(32))
+    imgs = bench_train.RandomImages(4, augment=Augmentation(32))
     assert imgs[0][0].shape == (3, 32, 32) and len(imgs) == 4
 
 

@@ -309,13 +309,14 @@ def test_loader_settings_per_device():
 def test_batch_augmentation_path_replaces_the_per_image_one(monkeypatch):
     """augment_on_device=True (what CUDA does by default) on the CPU: the per-image augmentation is
     never called, every batch goes through Augmentation.batch, and the switch is restored."""
-    from layersim.inputs import data
+    from layersim.inputs import image_data
+    from layersim.inputs.augment import Augmentation
 
-    ds = data.image_dataset("digits", "train", limit=64, augment=True)
+    ds = image_data.image_dataset("digits", "train", limit=64, augment=True)
     calls = {"image": 0, "batch": 0}
     per_image, per_batch = ds.augment.__call__, ds.augment.batch
 
-    class Spy(data.Augmentation):
+    class Spy(Augmentation):
         def __call__(self, x):
             calls["image"] += 1
             return per_image(x)

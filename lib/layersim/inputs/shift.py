@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import torch
 import torch.nn.functional as F
 
-from layersim.inputs import data
+from layersim.inputs import image_data
 
 __all__ = [
     "CORRUPTIONS",
@@ -174,7 +174,7 @@ def shifted_sets(source: str, specs: Mapping[str, Mapping], limit: int | None = 
 
     def test_split(name: str) -> tuple[torch.Tensor, torch.Tensor]:
         if name not in loaded:
-            loaded[name] = data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False).tensors()
+            loaded[name] = image_data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False).tensors()
         return loaded[name]
 
     out = {}
@@ -182,7 +182,7 @@ def shifted_sets(source: str, specs: Mapping[str, Mapping], limit: int | None = 
         images, labels = test_split(spec.get("dataset", source))
         if "corruption" in spec:
             images = corrupt(images, spec["corruption"], spec["severity"], seed=seed)
-        out[label] = data.as_model_input(images, source), labels
+        out[label] = image_data.as_model_input(images, source), labels
     return out
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from layersim.inputs import data
-from layersim.inputs.data import check_count
+from layersim.inputs import text_data
+from layersim.inputs.subsets import check_count
 
 __all__ = ["CHUNK", "MIN_WORDS", "OFFLINE_TASKS", "PAPER_TASKS", "TextTask", "VAL_EVERY", "encode", "flat_choices",
            "length_order", "load_task", "predictions",
@@ -95,7 +95,7 @@ class TextTask:
 
 def _novel_sentences() -> dict[str, list[str]]:
     """Sentences of each novel (publication order) in reading order, short ones dropped."""
-    frame = data.load_austen(unit="sentence")
+    frame = text_data.load_austen(unit="sentence")
     out = {}
     for novel in frame["novel"].cat.categories:
         texts = frame.loc[frame["novel"] == novel, "text"].tolist()
@@ -236,12 +236,12 @@ def _hf_task(name: str, split: str, n: int | None, seed: int, allow_download: bo
              at_most: bool = False) -> TextTask:
     """A paper-scale task from its saved Hugging Face data set (first ``n`` of a seeded permutation)."""
     spec = PAPER_TASKS[name]
-    if name in data.GLUE_TASKS:
+    if name in text_data.GLUE_TASKS:
         hf_split = "validation_matched" if (name == "mnli" and split == "validation") else split
-        ds = data.load_glue(name, hf_split, allow_download=allow_download)
+        ds = text_data.load_glue(name, hf_split, allow_download=allow_download)
     else:
-        ds = data.load_hf_text(name, split, allow_download=allow_download)
-    n = data.check_count(n, len(ds), f"the {split} split of {name}", at_most=at_most)
+        ds = text_data.load_hf_text(name, split, allow_download=allow_download)
+    n = check_count(n, len(ds), f"the {split} split of {name}", at_most=at_most)
     order = np.random.default_rng(seed).permutation(len(ds))
     if n is not None:
         order = np.sort(order[:n])

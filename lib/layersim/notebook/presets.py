@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from layersim.inputs.data import dataset_info, split_size
+from layersim.inputs.image_data import dataset_info, split_size
 from layersim.inputs.text_tasks import PAPER_TASKS
 from layersim.notebook import settings as st
 

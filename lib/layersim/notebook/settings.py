@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layersim.inputs.data import dataset_info
+from layersim.inputs.image_data import dataset_info
 from layersim.notebook.results import check_scale
 
 __all__ = [
@@ -268,7 +268,7 @@ def pick(presets: Mapping[str, Mapping[str, Any]], scale: str, *, seed: Any = 0,
 
 def classes_exist(classes_key: str, dataset_key: str) -> Callable[[dict], None]:
     """A check: every class index in ``settings[classes_key]`` exists in the image data set
-    ``settings[dataset_key]`` (its class count from :func:`layersim.inputs.data.dataset_info`)."""
+    ``settings[dataset_key]`` (its class count from :func:`layersim.inputs.image_data.dataset_info`)."""
 
     def check(settings: dict) -> None:
         n = dataset_info(settings[dataset_key])["classes"]

@@ -105,7 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from layersim.inputs import data, fetch
+    from layersim.inputs import fetch, text_data
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = model.to(resolve_device(args.device)).eval()
-    texts = data.text_sample("austen", args.texts, seed=0, split="test")
-    batches = data.text_batches(texts, tokenizer, BATCH, MAX_LENGTH)
+    texts = text_data.text_sample("austen", args.texts, seed=0, split="test")
+    batches = text_data.text_batches(texts, tokenizer, BATCH, MAX_LENGTH)
     weights = f" (random weights, config of {args.random_weights})" if args.random_weights else ""
     print(f"## layersim.tools.bench lens: {MODEL}{weights}, {args.texts} Austen sentences of at most {MAX_LENGTH} tokens, "
           f"batches of {BATCH}, median of {args.repeat}\n")

@@ -25,7 +25,7 @@ from torch import nn
 
 from layersim.core import paths
 from layersim.core.device import resolve_device
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.nets import params
 from layersim.notebook import presets
 from layersim.tools.bench_train import device_name, timed
@@ -91,9 +91,9 @@ def _vit_workloads(notebook: str, variants: dict[str, dict], tiny: bool) -> list
     out = []
     for name, s in variants.items():
         s = {**s, **(TINY_VIT if tiny else {})}
-        info = data.dataset_info(s["dataset"])
+        info = image_data.dataset_info(s["dataset"])
         model_cfg, train_cfg = training.configs_from(s, info)
-        n = s["n_train"] or data.split_size(s["dataset"], "train")
+        n = s["n_train"] or image_data.split_size(s["dataset"], "train")
         steps = train_cfg.epochs * math.ceil(n / train_cfg.batch_size)
 
         def build(model_cfg=model_cfg, train_cfg=train_cfg):

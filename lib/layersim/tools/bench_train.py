@@ -18,7 +18,8 @@ import torch
 from torch.utils.data import Dataset
 
 from layersim.core import device as placement, machine
-from layersim.inputs import data
+from layersim.inputs import image_data
+from layersim.inputs.augment import Augmentation
 from layersim.nets.models import resolve_device
 from layersim.notebook.presets import TRACING_VIT
 from layersim.train import training
@@ -30,10 +31,10 @@ AUGMENTATIONS = ("none", "per-image", "batch")
 
 class RandomImages(Dataset):
     """``n`` random normalised images ``[C, S, S]`` with labels in ``0..classes-1`` (seeded), with the
-    ``augment`` / ``defer_augment`` interface of :class:`layersim.inputs.data.ImageDataset`."""
+    ``augment`` / ``defer_augment`` interface of :class:`layersim.inputs.image_data.ImageDataset`."""
 
     def __init__(self, n: int, size: int = 32, channels: int = 3, classes: int = 10, seed: int = 0,
-                 augment: data.Augmentation | None = None):
+                 augment: Augmentation | None = None):
         g = torch.Generator().manual_seed(seed)
         self.x = torch.randn(n, channels, size, size, generator=g)
         self.y = torch.randint(0, classes, (n,), generator=g)
@@ -64,11 +65,11 @@ def measure(objective: str, precision: str, augmentation: str, steps: int, batch
     if augmentation not in AUGMENTATIONS:
         raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {augmentation!r}")
     s = vit_settings(quick)
-    info = data.dataset_info(s["dataset"])
+    info = image_data.dataset_info(s["dataset"])
     model_cfg, _ = training.configs_from(s, info)
     cfg = training.TrainConfig(epochs=2, batch_size=batch, lr=s["lr"], weight_decay=s["weight_decay"],
                                schedule="constant", objective=objective)
-    aug = None if augmentation == "none" else data.Augmentation(info["image_size"])
+    aug = None if augmentation == "none" else Augmentation(info["image_size"])
     images = RandomImages(steps * batch, info["image_size"], info["channels"], info["classes"], augment=aug)
     model = training.build_vit(model_cfg)
     history = training.train_classifier(model, images, cfg, device=device, progress=False, precision=precision,
@@ -132,7 +133,7 @@ def ladder(quick: bool = False) -> list[tuple[str, torch.nn.Module, int, tuple[i
     if not quick:
         out.append(("MLP 9 x 256, batch 128 (t05, default)", mlp.MLP(mlp.MLPConfig()), 128, (784,)))
         s = dict(TRACING_VIT["default"])
-        cfg, _ = training.configs_from(s, data.dataset_info(s["dataset"]))
+        cfg, _ = training.configs_from(s, image_data.dataset_info(s["dataset"]))
         out.append(("tracing ViT (default), batch 128", training.build_vit(cfg), 128,
                     (cfg.in_chans, cfg.img_size, cfg.img_size)))
     return out

@@ -24,7 +24,7 @@ import numpy as np
 from layersim.core import locks, markup, writers
 from layersim.core.device import check_device
 from layersim.core.paths import cache_dir, check_locations, repo_root, resolved_variables
-from layersim.inputs import assets, data, fetch, text_tasks
+from layersim.inputs import assets, fetch, image_data, text_data, text_tasks
 from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
 from layersim.notebook import lenses as lens_registry, plotting, results, settings
@@ -327,14 +327,14 @@ def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
         raise ValueError(f"n_samples must be at least 4, got {n}")
     if spec.kind == "image-set":
         split = "all" if spec.name == "digits" else "test"
-        ds = data.image_dataset(spec.name, split, limit=n, seed=seed, normalize=False, at_most=True)
+        ds = image_data.image_dataset(spec.name, split, limit=n, seed=seed, normalize=False, at_most=True)
         x, y = ds.tensors()
         return Inputs(spec, images=x, labels=y.numpy(), label_names=tuple(ds.classes))
     if spec.kind == "text-source" and spec.name == "austen":
         task = text_tasks.load_task("austen-novel", "validation", n=n, seed=seed, at_most=True)
         return Inputs(spec, texts=task.text_a, labels=task.labels, label_names=task.label_names)
     if spec.kind == "text-source":
-        return Inputs(spec, texts=data.text_sample(spec.name, n, seed=seed, at_most=True))
+        return Inputs(spec, texts=text_data.text_sample(spec.name, n, seed=seed, at_most=True))
     if spec.kind == "text-task":
         task = text_tasks.load_task(spec.name, "validation", n=n, seed=seed, at_most=True)
         if task.multiple_choice:
@@ -369,7 +369,7 @@ def load_data(spec: DataSpec, n: int, seed: int = 0) -> Inputs:
 
 
 def _batches(loaded: Loaded, inputs: Inputs, batch_size: int, max_length: int) -> list:
-    """The model's batches: normalised images (``data.as_model_input``) or tokenised texts (right
+    """The model's batches: normalised images (``image_data.as_model_input``) or tokenised texts (right
     padding, truncated to ``max_length``), each with its labels."""
     import torch
 
@@ -380,7 +380,7 @@ def _batches(loaded: Loaded, inputs: Inputs, batch_size: int, max_length: int) -
     for s in range(0, n, batch_size):
         y = None if inputs.labels is None else torch.as_tensor(inputs.labels[s:s + batch_size])
         if inputs.images is not None:
-            x = data.as_model_input(inputs.images[s:s + batch_size], loaded.input_like)
+            x = image_data.as_model_input(inputs.images[s:s + batch_size], loaded.input_like)
             out.append(x if y is None else (x, y))
             continue
         tok = loaded.tokenizer

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.nets import adapters
 from layersim.train import training
 
@@ -77,7 +77,7 @@ class MLPConfig:
 
     @staticmethod
     def data_fields(info: dict) -> dict:
-        """The fields a data set decides (``data.dataset_info``): flattened input size, classes."""
+        """The fields a data set decides (``image_data.dataset_info``): flattened input size, classes."""
         return {"in_features": info["channels"] * info["image_size"] ** 2, "num_classes": info["classes"]}
 
     @property
@@ -187,13 +187,13 @@ def mlp_from_settings(settings: dict, residual: bool | None = None, seed: int = 
     images of its data set's training split (0 = all), or loaded from the cache; returns ``(model, meta)``."""
     if residual is not None:
         settings = {**settings, "residual": bool(residual)}
-    info = data.dataset_info(settings["dataset"])
+    info = image_data.dataset_info(settings["dataset"])
     model_cfg, train_cfg = training.configs_from(settings, info, MLPConfig, seed=seed)
     limit = settings.get("n_train") or None
     desc = {"name": settings["dataset"], "split": "train", "limit": limit, "seed": seed, "augment": False}
 
     def load():  # stacked once into tensors: per-sample loading would dominate an MLP's training time
-        return TensorDataset(*data.image_dataset(settings["dataset"], "train", limit=limit, seed=seed).tensors())
+        return TensorDataset(*image_data.image_dataset(settings["dataset"], "train", limit=limit, seed=seed).tensors())
 
     return cached_mlp(model_cfg, train_cfg, load, desc, device=device, progress=progress, retrain=retrain)
 

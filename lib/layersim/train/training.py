@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 from layersim.core.device import training_work
 from layersim.core.paths import cache_dir, claim, quarantine
 from layersim.core.progress import progress_bar
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.nets.models import resolve_device
 from layersim.train import checkpoints
 from layersim.train.objectives import MODEL_SETUP, OBJECTIVES as _PAPER_OBJECTIVES
@@ -49,7 +49,7 @@ class ViTConfig:
 
     @staticmethod
     def data_fields(info: dict) -> dict:
-        """The fields a data set decides (``data.dataset_info``): image size, channels, classes."""
+        """The fields a data set decides (``image_data.dataset_info``): image size, channels, classes."""
         return {"img_size": info["image_size"], "in_chans": info["channels"], "num_classes": info["classes"]}
 
 
@@ -516,14 +516,14 @@ def vit_from_settings(settings: dict, seed: int = 0, device: str | torch.device 
                       progress: bool = True, retrain: bool = False) -> tuple[nn.Module, dict]:
     """The ViT that ``settings`` describe (``dataset``, ``n_train`` with 0 = all, ``augment``, model and
     optimisation keys), trained on its training split or loaded from the cache; returns ``(model, meta)``."""
-    info = data.dataset_info(settings["dataset"])
+    info = image_data.dataset_info(settings["dataset"])
     model_cfg, train_cfg = configs_from(settings, info, ViTConfig, seed=seed)
     limit = settings.get("n_train") or None
     desc = {"name": settings["dataset"], "split": "train", "limit": limit, "seed": seed,
             "augment": bool(settings.get("augment", False))}
 
     def load():
-        return data.image_dataset(settings["dataset"], "train", limit=limit, seed=seed, augment=desc["augment"])
+        return image_data.image_dataset(settings["dataset"], "train", limit=limit, seed=seed, augment=desc["augment"])
 
     return cached_vit(model_cfg, train_cfg, load, desc, device=device, progress=progress, retrain=retrain)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.measures import alignment as al
 from layersim.notebook import settings
 from layersim.papers.alignment import layers as la
@@ -66,7 +66,7 @@ def test_digits_regression_task_is_the_digit_value_on_the_varying_pixels():
     """The larger regression stand-in: each image's digit value 0..9 moved to [-1, 1] (0 -> -1, 9 -> 1, each step
     2/9), the pixels that are constant over the 1797 images dropped, the others standardised."""
     X, y = la.regression_task("digits", seed=3)
-    images, labels = data.load_digits("all")
+    images, labels = image_data.load_digits("all")
     assert X.shape == (1797, 61) and y.shape == (1797,)
     assert np.allclose(X.mean(0), 0, atol=1e-12) and np.allclose(X.std(0), 1, atol=1e-12)
     assert set(np.round((y + 1) * 4.5, 9)) == set(range(10))
@@ -88,7 +88,7 @@ def test_shuffled_keeps_labels_and_is_seeded():
 def test_binary_task_reads_torchvision_arrays(monkeypatch):
     """The paper-scale path (MNIST / CIFAR through torchvision) without the download: a stand-in
     Dataset with torchvision's ``data`` (uint8 images) and ``targets`` attributes."""
-    from layersim.inputs import data
+    from layersim.inputs import image_data
 
     class Fake:
         data = torch.arange(6 * 4, dtype=torch.uint8).reshape(6, 2, 2) * 10
@@ -100,7 +100,7 @@ def test_binary_task_reads_torchvision_arrays(monkeypatch):
         seen["args"] = (name, split)
         return Fake()
 
-    monkeypatch.setattr(data, "load_torchvision", fake_loader)
+    monkeypatch.setattr(image_data, "load_torchvision", fake_loader)
     X, t = la.binary_task("mnist", [1, 0], 2, seed=0, split="test")
     assert seen["args"] == ("mnist", "test")
     assert X.shape == (4, 4) and t.sum() == 2

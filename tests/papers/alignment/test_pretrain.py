@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim.inputs import data, subsets
+from layersim.inputs import image_data, labelled
 from layersim.nets import cnn
 from layersim.notebook import registry
 from layersim.papers.alignment import pretrain as pt
@@ -49,9 +49,9 @@ def test_the_related_source_sees_every_target_class_but_no_target_image(tmp_cach
     _, meta = pt.source_model(s, "all", seed=1, device="cpu")
     src = np.asarray(meta["source_indices"])
     assert meta["data"]["classes"] == list(range(10)) and len(src) == 100
-    labels = data.load_fashion_mnist("train")[1]
+    labels = image_data.load_fashion_mnist("train")[1]
     assert np.array_equal(np.bincount(labels[src], minlength=10), np.full(10, 10))
-    _, _, target = subsets.load_images("fashion-mnist", "train", (5, 7), 20, seed=1, exclude=src)
+    _, _, target = labelled.load_images("fashion-mnist", "train", (5, 7), 20, seed=1, exclude=src)
     assert len(target) == 40 and not set(target.tolist()) & set(src.tolist())
 
 

@@ -101,17 +101,17 @@ def test_input_curves_can_be_shared_between_networks(digits_task):
 
 
 def test_paper_scale_tasks_read_torchvision_arrays(monkeypatch):
-    """mnist / cifar10 (paper scale) go through data.load_torchvision; a stand-in with torchvision's
+    """mnist / cifar10 (paper scale) go through image_data.load_torchvision; a stand-in with torchvision's
     attributes (uint8 ``data``, tensor ``targets``) checks the path offline."""
     import torch
 
-    from layersim.inputs import data
+    from layersim.inputs import image_data
 
     class Fake:
         data = torch.arange(40 * 4 * 4 * 3, dtype=torch.int64).reshape(40, 4, 4, 3).remainder(256).to(torch.uint8)
         targets = torch.tensor([0, 1, 2, 3] * 10)
 
-    monkeypatch.setattr(data, "load_torchvision", lambda name, split="train": Fake())
+    monkeypatch.setattr(image_data, "load_torchvision", lambda name, split="train": Fake())
     task = sw.alignment_task("cifar10", 12, 8, seed=0)
     assert task["X_train"].shape == (12, 48) and task["X_test"].shape == (8, 48)
     assert task["X_train"].max() <= 1.0 and set(np.unique(task["y_test"])) <= {-1.0, 1.0}

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from layersim.inputs import data, subsets
+from layersim.inputs import image_data, labelled
 from layersim.measures import alignment as al
 from layersim.nets import cnn
 from layersim.notebook import registry, settings
@@ -49,7 +49,7 @@ def _hidden(net, X):
 
 def _train_index():
     """Fashion-MNIST's training split: ``(labels, {image bytes: index})``, to find which images a set holds."""
-    images, labels = data.load_fashion_mnist("train")
+    images, labels = image_data.load_fashion_mnist("train")
     return labels, {im.tobytes(): i for i, im in enumerate(images)}
 
 
@@ -175,7 +175,7 @@ def test_cnn_transfer_runs_compare_every_task(capsys):
     for k, (pair, r) in enumerate(zip(pairs, runs)):
         assert set(r["gd"]) == set(transfer.TRAINED) and r["dims"]["input"] == 784 and r["dims"]["RBF"] == 8
         # the k-th task's training images (pixels in [0, 1]) and labels, eq. 2 on the pixels by hand
-        X, t, _ = subsets.load_images("fashion-mnist", "train", pair, 4, seed=3 + k, normalize=False)
+        X, t, _ = labelled.load_images("fashion-mnist", "train", pair, 4, seed=3 + k, normalize=False)
         y = np.where(t.numpy() == 1, 1.0, -1.0)
         c, a = _curve_and_area_by_hand(X, y, tau)
         np.testing.assert_allclose(r["curves"]["input"], c, rtol=1e-8, atol=1e-9)
@@ -247,7 +247,7 @@ def test_similarity_tasks_subtract_the_dissimilar_source():
     assert [(r["group"], r["pair"]) for r in tasks] == [("g", (0, 2)), ("g", (0, 4)), ("g", (2, 4)), ("h", (5, 7))]
     # the last task by hand: 3 test images of classes 5 and 7, eq. 2 on each layer of the similar source h minus
     # that of the dissimilar g, divided by ||y||^2 = 6
-    X, t, _ = subsets.load_images("fashion-mnist", "test", (5, 7), 3, seed=1, normalize=False)
+    X, t, _ = labelled.load_images("fashion-mnist", "test", (5, 7), 3, seed=1, normalize=False)
     y = np.where(t.numpy() == 1, 1.0, -1.0)
     (_, *h_sim), (_, *h_dis) = _hidden(models["h"], X), _hidden(models["g"], X)  # conv1 is not asked for
     for name, A_sim, A_dis in zip(layers, h_sim, h_dis):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from builders import tiny_vit
-from layersim.inputs import data, fetch
+from layersim.inputs import fetch, text_data
 from layersim.nets import readout
 from layersim.papers.redundancy import llm, models as rm
 
@@ -106,7 +106,7 @@ def test_texts_and_last_token_redundancy(tiny_lm):
     for batches, n, split in ((fit, 6, "train"), (held, 5, "test")):
         assert [len(b["input_ids"]) for b in batches] == [4, n - 4]
         rows = [ids[mask.bool()].tolist() for b in batches for ids, mask in zip(b["input_ids"], b["attention_mask"])]
-        texts = data.text_sample("austen", n, seed=0, split=split)
+        texts = text_data.text_sample("austen", n, seed=0, split=split)
         assert rows == [tok(t, truncation=True, max_length=12)["input_ids"] for t in texts]
     cos, BR, base = llm.last_token_redundancy(lm, held, device="cpu")
     last = []  # [L + 1, N, d]: the embedding output, then every block's output, at the last real token

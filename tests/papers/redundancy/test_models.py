@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from layersim.inputs import assets, data, fetch
+from layersim.inputs import assets, fetch, image_data
 from layersim.papers.redundancy import models as rm
 
 SMALL = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
@@ -17,7 +17,7 @@ def test_paper_models_read_imagenet_sized_inputs_through_their_adapter(name):
     assert spec.source == "asset" and assets.get_asset(spec.name).scale == "paper"
     model, _ = fetch.load_model(spec.name, random_init=True, config=SMALL)
     images = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(0))  # an MNIST-like batch
-    x = data.as_model_input(images, "imagenet")
+    x = image_data.as_model_input(images, "imagenet")
     assert x.shape == (3, 3, 224, 224)
     H = rm.block_tokens(model, [x], device="cpu")
     assert H.shape == (3, 3, 32)  # embedding output + 2 blocks, [CLS] of each

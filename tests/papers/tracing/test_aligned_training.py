@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from layersim.inputs import data  # noqa: E402
+from layersim.inputs import image_data  # noqa: E402
 from layersim.nets import models, readout  # noqa: E402
 from layersim.papers.tracing import aligned_training as AT  # noqa: E402
 from layersim.train import objectives  # noqa: E402
@@ -63,7 +63,7 @@ def test_train_accuracy_reads_the_first_images_of_the_models_training_set(vit_im
     model = vit_images[0]
     spec = {"n_train": 64}
     subset = AT.train_subset("fashion-mnist", spec, 20, seed=1)
-    full = data.image_dataset("fashion-mnist", "train", limit=64, seed=1)
+    full = image_data.image_dataset("fashion-mnist", "train", limit=64, seed=1)
     assert len(subset) == 20
     for i in (0, 7, 19):
         torch.testing.assert_close(subset[i][0], full[i][0])

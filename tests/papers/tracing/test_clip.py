@@ -14,10 +14,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from layersim.inputs import data, locate  # noqa: E402
+from layersim.inputs import image_data, locate  # noqa: E402
 from layersim.papers.tracing import clip as tc  # noqa: E402
 
-NAMES = data.FASHION_MNIST_CLASSES
+NAMES = image_data.FASHION_MNIST_CLASSES
 CFG = tc.ClipConfig(width=16, layers=2, heads=2, projection=8, steps=6, batch_size=8, warmup_steps=1)
 needs_fmnist = pytest.mark.skipif(not locate.is_available("fashion-mnist"), reason="Fashion-MNIST is not installed")
 TINY_CLIP = {"pretrained": "scratch", "dataset": "fashion-mnist", "n_train": 64, "layers": 2, "width": 16, "steps": 3,
@@ -96,7 +96,7 @@ def test_clip_for_trains_the_small_clip_of_the_settings_then_loads_it(tmp_cache)
         "dataset": "fashion-mnist", "n_train": 64, "seed": 1}
     assert "small CLIP, 2 blocks per tower, width 16: 3 steps of 16 pairs (trained in" in tc.describe(meta)
     # the same model as the library's own steps, one by one
-    images, labels = data.image_dataset("fashion-mnist", "train", limit=64, seed=1, normalize=False).tensors()
+    images, labels = image_data.image_dataset("fashion-mnist", "train", limit=64, seed=1, normalize=False).tensors()
     texts = tc.captions(labels.numpy(), names, np.random.default_rng(1))
     cfg = tc.ClipConfig(width=16, layers=2, projection=16, steps=3, batch_size=16, lr=1e-3, warmup_steps=1,
                                   seed=1)

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from builders import tiny  # noqa: E402
-from layersim.inputs import data  # noqa: E402
+from layersim.inputs import text_data  # noqa: E402
 from layersim.nets import readout  # noqa: E402
 from layersim.notebook import settings  # noqa: E402
 from layersim.papers.tracing import llm as tracing_llm  # noqa: E402
@@ -99,7 +99,7 @@ def test_decode_is_greedy_lens_and_each_tokens_saturation_layer(lm_run):
 def test_read_texts_is_the_lens_at_every_position_split_at_the_median(lm_run):
     model, tok, texts, r = lm_run
     top, conf, target = [], [], []
-    for b in data.text_batches(texts, tok, 2, 12):  # right-padded batches of 2, at most 12 tokens
+    for b in text_data.text_batches(texts, tok, 2, 12):  # right-padded batches of 2, at most 12 tokens
         keep = b["attention_mask"].bool()
         z = _lens(model, b["input_ids"], b["attention_mask"])
         top.append(z.argmax(-1)[:, keep].numpy())  # the real positions, text by text

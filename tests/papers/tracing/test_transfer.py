@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from layersim.inputs import data  # noqa: E402
+from layersim.inputs import image_data  # noqa: E402
 from layersim.nets import readout  # noqa: E402
 from layersim.notebook import settings  # noqa: E402
 from layersim.papers.tracing import transfer  # noqa: E402
@@ -94,7 +94,7 @@ def test_probe_transfer_fits_one_shared_probe_and_one_per_block(vit_and_sets):
 
 def test_task_inputs_are_the_new_task_prepared_like_the_source():
     x, y = transfer.task_inputs("digits", "test", 40, "fashion-mnist", seed=0)
-    images, labels = data.image_dataset("digits", "test", limit=40, seed=0, normalize=False).tensors()
+    images, labels = image_data.image_dataset("digits", "test", limit=40, seed=0, normalize=False).tensors()
     assert tuple(images.shape) == (40, 1, 8, 8) and images.min() >= 0 and images.max() <= 1
     assert tuple(x.shape) == (40, 1, 28, 28) and x.dtype == torch.float32 and torch.equal(y, labels)
     # upsampled bilinearly from 8 to 28 pixels, then normalised with Fashion-MNIST's mean and std

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from layersim.inputs import data
+from layersim.inputs import image_data, subsets
 from layersim.measures import alignment as al, trends
 from layersim.notebook import settings
 from layersim.train import small_nets
@@ -30,13 +30,13 @@ _TORCHVISION = ("mnist", "cifar10", "cifar100")
 def raw_images(dataset: str, split: str) -> tuple[np.ndarray, np.ndarray, float]:
     """Raw images, labels and the pixel maximum of one split of an image data set."""
     if dataset == "fashion-mnist":
-        images, labels = data.load_fashion_mnist(split)
+        images, labels = image_data.load_fashion_mnist(split)
         return images, labels, 255.0
     if dataset == "digits":
-        images, labels = data.load_digits("all" if split == "train" else split)
+        images, labels = image_data.load_digits("all" if split == "train" else split)
         return images, labels, 16.0
     if dataset in _TORCHVISION:
-        base = data.load_torchvision(dataset, split)
+        base = image_data.load_torchvision(dataset, split)
         return np.asarray(base.data), np.asarray(base.targets), 255.0
     raise ValueError(f"unknown image data set {dataset!r}; use fashion-mnist, digits, {', '.join(_TORCHVISION)}")
 
@@ -49,7 +49,7 @@ def binary_task(dataset: str, classes: Sequence[int], n_per_class: int, seed: in
     if len(classes) != 2 or classes[0] == classes[1]:
         raise ValueError(f"a binary task needs two distinct classes, got {classes}")
     images, labels, top = raw_images(dataset, split)
-    idx, t = data.class_subset(labels, classes, n_per_class, seed=seed, draw="per_class")
+    idx, t = subsets.class_subset(labels, classes, n_per_class, seed=seed, draw="per_class")
     X = images[idx].reshape(len(idx), -1).astype(np.float64) / top
     return X, t
 
@@ -77,7 +77,7 @@ def regression_data(dataset: str) -> tuple[np.ndarray, np.ndarray]:
 
         return load_diabetes(return_X_y=True)
     if dataset == "digits":
-        images, labels = data.load_digits("all")
+        images, labels = image_data.load_digits("all")
         return images.reshape(len(images), -1).astype(np.float64), labels.astype(np.float64)
     raise ValueError(f"unknown regression data set {dataset!r}; use one of {', '.join(REGRESSION_DATA)}")
 

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import data
+from layersim.inputs import image_data, subsets
+from layersim.inputs.labelled import LabelledSubset, imagenet_input, labels_of, random_labels, relabelled
 from layersim.inputs.shift import DOMAINS
-from layersim.inputs.subsets import LabelledSubset, imagenet_input, labels_of, random_labels, relabelled
 from layersim.measures import alignment as al
 from layersim.nets.cnn import CNNConfig, build_cnn
 from layersim.notebook import results
@@ -158,15 +158,15 @@ def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[i
             raise ValueError(f"unknown source {source!r} for {s['dataset']}; known: {sorted(groups)}")
         classes = groups[source]
     classes = tuple(int(c) for c in classes)
-    info = data.dataset_info(s["dataset"])
+    info = image_data.dataset_info(s["dataset"])
     cfg = CNNConfig(arch=s["arch"], in_chans=info["channels"], img_size=info["image_size"], num_classes=len(classes),
                     channels=tuple(s["channels"]), fc=tuple(s["fc"]))
     tc = training.TrainConfig(epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
                               weight_decay=s["weight_decay"], schedule=s["schedule"],
                               milestones=tuple(s["milestones"]), warmup_epochs=0.2, seed=seed)
     per_class = s["n_source"] // len(classes) if s["n_source"] else None
-    base = data.image_dataset(s["dataset"], "train", augment=bool(s["augment"]))
-    idx, labels = data.class_subset(base.targets, classes, per_class, seed=seed)
+    base = image_data.image_dataset(s["dataset"], "train", augment=bool(s["augment"]))
+    idx, labels = subsets.class_subset(base.targets, classes, per_class, seed=seed)
     desc = {"name": s["dataset"], "split": "train", "classes": list(classes), "per_class": per_class, "seed": seed,
             "augment": bool(s["augment"])}
     model, meta = pretrain_cnn(cfg, tc, lambda: LabelledSubset(base, idx, labels), desc, device=device,
@@ -196,7 +196,7 @@ def pretrained_and_init(settings: dict, source: str, seed: int = 0, device: str 
 #: a10's offline domains and the Office-31 domain each stands in for (by role: the largest, clean product
 #: shots; the low-resolution webcam; the smallest, a different camera and scene).
 OFFICE_STANDIN = {"clean": "amazon", "lowres": "webcam", "inverted": "dslr"}
-#: the domains of each data set :func:`layersim.inputs.subsets.domain_sets` reads
+#: the domains of each data set :func:`layersim.inputs.labelled.domain_sets` reads
 DATASET_DOMAINS = {"fashion-mnist": DOMAINS, "office31": tuple(OFFICE_STANDIN.values())}
 
 

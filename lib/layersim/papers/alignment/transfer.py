@@ -19,7 +19,7 @@ import torch
 from scipy.stats import spearmanr
 from torch import nn
 
-from layersim.inputs import features, subsets
+from layersim.inputs import features, labelled
 from layersim.measures import alignment as al
 from layersim.nets import cnn
 from layersim.notebook import results, settings
@@ -64,7 +64,7 @@ def network_input(arch: str) -> tuple[object, str]:
         return None, "flatten"
     if arch not in cnn.TORCHVISION_ARCHS:
         raise ValueError(f"unknown arch {arch!r}; use 'small' or one of {cnn.TORCHVISION_ARCHS}")
-    return subsets.imagenet_input(224), "avg"
+    return labelled.imagenet_input(224), "avg"
 
 
 def accuracy_table(acc: Mapping[tuple[str, str], float], sources: Sequence[str], targets: Sequence[str],
@@ -130,7 +130,7 @@ def image_representations(pretrained: nn.Module, init: nn.Module, layers: Sequen
     docs/modules.md, `layersim.papers.alignment.transfer`)."""
     reps = {}
     for tag, net in (("pre-trained", pretrained), ("init", init)):
-        f_tr, f_te = (cnn.extract_features(net, subsets.model_input(X, dataset, transform), device=device)
+        f_tr, f_te = (cnn.extract_features(net, labelled.model_input(X, dataset, transform), device=device)
                       for X in (X_train, X_test))
         for name in layers:
             reps[f"{tag} {name}"] = (f_tr[name], f_te[name])
@@ -154,9 +154,9 @@ def cnn_transfer_runs(pretrained: nn.Module, init: nn.Module, layers: Sequence[s
     gamma = 1.0 / (2.0 * rbf_bandwidth ** 2)
     runs = []
     for k, pair in enumerate(pairs):
-        X_tr, t_tr, _ = subsets.load_images(dataset, "train", pair, per_class, seed=seed + k, exclude=exclude,
+        X_tr, t_tr, _ = labelled.load_images(dataset, "train", pair, per_class, seed=seed + k, exclude=exclude,
                                             normalize=False)
-        X_te, t_te, _ = subsets.load_images(dataset, "test", pair, per_class, seed=seed + k, normalize=False)
+        X_te, t_te, _ = labelled.load_images(dataset, "test", pair, per_class, seed=seed + k, normalize=False)
         y_tr, y_te = al.binary_targets(t_tr.numpy()), al.binary_targets(t_te.numpy())
         reps = image_representations(pretrained, init, layers, X_tr, X_te, dataset, gamma, transform, device)
         runs.append(pt.evaluate_task(reps, y_tr, y_te, thresholds, list(TRAINED), lrs, steps, record))
@@ -261,7 +261,7 @@ def similarity_tasks(models: Mapping[str, nn.Module], groups: Sequence[str], tar
     for g in groups:
         other = _other(groups, g)
         for pair in pt.binary_pairs(target_groups[g]):
-            X, t, _ = subsets.load_images(dataset, "test", pair, per_class, seed=seed, transform=transform,
+            X, t, _ = labelled.load_images(dataset, "test", pair, per_class, seed=seed, transform=transform,
                                           normalize=transform is None)
             y = al.binary_targets(t.numpy())
             feats = {src: cnn.extract_features(models[src], X, layers=layers, device=device, spatial=spatial)
@@ -299,12 +299,12 @@ def finetune_grid(models: Mapping[str, nn.Module], groups: Sequence[str], target
     acc, hist = {}, {}
     for tg in groups:
         classes = target_groups[tg]
-        train = subsets.subset_dataset(dataset, "train", classes, per_class, seed=seed, exclude=exclude,
+        train = labelled.subset_dataset(dataset, "train", classes, per_class, seed=seed, exclude=exclude,
                                        transform=transform, normalize=transform is None)
-        test = subsets.subset_dataset(dataset, "test", classes, None, seed=seed, transform=transform,
+        test = labelled.subset_dataset(dataset, "test", classes, None, seed=seed, transform=transform,
                                       normalize=transform is None)
         if transform is None:
-            train, test = subsets.stack(train), subsets.stack(test)
+            train, test = labelled.stack(train), labelled.stack(test)
         for src in groups:
             _, h = transfer_learning.finetune(models[src], train, test, len(classes), epochs=epochs, lr=lr,
                                               batch_size=batch_size, seed=seed, device=device, eval_every=epochs)
@@ -395,18 +395,18 @@ def none_network(settings: Mapping, source: str = "clothing", seed: int = 0, dev
 
 def domain_data(dataset: str, domains: Sequence[str], train_per_class: Sequence[int], test_per_class: int,
                 seed: int = 0, exclude=None, log: Log = print) -> tuple[dict, dict, int]:
-    """Every domain's training and test data (:func:`layersim.inputs.subsets.domain_sets`; 0 images per class =
+    """Every domain's training and test data (:func:`layersim.inputs.labelled.domain_sets`; 0 images per class =
     all), the domains' training images disjoint and none of ``exclude``: ``(train, test, number of classes)``;
     ``log`` gets the numbers of images."""
     if len(train_per_class) != len(domains):
         raise ValueError(f"train_per_class {list(train_per_class)} needs one entry per domain ({len(domains)})")
     train, test, seen = {}, {}, exclude
     for d, per in zip(domains, train_per_class):
-        train[d], test[d], idx = subsets.domain_sets(dataset, d, per or None, test_per_class or None, seed=seed,
+        train[d], test[d], idx = labelled.domain_sets(dataset, d, per or None, test_per_class or None, seed=seed,
                                                      exclude=seen)
         seen = idx if seen is None else np.union1d(seen, idx)
-    n_classes = int(max(subsets.labels_of(test[d]).max() for d in domains)) + 1
-    sizes = {d: (len(subsets.labels_of(train[d])), len(subsets.labels_of(test[d]))) for d in domains}
+    n_classes = int(max(labelled.labels_of(test[d]).max() for d in domains)) + 1
+    sizes = {d: (len(labelled.labels_of(train[d])), len(labelled.labels_of(test[d]))) for d in domains}
     _say(log, f"{sizes} (train, test) images")
     return train, test, n_classes
 
@@ -464,8 +464,8 @@ def alignment_drops(nets: Mapping[str, nn.Module], test: Mapping, domains: Seque
     diff, area_drop, n_tasks = {}, {}, {}
     tau = n_pair = None
     for t in domains:
-        lab = subsets.labels_of(test[t])
-        feats = {s: cnn.extract_features(nets[s], subsets.images_of(test[t]), layers=[layer], device=device,
+        lab = labelled.labels_of(test[t])
+        feats = {s: cnn.extract_features(nets[s], labelled.images_of(test[t]), layers=[layer], device=device,
                                          spatial=spatial)[layer] for s in _sources_for(domains, t)}
         class_pairs = list(itertools.combinations(range(n_classes), 2))
         n_pair = int(np.median([np.isin(lab, cp).sum() for cp in class_pairs]))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from layersim.inputs import data, fetch
+from layersim.inputs import fetch, image_data, text_data
 from layersim.measures import trends
 from layersim.nets import models
 from layersim.notebook import presets
@@ -110,11 +110,12 @@ def inputs(spec: Spec, dataset: str, n: int | None, tokenizer: Any = None, scale
     if spec.modality == "text":
         if tokenizer is None:
             raise ValueError(f"the text model {spec.name!r} needs its tokenizer")
-        texts = data.text_sample(dataset, n, seed=seed, split=split, at_most=True)
-        return data.text_batches(texts, tokenizer, batch_size, max_length), None
-    images, labels = data.image_dataset(dataset, split, limit=n, seed=seed, normalize=False, at_most=True).tensors()
+        texts = text_data.text_sample(dataset, n, seed=seed, split=split, at_most=True)
+        return text_data.text_batches(texts, tokenizer, batch_size, max_length), None
+    images, labels = image_data.image_dataset(dataset, split, limit=n, seed=seed, normalize=False,
+                                              at_most=True).tensors()
     like = presets.TRACING_VIT[scale]["dataset"] if spec.source == "tracing_vit" else "imagenet"
-    x = data.as_model_input(images, like)
+    x = image_data.as_model_input(images, like)
     return [x[i:i + batch_size] for i in range(0, len(x), batch_size)], labels.numpy()
 
 

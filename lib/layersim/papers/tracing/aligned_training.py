@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Subset
 
-from layersim.inputs import data
+from layersim.inputs import image_data
 from layersim.measures import collapse, trends
 from layersim.measures import similarity as sim
 from layersim.nets import readout
@@ -57,7 +57,7 @@ def held_out_readings(model, images, own_heads: bool = False, device: Any = "aut
 def train_subset(dataset: str, spec: Mapping, n: int, seed: int = 0) -> Subset:
     """The first ``n`` images (at most all) of the model's own seeded training set: ``spec["n_train"]`` images of
     ``dataset`` (all of them when 0 or None)."""
-    full = data.image_dataset(dataset, "train", limit=spec["n_train"] or None, seed=seed)
+    full = image_data.image_dataset(dataset, "train", limit=spec["n_train"] or None, seed=seed)
     return Subset(full, range(min(n, len(full))))
 
 

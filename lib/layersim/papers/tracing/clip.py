@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import data, fetch
+from layersim.inputs import fetch, image_data
 from layersim.nets import adapters, models, readout
 from layersim.notebook import plotting
 from layersim.nets.models import resolve_device
@@ -172,7 +172,7 @@ def pixels_for(clip: nn.Module, images: torch.Tensor, trained_on: str = "fashion
 
     vc = clip.config.vision_config
     if vc.num_channels == 1:
-        return data.as_model_input(images, trained_on)
+        return image_data.as_model_input(images, trained_on)
     x = images.float()
     if x.shape[1] == 1:
         x = x.repeat(1, 3, 1, 1)
@@ -188,9 +188,9 @@ def class_names(dataset: str) -> list[str]:
     """The class names a caption is made of: Fashion-MNIST's and CIFAR-10's names, the digits ``"0"``..``"9"``
     for MNIST."""
     if dataset == "fashion-mnist":
-        return list(data.FASHION_MNIST_CLASSES)
+        return list(image_data.FASHION_MNIST_CLASSES)
     if dataset == "cifar10":
-        return list(data.CIFAR10_CLASSES)
+        return list(image_data.CIFAR10_CLASSES)
     if dataset == "mnist":
         return [str(i) for i in range(10)]
     raise ValueError(f"no class names for data set {dataset!r}: 'fashion-mnist', 'cifar10' or 'mnist'")
@@ -203,14 +203,14 @@ def clip_for(settings: dict, names: Sequence[str], seed: int = 0, device: Any = 
     if settings["pretrained"] != "scratch":
         clip, tok = fetch.load_model(settings["pretrained"], device=device)
         return clip, tok, {"key": None, "train_seconds": 0.0}
-    images, labels = data.image_dataset(settings["dataset"], "train", limit=settings["n_train"], seed=seed,
-                                        normalize=False).tensors()
+    images, labels = image_data.image_dataset(settings["dataset"], "train", limit=settings["n_train"], seed=seed,
+                                              normalize=False).tensors()
     tok = WordTokenizer([t.format(n) for t in TEMPLATES + (settings["template"],) for n in names])
     steps = settings["steps"]
     cfg = ClipConfig(width=settings["width"], layers=settings["layers"], projection=settings["width"], steps=steps,
                      batch_size=settings["batch_size"], lr=settings["lr"], warmup_steps=max(1, steps // 12), seed=seed)
     texts = captions(labels.numpy(), names, np.random.default_rng(seed))
-    clip, meta = cached_clip(cfg, data.as_model_input(images, settings["dataset"]), texts, tok,
+    clip, meta = cached_clip(cfg, image_data.as_model_input(images, settings["dataset"]), texts, tok,
                              {"dataset": settings["dataset"], "n_train": len(texts), "seed": seed}, device=device)
     return clip, tok, meta
 

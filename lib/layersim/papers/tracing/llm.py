@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from layersim.core import memo
-from layersim.inputs import data, fetch
+from layersim.inputs import fetch, text_data
 from layersim.nets import models, readout
 from layersim.notebook import plotting, settings
 
@@ -139,7 +139,7 @@ def read_texts(model: Any, tokenizer: Any, texts, batch_size: int, max_length: i
     """Fig. 19 over a text set: the logit lens at every non-padding position of ``texts``. Returns ``text`` (a
     :class:`~layersim.nets.readout.TokenLens`), ``text_saturation`` ``[N]`` and ``easy_hard``
     (:func:`easy_vs_hard`)."""
-    lens = readout.token_lens(model, data.text_batches(texts, tokenizer, batch_size, max_length), device=device)
+    lens = readout.token_lens(model, text_data.text_batches(texts, tokenizer, batch_size, max_length), device=device)
     sat = readout.saturation_layer(lens.top)
     return {"text": lens, "text_saturation": sat, "easy_hard": easy_vs_hard(sat, lens.confidence),
             "stays_correct": stays_correct(lens.top, lens.target)}

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from layersim.inputs import data, fetch
+from layersim.inputs import fetch, subsets, text_data
 from layersim.nets import generation, surgery
 from layersim.nets.models import evaluating, resolve_device
 from layersim.train import training
@@ -74,7 +74,7 @@ def lm_batches(texts: Sequence[str], tokenizer: Any, batch_size: int, max_length
     """Right-padded batches of ``texts`` (``input_ids``, ``attention_mask``) with ``labels`` = the
     input ids, padding set to -100 (HF shifts them: position ``t`` predicts token ``t+1``)."""
     out = []
-    for b in data.text_batches(texts, tokenizer, batch_size, max_length):
+    for b in text_data.text_batches(texts, tokenizer, batch_size, max_length):
         b["labels"] = b["input_ids"].masked_fill(b["attention_mask"] == 0, -100)
         out.append(b)
     return out
@@ -110,11 +110,11 @@ def texts(source: str, split: str, n: int | None, seed: int = 0) -> list[str]:
     """``n`` texts of ``source``: ``"austen"`` (sentences; ``"train"`` / ``"test"`` are disjoint halves) or
     ``"wikitext-103"`` (non-heading lines of the split, the first ``n`` of a seeded permutation)."""
     if source == "austen":
-        return data.text_sample("austen", n, seed=seed, split=split)
+        return text_data.text_sample("austen", n, seed=seed, split=split)
     if source == "wikitext-103":
-        lines = [t.strip() for t in data.load_wikitext103(split)["text"]]
+        lines = [t.strip() for t in text_data.load_wikitext103(split)["text"]]
         lines = [t for t in lines if t and not t.startswith("=")]
-        n = data.check_count(n, len(lines), f"the {split} split of wikitext-103", unit="non-heading lines")
+        n = subsets.check_count(n, len(lines), f"the {split} split of wikitext-103", unit="non-heading lines")
         order = np.random.default_rng(seed).permutation(len(lines))[:n]
         return [lines[i] for i in np.sort(order)]
     raise ValueError(f"unknown text source {source!r}; use 'austen' or 'wikitext-103'")
@@ -124,7 +124,7 @@ def model_and_tokenizer(cfg: LMConfig, pretrained: str | None = None) -> tuple[A
     """``(build, tokenizer)``: for ``pretrained`` (a causal LM asset, e.g. ``"gpt2"``) its loader and tokenizer;
     else a small GPT-2 of ``cfg`` (:func:`build_gpt2`) and the Austen BPE tokenizer of ``cfg.vocab_size``."""
     if pretrained is None:
-        tok = data.austen_tokenizer(cfg.vocab_size)
+        tok = text_data.austen_tokenizer(cfg.vocab_size)
         return (lambda: build_gpt2(cfg, tok.pad_token_id)), tok
     _, tok = fetch.load_model(pretrained, eval_mode=False)
     if tok.pad_token is None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from layersim.inputs import data, shift
+from layersim.inputs import image_data, shift
 from layersim.measures import probe
 from layersim.nets import readout
 from layersim.notebook import presets, settings
@@ -53,9 +53,9 @@ def shift_accuracy(models: Mapping[str, torch.nn.Module], sets: Mapping[str, tup
 
 def task_inputs(dataset: str, split: str, n: int, like: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)``: ``n`` images of ``dataset``'s ``split`` (0: all; else a ``seed``-ed stratified subset) prepared
-    as input of a model trained on ``like`` (:func:`layersim.inputs.data.as_model_input`)."""
-    images, labels = data.image_dataset(dataset, split, limit=n or None, seed=seed, normalize=False).tensors()
-    return data.as_model_input(images, like), labels
+    as input of a model trained on ``like`` (:func:`layersim.inputs.image_data.as_model_input`)."""
+    images, labels = image_data.image_dataset(dataset, split, limit=n or None, seed=seed, normalize=False).tensors()
+    return image_data.as_model_input(images, like), labels
 
 
 def normed_blocks(model: torch.nn.Module, hidden) -> np.ndarray:
