@@ -168,6 +168,31 @@ def test_the_readme_table_of_roles_matches_the_tree():
     assert rows == tree
 
 
+#: the most lines a library module may have, unless CONTRIBUTING's list of longer modules names it with a reason
+MAX_LINES = 600
+
+
+def long_modules_allowed(text: str) -> set[str]:
+    """The modules CONTRIBUTING's table of longer modules names (``| `measures/similarity.py` | ... |`` rows)."""
+    section = text[text.index("Kept longer, with the reason:"):]
+    section = section[:section.index("\n# ")]
+    return set(re.findall(r"^\| `(\w+/\w+\.py)` \|", section, re.M))
+
+
+def test_no_module_is_longer_than_600_lines_unless_contributing_says_why():
+    allowed = long_modules_allowed((LIB.parents[1] / "CONTRIBUTING.md").read_text())
+    lengths = {p.relative_to(LIB).as_posix(): len(p.read_text().splitlines()) for p in LIB.rglob("*.py")}
+    long = {m: n for m, n in lengths.items() if n > MAX_LINES}
+    assert set(long) <= allowed, f"modules over {MAX_LINES} lines that CONTRIBUTING does not list: " \
+        f"{ {m: n for m, n in long.items() if m not in allowed} }: split them by concern"
+    assert allowed <= set(long), f"CONTRIBUTING lists modules no longer over {MAX_LINES} lines: {allowed - set(long)}"
+
+
+def test_the_list_of_longer_modules_is_read_from_its_table():
+    text = "x\nKept longer, with the reason:\n\n| module |\n|---|\n| `a/b.py` | 9 | why |\n| `c/d.py` | 1 | y |\n\n# Next\n| `e/f.py` |"
+    assert long_modules_allowed(text) == {"a/b.py", "c/d.py"}
+
+
 # ----------------------------------------------------------------------------- tests mirror the library
 
 TESTS = LIB.parents[1] / "tests"
