@@ -126,6 +126,8 @@ def test_empty_selection(fake_repo, capsys):
     (["--scale", "smoke", "--update-committed"], "only with --scale default"),
     (["--update-committed", "-p", "n", "3"], "only with --scale default, without -p"),
     (["--refs", "--update-committed"], "without --refs"),
+    (["--update-committed", "--resume"], "--resume keeps the finished notebooks"),
+    (["--refs", "--resume"], "not with --update-committed or --refs"),
 ])
 def test_bad_arguments_are_usage_errors_and_nothing_runs(fake_repo, capsys, argv, message):
     write_notebook(fake_repo / "notebooks" / "p" / "n.ipynb", [], 'scale = "default"\nseed = 0\nn = None')
@@ -240,6 +242,30 @@ def test_claims_are_judged_over_the_seeds_and_only_the_own_run_publishes(fake_re
     for s in (1, 2):  # the other seeds wrote their own folders, not the committed ones
         assert (fake_repo / "runs" / "default" / "seeds" / f"seed-{s}" / "p" / "s" / "metrics.json").is_file()
     assert "injected-parameters" in nb.read_text()
+
+
+@pytest.mark.slow
+def test_resume_keeps_the_finished_notebooks_and_runs_the_rest(fake_repo, capsys):
+    cell = SEEDED.replace("'p/s'", "'p/STEM'")
+    write_notebook(fake_repo / "notebooks" / "p" / "a.ipynb", [cell.replace("STEM", "a").replace("FAIL_AT", "-1")],
+                   params='scale = "default"\nseed = 0')
+    b = write_notebook(fake_repo / "notebooks" / "p" / "b.ipynb", [cell.replace("STEM", "b").replace("FAIL_AT", "0")],
+                       params='scale = "default"\nseed = 0')  # its own run (seed 0) fails
+    assert runner.main(["--scale", "default", "--seeds", "2"]) == 1
+    capsys.readouterr()
+    a_run = fake_repo / "runs" / "default" / "p" / "a" / "metrics.json"
+    first = a_run.read_text()
+    job = runner.plans.Job("default", seeds=2)
+    assert runner.finished(fake_repo / "notebooks" / "p" / "a.ipynb", job, ["scale", "seed"])
+    assert not runner.finished(b, job, ["scale", "seed"])
+    assert not runner.finished(fake_repo / "notebooks" / "p" / "a.ipynb", runner.plans.Job("default", seeds=3),
+                               ["scale", "seed"])  # fewer seeds than asked: not finished
+    write_notebook(b, [cell.replace("STEM", "b").replace("FAIL_AT", "-1")], params='scale = "default"\nseed = 0')
+    assert runner.main(["--scale", "default", "--seeds", "2", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "p/a: finished earlier, kept (--resume); claims: 0 of 1 hold: up 1/2 (misses)" in out, out
+    assert "[1/1] p/b (scale=default) ..." in out and "[1/1] p/b: ok" in out and "2 notebooks ok" in out
+    assert a_run.read_text() == first  # not run again
 
 
 @pytest.mark.slow

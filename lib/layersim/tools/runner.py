@@ -288,6 +288,35 @@ def run_one(nb: Path, job: plans.Job, parameters: list[str], say=print) -> Outco
     return overall(nb, run_with_seeds(nb, job.scale, n, job.params, update=job.update, say=say))
 
 
+def finished(nb: Path, job: plans.Job, parameters: list[str]) -> bool:
+    """Whether ``nb``'s run under ``job`` already ended: its own executed notebook complete without an error (papermill's
+    ``duration`` set) and its ``metrics.json`` beside it with the other seeds' runs that ``job`` asks for."""
+    target = job.target(nb)
+    try:
+        meta = json.loads(target.executed.read_text(encoding="utf-8"))["metadata"]["papermill"]
+        metrics = json.loads(plans.metrics_of(nb, target).read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    others = metrics.get("seed_run_seconds") or {}
+    return (meta.get("duration") is not None and not meta.get("exception")
+            and len(others) == plans.seed_count(nb, job, parameters) - 1)
+
+
+def keep_finished(job: plans.Job, parameters: dict[Path, list[str]], outcomes: list[Outcome]) -> dict[Path, list[str]]:
+    """``parameters`` without the notebooks whose run already :func:`finished` (``--resume``): each kept one is named
+    with its claims and counted in ``outcomes`` as a success of 0 s."""
+    left = {}
+    for nb, names in parameters.items():
+        if not finished(nb, job, names):
+            left[nb] = names
+            continue
+        name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
+        print(f"{name}: finished earlier, kept (--resume); {claims_line(plans.metrics_of(nb, job.target(nb)))}",
+              flush=True)
+        outcomes.append(Outcome(nb, True, 0.0))
+    return left
+
+
 def batch_work(nb: Path, say, job: plans.Job, parameters: dict[Path, list[str]], mode: str = "quiet",
                eta: progress.Batch | None = None) -> dict:
     """:func:`run_one` and the line of its claims, as a dict: what the serial loop prints for a notebook, and the
@@ -363,6 +392,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
                     help="run the selected notebooks' scale checks (layersim.notebook.seeds.SCALE_CHECKS: the "
                     "default scale with larger settings, one seed unless --seeds) into runs/default/scale_checks/, "
                     "or figures/scale_checks/ with --update-committed")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the notebooks this batch already finished (their own run complete, with as many "
+                    "seeds as asked) and run the others; not with --update-committed or --refs")
     ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
     ap.add_argument("--recover", action="store_true",
                     help="put back the committed results that a hard-killed run (SIGKILL, a power loss) left "
@@ -388,6 +420,8 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
     if args.update_committed and (scale != "default" or names or args.refs):
         ap.error("--update-committed replaces the committed default-scale results: only with --scale default, "
                  "without -p and without --refs")
+    if args.resume and (args.update_committed or args.refs):
+        ap.error("--resume keeps the finished notebooks of a run into runs/: not with --update-committed or --refs")
     if args.jobs is not None and args.jobs < 1:
         ap.error("--jobs is a number >= 1")
     if args.seeds is not None and (args.seeds < 1 or (args.refs and args.seeds != 1)):
@@ -538,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     known = readable_parameters(notebooks, outcomes)
     check_plans(ap, args, params, known)
     job = plans.Job(args.scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
+    if args.resume:
+        known = keep_finished(job, known, outcomes)
     places = lock_places(ap, job, args.address, known)
     stopped = run(job, known, outcomes, args, places)
     return report(outcomes) if stopped is None else stopped
