@@ -514,7 +514,8 @@ def run_t03_smoke(tmp_path, terminal: bool) -> tuple[int, list[tuple[float, str]
     import struct
     import termios
 
-    env = {**os.environ, "LAYERSIM_CACHE": str(tmp_path / "cache"), "LAYERSIM_OUT": str(tmp_path / "out")}
+    env = {**os.environ, "LAYERSIM_CACHE": str(tmp_path / "cache"), "LAYERSIM_OUT": str(tmp_path / "out"),
+           "COLUMNS": "400"}  # a COLUMNS that make or pytest set would cut the line shorter than the terminal
     argv = [sys.executable, "-m", "layersim.tools.runner", "--scale", "smoke", "--nb", "t03_aligned_training"]
     if not terminal:
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
