@@ -119,3 +119,17 @@ def test_lines_mode_prints_changes_at_most_every_interval():
 def test_an_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="progress mode 'loud'"):
         progress.Watch("a/b", 1, 1, mode="loud")
+
+
+def test_times_table_lists_each_seed_run_and_the_total(tmp_path):
+    runs = tmp_path / "runs" / "default"
+    notebooks = [tmp_path / "notebooks" / "p" / f"{stem}.ipynb" for stem in ("a", "b")]
+    folder = runs / "p" / "a"
+    folder.mkdir(parents=True)
+    (folder / "a.ipynb").write_text(json.dumps({"metadata": {"papermill": {"duration": 100.4}}, "cells": []}))
+    (folder / "metrics.json").write_text(json.dumps({"seed_run_seconds": {"2": 95.0, "1": 90.2}}))
+    assert progress.run_seconds(folder / "a.ipynb", folder / "metrics.json") == {"1": 90.2, "2": 95.0, "own": 100.4}
+    table = progress.times_table(runs, notebooks).splitlines()
+    assert table[2] == "| p/a | 100 | 90, 95 | 286 |"
+    assert table[3] == "| p/b | not finished | | |"
+    assert table[4] == "| **all 1 finished** | | | **286** (4.8 min) |"

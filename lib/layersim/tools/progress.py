@@ -50,19 +50,45 @@ def clock(seconds: float | None) -> str:
     return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
-def committed_seconds(nb: Path, root: Path) -> list[float]:
-    """The seconds each seed's run of ``nb`` took in its committed default run: the notebook's own (papermill's
-    ``duration``) and the other seeds' (``seed_run_seconds`` of ``figures/<paper>/<stem>/metrics.json``); [] when
-    there is no committed run."""
-    got = []
-    metrics = root / "figures" / nb.parent.name / nb.stem / "metrics.json"
+def run_seconds(executed: Path, metrics: Path) -> dict[str, float]:
+    """The seconds each seed's run took in a finished run: ``"own"`` (papermill's ``duration`` in the ``executed``
+    notebook) and the other seeds' (``seed_run_seconds`` of ``metrics``, keyed by seed); {} for a run not found."""
+    got = {}
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        got += [float(s) for s in (json.loads(metrics.read_text(encoding="utf-8")).get("seed_run_seconds") or {}).values()]
+        got.update((str(s), float(t)) for s, t in
+                   (json.loads(metrics.read_text(encoding="utf-8")).get("seed_run_seconds") or {}).items())
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, KeyError):
-        own = json.loads(nb.read_text(encoding="utf-8"))["metadata"]["papermill"]["duration"]
+        own = json.loads(executed.read_text(encoding="utf-8"))["metadata"]["papermill"]["duration"]
         if own is not None:
-            got.append(float(own))
+            got["own"] = float(own)
     return got
+
+
+def committed_seconds(nb: Path, root: Path) -> list[float]:
+    """The seconds of each seed's run of ``nb`` in its committed default run (:func:`run_seconds` of the committed
+    notebook and ``figures/<paper>/<stem>/metrics.json``); [] when there is none."""
+    return list(run_seconds(nb, root / "figures" / nb.parent.name / nb.stem / "metrics.json").values())
+
+
+def times_table(out_root: Path, notebooks: list[Path]) -> str:
+    """A Markdown table of each notebook's seed runs under ``out_root`` (a runner's output folder, e.g.
+    ``runs/default``): the own seed's seconds, the other seeds', their sum, and a last row of totals; a notebook
+    without a finished run is marked so."""
+    rows, total, missing = [], 0.0, 0
+    for nb in notebooks:
+        got = run_seconds(out_root / nb.parent.name / nb.stem / nb.name,
+                          out_root / nb.parent.name / nb.stem / "metrics.json")
+        name = f"{nb.parent.name}/{nb.stem}"
+        if "own" not in got:
+            rows.append(f"| {name} | not finished | | |")
+            missing += 1
+            continue
+        others = ", ".join(f"{t:.0f}" for s, t in sorted(got.items()) if s != "own")
+        rows.append(f"| {name} | {got['own']:.0f} | {others} | {sum(got.values()):.0f} |")
+        total += sum(got.values())
+    head = ["| notebook | own seed, s | other seeds, s | all seeds, s |", "|---|---:|---:|---:|"]
+    end = f"| **all {len(notebooks) - missing} finished** | | | **{total:.0f}** ({total / 60:.1f} min) |"
+    return "\n".join(head + rows + [end]) + "\n"
 
 
 def expected_seconds(nb: Path, root: Path, seeds: int) -> float | None:
@@ -218,6 +244,23 @@ def current() -> Watch | None:
     return _CURRENT[-1] if _CURRENT else None
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m layersim.tools.progress times [RUNS]``: the seed times of every notebook's run in ``RUNS``
+    (default ``runs/default``) as a Markdown table."""
+    import argparse
+
+    from layersim.core.paths import repo_root
+
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.progress", description=main.__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["times"])
+    ap.add_argument("runs", nargs="?", default=None, help="a runner's output folder (default: runs/default)")
+    args = ap.parse_args(argv)
+    root = repo_root()
+    notebooks = sorted(p for p in (root / "notebooks").glob("*/*.ipynb"))
+    print(times_table(Path(args.runs) if args.runs else root / "runs" / "default", notebooks), end="")
+    return 0
+
+
 def part(text: str) -> None:
     """Name the part of the notebook's work now running (``"seed 1, run 1 of 3"``) on :func:`current`'s line."""
     watch = current()
@@ -247,3 +290,7 @@ def engine():
 
     papermill_engines.register("layersim", WatchedEngine)
     return "layersim"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
