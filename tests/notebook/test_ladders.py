@@ -1,0 +1,78 @@
+import hashlib
+
+import numpy as np
+import pytest
+
+from layersim.notebook import ladders
+from layersim.notebook.ladders import Rung
+
+
+def rung(budget, values, threshold=0.0, op=">"):
+    """A rung whose claim is judged like a run's: each seed against the threshold, the majority deciding."""
+    verdicts = [bool(v > threshold) if op == ">" else bool(v < threshold) for v in values]
+    return Rung(budget, {"value": float(np.median(values)), "values": list(values), "verdicts": verdicts,
+                         "threshold": threshold, "op": op, "holds": sum(verdicts) > len(verdicts) / 2})
+
+
+def test_the_rule_is_the_one_fixed_before_any_ladder_ran():
+    # changing the rule after a ladder's result is seen is a recorded revision: update this pin only with one
+    assert hashlib.sha256(ladders.RULE.encode()).hexdigest()[:16] == "cc8e7fe8dc9d8bc2"
+
+
+@pytest.mark.parametrize("rungs", [
+    [rung(100, [-0.3, -0.3, -0.3]), rung(200, [-0.2, -0.2, -0.2])],  # two rungs
+    [rung(100, [-0.3]), rung(200, [-0.2]), rung(400, [0.1])],  # one seed on the largest rungs
+    [rung(100, [-0.3] * 3), rung(200, [-0.2, float("nan"), -0.2]), rung(400, [-0.1] * 3)],  # a failed seed
+])
+def test_too_few_rungs_or_seeds_is_not_yet_retested(rungs):
+    got = ladders.ladder_status(rungs)
+    assert got["status"] == "not yet retested" and "needs 3 rungs" in got["why"]
+
+
+def test_holding_at_the_largest_rung_confirms():
+    got = ladders.ladder_status([rung(400, [0.05, 0.02, -0.01]), rung(100, [-0.3] * 3), rung(200, [-0.2] * 3)])
+    assert got["status"] == "confirmed" and got["margins"][0] == pytest.approx(-0.3)  # ordered by budget
+
+
+def test_a_steady_gain_beyond_the_spread_is_trending_with_its_crossing():
+    got = ladders.ladder_status([rung(100, [-0.31, -0.30, -0.29]), rung(200, [-0.21, -0.20, -0.19]),
+                                 rung(400, [-0.11, -0.10, -0.09])])
+    assert got["status"] == "trending"
+    assert got["gain"] == pytest.approx(0.2) and got["spread"] == pytest.approx(0.01)
+    assert got["slope_per_doubling"] == pytest.approx(0.1)
+    assert got["crossing_budget"] == pytest.approx(800.0)  # one more doubling at 0.1 per doubling
+
+
+@pytest.mark.parametrize("middle, top, gain, spread", [
+    ([-0.35, -0.30, -0.25], [-0.45, -0.25, -0.35], 0.05, 0.1),  # -0.4 -> -0.35, seeds spread 0.1
+    ([-0.42, -0.40, -0.38], [-0.5, -0.1, -0.3], 0.1, 0.2),  # -0.4 -> -0.3, the last step gains; spread 0.2
+])
+def test_a_gain_within_the_seeds_spread_is_not_supported(middle, top, gain, spread):
+    got = ladders.ladder_status([rung(100, [-0.4] * 3), rung(200, middle), rung(400, top)])
+    assert got["gain"] == pytest.approx(gain) and got["spread"] == pytest.approx(spread)
+    assert got["status"] == "not supported" and got["why"].startswith("no gain beyond the spread")
+
+
+def test_a_last_step_that_loses_is_not_supported_even_after_a_large_gain():
+    got = ladders.ladder_status([rung(100, [-0.5] * 3), rung(200, [-0.10, -0.11, -0.09]), rung(400, [-0.2] * 3)])
+    assert got["gain"] == pytest.approx(0.3) and got["status"] == "not supported"
+    assert got["why"].startswith("the last step loses") and got["crossing_budget"] > 400  # the line, for information
+
+
+def test_the_margin_is_oriented_by_the_comparison():
+    assert ladders.margin(0.3, 0.5, "<") == pytest.approx(0.2) and ladders.margin(0.3, 0.5, ">=") == pytest.approx(-0.2)
+    got = ladders.ladder_status([rung(1, [0.5] * 3, 0.1, "<"), rung(2, [0.4, 0.41, 0.39], 0.1, "<"),
+                                 rung(4, [0.3, 0.31, 0.29], 0.1, "<")])  # falling toward a '<' threshold
+    assert got["status"] == "trending" and got["margins"][-1] == pytest.approx(-0.2)
+
+
+@pytest.mark.parametrize("rungs, message", [
+    ([rung(100, [0.1] * 3), rung(100, [0.2] * 3), rung(200, [0.3] * 3)], "positive, finite and distinct"),
+    ([rung(0, [0.1] * 3), rung(100, [0.2] * 3), rung(200, [0.3] * 3)], "positive, finite and distinct"),
+    ([rung(1, [0.1] * 3), rung(2, [0.2] * 3, threshold=0.5), rung(4, [0.3] * 3)], "one threshold and comparison"),
+])
+def test_a_malformed_ladder_is_one_value_error(rungs, message):
+    with pytest.raises(ValueError, match=message):
+        ladders.ladder_status(rungs)
+    with pytest.raises(ValueError, match="unknown comparison"):
+        ladders.margin(1, 0, "==")
