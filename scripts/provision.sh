@@ -111,10 +111,10 @@ provision_smollm2() {
 warm_caches() {
     # Fill data/cache once (Fashion-MNIST .npz, SmolLM2 safetensors) so notebooks start fast.
     PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}" LAYERSIM_ROOT="$ROOT" "$PYTHON" - <<'EOF' >>"$LOG" 2>&1
-from layersim.inputs import data, fetch, locate
-data.load_fashion_mnist("train"); data.load_fashion_mnist("test")
+from layersim.inputs import fetch, image_data, locate, text_data
+image_data.load_fashion_mnist("train"); image_data.load_fashion_mnist("test")
 if locate.is_available("janeaustenr"):
-    data.load_austen()
+    text_data.load_austen()
 if locate.is_available("smollm2-135m"):
     fetch.resolve("smollm2-135m", allow_download=False)  # GGUF -> safetensors, once
 EOF

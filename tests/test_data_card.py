@@ -101,3 +101,34 @@ def test_card_is_tracked_and_the_rest_of_data_ignored():
     assert not ignored("data/README.md"), ".gitignore ignores data/README.md: a fresh clone would lack the card"
     for path in ("data/cache/checkpoints/x/model.safetensors", "data/system/.provisioned", "data/imagenet/val"):
         assert ignored(path), f".gitignore does not ignore {path}"
+
+
+def layersim_names(script: str) -> list[str]:
+    """``module.attribute`` of every call into layersim in the Python here-documents of a shell ``script``."""
+    import ast
+
+    found = []
+    for block in re.findall(r"<<'EOF'[^\n]*\n(.*?)\nEOF\n", script, re.S):
+        tree = ast.parse(block)
+        modules = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("layersim")
+                   for alias in node.names}
+        found += [f"{modules[n.value.id]}.{n.attr}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules]
+    return found
+
+
+def test_the_provisioning_script_calls_functions_that_exist():
+    """``make setup`` warms the cache through Python in scripts/provision.sh, whose failure is only one "failed"
+    line: every layersim function it calls must exist."""
+    import importlib
+
+    names = layersim_names((REPO / "scripts" / "provision.sh").read_text())
+    assert "layersim.inputs.image_data.load_fashion_mnist" in names
+    missing = [n for n in names if not hasattr(importlib.import_module(n.rpartition(".")[0]), n.rpartition(".")[2])]
+    assert not missing, f"scripts/provision.sh calls names that do not exist: {missing}"
+
+
+def test_the_script_reader_finds_a_call_that_does_not_exist():
+    script = "x() {\n  python - <<'EOF' >>log\nfrom layersim.inputs import data\ndata.load_nothing()\nEOF\n}\n"
+    assert layersim_names(script) == ["layersim.inputs.data.load_nothing"]
