@@ -219,3 +219,47 @@ def test_every_test_module_mirrors_a_library_module_or_checks_the_repository():
              if t not in modules and not (t.parent == TESTS and t.name in REPOSITORY_CHECKS)]
     assert not stray, "test modules named after no library module (name them after the module they test):\n" + \
         "\n".join(stray)
+
+
+# ----------------------------------------------------------------------------- the docs name what exists
+
+DOCS = ["README.md", "CONTRIBUTING.md", "data/README.md", *sorted(p.relative_to(LIB.parents[1]).as_posix()
+                                                                  for p in (LIB.parents[1] / "docs").glob("*.md")),
+        *sorted(p.relative_to(LIB.parents[1]).as_posix() for p in (LIB.parents[1] / "benchmarks").glob("*.md"))]
+
+
+#: the last part of a file name such as ``layersim.mplstyle``, not a Python name
+FILE_SUFFIXES = {"mplstyle", "md", "py", "json", "ipynb", "toml"}
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``layersim.<module>[.<name>...]`` names a module or an attribute of one (the longest importable
+    prefix, then attributes)."""
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def test_every_layersim_name_in_the_docs_exists():
+    """A module or function moved or renamed leaves no stale ``layersim.x.y`` in the README, CONTRIBUTING, the data
+    card, docs/ or benchmarks/."""
+    stale = sorted({f"{doc}: {name}" for doc in DOCS
+                    for name in re.findall(r"\blayersim(?:\.[A-Za-z_][A-Za-z0-9_]*)+", (LIB.parents[1] / doc).read_text())
+                    if name.rpartition(".")[2] not in FILE_SUFFIXES and not resolves(name)})
+    assert not stale, "names in the docs that do not exist:\n" + "\n".join(stale)
+
+
+def test_the_name_resolver_tells_a_stale_name():
+    assert resolves("layersim.measures.similarity") and resolves("layersim.core.device.set_float32_mode")
+    assert not resolves("layersim.measures.probe.train_head") and not resolves("layersim.nosuch")
