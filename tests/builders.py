@@ -777,3 +777,26 @@ def live(page: str) -> list[str]:
     parser.feed(page)
     parser.close()
     return parser.found + re.findall(r"<script[^>]*>[^<]*alert\(", page, re.I)
+
+
+#: the last part of a file name such as ``layersim.mplstyle``, not a Python name
+FILE_SUFFIXES = {"mplstyle", "md", "py", "json", "ipynb", "toml"}
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``layersim.<module>[.<name>...]`` names a module or an attribute of one (the longest importable
+    prefix, then attributes)."""
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False

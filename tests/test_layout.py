@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from builders import FILE_SUFFIXES, resolves
+
 LIB = Path(__file__).resolve().parents[1] / "lib" / "layersim"
 ORDER = ["core", "measures", "inputs", "nets", "train", "notebook", "papers", "tools"]
 
@@ -223,32 +225,10 @@ def test_every_test_module_mirrors_a_library_module_or_checks_the_repository():
 
 # ----------------------------------------------------------------------------- the docs name what exists
 
+
 DOCS = ["README.md", "CONTRIBUTING.md", "data/README.md", *sorted(p.relative_to(LIB.parents[1]).as_posix()
                                                                   for p in (LIB.parents[1] / "docs").glob("*.md")),
         *sorted(p.relative_to(LIB.parents[1]).as_posix() for p in (LIB.parents[1] / "benchmarks").glob("*.md"))]
-
-
-#: the last part of a file name such as ``layersim.mplstyle``, not a Python name
-FILE_SUFFIXES = {"mplstyle", "md", "py", "json", "ipynb", "toml"}
-
-
-def resolves(dotted: str) -> bool:
-    """Whether ``layersim.<module>[.<name>...]`` names a module or an attribute of one (the longest importable
-    prefix, then attributes)."""
-    import importlib
-
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for name in parts[i:]:
-            if not hasattr(obj, name):
-                return False
-            obj = getattr(obj, name)
-        return True
-    return False
 
 
 def test_every_layersim_name_in_the_docs_exists():

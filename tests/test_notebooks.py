@@ -306,3 +306,16 @@ def test_the_caption_check_finds_a_figure_without_one(tmp_path):
     path.write_text(json.dumps({"cells": [code("run.finish(fig, 'a')"), md("*Figure a: look here.*"),
                                           code("run.finish(fig, 'b')"), md("## Next section"), code("x = 1")]}))
     assert figure_cells_without_caption(path) == [2]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
+def test_every_layersim_name_in_the_text_exists(nb):
+    """A module or function moved or renamed leaves no stale ``layersim.x.y`` in a notebook's Markdown (its text and
+    its prose template)."""
+    from builders import FILE_SUFFIXES, resolves
+
+    text = "".join("".join(c["source"]) + json.dumps(c.get("metadata", {})) for c in cells(nb)
+                   if c["cell_type"] == "markdown")
+    stale = sorted({n for n in re.findall(r"\blayersim(?:\.[A-Za-z_][A-Za-z0-9_]*)+", text)
+                    if n.rpartition(".")[2] not in FILE_SUFFIXES and not resolves(n)})
+    assert not stale, f"{nb.name} names what does not exist: {stale}"
