@@ -122,3 +122,20 @@ def test_layer_heatmap_of_31_layers_labels_every_other_layer():
     with pytest.raises(TypeError, match="label"):
         plotting.layer_heatmap(np.eye(3))  # every colour bar says what it measures
     plt.close("all")
+
+
+def test_budget_ladder_draws_seeds_means_spread_and_threshold():
+    values = [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7]]
+    ax = plotting.budget_ladder([100, 200, 400], values, 0.5, xlabel="steps", title="t")
+    dots = [line for line in ax.lines if line.get_linestyle() == "None" and line.get_marker() == "o"]
+    assert [list(d.get_ydata()) for d in dots] == values and list(dots[0].get_xdata()) == [100.0] * 3
+    threshold = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert len(threshold) == 1 and list(threshold[0].get_ydata()) == [0.5, 0.5]
+    bars = ax.containers[0]  # the error bar: means, and each rung's sample sd (0 for one seed)
+    assert np.allclose(bars.lines[0].get_ydata(), [0.2, 0.5, 0.7])
+    segments = bars.lines[2][0].get_segments()
+    assert np.allclose([s[1][1] - s[0][1] for s in segments], [0.2, 0.2, 0.0])
+    assert ax.get_xscale() == "log" and [t.get_text() for t in ax.get_xticklabels()] == ["100", "200", "400"]
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="one list of seed values per budget"):
+        plotting.budget_ladder([1, 2], [[0.1]], 0.0)

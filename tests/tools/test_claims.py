@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from layersim.notebook import registry, results, seeds
+from layersim.notebook import ladders, registry, results, seeds
 from layersim.tools import claims
 
 
@@ -46,6 +46,34 @@ def test_a_scale_diagnosis_shows_the_larger_run(tmp_path):
     a, b = _rows(claims.markdown(claims.collect(tmp_path)))
     assert "scale: 30k images; at the larger run: yes (1/1), 0.700" in a
     assert "the larger run is still to be made" in b
+
+
+def seeds_claim(values, threshold=0.5, op=">="):
+    """A claim recorded over seeds as a run records it (:func:`layersim.notebook.seeds.combine`)."""
+    params = {"seed": 0}
+    mine = {"a": results.claim(values[0], threshold, op)}
+    others = [{"notebook": "p/n", "scale": "default", "params": {"seed": s},
+               "claims": {"a": results.claim(v, threshold, op)}} for s, v in enumerate(values[1:], 1)]
+    return seeds.combine("p/n", "default", params, mine, others)["a"]
+
+
+def test_a_ladder_decides_the_scale_status_over_the_larger_run(tmp_path):
+    write_run(tmp_path, "tracing/t01_x", {"a": results.claim(0.1, 0.5, kind="scale", reason="30k images"),
+                                          "b": results.claim(0.1, 0.5, kind="scale", reason="3 epochs")})
+    write_run(tmp_path / "scale_checks", "tracing/t01_x", {"a": results.claim(0.7, 0.5)})  # one larger run: holds
+    for budget, values in ((30000, [0.10, 0.11, 0.09]), (60000, [0.20, 0.22, 0.18]), (120000, [0.30, 0.31, 0.29])):
+        write_run(tmp_path / "ladders" / "tracing" / "t01_x", str(budget), {"a": seeds_claim(values)})
+    rows = claims.collect(tmp_path)
+    assert [len(r.ladder) for r in rows] == [3, 0] and [r.ladder[0].budget for r in rows[:1]] == [30000.0]
+    assert rows[0].scale_status == "trending"  # the ladder, not the larger run (which held)
+    assert "at its ladder of 3 rungs: trending (gains more than the spread" in rows[0].why
+    assert rows[1].scale_status == "not yet retested"
+
+
+def test_a_rung_folder_not_named_by_its_budget_is_refused(tmp_path):
+    write_run(tmp_path / "ladders" / "p" / "n", "big", {"a": seeds_claim([0.1, 0.2, 0.3])})
+    with pytest.raises(ValueError, match="named by its budget"):
+        ladders.rungs_of(tmp_path, "p/n", "a")
 
 
 def test_no_results_is_a_clear_error_and_the_command_prints_the_committed_claims(capsys):

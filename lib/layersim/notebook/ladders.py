@@ -8,14 +8,18 @@ any ladder ran; :func:`margin` orients a value so that positive means "holds".
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from layersim.notebook import seeds
 
+#: the folder (under ``figures/`` or a run's output folder) of the rungs: ``<paper>/<stem>/<budget>/metrics.json``
+FOLDER = "ladders"
 #: the fewest rungs a ladder needs, and the fewest seeds on each of its two largest rungs
 MIN_RUNGS, MIN_TOP_SEEDS = 3, 3
 
@@ -95,3 +99,20 @@ def ladder_status(rungs: Sequence[Rung]) -> dict:
                 f"last step; {numbers}"}
     return {**out, "status": seeds.SCALE_STATUSES[3],
             "why": f"{'no gain beyond the spread' if gain <= spread else 'the last step loses'}; {numbers}"}
+
+
+def rungs_of(folder: Path, notebook: str, claim: str) -> list[Rung]:
+    """The rungs of ``claim`` of ``notebook`` (``"<paper>/<stem>"``) under ``folder``/:data:`FOLDER`, each
+    ``<budget>/metrics.json``, by budget; [] when there is no ladder. ``ValueError`` for a rung folder not named by a
+    number."""
+    base = Path(folder) / FOLDER / notebook
+    out = []
+    for path in sorted(base.glob("*/metrics.json")):
+        try:
+            budget = float(path.parent.name)
+        except ValueError:
+            raise ValueError(f"{path.parent}: a rung's folder is named by its budget, a number") from None
+        claims = json.loads(path.read_text(encoding="utf-8")).get("claims", {})
+        if claim in claims:
+            out.append(Rung(budget, claims[claim]))
+    return sorted(out, key=lambda r: r.budget)

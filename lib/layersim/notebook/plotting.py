@@ -305,3 +305,29 @@ def token_table(words, probs, ax=None, columns: Sequence[str] | None = None, tit
     if title:
         ax.set_title(title)
     return ax
+
+
+def budget_ladder(budgets: Sequence[float], values: Sequence[Sequence[float]], threshold: float, ax=None,
+                  xlabel: str = "budget", ylabel: str = "claim value", title: str | None = None):
+    """A claim's value against its budget (log axis): each seed's value as a dot, the mean with the seeds' standard
+    deviation as an error bar, the threshold as a dashed line. ``values``: one sequence of seed values per budget."""
+    ax = _axes(ax, figsize=(5, 3.5))
+    x = np.asarray(budgets, dtype=float)
+    if len(values) != len(x):
+        raise ValueError(f"one list of seed values per budget: {len(x)} budgets, {len(values)} lists")
+    for b, v in zip(x, values):
+        ax.plot(np.full(len(v), b), v, "o", color="C0", alpha=0.4, ms=4)
+    means = [float(np.mean(v)) for v in values]
+    sds = [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for v in values]
+    ax.errorbar(x, means, yerr=sds, color="C0", marker="s", capsize=3, label="mean over seeds (± sd)")
+    ax.axhline(threshold, color="grey", ls="--", lw=1, label=f"threshold {threshold:g}")
+    ax.set_xscale("log")
+    ax.set_xticks(x, [f"{b:g}" for b in x])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title)
+    return ax

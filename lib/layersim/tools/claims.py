@@ -17,7 +17,7 @@ from pathlib import Path
 from layersim.core import markup
 from layersim.core.paths import repo_root
 from layersim.core import references
-from layersim.notebook import registry, results, seeds
+from layersim.notebook import ladders, registry, results, seeds
 from layersim.notebook.results import format_threshold, format_value
 
 #: the folder of the scale checks under the results folder (:data:`layersim.notebook.seeds.SCALE_CHECKS`)
@@ -36,6 +36,7 @@ class ClaimRow:
     claim: dict
     larger: dict | None = None  # the claim in the notebook's scale check, when one was run
     registered: dict | None = None  # its entry in the claims registry (layersim.notebook.registry)
+    ladder: tuple = ()  # its ladder's rungs (layersim.notebook.ladders.Rung), when one was run
 
     @property
     def origin(self) -> str:
@@ -44,10 +45,13 @@ class ClaimRow:
 
     @property
     def scale_status(self) -> str:
-        """For a claim that misses with a *scale* diagnosis, what its larger run says
+        """For a claim that misses with a *scale* diagnosis, what its ladder says
+        (:func:`layersim.notebook.ladders.ladder_status`), else its one larger run
         (:data:`layersim.notebook.seeds.SCALE_STATUSES`); "" for any other claim."""
         if seeds.holds(self.claim) or self.claim.get("kind") != "scale":
             return ""
+        if self.ladder:
+            return ladders.ladder_status(self.ladder)["status"]
         return seeds.scale_status(self.claim, self.larger)
 
     @property
@@ -70,7 +74,10 @@ class ClaimRow:
         if not (self.misses_somewhere and "kind" in c):
             return failed
         why = f"{c['kind']}: {c['reason']}"
-        if c["kind"] == "scale":
+        if c["kind"] == "scale" and self.ladder:
+            judged = ladders.ladder_status(self.ladder)
+            why += f"; at its ladder of {judged['rungs']} rungs: {judged['status']} ({judged['why']})"
+        elif c["kind"] == "scale":
             why += (f"; at the larger run: {seeds.verdict(self.larger)}, {format_value(self.larger.get('value'))}"
                     f" ({seeds.scale_status(c, self.larger)})" if self.larger else "; the larger run is still to be made")
         return f"{failed}; {why}" if failed else why
@@ -96,7 +103,9 @@ def collect(folder: Path | None = None) -> list[ClaimRow]:
         larger = json.loads(check.read_text()).get("claims", {}) if check.is_file() else {}
         notebook = data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}")
         mine = registered.get(notebook, {})
-        rows += [ClaimRow(notebook, name, c, larger.get(name), mine.get(name)) for name, c in data.get("claims", {}).items()]
+        rows += [ClaimRow(notebook, name, c, larger.get(name), mine.get(name),
+                          tuple(ladders.rungs_of(folder, notebook, name)) if c.get("kind") == "scale" else ())
+                 for name, c in data.get("claims", {}).items()]
     return rows
 
 
