@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,18 +51,28 @@ def clock(seconds: float | None) -> str:
     return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
-def run_seconds(executed: Path, metrics: Path) -> dict[str, float]:
-    """The seconds each seed's run took in a finished run: ``"own"`` (papermill's ``duration`` in the ``executed``
-    notebook) and the other seeds' (``seed_run_seconds`` of ``metrics``, keyed by seed); {} for a run not found."""
-    got = {}
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        got.update((str(s), float(t)) for s, t in
-                   (json.loads(metrics.read_text(encoding="utf-8")).get("seed_run_seconds") or {}).items())
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, KeyError):
-        own = json.loads(executed.read_text(encoding="utf-8"))["metadata"]["papermill"]["duration"]
-        if own is not None:
-            got["own"] = float(own)
+def seed_seconds(nb: Mapping, metrics: Mapping) -> dict[str, float]:
+    """The seconds each seed's run took, from a finished run's JSON: ``"own"`` (papermill's ``duration`` in the
+    executed notebook ``nb``, when set) and the other seeds' (``seed_run_seconds`` of ``metrics``, keyed by seed)."""
+    got = {str(s): float(t) for s, t in (metrics.get("seed_run_seconds") or {}).items()}
+    own = (nb.get("metadata", {}).get("papermill") or {}).get("duration")
+    if own is not None:
+        got["own"] = float(own)
     return got
+
+
+def run_seconds(executed: Path, metrics: Path) -> dict[str, float]:
+    """:func:`seed_seconds` of the ``executed`` notebook and ``metrics`` files; {} for a run not found or unreadable
+    (a file missing counts as empty)."""
+    def read(path: Path) -> dict:
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return data if isinstance(data, dict) else {}
+        return {}
+
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        return seed_seconds(read(executed), read(metrics))
+    return {}
 
 
 def committed_seconds(nb: Path, root: Path) -> list[float]:

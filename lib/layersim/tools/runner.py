@@ -293,13 +293,12 @@ def finished(nb: Path, job: plans.Job, parameters: list[str]) -> bool:
     ``duration`` set) and its ``metrics.json`` beside it with the other seeds' runs that ``job`` asks for."""
     target = job.target(nb)
     try:
-        meta = json.loads(target.executed.read_text(encoding="utf-8"))["metadata"]["papermill"]
-        metrics = json.loads(plans.metrics_of(nb, target).read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError, TypeError):
+        executed = json.loads(target.executed.read_text(encoding="utf-8"))
+        times = progress.seed_seconds(executed, json.loads(plans.metrics_of(nb, target).read_text(encoding="utf-8")))
+        failed = executed["metadata"]["papermill"].get("exception")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
-    others = metrics.get("seed_run_seconds") or {}
-    return (meta.get("duration") is not None and not meta.get("exception")
-            and len(others) == plans.seed_count(nb, job, parameters) - 1)
+    return "own" in times and not failed and len(times) == plans.seed_count(nb, job, parameters)
 
 
 def keep_finished(job: plans.Job, parameters: dict[Path, list[str]], outcomes: list[Outcome]) -> dict[Path, list[str]]:

@@ -28,7 +28,7 @@ from layersim.notebook import seeds
 from layersim.notebook.prose import duration
 from layersim.notebook.results import format_value
 from layersim.core.references import PAPERS, paper
-from layersim.tools import claims, cleaning, sanitize
+from layersim.tools import claims, cleaning, progress, sanitize
 
 #: the README's generated block sits between these two lines
 START = "<!-- notebook table: written by `python -m layersim.tools.site readme` from the runs; do not edit by hand -->"
@@ -145,10 +145,7 @@ def statements(nb: dict) -> dict[str, str]:
 
 
 def _default_seconds(nb: dict, metrics: dict) -> float | None:
-    runs = [float(s) for s in (metrics.get("seed_run_seconds") or {}).values()]
-    own = (nb.get("metadata", {}).get("papermill") or {}).get("duration")
-    if own is not None:
-        runs.append(float(own))
+    runs = progress.seed_seconds(nb, metrics).values()
     return max(runs) if runs else None
 
 
