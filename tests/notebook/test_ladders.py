@@ -76,3 +76,57 @@ def test_a_malformed_ladder_is_one_value_error(rungs, message):
         ladders.ladder_status(rungs)
     with pytest.raises(ValueError, match="unknown comparison"):
         ladders.margin(1, 0, "==")
+
+
+def committed_scale_misses():
+    """Every claim of the committed default runs diagnosed *scale*: ``("<paper>/<stem>", name)``."""
+    import json
+
+    from layersim.core.paths import repo_root
+
+    found = []
+    for path in sorted((repo_root() / "figures").glob("*/*/metrics.json")):
+        data = json.loads(path.read_text())
+        found += [(data["notebook"], name) for name, c in data.get("claims", {}).items() if c.get("kind") == "scale"]
+    return found
+
+
+def test_every_scale_miss_has_exactly_one_ladder():
+    misses = committed_scale_misses()
+    assert misses, "the committed runs diagnose no claim scale: this test would check nothing"
+    for notebook, name in misses:
+        assert sum((notebook, name) in ladder.claims for ladder in ladders.LADDERS.values()) == 1, (notebook, name)
+    for ladder in ladders.LADDERS.values():  # and no ladder for a claim that is not (or no longer) a scale miss
+        assert set(ladder.claims) <= set(misses), ladder.name
+
+
+def test_every_ladder_has_enough_geometric_rungs_of_known_parameters():
+    from layersim.tools.runner import discover, notebook_parameters
+
+    for ladder in ladders.LADDERS.values():
+        budgets = ladder.budgets
+        assert len(budgets) >= ladders.MIN_RUNGS and ladder.seeds >= ladders.MIN_TOP_SEEDS, ladder.name
+        ratios = [b / a for a, b in zip(budgets, budgets[1:])]
+        assert all(1.5 <= r <= 4 for r in ratios), (ladder.name, ratios)  # spaced geometrically, about x2-x3
+        stems = {nb.split("/")[1] for nb, _ in ladder.claims}
+        assert stems <= set(ladder.notebooks), ladder.name  # every claim's notebook runs on the ladder
+        for budget, runs in ladder.rungs.items():
+            assert set(runs) == set(ladder.notebooks), (ladder.name, budget)  # the same notebooks on every rung
+            for stem, params in runs.items():
+                known = notebook_parameters(discover(stem)[0])
+                assert set(params) <= set(known) and "seed" not in params, (ladder.name, budget, stem)
+
+
+def test_rungs_are_read_from_their_ladders_folders(tmp_path):
+    import json
+
+    ladder = ladders.LADDERS["a05_regression_points"]
+    notebook, claim = ladder.claims[0]
+    for budget, values in zip(ladder.budgets, ([0.5, 0.6, 0.7], [0.8, 0.9, 1.0], [1.0, 1.0, 1.0])):
+        path = ladders.rung_folder(tmp_path, ladder.name, budget) / notebook / "metrics.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"claims": {claim: rung(budget, values, 1.0, ">").claim}}))
+    got = ladders.rungs_of(tmp_path, notebook, claim)
+    assert [r.budget for r in got] == [450.0, 900.0, 1797.0] and got[0].claim["values"] == [0.5, 0.6, 0.7]
+    assert ladders.rungs_of(tmp_path, notebook, "another_claim") == []
+    assert ladders.rung_folder(tmp_path, "x", 48000.0).name == "48000"

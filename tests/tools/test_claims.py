@@ -57,12 +57,20 @@ def seeds_claim(values, threshold=0.5, op=">="):
     return seeds.combine("p/n", "default", params, mine, others)["a"]
 
 
-def test_a_ladder_decides_the_scale_status_over_the_larger_run(tmp_path):
+def a_ladder(monkeypatch, claims_=(("tracing/t01_x", "a"),)):
+    """A ladder of the claims ``claims_`` registered for the test (its rungs' settings do not matter here)."""
+    ladder = ladders.Ladder("x_ladder", "images", tuple(claims_), {30000: {}, 60000: {}, 120000: {}}, "a test")
+    monkeypatch.setitem(ladders.LADDERS, ladder.name, ladder)
+    return ladder
+
+
+def test_a_ladder_decides_the_scale_status_over_the_larger_run(tmp_path, monkeypatch):
+    ladder = a_ladder(monkeypatch)
     write_run(tmp_path, "tracing/t01_x", {"a": results.claim(0.1, 0.5, kind="scale", reason="30k images"),
                                           "b": results.claim(0.1, 0.5, kind="scale", reason="3 epochs")})
     write_run(tmp_path / "scale_checks", "tracing/t01_x", {"a": results.claim(0.7, 0.5)})  # one larger run: holds
     for budget, values in ((30000, [0.10, 0.11, 0.09]), (60000, [0.20, 0.22, 0.18]), (120000, [0.30, 0.31, 0.29])):
-        write_run(tmp_path / "ladders" / "tracing" / "t01_x", str(budget), {"a": seeds_claim(values)})
+        write_run(ladders.rung_folder(tmp_path, ladder.name, budget), "tracing/t01_x", {"a": seeds_claim(values)})
     rows = claims.collect(tmp_path)
     assert [len(r.ladder) for r in rows] == [3, 0] and [r.ladder[0].budget for r in rows[:1]] == [30000.0]
     assert rows[0].scale_status == "trending"  # the ladder, not the larger run (which held)
@@ -70,8 +78,9 @@ def test_a_ladder_decides_the_scale_status_over_the_larger_run(tmp_path):
     assert rows[1].scale_status == "not yet retested"
 
 
-def test_a_rung_folder_not_named_by_its_budget_is_refused(tmp_path):
-    write_run(tmp_path / "ladders" / "p" / "n", "big", {"a": seeds_claim([0.1, 0.2, 0.3])})
+def test_a_rung_folder_not_named_by_its_budget_is_refused(tmp_path, monkeypatch):
+    a_ladder(monkeypatch, (("p/n", "a"),))
+    write_run(tmp_path / "ladders" / "x_ladder" / "big", "p/n", {"a": seeds_claim([0.1, 0.2, 0.3])})
     with pytest.raises(ValueError, match="named by its budget"):
         ladders.rungs_of(tmp_path, "p/n", "a")
 

@@ -3,7 +3,10 @@
 A ladder runs a notebook at several budgets along the axis its diagnosis names (steps, data, width, depth); each
 rung records the claim as every run does (:func:`layersim.notebook.seeds.combine`). :func:`ladder_status` turns the
 rungs into one of :data:`layersim.notebook.seeds.SCALE_STATUSES` by :data:`RULE`, written down on 2026-11-28 before
-any ladder ran; :func:`margin` orients a value so that positive means "holds".
+any ladder ran; :func:`margin` orients a value so that positive means "holds". :data:`LADDERS` defines every ladder
+(its claims, axis and rungs: each rung the notebooks' ``-p`` values), ``python -m layersim.tools.runner --ladder NAME``
+runs it rung by rung into ``figures/ladders/<ladder>/<budget>/<paper>/<stem>/`` (:func:`rung_folder`), and
+:func:`rungs_of` reads a claim's rungs back.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import numpy as np
 
 from layersim.notebook import seeds
 
-#: the folder (under ``figures/`` or a run's output folder) of the rungs: ``<paper>/<stem>/<budget>/metrics.json``
+#: the folder (under ``figures/`` or a run's output folder) of the rungs:
+#: ``<ladder>/<budget>/<paper>/<stem>/metrics.json`` (:func:`rung_folder`)
 FOLDER = "ladders"
 #: the fewest rungs a ladder needs, and the fewest seeds on each of its two largest rungs
 MIN_RUNGS, MIN_TOP_SEEDS = 3, 3
@@ -101,17 +105,128 @@ def ladder_status(rungs: Sequence[Rung]) -> dict:
             "why": f"{'no gain beyond the spread' if gain <= spread else 'the last step loses'}; {numbers}"}
 
 
+@dataclass(frozen=True)
+class Ladder:
+    """One ladder: the ``claims`` it judges (``("<paper>/<stem>", claim)``), the ``axis`` the diagnosis names, and its
+    ``rungs``: ``budget -> {stem: -p values}``, the notebooks run at that budget in that order (a budget's notebooks
+    share cached models: the first trains them). Every rung runs each notebook at ``seeds`` seeds. ``checks``: what
+    must hold of a rung before its claims are read (written down with the ladder, before it ran); ``why``: the
+    diagnosis and the choice of rungs."""
+
+    name: str
+    axis: str
+    claims: tuple[tuple[str, str], ...]
+    rungs: Mapping[float, Mapping[str, Mapping]]
+    why: str
+    checks: tuple[str, ...] = ()
+    seeds: int = 3
+
+    @property
+    def budgets(self) -> list[float]:
+        """The rungs' budgets, smallest first."""
+        return sorted(self.rungs)
+
+    @property
+    def notebooks(self) -> list[str]:
+        """The stems run at some rung, in the order of the first rung that runs them."""
+        return list(dict.fromkeys(stem for b in self.budgets for stem in self.rungs[b]))
+
+
+#: MiniLM-L6's fine-tuning at three times each step count: batch 32, warm-up 10 % of the steps, training examples
+#: grown with the steps (every example seen about once) until austen-novel's 14,796 run out
+_BERT = {100: {"n_train": 3840, "steps": 100, "warmup_steps": 10},
+         300: {"n_train": 9600, "steps": 300, "warmup_steps": 30},
+         900: {"n_train": 14796, "steps": 900, "warmup_steps": 90}}
+
+#: every ladder, fixed on 2026-11-28 before any rung ran: ``name -> Ladder``
+LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
+    Ladder(
+        "a05_regression_points", "regression points (digits)",
+        (("alignment/a05_layers", "later_layers_more_aligned_after_training"),),
+        {450: {"a05_layers": {"regression_dataset": "digits", "regression_points": 450}},
+         900: {"a05_layers": {"regression_dataset": "digits", "regression_points": 900}},
+         1797: {"a05_layers": {"regression_dataset": "digits"}}},
+        "Diagnosis: diabetes (442 points, 10 features) is far smaller than the paper's CT Position (10,000 points, "
+        "384 features). diabetes cannot grow, so the ladder is on digits (1,797 points, 61 varying pixels), from about "
+        "diabetes' size to all of it; the data set caps it at 1,797."),
+    Ladder(
+        "a10_none_images", "training images of the None network",
+        (("alignment/a10_negative_transfer", "random_label_pretraining_hurts"),
+         ("alignment/a10_negative_transfer", "random_label_pretraining_reduces_alignment"),
+         ("alignment/a10_negative_transfer", "alignment_drop_orders_transfer_drop")),
+        {n: {"a10_negative_transfer": {"none_source": "all", "none_n_source": n, "none_epochs": 8}}
+         for n in (6000, 12000, 24000, 48000)},
+        "Diagnosis: a small CNN trained on 12,000 garment images is a weak stand-in for an ImageNet network. The "
+        "None network sees all ten Fashion-MNIST classes for 8 epochs on every rung (the larger run's settings); only "
+        "its number of training images doubles, up to 48,000, the most the split leaves beside the three domains."),
+    Ladder(
+        "t03_ablation_budget", "image-epochs of each ablation model",
+        (("tracing/t03_aligned_training", "uniform_weights_hurt_last_layer"),),
+        {30000: {"t03_aligned_training": {"ablation_budget": {"n_train": 10000, "epochs": 3}}},
+         75000: {"t03_aligned_training": {"ablation_budget": {"n_train": 15000, "epochs": 5}}},
+         150000: {"t03_aligned_training": {"ablation_budget": {}}}},
+        "Diagnosis: the ablation models are trained on a fifth of the full budget. The rungs go from the default "
+        "(10,000 images, 3 epochs) to the full models' budget (30,000 images, 5 epochs), which the only exposed "
+        "knob, ablation_budget, allows."),
+    Ladder(
+        "bert_steps", "fine-tuning steps of MiniLM-L6 (batch 32)",
+        (("clusters/c03_layer_skipping", "single_late_skips_cheap"),
+         ("tracing/t09_aligned_bert", "aligned_bert_better_intermediate"),
+         ("clusters/c01_cka_structure", "ft_block_diagonal")),
+        {steps: {"c03_layer_skipping": dict(p), "t09_aligned_bert": dict(p), "c01_cka_structure": {**p, "restarts": 1}}
+         for steps, p in _BERT.items()},
+        "Diagnosis: 100 steps leave austen-novel far from learned, and the paper fine-tunes for thousands. Each "
+        "rung triples the steps; c03 trains restart 1's standard fine-tunes, which t09 and c01 read from the cache; "
+        "c01 runs one restart, since ft_block_diagonal reads restart 1 alone.",
+        checks=("learned: from the 300- to the 900-step rung, the mean austen-novel validation accuracy of the "
+                "restart-1 standard fine-tune gains less than 2 points (one 600-example score's binomial standard "
+                "error); otherwise the task is not yet learned at 900 steps, and c01's and c03's ladders are "
+                "reported as not learned, not as 'not supported'",
+                "t09 readable: at the largest rung, at least one of the aligned model's blocks 1-3 is 2 points or "
+                "more above the majority baseline on both tasks; otherwise t09's ladder cannot be judged (both "
+                "models at chance give 0) and is reported so")),
+    Ladder(
+        "r04_vit_width", "width (embedding dimension) of the ViT, classifier trained 100 epochs",
+        (("redundancy/r04_skip_vs_approx", "approx_beats_skip"),),
+        {64: {"r04_skip_vs_approx": {"probe_epochs": 100, "vit": {"embed_dim": 64}}},
+         128: {"r04_skip_vs_approx": {"probe_epochs": 100}},
+         256: {"r04_skip_vs_approx": {"probe_epochs": 100, "vit": {"embed_dim": 256}}}},
+        "Diagnosis: a 12-block ViT of width 128 trained here stands in for the paper's pretrained ViTs, with a "
+        "classifier trained 5 epochs. Every rung trains the classifier 100 epochs (the larger run's setting, about "
+        "the paper's number of Adam steps); the ViT's width doubles from 64 to 256, 4 heads each, same recipe."),
+)}
+
+
+def budget_name(budget: float) -> str:
+    """The folder name of a rung: its budget as written (``900``, ``48000``)."""
+    return f"{float(budget):g}"
+
+
+def rung_folder(folder: Path, ladder: str, budget: float) -> Path:
+    """Where a rung's notebooks write under ``folder`` (``figures/`` or a run's output folder):
+    ``<folder>/ladders/<ladder>/<budget>/``, each notebook's results in ``<paper>/<stem>/`` below it."""
+    return Path(folder) / FOLDER / ladder / budget_name(budget)
+
+
+def ladder_of(notebook: str, claim: str) -> Ladder | None:
+    """The ladder that judges ``claim`` of ``notebook`` (``"<paper>/<stem>"``), or None."""
+    return next((ladder for ladder in LADDERS.values() if (notebook, claim) in ladder.claims), None)
+
+
 def rungs_of(folder: Path, notebook: str, claim: str) -> list[Rung]:
-    """The rungs of ``claim`` of ``notebook`` (``"<paper>/<stem>"``) under ``folder``/:data:`FOLDER`, each
-    ``<budget>/metrics.json``, by budget; [] when there is no ladder. ``ValueError`` for a rung folder not named by a
-    number."""
-    base = Path(folder) / FOLDER / notebook
+    """The rungs run so far of ``claim`` of ``notebook`` (``"<paper>/<stem>"``) under ``folder``: each
+    ``<rung_folder>/<paper>/<stem>/metrics.json`` holding the claim, by budget; [] when the claim has no ladder or
+    none of its rungs ran. ``ValueError`` for a rung folder not named by a number."""
+    ladder = ladder_of(notebook, claim)
+    if ladder is None:
+        return []
     out = []
-    for path in sorted(base.glob("*/metrics.json")):
+    for path in sorted((Path(folder) / FOLDER / ladder.name).glob(f"*/{notebook}/metrics.json")):
+        rung = path.parents[2]
         try:
-            budget = float(path.parent.name)
+            budget = float(rung.name)
         except ValueError:
-            raise ValueError(f"{path.parent}: a rung's folder is named by its budget, a number") from None
+            raise ValueError(f"{rung}: a rung's folder is named by its budget, a number") from None
         claims = json.loads(path.read_text(encoding="utf-8")).get("claims", {})
         if claim in claims:
             out.append(Rung(budget, claims[claim]))
