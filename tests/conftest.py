@@ -44,6 +44,15 @@ def repo(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def fake_repo(tmp_path, monkeypatch):
+    """An empty repository of the test's own (``LAYERSIM_ROOT``): notebooks, runs and figures go under it."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "lib" / "layersim").mkdir(parents=True)
+    monkeypatch.setenv("LAYERSIM_ROOT", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
 def repo_with_figures(tmp_path, monkeypatch):
     """A repository of its own in ``tmp_path/repo`` with committed figures/ only (unlike ``repo``: no notebooks/,
     LAYERSIM_CACHE and LAYERSIM_DATA and the working directory untouched), the switch off, LAYERSIM_OUT unset."""

@@ -91,3 +91,24 @@ def test_a_job_names_the_committed_folder_and_notebook_it_rewrites(repo_with_fig
         figures / "scale_checks" / "p" / "n", None)  # its notebook is in that folder
     for job in (plans.Job("default"), plans.Job("default", scale_check=True), plans.Job("smoke", refs=True)):
         assert job.committed_outputs(nb) is None
+
+
+def test_a_ladder_rung_commits_its_results_and_keeps_its_notebook_under_runs(repo_with_figures, monkeypatch):
+    from layersim.notebook import ladders
+
+    nb = write_notebook(repo_with_figures / "notebooks" / "p" / "n.ipynb", [], params='scale = "default"\nseed = 0')
+    ladder = ladders.Ladder("x", "images", (("p/n", "a"),), {100: {"n": {"size": 1}}, 300: {"n": {"size": 3}}}, "",
+                            seeds=2)
+    monkeypatch.setitem(ladders.LADDERS, "x", ladder)
+    job = plans.Job("default", update=True, rung=("x", 300))
+    target = job.target(nb)
+    assert target.out_root == repo_with_figures / "figures" / "ladders" / "x" / "300" and target.rung
+    assert target.executed == repo_with_figures / "runs" / "default" / "ladders" / "x" / "300" / "p" / "n" / "n.ipynb"
+    assert target.environment[writers.SWITCH] == "1" and target.publish is None
+    assert job.committed_outputs(nb) == (repo_with_figures / "figures" / "ladders" / "x" / "300" / "p" / "n", None)
+    assert job.settings(nb) == {"size": 3} and job.variant == "ladders/x/300"
+    assert plans.seed_count(nb, job, ["scale", "seed", "size"]) == 2  # the ladder's seeds
+    written = plans.folders_written(nb, job, ["scale", "seed", "size"])
+    assert repo_with_figures / "runs" / "default" / "seeds" / "ladders" / "x" / "300" / "seed-1" / "p" / "n" in written
+    off = plans.Job("default", rung=("x", 100)).target(nb)  # without the switch: runs/, nothing committed
+    assert off.out_root == repo_with_figures / "runs" / "default" / "ladders" / "x" / "100" and not off.committed

@@ -4,6 +4,7 @@ Most cases stage a repository of their own (``LAYERSIM_ROOT``); the ``slow`` one
 papermill. The committed notebooks and metrics files are checked for a machine's absolute folders. The runner never
 writes into the committed results or a folder of the user's own files, follows LAYERSIM_OUT (a relative one from the
 working directory), names a corrupt notebook and runs the others, and refuses a selection that names no notebook.
+A budget ladder runs rung by rung into one folder per rung and resumes where it stopped.
 """
 
 import json
@@ -17,16 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from layersim.tools import runner
+from layersim.notebook import ladders
+from layersim.tools import resume, runner
 from builders import REPO, one_line_error, tree_files, write_notebook
-
-
-@pytest.fixture
-def fake_repo(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "lib" / "layersim").mkdir(parents=True)
-    monkeypatch.setenv("LAYERSIM_ROOT", str(tmp_path))
-    return tmp_path
 
 
 def test_discover_by_substring_and_glob(fake_repo):
@@ -256,9 +250,9 @@ def test_resume_keeps_the_finished_notebooks_and_runs_the_rest(fake_repo, capsys
     a_run = fake_repo / "runs" / "default" / "p" / "a" / "metrics.json"
     first = a_run.read_text()
     job = runner.plans.Job("default", seeds=2)
-    assert runner.finished(fake_repo / "notebooks" / "p" / "a.ipynb", job, ["scale", "seed"])
-    assert not runner.finished(b, job, ["scale", "seed"])
-    assert not runner.finished(fake_repo / "notebooks" / "p" / "a.ipynb", runner.plans.Job("default", seeds=3),
+    assert resume.finished(fake_repo / "notebooks" / "p" / "a.ipynb", job, ["scale", "seed"])
+    assert not resume.finished(b, job, ["scale", "seed"])
+    assert not resume.finished(fake_repo / "notebooks" / "p" / "a.ipynb", runner.plans.Job("default", seeds=3),
                                ["scale", "seed"])  # fewer seeds than asked: not finished
     write_notebook(b, [cell.replace("STEM", "b").replace("FAIL_AT", "-1")], params='scale = "default"\nseed = 0')
     assert runner.main(["--scale", "default", "--seeds", "2", "--resume"]) == 0
@@ -561,3 +555,71 @@ def test_a_run_without_a_terminal_prints_one_line_per_notebook(tmp_path):
     assert "\x1b[" not in out and "\r" not in out and " · cell " not in out
     assert re.search(r"^\[1/1\] tracing/t03_aligned_training \(scale=smoke\) \.\.\.$", out, re.M)
     assert re.search(r"^\[1/1\] tracing/t03_aligned_training: ok \([\d.]+ s\)$", out, re.M)
+
+
+# --- budget ladders: rung by rung, resumable ---------------------------------------------------------------------
+
+SIZED = ("from layersim.notebook import results, settings\nfrom layersim.notebook.run import start\n"
+         "run = start('p/s', {'default': {'size': 1}, 'smoke': {'size': 1}}, globals(), style=False,\n"
+         "            rules={'size': settings.integer(1)})\n"
+         "run.record({'up': results.claim(run.P['size'] + seed, 3, '>=')}, show=False)")
+
+
+@pytest.fixture
+def sized(fake_repo, monkeypatch):
+    """A notebook ``p/s`` whose claim ``up`` is ``size + seed >= 3``, and a ladder ``x`` of it over sizes 1, 2, 4 at
+    2 seeds."""
+    write_notebook(fake_repo / "notebooks" / "p" / "s.ipynb", [SIZED], params='scale = "default"\nseed = 0\nsize = None')
+    ladder = ladders.Ladder("x", "size", (("p/s", "up"),), {b: {"s": {"size": b}} for b in (1, 2, 4)}, "a test",
+                            seeds=2)
+    monkeypatch.setitem(ladders.LADDERS, "x", ladder)
+    return fake_repo
+
+
+@pytest.mark.slow
+def test_a_ladder_runs_its_rungs_into_their_folders_and_resumes(sized, capsys):
+    assert runner.main(["--ladder", "x", "--update-committed"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("rung 1 (size)") < out.index("rung 2 (size)") < out.index("rung 4 (size)")
+    rungs = ladders.rungs_of(sized / "figures", "p/s", "up")
+    assert [r.budget for r in rungs] == [1.0, 2.0, 4.0]
+    assert [r.claim["values"] for r in rungs] == [[1.0, 2.0], [2.0, 3.0], [4.0, 5.0]]  # size + seed, seeds 0 and 1
+    folder = ladders.rung_folder(sized / "figures", "x", 2) / "p" / "s"
+    assert json.loads((folder / "wall_time.json").read_text())["seconds"] > 0  # the own run's time, beside
+    assert sorted(json.loads((folder / "metrics.json").read_text())["seed_run_seconds"]) == ["1"]
+    assert not (folder / "s.ipynb").exists()  # a rung commits results, not a copy of the notebook
+    assert not (sized / "figures" / "p").exists()  # the notebook's own committed results untouched
+    before = (folder / "metrics.json").read_text()
+    for path in (ladders.rung_folder(sized / "figures", "x", 4) / "p" / "s").iterdir():
+        path.unlink()  # a rung that did not finish
+    assert runner.main(["--ladder", "x", "--update-committed"]) == 0
+    out = capsys.readouterr().out
+    assert "p/s: finished earlier, kept (rung 1 of x)" in out and "kept (rung 2 of x)" in out
+    assert out.count("[1/1] p/s (scale=default) ...") == 1 and "rung 4 of x" not in out  # only rung 4 ran again
+    assert (folder / "metrics.json").read_text() == before
+    assert len(ladders.rungs_of(sized / "figures", "p/s", "up")) == 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--ladder", "nope"], "unknown ladder(s) 'nope'"),
+    (["--ladder", "x", "--rung", "3"], "x has no rung 3: its rungs are 1, 2, 4"),
+    (["--rung", "2"], "--rung picks a rung of --ladder"),
+    (["--ladder", "x", "-p", "size", "2"], "--ladder runs each rung with its settings"),
+    (["--ladder", "x", "--nb", "s"], "--ladder runs each rung with its settings"),
+    (["--ladder", "x", "--scale", "smoke"], "--ladder runs each rung with its settings"),
+])
+def test_bad_ladder_arguments_are_usage_errors(sized, capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        runner.main(argv)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (sized / "runs").exists() and not (sized / "figures").exists()
+
+
+def test_a_rung_setting_the_notebook_lacks_stops_the_ladder_before_any_work(sized, capsys, monkeypatch):
+    ladder = ladders.Ladder("y", "size", (("p/s", "up"),), {1: {"s": {"size": 1}}, 2: {"s": {"width": 2}},
+                                                            4: {"s": {"size": 4}}}, "a test")
+    monkeypatch.setitem(ladders.LADDERS, "y", ladder)
+    with pytest.raises(SystemExit):
+        runner.main(["--ladder", "y"])
+    assert "ladder y, rung 2: p/s has no parameter 'width'" in capsys.readouterr().err
+    assert not (sized / "runs").exists()

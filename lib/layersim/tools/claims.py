@@ -165,3 +165,16 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def claims_line(path: Path) -> str:
+    """One line of a run's claims with their seeds: ``claims: 2 of 3 hold: a 3/3, b 2/3, c **0/3**``; empty
+    when the run wrote no ``metrics.json`` or no claim."""
+    if not path.is_file():
+        return ""
+    found = json.loads(path.read_text()).get("claims", {})
+    if not found:
+        return ""
+    holding = sum(seeds.holds(c) for c in found.values())
+    each = ", ".join(f"{name} {seeds.fraction(c)}" + ("" if seeds.holds(c) else " (misses)") for name, c in found.items())
+    return f"claims: {holding} of {len(found)} hold: {each}"

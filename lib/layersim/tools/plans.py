@@ -3,7 +3,7 @@
 :func:`plan` places a notebook's own run (only ``--scale default --update-committed`` without ``-p`` replaces the
 committed notebook and lets it write ``figures/``; ``--refs`` goes to the smoke references; any other run to
 ``runs/<scale>/`` or ``$LAYERSIM_OUT``, never into the committed folders), :func:`seed_plan` the runs at the other
-seeds, :func:`scale_check_plan` a scale check. A :class:`Job` holds one invocation's settings and gives each
+seeds, :func:`scale_check_plan` a scale check, :func:`rung_plan` a rung of a budget ladder. A :class:`Job` holds one invocation's settings and gives each
 notebook its :class:`Plan` and its number of seeds; :func:`folders_written` lists every folder a run writes, which
 the runner locks (:func:`lock_place`) before any work (see docs/modules.md, `layersim.tools.plans`).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from layersim.core import writers
 from layersim.core.paths import repo_root
-from layersim.notebook import seeds
+from layersim.notebook import ladders, seeds
 from layersim.notebook.results import SCALES
 from layersim.tools import claims
 
@@ -30,7 +30,8 @@ class Plan:
     executed: Path
     publish: Path | None
     out_root: Path | None
-    committed: bool = False  # a scale check's evidence, written into figures/scale_checks/
+    committed: bool = False  # a scale check's or a ladder rung's evidence, written into figures/
+    rung: bool = False  # a ladder rung: its executed notebook stays under runs/, its results go to out_root
     reference: Path | None = None  # a smoke reference's place under tests/notebooks/, written after a success
 
     @property
@@ -106,6 +107,17 @@ def scale_check_plan(nb: Path, root: Path | None = None, update: bool = False) -
     return Plan(out_root / nb.parent.name / nb.stem / nb.name, None, out_root, committed=update)
 
 
+def rung_plan(nb: Path, ladder: str, budget: float, root: Path | None = None, update: bool = False) -> Plan:
+    """Where ``nb`` writes at one rung of a budget ladder (:data:`layersim.notebook.ladders.LADDERS`): its figures and
+    ``metrics.json`` in ``figures/ladders/<ladder>/<budget>/<paper>/<stem>/`` with ``update`` (the committed rung),
+    else under ``runs/default/ladders/``; its executed notebook always under ``runs/default/ladders/`` (a rung commits
+    its results, not a copy of the notebook)."""
+    root = root or repo_root()
+    out_root = ladders.rung_folder(root / "figures" if update else root / "runs" / "default", ladder, budget)
+    executed = ladders.rung_folder(root / "runs" / "default", ladder, budget) / nb.parent.name / nb.stem / nb.name
+    return Plan(executed, None, out_root, committed=update, rung=True)
+
+
 def metrics_of(nb: Path, target: Plan) -> Path:
     """The ``metrics.json`` that the run of ``nb`` planned as ``target`` writes (``figures/`` when it publishes)."""
     root = target.out_root or repo_root() / "figures"
@@ -115,8 +127,9 @@ def metrics_of(nb: Path, target: Plan) -> Path:
 @dataclass(frozen=True)
 class Job:
     """One invocation's settings for every notebook: ``scale``, ``refs``, ``scale_check``, ``seeds`` (None:
-    :func:`layersim.notebook.seeds.seeds_for`), the ``-p`` ``params``, and ``update`` (replace the committed
-    results)."""
+    :func:`layersim.notebook.seeds.seeds_for`), the ``-p`` ``params``, ``update`` (replace the committed
+    results) and ``rung`` (``(ladder, budget)``: one rung of a budget ladder, its settings from
+    :data:`layersim.notebook.ladders.LADDERS`)."""
 
     scale: str
     refs: bool = False
@@ -124,12 +137,31 @@ class Job:
     seeds: int | None = None
     params: dict | None = None
     update: bool = False
+    rung: tuple[str, float] | None = None
 
     def target(self, nb: Path) -> Plan:
         """Where the notebook's own run writes (its ``metrics.json`` is beside it)."""
+        if self.rung is not None:
+            return rung_plan(nb, *self.rung, update=self.update)
         if self.scale_check:
             return scale_check_plan(nb, update=self.update)
         return plan(nb, self.scale, self.refs, self.params, update=self.update)
+
+    def settings(self, nb: Path) -> dict:
+        """The ``-p`` values of ``nb``'s runs: its scale check's or its rung's settings, else ``params``."""
+        if self.rung is not None:
+            return dict(ladders.LADDERS[self.rung[0]].rungs[self.rung[1]][nb.stem])
+        if self.scale_check:
+            return dict(seeds.SCALE_CHECKS[nb.stem])
+        return dict(self.params or {})
+
+    @property
+    def variant(self) -> str:
+        """The folder under ``seeds/`` of the other seeds' runs: ``scale_checks``, ``ladders/<ladder>/<budget>``,
+        or "" for a notebook's own settings."""
+        if self.rung is not None:
+            return ladders.rung_folder(Path(), *self.rung).as_posix()
+        return claims.SCALE_CHECK_FOLDER if self.scale_check else ""
 
     def committed_outputs(self, nb: Path) -> tuple[Path, Path | None] | None:
         """What the run of ``nb`` rewrites of the committed results: its folder (``figures/<paper>/<stem>/``, or its
@@ -141,12 +173,36 @@ class Job:
         return metrics_of(nb, target).parent, target.publish
 
 
+def rung_jobs(names: str, rung: float | None = None, n_seeds: int | None = None,
+              update: bool = False) -> list[tuple[Job, list[str]]]:
+    """The rungs that ``--ladder names`` (ladders of :data:`layersim.notebook.ladders.LADDERS` separated by commas, or
+    ``all``) and ``--rung`` ask for, smallest budget first within each ladder: each rung's :class:`Job` and its
+    notebooks' stems in the ladder's order. ``ValueError`` for an unknown ladder, or a rung a ladder lacks."""
+    chosen = list(ladders.LADDERS) if names == "all" else [n for n in names.split(",") if n]
+    unknown = [n for n in chosen if n not in ladders.LADDERS] or ([] if chosen else [names])
+    if unknown:
+        raise ValueError(f"unknown ladder(s) {', '.join(map(repr, unknown))}: one of {', '.join(ladders.LADDERS)} "
+                         "or all")
+    found = []
+    for name in chosen:
+        ladder = ladders.LADDERS[name]
+        budgets = ladder.budgets if rung is None else [b for b in ladder.budgets if b == rung]
+        if not budgets:
+            raise ValueError(f"{name} has no rung {rung:g}: its rungs are "
+                             f"{', '.join(map(ladders.budget_name, ladder.budgets))}")
+        found += [(Job("default", seeds=n_seeds, update=update, rung=(name, b)), list(ladder.rungs[b]))
+                  for b in budgets]
+    return found
+
+
 def seed_count(nb: Path, job: Job, parameters: list[str]) -> int:
     """How many seeds the run of ``nb`` under ``job`` takes (``parameters``: the notebook's parameter names): one for
     a reference, a notebook without ``seed`` or a scale check without ``--seeds``, else
     :func:`layersim.notebook.seeds.seeds_for` unless ``--seeds``."""
     if job.refs:
         return 1
+    if job.rung is not None:
+        return job.seeds or ladders.LADDERS[job.rung[0]].seeds
     if job.scale_check:
         return job.seeds or 1
     n = job.seeds or seeds.seeds_for(nb.stem, job.scale)
@@ -188,10 +244,8 @@ def folders_written(nb: Path, job: Job, parameters: list[str], root: Path | None
         found.append(target.out_root / nb.parent.name / nb.stem)
     n = seed_count(nb, job, parameters)
     if n > 1:
-        params = seeds.SCALE_CHECKS[nb.stem] if job.scale_check else job.params
-        variant = claims.SCALE_CHECK_FOLDER if job.scale_check else ""
-        for s in seeds.seed_list(own_seed(nb, params), n)[1:]:
-            where = seed_plan(nb, job.scale, s, root, variant, seed_base(target, root))
+        for s in seeds.seed_list(own_seed(nb, job.settings(nb)), n)[1:]:
+            where = seed_plan(nb, job.scale, s, root, job.variant, seed_base(target, root))
             found.append(where.executed.parent)
     return list(dict.fromkeys(found))
 

@@ -27,9 +27,9 @@ from pathlib import Path
 from layersim.core import locks, paths, writers
 from layersim.core import progress as kernel_progress
 from layersim.core.paths import repo_root
-from layersim.notebook import prose, results, seeds
+from layersim.notebook import ladders, prose, results, seeds
 from layersim.notebook.results import SCALES
-from layersim.tools import claims, cleaning, committed, compare, plans, progress
+from layersim.tools import claims, cleaning, committed, compare, plans, progress, resume
 
 KERNEL = "python3"
 
@@ -190,7 +190,7 @@ def run_notebook(nb: Path, scale: str, refs: bool = False, params: dict | None =
         committed.phase("publishing")
         publish(target.executed, target.publish, root)
         committed.phase("published")
-    elif target.committed:  # a scale check, executed in place into figures/scale_checks/: the same committed form
+    elif target.committed and not target.rung:  # a scale check, executed in place into figures/scale_checks/
         publish(target.executed, target.executed, root, scale_check=f"{nb.parent.name}/{nb.stem}")
     return Outcome(nb, True, time.perf_counter() - t0)
 
@@ -244,19 +244,6 @@ def overall(nb: Path, runs: list[Outcome]) -> Outcome:
                    next((o.error for o in runs if not o.ok), ""))
 
 
-def claims_line(path: Path) -> str:
-    """One line of a run's claims with their seeds: ``claims: 2 of 3 hold: a 3/3, b 2/3, c **0/3**``; empty
-    when the run wrote no ``metrics.json`` or no claim."""
-    if not path.is_file():
-        return ""
-    found = json.loads(path.read_text()).get("claims", {})
-    if not found:
-        return ""
-    holding = sum(seeds.holds(c) for c in found.values())
-    each = ", ".join(f"{name} {seeds.fraction(c)}" + ("" if seeds.holds(c) else " (misses)") for name, c in found.items())
-    return f"claims: {holding} of {len(found)} hold: {each}"
-
-
 def write_reference(run: Path, executed: Path, reference: Path, root: Path | None = None) -> Path:
     """Write a smoke reference (``reference``: ``tests/notebooks/<paper>/<stem>.ipynb``) through the ``smoke-refs``
     writer, each file whole: first ``<stem>.metrics.json``, the metrics and figure names of the run's output folder
@@ -276,44 +263,19 @@ def run_one(nb: Path, job: plans.Job, parameters: list[str], say=print) -> Outco
     if job.refs:
         return run_notebook(nb, job.scale, refs=True)
     n = plans.seed_count(nb, job, parameters)
-    if job.scale_check:
-        target = plans.scale_check_plan(nb, update=job.update)
-        say(f"    scale check: {seeds.SCALE_CHECKS[nb.stem]}, {n} seed(s), into {target.out_root}")
-        return overall(nb, run_with_seeds(nb, job.scale, n, seeds.SCALE_CHECKS[nb.stem], target=target,
-                                          variant=claims.SCALE_CHECK_FOLDER, say=say))
+    if job.scale_check or job.rung is not None:
+        target = job.target(nb)
+        what = "scale check" if job.rung is None else f"ladder {job.rung[0]}, rung {ladders.budget_name(job.rung[1])}"
+        say(f"    {what}: {job.settings(nb)}, {n} seed(s), into {target.out_root}")
+        runs = run_with_seeds(nb, job.scale, n, job.settings(nb), target=target, variant=job.variant, say=say)
+        if target.rung and all(o.ok for o in runs):  # a rung commits no notebook: its own run's time goes beside it
+            resume.write_own_time(plans.metrics_of(nb, target).parent, runs[-1].seconds, target.committed)
+        return overall(nb, runs)
     if n == 1 and (job.seeds or seeds.seeds_for(nb.stem, job.scale)) > 1:
         say(f"    one run: {name} has no seed parameter")
     elif n > 1:
         say(f"    {n} seeds: its claims are judged over all of them")
     return overall(nb, run_with_seeds(nb, job.scale, n, job.params, update=job.update, say=say))
-
-
-def finished(nb: Path, job: plans.Job, parameters: list[str]) -> bool:
-    """Whether ``nb``'s run under ``job`` already ended: its own executed notebook complete without an error (papermill's
-    ``duration`` set) and its ``metrics.json`` beside it with the other seeds' runs that ``job`` asks for."""
-    target = job.target(nb)
-    try:
-        executed = json.loads(target.executed.read_text(encoding="utf-8"))
-        times = progress.seed_seconds(executed, json.loads(plans.metrics_of(nb, target).read_text(encoding="utf-8")))
-        failed = executed["metadata"]["papermill"].get("exception")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
-    return "own" in times and not failed and len(times) == plans.seed_count(nb, job, parameters)
-
-
-def keep_finished(job: plans.Job, parameters: dict[Path, list[str]], outcomes: list[Outcome]) -> dict[Path, list[str]]:
-    """``parameters`` without the notebooks whose run already :func:`finished` (``--resume``): each kept one is named
-    with its claims and counted in ``outcomes`` as a success of 0 s."""
-    left = {}
-    for nb, names in parameters.items():
-        if not finished(nb, job, names):
-            left[nb] = names
-            continue
-        name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
-        print(f"{name}: finished earlier, kept (--resume); {claims_line(plans.metrics_of(nb, job.target(nb)))}",
-              flush=True)
-        outcomes.append(Outcome(nb, True, 0.0))
-    return left
 
 
 def batch_work(nb: Path, say, job: plans.Job, parameters: dict[Path, list[str]], mode: str = "quiet",
@@ -325,14 +287,14 @@ def batch_work(nb: Path, say, job: plans.Job, parameters: dict[Path, list[str]],
     name = nb.relative_to(repo_root() / "notebooks").with_suffix("").as_posix()
     with progress.Watch(name, order.index(nb) + 1, len(order), eta, mode=mode) as watch:
         out = run_one(nb, job, parameters[nb], say=watch.printing(say))
-    claims = claims_line(plans.metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
-    return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "claims": claims}
+    line = claims.claims_line(plans.metrics_of(nb, job.target(nb))) if out.ok and not job.refs else ""
+    return {"ok": out.ok, "seconds": out.seconds, "error": out.error, "claims": line}
 
 
 def expected(nb: Path, job: plans.Job, parameters: list[str]) -> float | None:
     """The seconds ``nb``'s runs under ``job`` should take, from its committed default run's seed times; None off
     the default scale's own settings (another scale, ``-p`` values, a scale check or references)."""
-    if job.scale != "default" or job.params or job.scale_check or job.refs:
+    if job.scale != "default" or job.params or job.scale_check or job.refs or job.rung is not None:
         return None
     return progress.expected_seconds(nb, repo_root(), plans.seed_count(nb, job, parameters))
 
@@ -394,6 +356,11 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
     ap.add_argument("--resume", action="store_true",
                     help="keep the notebooks this batch already finished (their own run complete, with as many "
                     "seeds as asked) and run the others; not with --update-committed or --refs")
+    ap.add_argument("--ladder", default=None, metavar="NAMES",
+                    help="run budget ladders (layersim.notebook.ladders.LADDERS; names separated by commas, or all) "
+                    "rung by rung, smallest first, into runs/default/ladders/, or figures/ladders/ with "
+                    "--update-committed; a rung's notebooks already finished there are kept")
+    ap.add_argument("--rung", type=float, default=None, metavar="BUDGET", help="with --ladder: only this rung")
     ap.add_argument("--list", action="store_true", help="list the notebooks that would run and exit")
     ap.add_argument("--recover", action="store_true",
                     help="put back the committed results that a hard-killed run (SIGKILL, a power loss) left "
@@ -419,6 +386,12 @@ def parse(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Nam
     if args.update_committed and (scale != "default" or names or args.refs):
         ap.error("--update-committed replaces the committed default-scale results: only with --scale default, "
                  "without -p and without --refs")
+    if args.ladder is not None and (scale != "default" or names or args.refs or args.scale_check or args.nb
+                                    or args.jobs is not None or args.address is not None):
+        ap.error("--ladder runs each rung with its settings in layersim.notebook.ladders.LADDERS, one notebook "
+                 "after another: no other --scale, no -p, --nb, --refs, --scale-check, --jobs or --address")
+    if args.rung is not None and args.ladder is None:
+        ap.error("--rung picks a rung of --ladder")
     if args.resume and (args.update_committed or args.refs):
         ap.error("--resume keeps the finished notebooks of a run into runs/: not with --update-committed or --refs")
     if args.jobs is not None and args.jobs < 1:
@@ -490,7 +463,7 @@ def lock_places(ap: argparse.ArgumentParser, job: plans.Job, address: str | None
 
             batch.check_address(address)
         paths.check_locations()
-        if "device" in job.params:  # torch is imported only then
+        if "device" in (job.params or {}):  # torch is imported only then
             from layersim.core import device
 
             device.check_device(job.params["device"])
@@ -548,6 +521,33 @@ def report(outcomes: list[Outcome]) -> int:
     return 1 if failed else 0
 
 
+def run_ladders(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--ladder``: the rungs (:func:`layersim.tools.plans.rung_jobs`), every rung's settings checked before any work,
+    then run one after another, smallest first, each keeping its notebooks already finished (a ladder resumes where
+    it stopped); the batch's last lines at the end."""
+    try:
+        chosen = plans.rung_jobs(args.ladder, args.rung, args.seeds, args.update_committed)
+    except ValueError as exc:
+        ap.error(str(exc))
+    outcomes: list[Outcome] = []
+    rungs = []
+    for job, stems in chosen:
+        known = readable_parameters([discover(f"*/{stem}")[0] for stem in stems], outcomes)
+        problems = [p for nb in known for p in unknown_parameters([nb], job.settings(nb), known=known)]
+        if problems:
+            ap.error(f"ladder {job.rung[0]}, rung {ladders.budget_name(job.rung[1])}: " + "; ".join(problems))
+        rungs.append((job, known))
+    for job, known in rungs:
+        print(f"ladder {job.rung[0]}, rung {ladders.budget_name(job.rung[1])} "
+              f"({ladders.LADDERS[job.rung[0]].axis}): {len(known)} notebook(s)", flush=True)
+        known, kept = resume.keep_finished(job, known)
+        outcomes += [Outcome(nb, True, 0.0) for nb in kept]
+        stopped = run(job, known, outcomes, args, lock_places(ap, job, None, known)) if known else None
+        if stopped is not None:
+            return stopped
+    return report(outcomes)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line: parse and check it, select the notebooks, check every plan and lock every folder before
     any work, run, report."""
@@ -558,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(back)} committed folder(s) put back" + (": " if back else "; nothing was left half-written")
               + ", ".join(str(f.relative_to(repo_root())) for f in back))
         return 0
+    if args.ladder is not None:
+        return run_ladders(ap, args)
     notebooks = select(ap, args)
     if not notebooks:
         print(f"no notebook matches {args.nb!r} under notebooks/"
@@ -572,7 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     check_plans(ap, args, params, known)
     job = plans.Job(args.scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
     if args.resume:
-        known = keep_finished(job, known, outcomes)
+        known, kept = resume.keep_finished(job, known)
+        outcomes += [Outcome(nb, True, 0.0) for nb in kept]
     places = lock_places(ap, job, args.address, known)
     stopped = run(job, known, outcomes, args, places)
     return report(outcomes) if stopped is None else stopped

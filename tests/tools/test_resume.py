@@ -1,0 +1,38 @@
+"""Tests of layersim.tools.resume: a run counts as finished only with its own run and every seed asked for; a ladder
+rung's own time is read from the file the runner notes beside its committed results."""
+
+import json
+
+from layersim.notebook import ladders
+from layersim.tools import plans, resume
+from builders import write_notebook
+
+
+def test_a_rung_is_finished_with_its_own_time_and_every_seed(fake_repo, monkeypatch, capsys):
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "s.ipynb", [], params='scale = "default"\nseed = 0')
+    monkeypatch.setitem(ladders.LADDERS, "x", ladders.Ladder("x", "size", (("p/s", "up"),), {1: {"s": {}}}, "",
+                                                              seeds=2))
+    job = plans.Job("default", update=True, rung=("x", 1))
+    folder = plans.metrics_of(nb, job.target(nb)).parent
+    folder.mkdir(parents=True)
+    names = ["scale", "seed"]
+    (folder / "metrics.json").write_text(json.dumps({"seed_run_seconds": {"1": 2.5},
+                                                     "claims": {"up": {"value": 1.0, "threshold": 0.5, "op": ">", "holds": True, "n": 2, "k": 2,
+                                                                "values": [1.0, 1.0], "verdicts": [True, True]}}}))
+    assert not resume.finished(nb, job, names)  # no own time: its own run did not end
+    resume.write_own_time(folder, 3.0, committed_folder=False)
+    assert resume.finished(nb, job, names)
+    assert not resume.finished(nb, plans.Job("default", update=True, rung=("x", 1), seeds=3), names)  # 3 asked
+    left, kept = resume.keep_finished(job, {nb: names})
+    assert left == {} and kept == [nb]
+    assert "p/s: finished earlier, kept (rung 1 of x); claims: 1 of 1 hold" in capsys.readouterr().out
+
+
+def test_an_unreadable_run_is_not_finished(fake_repo):
+    nb = write_notebook(fake_repo / "notebooks" / "p" / "s.ipynb", [], params='scale = "default"\nseed = 0')
+    job = plans.Job("default", seeds=1)
+    target = job.target(nb)
+    target.executed.parent.mkdir(parents=True)
+    target.executed.write_text("{not json")
+    assert not resume.finished(nb, job, ["scale", "seed"])
+    assert resume.keep_finished(job, {nb: ["scale", "seed"]}) == ({nb: ["scale", "seed"]}, [])
