@@ -100,6 +100,38 @@ def test_a_count_the_data_cannot_give_is_refused_before_anything_loads(override,
     assert "\n" not in message and all(w in message for w in words), message
 
 
+def test_a_vit_shape_changes_only_the_shape_it_names():
+    for scale in ("smoke", "default", "paper"):
+        for variant in ("standard", "aligned"):
+            base = presets.tracing_vit(scale, variant)
+            assert presets.shaped_vit(scale, variant) == presets.shaped_vit(scale, variant, {}) == base
+            wide = presets.shaped_vit(scale, variant, {"embed_dim": 192, "depth": 6})  # 192: 2, 4 or 6 heads
+            assert wide == {**base, "embed_dim": 192, "depth": 6}
+    assert presets.shaped_vit("default", shape={"mlp_ratio": 3})["mlp_ratio"] == 3.0
+
+
+@pytest.mark.parametrize("vit, words", [
+    ({"width": 256, "embed_dim": 64, "heads": 4}, ("parameter 'vit'", "unknown key(s) ['heads', 'width']")),
+    ([("embed_dim", 64)], ("parameter 'vit'", "a dict")),
+    ({"embed_dim": 0}, ("parameter 'vit'", "embed_dim must be an integer >= 1")),
+    ({"num_heads": 2.0}, ("parameter 'vit'", "num_heads must be an integer")),
+    ({"embed_dim": 250}, ("parameter 'vit'", "not a multiple of num_heads=4")),
+    ({"num_heads": 3}, ("parameter 'vit'", "embed_dim must be a multiple of 3")),
+    ({"patch_size": 5}, ("parameter 'vit'", "does not divide the 28-pixel images")),
+])
+def test_a_bad_vit_shape_is_refused_before_anything_loads(vit, words):
+    table = {"default": {"n_seeds": 3, "vit": None}}
+    assert settings.pick(table, "default", rules={"vit": presets.VIT_SHAPE_RULE},
+                         checks=[presets.vit_shape_check("default")], vit={"embed_dim": 64})["vit"] == {"embed_dim": 64}
+    with pytest.raises(ValueError) as info:
+        settings.pick(table, "default", rules={"vit": presets.VIT_SHAPE_RULE},
+                      checks=[presets.vit_shape_check("default")], vit=vit)
+    message = str(info.value)
+    assert "\n" not in message and all(w in message for w in words), message
+    with pytest.raises(ValueError, match="parameter 'vit'"):
+        presets.shaped_vit("default", "aligned", vit)
+
+
 def test_tracing_mlp_presets_cover_every_scale():
     assert set(presets.TRACING_MLP) == {"smoke", "default", "paper"}
     assert all(p["depth"] == 9 for p in presets.TRACING_MLP.values())

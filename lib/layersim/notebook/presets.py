@@ -8,7 +8,7 @@ and ``paper`` (DeiT-S on CIFAR-10 with appendix B's recipe and DeiT's AdamW rate
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from layersim.inputs.image_data import dataset_info, split_size
 from layersim.inputs.text_tasks import PAPER_TASKS
@@ -87,6 +87,24 @@ TRACING_VIT_RULES: dict[str, st.Rule] = {
 TRACING_VIT_DERIVED = {"patch_size": lambda s: patch_size_for(s["dataset"])}
 
 
+#: the shape of a tracing ViT that a notebook's ``vit`` parameter may change (:func:`shaped_vit`)
+VIT_SHAPE_KEYS = ("depth", "embed_dim", "num_heads", "patch_size", "mlp_ratio")
+
+
+def _vit_shape(shape) -> dict:
+    if not isinstance(shape, Mapping):
+        raise TypeError(f"got {type(shape).__name__}")
+    unknown = sorted((k for k in shape if k not in VIT_SHAPE_KEYS), key=str)
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown}")
+    return {k: st.check_value(k, v, TRACING_VIT_RULES) for k, v in shape.items()}
+
+
+#: the rule of a ``vit`` parameter: None (the scale's ViT) or a dict of some of :data:`VIT_SHAPE_KEYS`
+VIT_SHAPE_RULE = st.optional(st.custom(_vit_shape, f"a dict setting some of {', '.join(VIT_SHAPE_KEYS)}"),
+                             "the scale's ViT")
+
+
 #: beta of the CE + cosine regulariser (appendix B.3, ``objectives.ce_reg``). The paper gives no
 #: value; 1.0 puts the regulariser (at most 1, its layer weights sum to 1) on the scale of the CE term.
 CE_REG_BETA = 1.0
@@ -123,6 +141,30 @@ def tracing_vit(scale: str, variant: str = "standard", reduced: bool = False, **
         settings.update(TRACING_ABLATION_BUDGET[scale])
     settings.update(overrides)
     return settings
+
+
+def shaped_vit(scale: str, variant: str = "standard", shape: Mapping | None = None) -> dict:
+    """:func:`tracing_vit` with the ``vit`` parameter's ``shape`` (:data:`VIT_SHAPE_RULE`; None or ``{}``: the
+    scale's ViT, its settings and cache key unchanged). One ``ValueError`` naming ``vit`` and any unknown key, or
+    the shape parameter that :func:`check_vit_shape` refuses."""
+    shape = VIT_SHAPE_RULE.apply("vit", shape) or {}
+    out = tracing_vit(scale, variant, **shape)
+    if shape:
+        try:
+            check_vit_shape(out)
+        except ValueError as err:
+            raise ValueError(f"parameter 'vit': {shape} is not allowed ({err})") from None
+    return out
+
+
+def vit_shape_check(scale: str) -> Callable[[dict], None]:
+    """A check for ``settings.pick(..., checks=)``: ``settings["vit"]`` gives a valid :func:`shaped_vit` of
+    ``scale``, refused before anything loads."""
+
+    def check(settings: dict) -> None:
+        shaped_vit(scale, shape=settings["vit"])
+
+    return check
 
 
 #: The 9-layer MLPs of the tracing paper's appendix B.2 (Figure 12), trained with and without

@@ -62,20 +62,48 @@ def test_regression_task_and_unit_interval():
     assert set(la.REGRESSION_DATA) == {"diabetes", "digits"}
 
 
+def digits_rows():
+    """Digits' 61 varying pixels standardised over all 1797 images, and the digit values, built here by hand."""
+    images, labels = image_data.load_digits("all")
+    flat = images.reshape(len(images), -1).astype(np.float64)
+    varying = flat[:, flat.std(0) > 0]
+    return (varying - varying.mean(0)) / varying.std(0), labels
+
+
 def test_digits_regression_task_is_the_digit_value_on_the_varying_pixels():
     """The larger regression stand-in: each image's digit value 0..9 moved to [-1, 1] (0 -> -1, 9 -> 1, each step
     2/9), the pixels that are constant over the 1797 images dropped, the others standardised."""
     X, y = la.regression_task("digits", seed=3)
-    images, labels = image_data.load_digits("all")
     assert X.shape == (1797, 61) and y.shape == (1797,)
     assert np.allclose(X.mean(0), 0, atol=1e-12) and np.allclose(X.std(0), 1, atol=1e-12)
     assert set(np.round((y + 1) * 4.5, 9)) == set(range(10))
     # the same permutation orders features and targets: match rows back to the images by their pixels
-    flat = images.reshape(len(images), -1).astype(np.float64)
-    varying = flat[:, flat.std(0) > 0]
-    standard = (varying - varying.mean(0)) / varying.std(0)
-    order = np.random.default_rng(3).permutation(len(images))
+    standard, labels = digits_rows()
+    order = np.random.default_rng(3).permutation(len(labels))
     assert np.allclose(X, standard[order]) and np.allclose(y, labels[order] / 4.5 - 1)
+
+
+def test_a_regression_subsample_is_n_distinct_points_of_the_set_drawn_by_the_seed():
+    standard, labels = digits_rows()
+    X, y = la.regression_task("digits", n=450, seed=4)
+    assert X.shape == (450, 61) and y.shape == (450,)
+    # every point is one image of the set (standardised over all of it; digits has no two equal images), none twice
+    rows = [np.flatnonzero(np.all(np.isclose(standard, x), axis=1)) for x in X]
+    assert all(len(r) == 1 for r in rows) and len({r[0] for r in rows}) == 450
+    values = labels[[r[0] for r in rows]].astype(float)  # its digit, moved to [-1, 1] over the subsample's range
+    assert np.allclose(y, 2 * (values - values.min()) / (values.max() - values.min()) - 1)
+    again, _ = la.regression_task("digits", n=450, seed=4)
+    other, _ = la.regression_task("digits", n=450, seed=5)
+    np.testing.assert_array_equal(X, again)
+    assert not np.array_equal(X, other)
+    whole, _ = la.regression_task("digits", n=None, seed=4)
+    assert whole.shape == (1797, 61)
+    for bad in (0, 1798):
+        with pytest.raises(ValueError, match="1797"):
+            la.regression_task("digits", n=bad)
+    assert {name: len(la.regression_data(name)[0]) for name in la.REGRESSION_DATA} == la.REGRESSION_SIZES
+    runs = la.layer_runs("regression", "diabetes", epochs=1, n_seeds=1, width=4, depth=1, regression_points=64)
+    assert runs["n"] == 64
 
 
 def test_shuffled_keeps_labels_and_is_seeded():
@@ -117,6 +145,10 @@ def test_figure7_task_draws_a_balanced_binary_task_or_the_regression_task():
     np.testing.assert_array_equal(y, 2.0 * t0 - 1.0)
     X, y, loss = la.figure7_task("regression", "diabetes", seed=2)
     assert X.shape == (442, 10) and loss == "mse" and y.min() == -1.0 and y.max() == 1.0
+    X, y, _ = la.figure7_task("regression", "digits", seed=2, regression_points=100)
+    Xs, ys = la.regression_task("digits", n=100, seed=2)  # the run's seed draws the subsample
+    np.testing.assert_array_equal(X, Xs)
+    np.testing.assert_array_equal(y, ys)
     with pytest.raises(ValueError, match="kind"):
         la.figure7_task("ranking", "digits")
 
@@ -254,15 +286,34 @@ def test_rules_take_a05s_smoke_settings_and_name_a_bad_value():
             settings.pick({"smoke": smoke}, "smoke", rules=la.RULES, **{name: bad})
 
 
+def test_regression_points_are_checked_against_the_data_sets_size():
+    smoke = dict(regression_dataset="diabetes", regression_points=None)
+
+    def pick(**given):
+        return settings.pick({"smoke": smoke}, "smoke", rules=la.RULES, checks=[la.check_regression_points], **given)
+
+    assert pick() == smoke  # None: every point
+    assert pick(regression_dataset="digits", regression_points=900)["regression_points"] == 900
+    assert pick(regression_points=442)["regression_points"] == 442
+    for given, size in [(dict(regression_points=443), "442"), (dict(regression_dataset="digits",
+                                                                    regression_points=1798), "1797")]:
+        with pytest.raises(ValueError, match=f"parameter 'regression_points': .* the {size} points"):
+            pick(**given)
+    for bad in (la.MIN_REGRESSION_POINTS - 1, 0, 100.0, True, "all"):
+        with pytest.raises(ValueError, match="parameter 'regression_points'"):
+            pick(regression_points=bad)
+
+
 def test_figure7_runs_train_both_tasks_with_their_own_data_and_epochs(monkeypatch):
     """The classification task on two classes of the image data set, the regression task on its own data set, each
     with its epochs and the shared network settings; a line on each, titled by :func:`figure7_tasks`."""
     P = dict(image_dataset="digits", classes=[3, 8], n_points=40, image_epochs=2, regression_dataset="diabetes",
-             regression_epochs=5, depth=2, width=16, n_seeds=3)
+             regression_points=100, regression_epochs=5, depth=2, width=16, n_seeds=3)
     calls = []
 
-    def fake_layer_runs(kind, dataset, epochs, n_seeds, width, depth, seed=0, classes=(0, 1), n_points=10000):
-        calls.append((kind, dataset, epochs, n_seeds, width, depth, seed, list(classes), n_points))
+    def fake_layer_runs(kind, dataset, epochs, n_seeds, width, depth, seed=0, classes=(0, 1), n_points=10000,
+                        regression_points=None):
+        calls.append((kind, dataset, epochs, n_seeds, width, depth, seed, list(classes), n_points, regression_points))
         return {"n": 40, "loss": [[1.0, 0.5]] * 3, "seconds": [1.0] * 3, "area_init": np.full((3, 3), 0.25),
                 "area_trained": np.full((3, 3), 0.5)}
 
@@ -271,7 +322,7 @@ def test_figure7_runs_train_both_tasks_with_their_own_data_and_epochs(monkeypatc
     logged = []
     runs = la.figure7_runs(P, seed=7, log=logged.append)
     assert list(runs) == ["classification", "regression"]
-    assert calls == [("classification", "digits", 2, 3, 16, 2, 7, [3, 8], 40),
-                     ("regression", "diabetes", 5, 3, 16, 2, 7, [3, 8], 40)]
+    assert calls == [("classification", "digits", 2, 3, 16, 2, 7, [3, 8], 40, 100),
+                     ("regression", "diabetes", 5, 3, 16, 2, 7, [3, 8], 40, 100)]
     assert [line.split("\n")[0].split(":")[0] for line in logged] == ["digits 3 vs 8", "diabetes (label in [-1, 1])"]
     assert logged[1].split("\n")[2] == "   area trained input 0.500±0.000  hidden 1 0.500±0.000  hidden 2 0.500±0.000"

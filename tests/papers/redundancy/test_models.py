@@ -7,6 +7,7 @@ import torch
 
 from layersim.inputs import assets, fetch, image_data
 from layersim.papers.redundancy import models as rm
+from layersim.train import checkpoints, training
 
 SMALL = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
 
@@ -88,3 +89,30 @@ def test_tracing_vits_exist_at_every_scale_with_their_own_data():
     assert [v.name for v in rm.tracing_vits("default").values()] == ["standard", "aligned"]
     with pytest.raises(ValueError, match="unknown scale"):
         rm.tracing_vits("huge")
+
+
+def test_the_vit_shape_reaches_the_loaded_tracing_vits_and_their_cache_keys(monkeypatch):
+    """Width 64 and 256 ViTs are built under checkpoint keys of their own; without a shape both tracing ViTs keep
+    the keys that the committed tracing runs recorded (figures/tracing/t04_early_exit/metrics.json)."""
+    keys = []
+
+    def untrained(model_cfg, train_cfg, train_set, data_desc, device="auto", progress=True, retrain=False):
+        keys.append(checkpoints.config_key(model_cfg, train_cfg, data_desc))  # an fp32 key, as on the CPU
+        return training.build_vit(model_cfg, seed=train_cfg.seed), {}
+
+    monkeypatch.setattr(training, "cached_vit", untrained)
+    images = torch.rand(2, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    x = image_data.as_model_input(images, "fashion-mnist")
+    widths = {}
+    for shape in (None, {"embed_dim": 64}, {"embed_dim": 256}):
+        for name in ("ViT (standard)", "ViT (aligned)"):
+            model, tok = rm.load(rm.MODELS["default"][name], "default", device="cpu", vit=shape)
+            H = rm.block_tokens(model, [x], device="cpu")
+            widths[keys[-1]] = H.shape[-1]
+            assert tok is None and H.shape[:2] == (13, 2)  # 12 blocks of 4 heads whatever the width
+            assert all(block.attn.num_heads == 4 for block in model.blocks)
+    assert keys[:2] == ["34ecd20b2046bf40", "d145f54b6810e00d"]
+    assert list(widths.values()) == [128, 128, 64, 64, 256, 256]  # six models, six keys
+    with pytest.raises(ValueError, match=r"parameter 'vit'.*unknown key\(s\) \['width'\]"):
+        rm.load(rm.MODELS["default"]["ViT (standard)"], "default", vit={"width": 256})
+    assert len(keys) == 6  # refused before any model was built

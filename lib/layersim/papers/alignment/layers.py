@@ -60,14 +60,31 @@ REGRESSION_DATA = {
     "digits": "scikit-learn's 1797 8x8 handwritten digits, 64 pixels (61 not constant), the digit's value 0-9",
 }
 
+#: the points of each offline regression task (what :func:`check_regression_points` checks before anything loads)
+REGRESSION_SIZES = {"diabetes": 442, "digits": 1797}
+
+#: the fewest points a05's regression task may be cut to: one training batch of :func:`layer_runs`
+MIN_REGRESSION_POINTS = 64
+
 #: the rules of a05's settings (``layersim.notebook.settings``): the image task (data set, two classes, points,
-#: epochs), the regression task (data set, epochs) and the networks' width
+#: epochs), the regression task (data set, points, epochs) and the networks' width
 RULES = {
     "image_dataset": settings.choice("fashion-mnist", "digits", "mnist", "cifar10", "cifar100"),
     "classes": settings.seq(settings.integer(0), length=2, distinct=True), "n_points": settings.integer(2),
     "image_epochs": settings.integer(1), "regression_dataset": settings.choice(*REGRESSION_DATA),
+    "regression_points": settings.optional(settings.integer(MIN_REGRESSION_POINTS), "all points"),
     "regression_epochs": settings.integer(1), "width": settings.integer(1),
 }
+
+
+def check_regression_points(settings: Mapping) -> None:
+    """A check of a05's settings (``settings.pick(..., checks=)``): ``regression_points`` (None: all) is at most the
+    size of ``regression_dataset`` (:data:`REGRESSION_SIZES`); one ``ValueError`` naming both otherwise."""
+    n, dataset = settings.get("regression_points"), settings["regression_dataset"]
+    size = REGRESSION_SIZES[dataset]
+    if n is not None and n > size:
+        raise ValueError(f"parameter 'regression_points': {n} is more than the {size} points of {dataset!r}; "
+                         f"regression_points must be at most {size} (None: all of them)")
 
 
 def regression_data(dataset: str) -> tuple[np.ndarray, np.ndarray]:
@@ -85,8 +102,10 @@ def regression_data(dataset: str) -> tuple[np.ndarray, np.ndarray]:
 def regression_task(dataset: str = "diabetes", n: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A regression task with standardised features (constant ones dropped) and its label moved to ``[-1, 1]``, as
     Figure 6's caption says. ``dataset``: one of :data:`REGRESSION_DATA` (offline stand-ins for UCI CT Position);
-    ``n``: a random subset (None: all)."""
+    ``n``: a random subset drawn with ``seed`` (None: all, shuffled); ``ValueError`` unless ``1 <= n <= size``."""
     X, y = regression_data(dataset)
+    if n is not None and not 1 <= n <= len(X):
+        raise ValueError(f"n must be None (all) or in [1, {len(X)}], the points of {dataset!r}; got {n}")
     rng = np.random.default_rng(seed)
     idx = rng.permutation(len(X)) if n is None else rng.choice(len(X), size=n, replace=False)
     sd = X.std(0)
@@ -155,23 +174,25 @@ def layer_names(depth: int) -> list[str]:
 
 
 def figure7_task(kind: str, dataset: str, seed: int = 0, classes: Sequence[int] = (0, 1),
-                 n_points: int = 10000) -> tuple[np.ndarray, np.ndarray, str]:
+                 n_points: int = 10000, regression_points: int | None = None) -> tuple[np.ndarray, np.ndarray, str]:
     """One Figure 7 run's data and loss ``(X, y, loss)``: ``"classification"``, :func:`binary_task`
-    (``n_points // 2`` per class, ``y = 2t - 1``, ``"bce"``); ``"regression"``, :func:`regression_task` (``"mse"``)."""
+    (``n_points // 2`` per class, ``y = 2t - 1``, ``"bce"``); ``"regression"``, :func:`regression_task` on
+    ``regression_points`` of the data set (None: all; ``"mse"``)."""
     if kind == "classification":
         X, t = binary_task(dataset, classes, n_points // 2, seed=seed)
         return X, al.binary_targets(t), "bce"
     if kind == "regression":
-        X, y = regression_task(dataset, seed=seed)
+        X, y = regression_task(dataset, n=regression_points, seed=seed)
         return X, y, "mse"
     raise ValueError(f"kind must be 'classification' or 'regression', got {kind!r}")
 
 
 def layer_runs(kind: str, dataset: str, epochs: int, n_seeds: int, width: int = 128, depth: int = 3,
                seed: int = 0, classes: Sequence[int] = (0, 1), n_points: int = 10000, batch_size: int = 64,
-               lr: float = 1e-3) -> dict:
+               lr: float = 1e-3, regression_points: int | None = None) -> dict:
     """Figure 7 on one task over ``n_seeds`` seeds: the authors' demo MLP (``depth`` x ``width``, ReLU, no hidden
-    bias) on :func:`figure7_task`, curves of the input and every hidden layer before and after ``epochs`` of Adam.
+    bias) on :func:`figure7_task` (``n_points``, ``regression_points``), curves of the input and every hidden layer
+    before and after ``epochs`` of Adam.
 
     Returns ``init``, ``trained`` (``[1 + depth, T]`` per run), ``loss``, ``seconds``, ``tau``, ``n`` and
     ``area_init`` / ``area_trained`` ``[runs, 1 + depth]``.
@@ -180,7 +201,8 @@ def layer_runs(kind: str, dataset: str, epochs: int, n_seeds: int, width: int = 
         raise ValueError(f"n_seeds must be at least 1, got {n_seeds}")
     out = {"init": [], "trained": [], "loss": [], "seconds": []}
     for s in range(int(n_seeds)):
-        X, y, loss = figure7_task(kind, dataset, seed=seed + s, classes=classes, n_points=n_points)
+        X, y, loss = figure7_task(kind, dataset, seed=seed + s, classes=classes, n_points=n_points,
+                                  regression_points=regression_points)
         tau = al.thresholds_for(len(X))
         net = small_nets.make_mlp(X.shape[1], [width] * depth, hidden_bias=False, seed=seed + s)
         out["init"].append(layer_alignment(net, X, y, tau))
@@ -205,15 +227,16 @@ def figure7_tasks(settings: Mapping) -> dict[str, str]:
 
 def figure7_runs(settings: Mapping, seed: int = 0, log: Callable[[str], None] | None = print) -> dict[str, dict]:
     """:func:`layer_runs` of both tasks of :func:`figure7_tasks` under a05's ``settings`` (``image_epochs``,
-    ``regression_epochs``, ``n_seeds``, ``width``, ``depth``, ``classes``, ``n_points``), by task; ``log`` gets
-    :func:`describe_layer_runs` of each."""
+    ``regression_epochs``, ``n_seeds``, ``width``, ``depth``, ``classes``, ``n_points``, ``regression_points``: None
+    or absent for all), by task; ``log`` gets :func:`describe_layer_runs` of each."""
     data = {"classification": (settings["image_dataset"], settings["image_epochs"]),
             "regression": (settings["regression_dataset"], settings["regression_epochs"])}
     titles, layers = figure7_tasks(settings), layer_names(settings["depth"])
     runs = {}
     for name, (dataset, epochs) in data.items():
         runs[name] = layer_runs(name, dataset, epochs, settings["n_seeds"], settings["width"], settings["depth"],
-                                seed=seed, classes=settings["classes"], n_points=settings["n_points"])
+                                seed=seed, classes=settings["classes"], n_points=settings["n_points"],
+                                regression_points=settings.get("regression_points"))
         if log is not None:
             log(describe_layer_runs(runs[name], titles[name], layers))
     return runs

@@ -81,11 +81,14 @@ def data_sets(specs: Mapping[str, Spec]) -> list[str]:
     return list(dict.fromkeys(d for s in specs.values() for d in s.data))
 
 
-def load(spec: Spec, scale: str, seed: int = 0, device: Any = "auto", random_init: bool = False) -> tuple[Any, Any]:
-    """``(model, tokenizer or None)`` of ``spec`` in eval mode: a cached tracing ViT (trained if missing) or a
-    registered asset (``random_init``: random weights, for tests)."""
+def load(spec: Spec, scale: str, seed: int = 0, device: Any = "auto", random_init: bool = False,
+         vit: Mapping[str, Any] | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer or None)`` of ``spec`` in eval mode: a cached tracing ViT (trained if missing; ``vit``:
+    its shape changed, :func:`layersim.notebook.presets.shaped_vit`) or a registered asset (``random_init``: random
+    weights, for tests)."""
     if spec.source == "tracing_vit":
-        model, _ = training.vit_from_settings(presets.tracing_vit(scale, spec.name), seed=seed, device=device)
+        settings = presets.shaped_vit(scale, spec.name, vit)
+        model, _ = training.vit_from_settings(settings, seed=seed, device=device)
         return model.eval(), None
     if spec.source == "asset":
         model, tokenizer = fetch.load_model(spec.name, random_init=random_init)
