@@ -110,6 +110,7 @@ def test_every_ladder_has_enough_geometric_rungs_of_known_parameters():
         assert all(1.5 <= r <= 4 for r in ratios), (ladder.name, ratios)  # spaced geometrically, about x2-x3
         stems = {nb.split("/")[1] for nb, _ in ladder.claims}
         assert stems <= set(ladder.notebooks), ladder.name  # every claim's notebook runs on the ladder
+        assert ladder.why.startswith("Diagnosis:") and ladder.paper, ladder.name  # why these rungs; the paper's run
         for budget, runs in ladder.rungs.items():
             assert set(runs) == set(ladder.notebooks), (ladder.name, budget)  # the same notebooks on every rung
             for stem, params in runs.items():

@@ -111,7 +111,9 @@ class Ladder:
     ``rungs``: ``budget -> {stem: -p values}``, the notebooks run at that budget in that order (a budget's notebooks
     share cached models: the first trains them). Every rung runs each notebook at ``seeds`` seeds. ``checks``: what
     must hold of a rung before its claims are read (written down with the ladder, before it ran); ``why``: the
-    diagnosis and the choice of rungs."""
+    diagnosis and the choice of rungs; ``paper``: the run with the paper's own models or data that would test the
+    claim where the effect plausibly needs them (beside the ladder, never a rung of it), its cost from
+    benchmarks/PAPER_SCALE.md and its command."""
 
     name: str
     axis: str
@@ -120,6 +122,7 @@ class Ladder:
     why: str
     checks: tuple[str, ...] = ()
     seeds: int = 3
+    paper: str = ""
 
     @property
     def budgets(self) -> list[float]:
@@ -148,7 +151,10 @@ LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
          1797: {"a05_layers": {"regression_dataset": "digits"}}},
         "Diagnosis: diabetes (442 points, 10 features) is far smaller than the paper's CT Position (10,000 points, "
         "384 features). diabetes cannot grow, so the ladder is on digits (1,797 points, 61 varying pixels), from about "
-        "diabetes' size to all of it; the data set caps it at 1,797."),
+        "diabetes' size to all of it; the data set caps it at 1,797.",
+        paper="The paper's CT Position data (10,000 points, 384 features) is not in the data registry, and the paper "
+              "scale keeps diabetes for the regression task: no run of this repository tests the claim on it yet "
+              "(once the data is added, minutes on a CPU)."),
     Ladder(
         "a10_none_images", "training images of the None network",
         (("alignment/a10_negative_transfer", "random_label_pretraining_hurts"),
@@ -158,7 +164,10 @@ LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
          for n in (6000, 12000, 24000, 48000)},
         "Diagnosis: a small CNN trained on 12,000 garment images is a weak stand-in for an ImageNet network. The "
         "None network sees all ten Fashion-MNIST classes for 8 epochs on every rung (the larger run's settings); only "
-        "its number of training images doubles, up to 48,000, the most the split leaves beside the three domains."),
+        "its number of training images doubles, up to 48,000, the most the split leaves beside the three domains.",
+        paper="An ImageNet ResNet-18 on Office-31 (500 random-label epochs, 9 fine-tunes of 100 epochs): about 2 h "
+              "(1.3-3 h, estimated) on one GPU, Office-31 supplied by hand in $LAYERSIM_OFFICE31: "
+              "python -m layersim.tools.runner --scale paper --nb a10"),
     Ladder(
         "t03_ablation_budget", "image-epochs of each ablation model",
         (("tracing/t03_aligned_training", "uniform_weights_hurt_last_layer"),),
@@ -167,7 +176,10 @@ LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
          150000: {"t03_aligned_training": {"ablation_budget": {}}}},
         "Diagnosis: the ablation models are trained on a fifth of the full budget. The rungs go from the default "
         "(10,000 images, 3 epochs) to the full models' budget (30,000 images, 5 epochs), which the only exposed "
-        "knob, ablation_budget, allows."),
+        "knob, ablation_budget, allows.",
+        paper="DeiT-S on CIFAR-10 at the paper's 200 epochs: the 5 ablation models are 1.58 GPU h measured on an "
+              "H100 after t01/t02 (about 2.3 h alone); the paper's own ImageNet-1K ablation is in no preset: "
+              "python -m layersim.tools.runner --scale paper --nb t03"),
     Ladder(
         "bert_steps", "fine-tuning steps of MiniLM-L6 (batch 32)",
         (("clusters/c03_layer_skipping", "single_late_skips_cheap"),
@@ -178,6 +190,11 @@ LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
         "Diagnosis: 100 steps leave austen-novel far from learned, and the paper fine-tunes for thousands. Each "
         "rung triples the steps; c03 trains restart 1's standard fine-tunes, which t09 and c01 read from the cache; "
         "c01 runs one restart, since ft_block_diagonal reads restart 1 alone.",
+        paper="c01: RoBERTa, ALBERT-large and ELECTRA on 12 tasks, 2 restarts of 10,000 steps: 8.1 GPU h of "
+              "fine-tunes measured on an H100, about 8 h in all (python -m layersim.tools.runner --scale paper "
+              "--nb c01); c03: every span of the same encoders after c01, about 10 GPU h measured, 9.2 of them "
+              "ALBERT-large (--nb c03); t09: bert-base on 6 GLUE tasks for 3 epochs, 2.2 GPU h measured (--nb t09). "
+              "About 1.5 GB of downloads.",
         checks=("learned: from the 300- to the 900-step rung, the mean austen-novel validation accuracy of the "
                 "restart-1 standard fine-tune gains less than 2 points (one 600-example score's binomial standard "
                 "error); otherwise the task is not yet learned at 900 steps, and c01's and c03's ladders are "
@@ -193,7 +210,10 @@ LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
          256: {"r04_skip_vs_approx": {"probe_epochs": 100, "vit": {"embed_dim": 256}}}},
         "Diagnosis: a 12-block ViT of width 128 trained here stands in for the paper's pretrained ViTs, with a "
         "classifier trained 5 epochs. Every rung trains the classifier 100 epochs (the larger run's setting, about "
-        "the paper's number of Adam steps); the ViT's width doubles from 64 to 256, 4 heads each, same recipe."),
+        "the paper's number of Adam steps); the ViT's width doubles from 64 to 256, 4 heads each, same recipe.",
+        paper="The paper's five pretrained ViT, DINO and DeiT models on MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-100: "
+              "1.49 GPU h measured for the GPU part, plus about 1.5-2 h of CPU work estimated (QR fits, heads, "
+              "resizing), host memory near 100 GB: python -m layersim.tools.runner --scale paper --nb r04"),
 )}
 
 
