@@ -31,14 +31,31 @@ def test_there_are_notebooks():
     assert NOTEBOOKS, "no notebook under notebooks/"
 
 
+#: the notebooks that read the ladders' rungs (each paper's ``<x>NN_scale_ladders``): they measure and train nothing,
+#: so they have neither ``seed`` nor ``device`` (the runner runs a notebook without ``seed`` once)
+LADDER_READERS = [p for p in NOTEBOOKS if p.stem.endswith("_scale_ladders")]
+
+
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
 def test_parameters_cell_names_scale_seed_device(nb):
     params = tagged(nb, "parameters")
     assert len(params) == 1, "exactly one cell must be tagged 'parameters'"
     src = "".join(params[0]["source"])
-    for name in ("scale", "seed", "device"):
+    for name in ("scale",) if nb in LADDER_READERS else ("scale", "seed", "device"):
         assert re.search(rf"^{name}(: [\w\[\]]+)? = ", src, re.M), f"the parameters cell does not set {name!r}"
     assert re.search(r'^scale(: str)? = "default"', src, re.M), "committed notebooks default to the default scale"
+
+
+def test_the_ladder_readers_measure_nothing_and_run_once():
+    from layersim.notebook import registry
+
+    assert sorted(p.parent.name for p in LADDER_READERS) == ["alignment", "clusters", "redundancy", "tracing"]
+    registered = registry.load_all()
+    for nb in LADDER_READERS:
+        assert not {"seed", "device"} & set(parameter_names(nb)), f"{nb.stem} has a seed or device: it runs nothing"
+        code = "\n".join(code_sources(nb))
+        assert "measure(" not in code and ".record(" not in code, f"{nb.stem} measures a claim of its own"
+        assert f"{nb.parent.name}/{nb.stem}" not in registered, f"{nb.stem} registers a claim"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
