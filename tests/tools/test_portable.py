@@ -93,6 +93,16 @@ def test_measure_and_check_runs(tmp_path):
     assert portable.check_run(tmp_path / "empty", refs, ["toy/t01"]) == {"toy/t01": "did not run (see the log)"}
 
 
+def test_a_partial_measurement_keeps_the_earlier_settings_and_date(tmp_path):
+    a = _run(tmp_path, "a", acc=[0.51, 0.25])
+    earlier = {"measured_on": "2026-01-01, another CPU", "settings": {"old-2t": {"OMP_NUM_THREADS": "2"}},
+               "notebooks": {"toy/t00": {"rtol": 0.1, "atol": 0.1}}}
+    data = portable.measure({"default-1t": a}, tmp_path / "refs", earlier)
+    assert data["notebooks"]["toy/t00"] == {"rtol": 0.1, "atol": 0.1}  # not run: kept
+    assert set(data["settings"]) == {"old-2t", "default-1t"}
+    assert data["measured_on"].startswith("2026-01-01, another CPU; ") and data["measured_on"].endswith("(toy/t01)")
+
+
 def test_tolerances_are_measured_only_from_runs_that_all_succeeded(tmp_path):
     refs = tmp_path / "refs"
     good = portable.check_run(_run(tmp_path, "good", acc=[0.51, 0.25]), refs, tolerances=False)

@@ -149,9 +149,11 @@ def check_run(out: Path, refs: Path, expected: list[str] | None = None,
 
 def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> dict:
     """``tolerances.json``: per notebook, the spread between the runs of every setting and the committed
-    reference, and the tolerance :func:`tolerance_from` sets from it. Notebooks not run keep their entry."""
+    reference, and the tolerance :func:`tolerance_from` sets from it. Notebooks not run keep their entry, and the
+    settings and dates of the earlier measurements stay listed beside this one's."""
     previous = previous or {"notebooks": {}}
     notebooks = dict(previous.get("notebooks", {}))
+    measured = []
     for nb in sorted(refs.rglob("*.ipynb")):
         key = f"{nb.parent.name}/{nb.stem}"
         records = [json.loads(nb.with_suffix(".metrics.json").read_text())]
@@ -166,6 +168,10 @@ def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> 
             continue
         reported = notebooks.get(key, {}).get("reported")
         notebooks[key] = notebook_entry(compare.spread(records), names, reported)
+        measured.append(key)
+    today = f"{dt.date.today().isoformat()}, {machine.cpu_model(flags=True)}"
+    if previous.get("measured_on") and set(measured) != set(notebooks):  # a partial measurement: both dates
+        today = f"{previous['measured_on']}; {today} ({', '.join(measured)})"
     return {
         "about": ("Smoke-check tolerances: a number passes when |run - reference| <= atol + rtol*|reference|, "
                   "with the tolerance of its group of keys (a claim, or a top-level key of metrics.json) where "
@@ -173,8 +179,9 @@ def measure(runs: dict[str, Path], refs: Path, previous: dict | None = None) -> 
                   "groups that moved between the reference and the runs under the kernel settings below; a "
                   f"group that moved more (there, or as reported from another machine) gets {SAFETY:g} x its own; "
                   f"rounded up, at least {FLOOR:g}. Written by python -m layersim.tools.portable --measure."),
-        "measured_on": f"{dt.date.today().isoformat()}, {machine.cpu_model(flags=True)}",
-        "settings": {k: SETTINGS.get(k, "a run made by hand, named for its setting") for k in runs},
+        "measured_on": today,
+        "settings": {**previous.get("settings", {}),
+                     **{k: SETTINGS.get(k, "a run made by hand, named for its setting") for k in runs}},
         "default": {"rtol": FLOOR, "atol": FLOOR},
         "notebooks": dict(sorted(notebooks.items())),
     }
