@@ -2,6 +2,7 @@
 audit is built from, with its headline counts, diagnoses and larger runs; a claim whose value is not a finite number
 never shows as holding."""
 
+import dataclasses
 import json
 import math
 
@@ -136,7 +137,13 @@ def test_the_headline_counts_by_origin_diagnosis_and_scale_status(tmp_path):
     assert first == "1 of 3 claims hold"
     assert origins == "by origin: 1 of 2 defined before their first result; 0 of 1 defined with their first result"
     assert kinds == "the 2 misses by diagnosis: scale 2"
-    assert scale == "the 2 scale misses at their larger runs: confirmed 1, not supported 1"
+    assert scale == ("the 2 scale misses by status: confirmed 1, not supported 1 (no ladder has run yet: each by its "
+                     "one larger run)")
+    ladder = (ladders.Rung(1, seeds_claim([0.1, 0.1, 0.1])), ladders.Rung(2, seeds_claim([0.2, 0.2, 0.21])),
+              ladders.Rung(4, seeds_claim([0.3, 0.31, 0.3])))
+    rows[0] = dataclasses.replace(rows[0], ladder=ladder)  # claim a: its ladder trends (the larger run held)
+    assert claims.headline(rows)[3] == ("the 2 scale misses by status: trending 1, not supported 1 (1 by their "
+                                        "ladders, 1 by their one larger run)")
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, None])

@@ -129,11 +129,16 @@ def headline(rows: list[ClaimRow]) -> list[str]:
     undiagnosed = sum(r.claim.get("kind") not in results.DIAGNOSES for r in misses)
     lines.append(f"the {len(misses)} misses by diagnosis: " + ", ".join(f"{kind} {n}" for kind, n in kinds.items() if n)
                  + (f", none recorded {undiagnosed}" if undiagnosed else ""))
-    scale = [r.scale_status for r in misses if r.scale_status]
+    scale = [r for r in misses if r.scale_status]
     if scale:
-        lines.append(f"the {len(scale)} scale misses at their larger runs: "
-                     + ", ".join(f"{status} {scale.count(status)}" for status in seeds.SCALE_STATUSES
-                                 if scale.count(status)))
+        statuses = [r.scale_status for r in scale]
+        laddered = sum(bool(r.ladder) for r in scale)
+        source = ("no ladder has run yet: each by its one larger run" if not laddered else
+                  "each by its ladder" if laddered == len(scale) else
+                  f"{laddered} by their ladders, {len(scale) - laddered} by their one larger run")
+        lines.append(f"the {len(scale)} scale misses by status: "
+                     + ", ".join(f"{status} {statuses.count(status)}" for status in seeds.SCALE_STATUSES
+                                 if statuses.count(status)) + f" ({source})")
     return lines
 
 
