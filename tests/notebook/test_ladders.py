@@ -111,6 +111,7 @@ def test_every_ladder_has_enough_geometric_rungs_of_known_parameters():
         stems = {nb.split("/")[1] for nb, _ in ladder.claims}
         assert stems <= set(ladder.notebooks), ladder.name  # every claim's notebook runs on the ladder
         assert ladder.why.startswith("Diagnosis:") and ladder.paper, ladder.name  # why these rungs; the paper's run
+        assert len(ladders.CHECKS.get(ladder.name, ())) == len(ladder.checks), ladder.name  # each check evaluated
         for budget, runs in ladder.rungs.items():
             assert set(runs) == set(ladder.notebooks), (ladder.name, budget)  # the same notebooks on every rung
             for stem, params in runs.items():
@@ -131,3 +132,56 @@ def test_rungs_are_read_from_their_ladders_folders(tmp_path):
     assert [r.budget for r in got] == [450.0, 900.0, 1797.0] and got[0].claim["values"] == [0.5, 0.6, 0.7]
     assert ladders.rungs_of(tmp_path, notebook, "another_claim") == []
     assert ladders.rung_folder(tmp_path, "x", 48000.0).name == "48000"
+
+
+def _rung_copy(folder, budget, notebook, record, seed_records=()):
+    """A committed rung of ``bert_steps`` holding ``record`` as its own run and ``seed_records`` as the others'."""
+    import json
+
+    here = ladders.rung_folder(folder, "bert_steps", budget) / notebook
+    here.mkdir(parents=True)
+    (here / "metrics.json").write_text(json.dumps(record))
+    for s, other in enumerate(seed_records, 1):
+        (here / "seeds" / f"seed-{s}").mkdir(parents=True)
+        (here / "seeds" / f"seed-{s}" / "metrics.json").write_text(json.dumps(other))
+
+
+def _with_novel(record, value):
+    scores = [dict(s, validation=value) if (s["task"], s["restart"]) == ("austen-novel", 1) else s
+              for s in record["scores"]]
+    return {**record, "scores": scores}
+
+
+def test_the_bert_learned_check_reads_the_mean_over_seeds_of_restart_one(tmp_path):
+    import json
+
+    from layersim.core.paths import repo_root
+
+    c01 = json.loads((repo_root() / "figures" / "clusters" / "c01_cka_structure" / "metrics.json").read_text())
+    assert ladders.bert_learned(tmp_path)["passed"] is None  # nothing run
+    _rung_copy(tmp_path, 300, "clusters/c01_cka_structure", _with_novel(c01, 0.50), [_with_novel(c01, 0.54)])
+    _rung_copy(tmp_path, 900, "clusters/c01_cka_structure", _with_novel(c01, 0.55), [_with_novel(c01, 0.56)])
+    got = ladders.bert_learned(tmp_path)  # means 0.52 -> 0.555: a gain of 0.035, not a plateau
+    assert got["passed"] is False and "0.520 at 300 steps -> 0.555 at 900 (gain +0.035" in got["numbers"]
+    (ladders.rung_folder(tmp_path, "bert_steps", 900) / "clusters/c01_cka_structure" / "seeds" / "seed-1" /
+     "metrics.json").write_text(json.dumps(_with_novel(c01, 0.52)))
+    assert ladders.bert_learned(tmp_path)["passed"] is True  # 0.52 -> 0.535: +0.015
+
+
+def test_the_t09_check_needs_one_early_block_above_majority_on_every_task(tmp_path):
+    import json
+
+    from layersim.core.paths import repo_root
+
+    t09 = json.loads((repo_root() / "figures" / "tracing" / "t09_aligned_bert" / "metrics.json").read_text())
+    assert ladders.t09_readable(tmp_path)["passed"] is None
+    lifted = json.loads(json.dumps(t09))
+    lifted["accuracy"]["all-minilm-l6-v2/austen-novel/aligned"][1] = 1 / 6 + 0.05  # block 2 leaves chance on novel
+    lifted["accuracy"]["all-minilm-l6-v2/austen-excerpt/aligned"][1] = 0.5 + 0.01  # ... but barely on excerpt
+    _rung_copy(tmp_path, 900, "tracing/t09_aligned_bert", lifted)
+    got = ladders.t09_readable(tmp_path)
+    assert got["passed"] is False and "block 2" in got["numbers"]
+    lifted["accuracy"]["all-minilm-l6-v2/austen-excerpt/aligned"][1] = 0.5 + 0.03
+    (ladders.rung_folder(tmp_path, "bert_steps", 900) / "tracing/t09_aligned_bert" / "metrics.json").write_text(
+        json.dumps(lifted))
+    assert ladders.t09_readable(tmp_path)["passed"] is True

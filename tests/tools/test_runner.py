@@ -10,6 +10,7 @@ A budget ladder runs rung by rung into one folder per rung and resumes where it 
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -588,10 +589,12 @@ def test_a_ladder_runs_its_rungs_into_their_folders_and_resumes(sized, capsys):
     assert json.loads((folder / "wall_time.json").read_text())["seconds"] > 0  # the own run's time, beside
     assert sorted(json.loads((folder / "metrics.json").read_text())["seed_run_seconds"]) == ["1"]
     assert not (folder / "s.ipynb").exists()  # a rung commits results, not a copy of the notebook
+    kept = json.loads((folder / "seeds" / "seed-1" / "metrics.json").read_text())  # every seed's numbers committed
+    assert kept["claims"]["up"]["value"] == 3.0 and (folder / "seeds" / "seed-1" / "wall_time.json").is_file()
+    assert [r["params"]["seed"] for r in ladders.rung_records(sized / "figures", "x", 2, "p/s")] == [0, 1]
     assert not (sized / "figures" / "p").exists()  # the notebook's own committed results untouched
     before = (folder / "metrics.json").read_text()
-    for path in (ladders.rung_folder(sized / "figures", "x", 4) / "p" / "s").iterdir():
-        path.unlink()  # a rung that did not finish
+    shutil.rmtree(ladders.rung_folder(sized / "figures", "x", 4) / "p" / "s")  # a rung that did not finish
     assert runner.main(["--ladder", "x", "--update-committed"]) == 0
     out = capsys.readouterr().out
     assert "p/s: finished earlier, kept (rung 1 of x)" in out and "kept (rung 2 of x)" in out

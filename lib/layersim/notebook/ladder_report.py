@@ -96,8 +96,17 @@ def ladder_rows(folder: Path, paper: str) -> list[dict]:
                          "planned": ladder.budgets, "rungs": rungs,
                          "threshold": found[0].claim["threshold"] if found else None,
                          "op": found[0].claim["op"] if found else None,
-                         "seconds": sum(known) if known else None, "status": status, "checks": list(ladder.checks)})
+                         "seconds": sum(known) if known else None, "status": status,
+                         "checks": checks_of(folder, ladder.name)})
     return rows
+
+
+def checks_of(folder: Path, name: str) -> list[dict]:
+    """The checks of ladder ``name`` (:attr:`layersim.notebook.ladders.Ladder.checks`), each evaluated under
+    ``folder`` by its function in :data:`layersim.notebook.ladders.CHECKS`: ``text``, ``passed`` (None while the
+    rungs it reads have not run) and ``numbers``."""
+    texts = ladders.LADDERS[name].checks
+    return [{"text": text, **fn(folder)} for text, fn in zip(texts, ladders.CHECKS.get(name, ()), strict=True)]
 
 
 def _budgets(budgets: Sequence[float]) -> str:
@@ -121,9 +130,11 @@ def markdown(rows: Sequence[Mapping]) -> str:
     lines = [markup.table(["claim", "ladder (axis)", "rungs run / planned", "per-rung mean (k/n)", "status", "why",
                            "seconds"], table, raw=True)]
     checked = {r["ladder"]: r["checks"] for r in rows if r["checks"]}
+    outcome = {True: "holds", False: "**fails**", None: "not yet evaluated"}
     for name, checks in checked.items():
-        lines += ["", f"What must hold of a rung of {markup.code(name)} before its claims are read:", "",
-                  *[f"- {markup.cell(c)}" for c in checks]]
+        lines += ["", f"What must hold of a rung of {markup.code(name)} before its claims are read, and what the rungs "
+                  "show:", "", *[f"- {markup.cell(c['text'])}: {outcome[c['passed']]} ({markup.cell(c['numbers'])})"
+                                for c in checks]]
     return "\n".join(lines)
 
 

@@ -251,3 +251,60 @@ def rungs_of(folder: Path, notebook: str, claim: str) -> list[Rung]:
         if claim in claims:
             out.append(Rung(budget, claims[claim]))
     return sorted(out, key=lambda r: r.budget)
+
+
+def rung_records(folder: Path, ladder: str, budget: float, notebook: str) -> list[dict]:
+    """Every seed's ``metrics.json`` of ``notebook`` (``"<paper>/<stem>"``) on one rung under ``folder``: its own
+    run's, then the other seeds' that the runner keeps beside it (``seeds/seed-<s>/metrics.json``); [] when the rung
+    has not run."""
+    here = rung_folder(folder, ladder, budget) / notebook
+    paths = [here / "metrics.json", *sorted((here / "seeds").glob("seed-*/metrics.json"))]
+    return [json.loads(p.read_text(encoding="utf-8")) for p in paths if p.is_file()]
+
+
+#: a gain below this (two points: one 600-example score's binomial standard error) counts as a plateau
+PLATEAU_GAIN = 0.02
+
+
+def _mean_novel_validation(records: list[dict]) -> float | None:
+    values = [s["validation"] for r in records for s in r.get("scores", [])
+              if s.get("task") == "austen-novel" and s.get("restart") == 1]
+    return float(np.mean(values)) if values else None
+
+
+def bert_learned(folder: Path) -> dict:
+    """The first check of ``bert_steps``: the mean (over seeds) austen-novel validation accuracy of restart 1's
+    standard fine-tune (c01's ``scores``) gains less than :data:`PLATEAU_GAIN` from the 300- to the 900-step rung.
+    ``{"passed": bool or None (a rung missing), "numbers": str}``."""
+    means = [_mean_novel_validation(rung_records(folder, "bert_steps", b, "clusters/c01_cka_structure"))
+             for b in (300, 900)]
+    if None in means:
+        return {"passed": None, "numbers": "the 300- and 900-step rungs of c01 have not both run"}
+    gain = means[1] - means[0]
+    return {"passed": bool(gain < PLATEAU_GAIN),
+            "numbers": f"austen-novel validation {means[0]:.3f} at 300 steps -> {means[1]:.3f} at 900 (gain "
+                       f"{gain:+.3f}; a plateau gains less than {PLATEAU_GAIN:g})"}
+
+
+def t09_readable(folder: Path) -> dict:
+    """The second check of ``bert_steps``: at its largest rung, one of blocks 1-3 of t09's aligned model is, on the
+    mean over seeds, at least :data:`PLATEAU_GAIN` above the majority baseline on every task.
+    ``{"passed": bool or None (the rung missing), "numbers": str}``."""
+    records = rung_records(folder, "bert_steps", 900, "tracing/t09_aligned_bert")
+    if not records:
+        return {"passed": None, "numbers": "the 900-step rung of t09 has not run"}
+    majority = {f"{m['model']}/{m['task']}": m["majority"] for m in records[0]["majority"]}
+    above = {}
+    for pair, base in majority.items():
+        blocks = np.mean([r["accuracy"][f"{pair}/aligned"][:3] for r in records], axis=0)
+        above[pair] = blocks - base
+    best = max(range(3), key=lambda b: min(a[b] for a in above.values()))
+    worst_of_best = min(a[best] for a in above.values())
+    return {"passed": bool(worst_of_best >= PLATEAU_GAIN),
+            "numbers": f"block {best + 1} of the aligned model, the best of blocks 1-3: "
+                       + ", ".join(f"{pair.split('/')[-1]} {a[best]:+.3f}" for pair, a in above.items())
+                       + f" above the majority baseline ({len(records)} seed(s))"}
+
+
+#: the functions that evaluate each ladder's ``checks``, in the same order
+CHECKS = {"bert_steps": (bert_learned, t09_readable)}

@@ -3,7 +3,8 @@
 :func:`finished` tells whether a notebook's run under a :class:`layersim.tools.plans.Job` ended with every seed it
 asks for; :func:`keep_finished` drops those runs from a batch (``runner --resume``, and every ladder rung: its
 committed folder is the record); :func:`write_own_time` notes a ladder rung's own run time, since a rung commits no
-executed notebook whose papermill duration would say it.
+executed notebook whose papermill duration would say it, and :func:`keep_seed_records` copies the other seeds' records
+into the rung's folder, so that a committed rung holds every seed's numbers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,24 @@ def write_own_time(folder: Path, seconds: float, committed_folder: bool) -> Path
         return seeds.write_wall_time(folder, seconds)
     return writers.write_committed(Path(folder) / seeds.WALL_TIME, json.dumps({"seconds": float(seconds)}) + "\n",
                                    "results")
+
+
+def keep_seed_records(folders: list[Path], dest: Path, committed_folder: bool) -> list[Path]:
+    """Copy each seed run's ``metrics.json`` and :data:`layersim.notebook.seeds.WALL_TIME` from ``folders``
+    (``.../seed-<s>/<paper>/<stem>/``) into ``dest/seeds/seed-<s>/`` (through the results writer when ``dest`` is
+    committed); returns the files written."""
+    written = []
+    for folder in folders:
+        seed_dir = Path(folder).parents[1].name  # seed-<s>
+        for name in ("metrics.json", seeds.WALL_TIME):
+            source = Path(folder) / name
+            if not source.is_file():
+                continue
+            target = Path(dest) / "seeds" / seed_dir / name
+            text = source.read_text(encoding="utf-8")
+            written.append(writers.write_committed(target, text, "results") if committed_folder
+                           else writers.write_text(target, text))
+    return written
 
 
 def finished(nb: Path, job: plans.Job, parameters: list[str]) -> bool:

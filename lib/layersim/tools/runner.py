@@ -268,8 +268,12 @@ def run_one(nb: Path, job: plans.Job, parameters: list[str], say=print) -> Outco
         what = "scale check" if job.rung is None else f"ladder {job.rung[0]}, rung {ladders.budget_name(job.rung[1])}"
         say(f"    {what}: {job.settings(nb)}, {n} seed(s), into {target.out_root}")
         runs = run_with_seeds(nb, job.scale, n, job.settings(nb), target=target, variant=job.variant, say=say)
-        if target.rung and all(o.ok for o in runs):  # a rung commits no notebook: its own run's time goes beside it
-            resume.write_own_time(plans.metrics_of(nb, target).parent, runs[-1].seconds, target.committed)
+        if target.rung and all(o.ok for o in runs):  # a rung commits no notebook: its own time and seeds go beside
+            here = plans.metrics_of(nb, target).parent
+            resume.write_own_time(here, runs[-1].seconds, target.committed)
+            resume.keep_seed_records([plans.seed_plan(nb, job.scale, s, variant=job.variant).executed.parent
+                                      for s in seeds.seed_list(plans.own_seed(nb, job.settings(nb)), n)[1:]],
+                                     here, target.committed)
         return overall(nb, runs)
     if n == 1 and (job.seeds or seeds.seeds_for(nb.stem, job.scale)) > 1:
         say(f"    one run: {name} has no seed parameter")
