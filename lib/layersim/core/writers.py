@@ -53,9 +53,9 @@ def update_allowed() -> bool:
 
 
 def committed_roots(root: Path | None = None) -> tuple[Path, ...]:
-    """The resolved folders of :data:`COMMITTED` in the repository ``root``."""
-    root = root or repo_root()
-    return tuple((root / name).resolve() for name in COMMITTED)
+    """The resolved folders of :data:`COMMITTED` in the repository ``root`` (default: the one found, if any)."""
+    root = root or paths.find_root()
+    return () if root is None else tuple((root / name).resolve() for name in COMMITTED)
 
 
 def resolved(path: str | os.PathLike) -> Path:
@@ -73,9 +73,13 @@ def protected_root(path: str | os.PathLike, root: Path | None = None) -> Path | 
 
 
 def source_root(path: str | os.PathLike, root: Path | None = None) -> Path | None:
-    """The part of the repository's sources (:data:`SOURCES`) that ``path`` lies in, or None."""
+    """The part of the repository's sources (:data:`SOURCES`) that ``path`` lies in, or None (also outside a
+    repository)."""
     real = resolved(path)
-    base = resolved(root or repo_root())
+    base = root or paths.find_root()
+    if base is None:
+        return None
+    base = resolved(base)
     for name in SOURCES:
         if real == base / name or real.is_relative_to(base / name):
             return base / name
@@ -226,8 +230,8 @@ OWNED = ("figures", "runs")
 
 
 def _in_owned(real: Path, root: Path | None = None) -> bool:
-    root = resolved(root or repo_root())
-    return any(real.is_relative_to(root / name) for name in OWNED)
+    root = root or paths.find_root()
+    return root is not None and any(real.is_relative_to(resolved(root) / name) for name in OWNED)
 
 
 def owns(folder: str | os.PathLike, root: Path | None = None) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layersim.core import markup, writers
-from layersim.core.paths import repo_root
+from layersim.core.paths import RepositoryNotFound, repo_root
 from layersim.notebook import seeds
 from layersim.notebook.prose import duration
 from layersim.notebook.results import format_value
@@ -544,7 +544,7 @@ def serve(html: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; a ``ValueError`` (a folder that is not layersim's, a name that cannot be a page, no built
-    site to serve) is one ``error:`` line on stderr and exit status 2."""
+    site to serve) or no repository is one ``error:`` line on stderr and exit status 2."""
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.site", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="stage and render the book into OUT/html (default runs/site)")
@@ -557,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return _command(args, repo_root())
-    except ValueError as exc:
+    except (ValueError, RepositoryNotFound) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 
