@@ -23,8 +23,6 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import platformdirs
-
 _MARKER = "pyproject.toml"
 #: the application name of the user's data and cache folders (``platformdirs``)
 APP = "layersim"
@@ -88,7 +86,15 @@ def data_dir() -> Path:
     if env:
         return resolved(env)
     root = find_root()
-    return root / "data" if root is not None else resolved(platformdirs.user_data_dir(APP))
+    return root / "data" if root is not None else _user_folder("data")
+
+
+def _user_folder(kind: str) -> Path:
+    """The user's ``"data"`` or ``"cache"`` folder for layersim (``platformdirs``: ``~/.local/share/layersim`` and
+    ``~/.cache/layersim`` on Linux), :func:`resolved`; imported only outside a repository."""
+    import platformdirs
+
+    return resolved(platformdirs.user_data_dir(APP) if kind == "data" else platformdirs.user_cache_dir(APP))
 
 
 def committed_folder(path: str | os.PathLike) -> Path | None:
@@ -126,7 +132,7 @@ def cache_root() -> Path:
         return refuse_committed(env, f"LAYERSIM_CACHE={env}")
     data = os.environ.get("LAYERSIM_DATA")
     if not data and find_root() is None:
-        return resolved(platformdirs.user_cache_dir(APP))
+        return _user_folder("cache")
     base = data_dir() / "cache"
     return refuse_committed(base, f"LAYERSIM_DATA={data} (the cache is its cache/ folder)" if data else
                             f"the cache {base}")
