@@ -1,10 +1,12 @@
-"""The package as a user installs it: what pyproject.toml declares, and the wheel.
+"""The package as a user installs it: what pyproject.toml declares, the wheel, the citation file.
 
 - Every module the library imports is the standard library, a declared dependency, or (imported inside a
   function only) a declared optional extra; every declared package is used.
 - ``full`` (``make test-all``): the wheel, built from a copy of the sources and installed with ``--no-deps`` into
   a fresh venv under tmp that sees the locked dependencies of this environment but not its editable layersim, runs
   the README's example from a temporary folder, offline, with the cache in the user's cache folder.
+- ``CITATION.cff`` is CFF 1.2.0 and cites this software and the four papers as :mod:`layersim.core.references`
+  has them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from layersim.core.references import PAPERS
 from builders import REPO, one_line_error
 
 LIB = REPO / "lib" / "layersim"
@@ -244,6 +247,9 @@ def test_the_wheel_installed_alone_runs_the_readme_example_outside_the_repositor
     _run([python, "-I", "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
           "--disable-pip-version-check", wheel])
     assert (purelib / "layersim" / "papers" / "tracing" / "claims.json").is_file()  # package data came along
+    meta = next(purelib.glob("layersim-*.dist-info")).joinpath("METADATA").read_text()
+    assert "License-Expression: MIT" in meta and "Requires-Dist: torch>=2.9" in meta
+    assert {"notebooks", "ray", "test", "book", "models"} <= set(re.findall(r"^Provides-Extra: (\S+)$", meta, re.M))
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAYERSIM_") and k != "PYTHONPATH"}
@@ -266,3 +272,20 @@ def test_the_wheel_installed_alone_runs_the_readme_example_outside_the_repositor
     one_line_error(refused.stderr, "needs the layersim repository")  # the runner's and the book's commands alike
     assert not list(work.iterdir()), "the example wrote into the working folder"
     print(f"wheel test: {time.monotonic() - started:.1f} s")
+# ----------------------------------------------------------------------------- the citation
+
+
+def test_the_citation_file_is_cff_1_2_and_cites_the_four_papers():
+    yaml = pytest.importorskip("yaml")
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "software" and cff["message"]
+    assert cff["title"] == PYPROJECT["project"]["name"] and str(cff["version"]) == PYPROJECT["project"]["version"]
+    assert cff["license"] == PYPROJECT["project"]["license"]
+    assert all("name" in a or "family-names" in a for a in cff["authors"]) and cff["authors"]
+    refs = cff["references"]
+    assert [r["title"] for r in refs] == [p.title for p in PAPERS]
+    for ref, paper in zip(refs, PAPERS):
+        assert ref["type"] in ("article", "conference-paper") and ref["year"] == paper.year
+        assert ref["url"] == paper.url
+        names = [f"{a['given-names']} {a['family-names']}" for a in ref["authors"]]
+        assert ", ".join(names) == paper.authors, ref["title"]
