@@ -31,8 +31,9 @@ SWITCH = "LAYERSIM_UPDATE_COMMITTED"
 #: folders of the repository that hold committed results (:data:`layersim.core.paths.COMMITTED`)
 COMMITTED = paths.COMMITTED
 #: what else of the repository layersim never writes except through :data:`WRITERS`: the smoke references,
-#: the generated README table, the sources, docs, data card and tests
-SOURCES = ("tests", "lib", "docs", "scripts", "benchmarks", "README.md", "CONTRIBUTING.md", "data/README.md")
+#: the generated README table, the sources, docs, data card, changelog, citation and tests
+SOURCES = ("tests", "lib", "docs", "scripts", "benchmarks", "README.md", "CONTRIBUTING.md", "CHANGELOG.md",
+           "CITATION.cff", "data/README.md")
 #: what an earlier run left in an output folder and :func:`prepare_folder` removes
 RUN_OUTPUTS = ("*.png", "metrics.json", "report.html")
 
@@ -124,6 +125,7 @@ WRITERS = {
     "tolerances": Writer("the measured smoke tolerances", "python -m layersim.tools.portable --measure",
                          ("tests/notebooks/tolerances.json",)),
     "readme": Writer("the README's notebook table", "python -m layersim.tools.site readme", ("README.md",)),
+    "changelog": Writer("the changelog's claim verdicts", "python -m layersim.tools.changelog", ("CHANGELOG.md",)),
     "prose": Writer("the numbers in the committed notebooks' prose", "python -m layersim.tools.prose render",
                     ("notebooks/*/*.ipynb", "figures/scale_checks/*/*/*.ipynb")),
 }
