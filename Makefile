@@ -43,11 +43,14 @@ venv: $(STAMP)
 
 # torch first, from its pinned version (other versions would download several GB);
 # requirements-lock.txt pins everything else to the versions the committed results used.
+# The library's own dependencies and the extras of the reproduction (pyproject.toml): the notebooks' stack,
+# Ray for JOBS=N, the tests and the book; the offline models' packages come with `make assets`.
+EXTRAS  := notebooks,ray,test,book
 $(STAMP): pyproject.toml requirements-lock.txt
 	@test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q torch==2.14.1 torchvision==0.29.1
-	$(PYTHON) -m pip install -q -c requirements-lock.txt -e '.[test,book]'
+	$(PYTHON) -m pip install -q -c requirements-lock.txt -e '.[$(EXTRAS)]'
 	$(PYTHON) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (layersim)" >/dev/null
 	@touch $@
 

@@ -53,6 +53,23 @@ def fake_repo(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def outside_repository(tmp_path, monkeypatch):
+    """layersim as a package installed outside any repository: no LAYERSIM_* location variable, the module's own
+    file under ``tmp_path/site-packages``, the working directory ``tmp_path/work``, and the user's data and cache
+    folders (``XDG_DATA_HOME``, ``XDG_CACHE_HOME``) under ``tmp_path``. Returns ``tmp_path``."""
+    from layersim.core import paths, writers
+
+    for name in (*paths.VARIABLES, writers.SWITCH):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(paths, "__file__", str(tmp_path / "site-packages" / "layersim" / "core" / "paths.py"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "user-data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    return tmp_path
+
+
+@pytest.fixture
 def repo_with_figures(tmp_path, monkeypatch):
     """A repository of its own in ``tmp_path/repo`` with committed figures/ only (unlike ``repo``: no notebooks/,
     LAYERSIM_CACHE and LAYERSIM_DATA and the working directory untouched), the switch off, LAYERSIM_OUT unset."""

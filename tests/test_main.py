@@ -1,5 +1,5 @@
-"""Tests of layersim.__main__: ``python -m layersim <command>``; no command, or an unknown one, is one ``error:`` line
-and exit status 2."""
+"""Tests of layersim.__main__: ``python -m layersim <command>``; no command, an unknown one, or one that needs the
+repository run outside it, is one ``error:`` line and exit status 2."""
 
 import subprocess
 import sys
@@ -20,3 +20,8 @@ def test_the_module_itself_exits_2_with_one_line():
     run = subprocess.run([sys.executable, "-m", "layersim", "reprot"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     one_line_error(run.stderr, "unknown command 'reprot'")
+
+
+def test_a_command_that_needs_the_repository_says_so_outside_it(outside_repository, capsys):
+    assert main(["claims"]) == 2
+    one_line_error(capsys.readouterr().err, "python -m layersim: error:", "needs the layersim repository")

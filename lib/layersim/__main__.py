@@ -1,9 +1,11 @@
 """``python -m layersim <command>``: ``report`` (every lens on one model: :mod:`layersim.tools.report`),
 ``compare`` (a run's metrics against the committed ones: :mod:`layersim.tools.compare`) and ``claims``
-(every claim with its verdict over the seeds: :mod:`layersim.tools.claims`). No command, or an unknown one, is one
-``error:`` line on standard error and exit 2."""
+(every claim with its verdict over the seeds: :mod:`layersim.tools.claims`). No command, an unknown one, or one that
+needs the repository run outside it, is one ``error:`` line on standard error and exit 2."""
 
 import sys
+
+from layersim.core.paths import RepositoryNotFound
 
 USAGE = ("usage: python -m layersim report --model MODEL --data DATA [options]   (report --help for the options)\n"
          "       python -m layersim compare [RUN] [REFERENCE] [options]   (compare --help)\n"
@@ -27,6 +29,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not argv:
         return usage_error(f"give a command: {', '.join(COMMANDS)}")
+    try:
+        return _dispatch(argv)
+    except RepositoryNotFound as exc:
+        print(f"python -m layersim: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv[0] == "report":
         from layersim.tools.report import main as report_main
 

@@ -1,7 +1,8 @@
 """Tests of layersim.core.paths: a broken cache entry is moved aside with a warning (every broken copy kept), a
 claim on a lock dies with the process that holds it, a cache or data folder inside the committed results is refused
 before anything is written, and ``~`` and relative paths in LAYERSIM_CACHE / LAYERSIM_DATA mean what the writers make
-of them."""
+of them; outside a repository the library uses the user's data and cache folders and only what needs the
+repository refuses, in one line, while inside one nothing changes."""
 
 import re
 import subprocess
@@ -95,3 +96,45 @@ def test_the_path_variables_read_home_and_relative_paths_like_the_writers(repo, 
         assert read() == folder.resolve(), value
         assert writers.resolved(value) == folder.resolve(), value
     assert not (home / "~").exists()
+
+
+def test_outside_a_repository_the_library_uses_the_users_folders(outside_repository, monkeypatch):
+    """An installed package used from any folder: no repository is found, the cache and data folders are the user's
+    (``platformdirs``, here under ``XDG_CACHE_HOME`` and ``XDG_DATA_HOME``), the writers protect nothing, and what
+    needs the repository raises one line that says so."""
+    tmp = outside_repository
+    assert paths.find_root() is None
+    assert paths.cache_root() == (tmp / "user-cache" / "layersim").resolve()
+    assert paths.data_dir() == (tmp / "user-data" / "layersim").resolve()
+    assert paths.cache_dir("checkpoints").is_dir() and paths.check_locations() == paths.cache_root()
+    assert paths.committed_folder(tmp / "work" / "figures") is None
+    assert writers.check_target(tmp / "work" / "figures" / "x.png") == (tmp / "work" / "figures" / "x.png").resolve()
+    assert not writers.owns(tmp / "work")
+    with pytest.raises(paths.RepositoryNotFound) as info:
+        paths.repo_root()
+    assert isinstance(info.value, FileNotFoundError) and "\n" not in str(info.value)
+    assert "needs the layersim repository" in str(info.value) and "LAYERSIM_ROOT" in str(info.value)
+    monkeypatch.setenv("LAYERSIM_CACHE", str(tmp / "mine"))  # the variables still move every folder
+    monkeypatch.setenv("LAYERSIM_DATA", str(tmp / "data"))
+    assert paths.cache_root() == tmp / "mine" and paths.data_dir() == tmp / "data"
+    monkeypatch.delenv("LAYERSIM_CACHE")
+    assert paths.cache_root() == tmp / "data" / "cache"
+
+
+def test_inside_a_repository_its_data_folder_holds_the_cache_as_before(outside_repository, monkeypatch):
+    """Found from the working directory (any folder below the root) or named by LAYERSIM_ROOT, the repository keeps
+    the cache in ``data/cache`` and refuses one in its committed folders, whatever the user's folders are."""
+    tmp = outside_repository
+    root = tmp / "checkout"
+    (root / "lib" / "layersim").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    (root / "notebooks" / "p").mkdir(parents=True)
+    monkeypatch.chdir(root / "notebooks" / "p")
+    assert paths.find_root() == root and paths.repo_root() == root
+    assert paths.data_dir() == root / "data" and paths.cache_root() == (root / "data" / "cache").resolve()
+    monkeypatch.chdir(tmp / "work")
+    monkeypatch.setenv("LAYERSIM_ROOT", str(root))
+    assert paths.cache_root() == (root / "data" / "cache").resolve()
+    monkeypatch.setenv("LAYERSIM_DATA", str(root / "notebooks"))
+    with pytest.raises(ValueError, match="committed"):
+        paths.cache_root()

@@ -95,6 +95,12 @@ def test_a_path_in_the_repository_is_shown_relative_to_it(tmp_path):
     assert shown_path(tmp_path) == str(tmp_path)  # outside the repository: as it is
 
 
+def test_a_path_is_shown_as_it_is_when_there_is_no_repository(outside_repository):
+    from layersim.notebook.run import shown_path
+
+    assert shown_path(outside_repository / "out") == str(outside_repository / "out")
+
+
 def test_record_folds_in_the_runs_named_by_the_environment(tmp_path, monkeypatch):
     other = tmp_path / "seed-1"
     other.mkdir()

@@ -437,6 +437,13 @@ def test_runner_refuses_out_and_layersim_out_into_figures_before_running(repo_wi
     assert tree_files(repo_with_figures / "figures") == before and not (repo_with_figures / "runs").exists()
 
 
+def test_the_runner_outside_the_repository_says_it_needs_one(outside_repository, capsys):
+    with pytest.raises(SystemExit) as exc:
+        runner.main(["--nb", "t01", "--list"])
+    assert exc.value.code == 2
+    one_line_error(capsys.readouterr().err, "needs the layersim repository", "LAYERSIM_ROOT")
+
+
 def test_a_folder_of_the_users_files_is_never_cleared(repo_with_figures, tmp_path, monkeypatch, capsys):
     """A run cleared every ``*.png`` and ``metrics.json`` of its output folder, whoever's they were: pointed at a
     folder of one's own pictures (``LAYERSIM_OUT=~/Pictures``), it deleted them. The runner refuses such a folder

@@ -104,6 +104,11 @@ def test_the_readme_table_is_the_one_the_runs_give():
         assert f"]({nb.relative_to(REPO).as_posix()})" in readme, nb.name
 
 
+def test_the_book_outside_the_repository_is_one_error_line(outside_repository, capsys):
+    assert site.main(["readme", "--check"]) == 2
+    one_line_error(capsys.readouterr().err, "error:", "needs the layersim repository")
+
+
 def test_the_readme_check_fails_on_a_stale_table(tmp_path, monkeypatch):
     text = f"intro\n{site.START}\nold\n{site.END}\nrest\n"
     assert site.replace_block(text, "new\n") == f"intro\n{site.START}\nnew\n{site.END}\nrest\n"

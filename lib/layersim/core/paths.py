@@ -3,12 +3,14 @@
 Each location can be moved with an environment variable (all read by :func:`resolved`):
 
 - ``LAYERSIM_ROOT``  the repository root (default: found by walking up to ``pyproject.toml``);
-- ``LAYERSIM_DATA``  the data folder (default: ``<root>/data``);
-- ``LAYERSIM_CACHE`` caches of trained models and features (default: ``<data>/cache``).
+- ``LAYERSIM_DATA``  the data folder (default: ``<root>/data``; outside a repository the user's data folder);
+- ``LAYERSIM_CACHE`` caches of trained models and features (default: ``<data>/cache``; outside a repository
+  the user's cache folder, ``platformdirs``).
 
-:func:`cache_dir` refuses a cache inside the committed folders (:data:`COMMITTED_FOLDERS`). A broken cache
-entry is moved aside (:func:`quarantine`) and rebuilt; one several runs need is made by the first to
-:func:`claim` it (see docs/modules.md, ``layersim.core.paths``).
+The library works in any folder; the notebooks, figures, runner and book need the repository
+(:class:`RepositoryNotFound`). :func:`cache_dir` refuses a cache inside the committed folders; a broken entry is
+moved aside (:func:`quarantine`) and one several runs need is made by the first to :func:`claim` it (see
+docs/modules.md, ``layersim.core.paths``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _MARKER = "pyproject.toml"
+#: the application name of the user's data and cache folders (``platformdirs``)
+APP = "layersim"
 
 
 #: the location variables, in the order they depend on each other
@@ -46,8 +50,14 @@ def resolved_variables(environ: dict | None = None) -> dict[str, str]:
     return {name: str(resolved(environ[name])) for name in VARIABLES if environ.get(name)}
 
 
-def repo_root() -> Path:
-    """The repository root: ``$LAYERSIM_ROOT`` (:func:`resolved`) or the first parent holding ``pyproject.toml``."""
+class RepositoryNotFound(FileNotFoundError):
+    """A command that needs the layersim repository (its notebooks, figures, runner or book) ran outside one."""
+
+
+def find_root() -> Path | None:
+    """The repository root: ``$LAYERSIM_ROOT`` (:func:`resolved`) or the first parent of the working directory, or
+    of this module, holding ``pyproject.toml`` and ``lib/layersim``; None outside a repository (an installed
+    package used from any folder)."""
     env = os.environ.get("LAYERSIM_ROOT")
     if env:
         return resolved(env)
@@ -55,25 +65,45 @@ def repo_root() -> Path:
         for folder in (start, *start.parents):
             if (folder / _MARKER).is_file() and (folder / "lib" / "layersim").is_dir():
                 return folder
-    raise FileNotFoundError(
-        "cannot find the layersim repository root (a folder with pyproject.toml and "
-        "lib/layersim); set LAYERSIM_ROOT"
-    )
+    return None
+
+
+def repo_root() -> Path:
+    """The repository root (:func:`find_root`); :class:`RepositoryNotFound`, one line, outside a repository."""
+    root = find_root()
+    if root is None:
+        raise RepositoryNotFound(
+            "this needs the layersim repository (its notebooks, figures, runner or book) and none is here: run it "
+            "inside a checkout (a folder with pyproject.toml and lib/layersim) or set LAYERSIM_ROOT; the library "
+            "alone works anywhere")
+    return root
 
 
 def data_dir() -> Path:
-    """The data folder: ``$LAYERSIM_DATA`` (:func:`resolved`) or ``<root>/data``."""
+    """The data folder: ``$LAYERSIM_DATA`` (:func:`resolved`), ``<root>/data`` inside a repository, else the
+    user's data folder (``platformdirs.user_data_dir("layersim")``)."""
     env = os.environ.get("LAYERSIM_DATA")
-    return resolved(env) if env else repo_root() / "data"
+    if env:
+        return resolved(env)
+    root = find_root()
+    return root / "data" if root is not None else _user_folder("data")
+
+
+def _user_folder(kind: str) -> Path:
+    """The user's ``"data"`` or ``"cache"`` folder for layersim (``platformdirs``: ``~/.local/share/layersim`` and
+    ``~/.cache/layersim`` on Linux), :func:`resolved`; imported only outside a repository."""
+    import platformdirs
+
+    return resolved(platformdirs.user_data_dir(APP) if kind == "data" else platformdirs.user_cache_dir(APP))
 
 
 def committed_folder(path: str | os.PathLike) -> Path | None:
     """The folder of :data:`COMMITTED_FOLDERS` of the repository that ``path`` (:func:`resolved`) lies in, or None
     (also when there is no repository to find)."""
-    try:
-        root = resolved(repo_root())
-    except FileNotFoundError:
+    root = find_root()
+    if root is None:
         return None
+    root = resolved(root)
     real = resolved(path)
     for name in COMMITTED_FOLDERS:
         folder = resolved(root / name)
@@ -93,12 +123,16 @@ def refuse_committed(path: str | os.PathLike, what: str) -> Path:
 
 
 def cache_root() -> Path:
-    """The cache folder, not created: ``$LAYERSIM_CACHE`` or ``<data>/cache`` (each :func:`resolved`); ValueError
-    naming the variable that put it inside a committed folder (:func:`refuse_committed`)."""
+    """The cache folder, not created: ``$LAYERSIM_CACHE``, ``<data>/cache`` (:func:`data_dir`) when
+    ``$LAYERSIM_DATA`` is set or inside a repository, else the user's cache folder
+    (``platformdirs.user_cache_dir("layersim")``), each :func:`resolved`; ValueError naming the variable that put
+    it inside a committed folder (:func:`refuse_committed`)."""
     env = os.environ.get("LAYERSIM_CACHE")
     if env:
         return refuse_committed(env, f"LAYERSIM_CACHE={env}")
     data = os.environ.get("LAYERSIM_DATA")
+    if not data and find_root() is None:
+        return _user_folder("cache")
     base = data_dir() / "cache"
     return refuse_committed(base, f"LAYERSIM_DATA={data} (the cache is its cache/ folder)" if data else
                             f"the cache {base}")

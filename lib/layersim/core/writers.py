@@ -31,8 +31,9 @@ SWITCH = "LAYERSIM_UPDATE_COMMITTED"
 #: folders of the repository that hold committed results (:data:`layersim.core.paths.COMMITTED`)
 COMMITTED = paths.COMMITTED
 #: what else of the repository layersim never writes except through :data:`WRITERS`: the smoke references,
-#: the generated README table, the sources, docs, data card and tests
-SOURCES = ("tests", "lib", "docs", "scripts", "benchmarks", "README.md", "CONTRIBUTING.md", "data/README.md")
+#: the generated README table, the sources, docs, data card, changelog, citation and tests
+SOURCES = ("tests", "lib", "docs", "scripts", "benchmarks", "README.md", "CONTRIBUTING.md", "CHANGELOG.md",
+           "CITATION.cff", "data/README.md")
 #: what an earlier run left in an output folder and :func:`prepare_folder` removes
 RUN_OUTPUTS = ("*.png", "metrics.json", "report.html")
 
@@ -53,9 +54,9 @@ def update_allowed() -> bool:
 
 
 def committed_roots(root: Path | None = None) -> tuple[Path, ...]:
-    """The resolved folders of :data:`COMMITTED` in the repository ``root``."""
-    root = root or repo_root()
-    return tuple((root / name).resolve() for name in COMMITTED)
+    """The resolved folders of :data:`COMMITTED` in the repository ``root`` (default: the one found, if any)."""
+    root = root or paths.find_root()
+    return () if root is None else tuple((root / name).resolve() for name in COMMITTED)
 
 
 def resolved(path: str | os.PathLike) -> Path:
@@ -73,9 +74,13 @@ def protected_root(path: str | os.PathLike, root: Path | None = None) -> Path | 
 
 
 def source_root(path: str | os.PathLike, root: Path | None = None) -> Path | None:
-    """The part of the repository's sources (:data:`SOURCES`) that ``path`` lies in, or None."""
+    """The part of the repository's sources (:data:`SOURCES`) that ``path`` lies in, or None (also outside a
+    repository)."""
     real = resolved(path)
-    base = resolved(root or repo_root())
+    base = root or paths.find_root()
+    if base is None:
+        return None
+    base = resolved(base)
     for name in SOURCES:
         if real == base / name or real.is_relative_to(base / name):
             return base / name
@@ -120,6 +125,7 @@ WRITERS = {
     "tolerances": Writer("the measured smoke tolerances", "python -m layersim.tools.portable --measure",
                          ("tests/notebooks/tolerances.json",)),
     "readme": Writer("the README's notebook table", "python -m layersim.tools.site readme", ("README.md",)),
+    "changelog": Writer("the changelog's claim verdicts", "python -m layersim.tools.changelog", ("CHANGELOG.md",)),
     "prose": Writer("the numbers in the committed notebooks' prose", "python -m layersim.tools.prose render",
                     ("notebooks/*/*.ipynb", "figures/scale_checks/*/*/*.ipynb")),
 }
@@ -226,8 +232,8 @@ OWNED = ("figures", "runs")
 
 
 def _in_owned(real: Path, root: Path | None = None) -> bool:
-    root = resolved(root or repo_root())
-    return any(real.is_relative_to(root / name) for name in OWNED)
+    root = root or paths.find_root()
+    return root is not None and any(real.is_relative_to(resolved(root) / name) for name in OWNED)
 
 
 def owns(folder: str | os.PathLike, root: Path | None = None) -> bool:

@@ -79,10 +79,11 @@ class Run:
 
 def shown_path(path: Path) -> str:
     """``path`` as a notebook output shows it: relative to the repository when inside it, else as it is."""
-    from layersim.core.paths import repo_root
+    from layersim.core.paths import find_root
 
+    root = find_root()
     try:
-        return Path(path).resolve().relative_to(repo_root().resolve()).as_posix()
+        return Path(path).resolve().relative_to(root.resolve()).as_posix() if root else str(path)
     except ValueError:
         return str(path)
 

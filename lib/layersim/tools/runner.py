@@ -26,7 +26,7 @@ from pathlib import Path
 
 from layersim.core import locks, paths, writers
 from layersim.core import progress as kernel_progress
-from layersim.core.paths import repo_root
+from layersim.core.paths import RepositoryNotFound, repo_root
 from layersim.notebook import ladders, prose, results, seeds
 from layersim.notebook.results import SCALES
 from layersim.tools import claims, cleaning, committed, compare, plans, progress, resume
@@ -554,8 +554,12 @@ def run_ladders(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: parse and check it, select the notebooks, check every plan and lock every folder before
-    any work, run, report."""
+    any work, run, report; outside the repository, one ``error:`` line (exit status 2)."""
     ap, args = parse(argv)
+    try:
+        repo_root()
+    except RepositoryNotFound as exc:
+        ap.error(str(exc))
     absolute_path_variables()
     if args.recover:
         back = committed.recover()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layersim.core import markup, writers
-from layersim.core.paths import repo_root
+from layersim.core.paths import RepositoryNotFound, repo_root
 from layersim.notebook import seeds
 from layersim.notebook.prose import duration
 from layersim.notebook.results import format_value
@@ -234,13 +234,13 @@ def readme_section(root: Path | None = None) -> str:
                       README_TIMES_NOTE])
 
 
-def replace_block(text: str, block: str) -> str:
-    """``text`` with what lies between :data:`START` and :data:`END` replaced by ``block``; a ``ValueError`` when
-    the markers are missing or out of order."""
-    i, j = text.find(START), text.find(END)
+def replace_block(text: str, block: str, start: str = START, end: str = END, name: str = "the README") -> str:
+    """``text`` with what lies between the lines ``start`` and ``end`` (default :data:`START`, :data:`END`) replaced
+    by ``block``; a ``ValueError`` naming the file (``name``) when the markers are missing or out of order."""
+    i, j = text.find(start), text.find(end)
     if i < 0 or j < i:
-        raise ValueError(f"the README needs the two lines {START!r} and {END!r}, in this order")
-    return text[:i + len(START)] + "\n" + block.strip("\n") + "\n" + text[j:]
+        raise ValueError(f"{name} needs the two lines {start!r} and {end!r}, in this order")
+    return text[:i + len(start)] + "\n" + block.strip("\n") + "\n" + text[j:]
 
 
 # ----------------------------------------------------------------------------- generated pages
@@ -544,7 +544,7 @@ def serve(html: Path, port: int = 8000, host: str = "127.0.0.1") -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; a ``ValueError`` (a folder that is not layersim's, a name that cannot be a page, no built
-    site to serve) is one ``error:`` line on stderr and exit status 2."""
+    site to serve) or no repository is one ``error:`` line on stderr and exit status 2."""
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.site", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="stage and render the book into OUT/html (default runs/site)")
@@ -557,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return _command(args, repo_root())
-    except ValueError as exc:
+    except (ValueError, RepositoryNotFound) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 
@@ -571,17 +571,24 @@ def _command(args: argparse.Namespace, root: Path) -> int:
     if args.command == "serve":
         serve(Path(args.out or root / "runs" / "site") / "html", args.port)
         return 0
-    readme = root / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    new = replace_block(text, readme_section(root))
-    if args.check:
+    stale = "README.md's notebook table is out of date: run `python -m layersim.tools.site readme`"
+    return refresh_block(root / "README.md", readme_section(root), "readme", root, stale if args.check else "")
+
+
+def refresh_block(path: Path, block: str, writer: str, root: Path, stale: str = "",
+                  markers: tuple[str, str] = (START, END), name: str = "the README") -> int:
+    """Put ``block`` between the ``markers`` of the committed file ``path`` as ``writer`` (:data:`WRITERS`); with a
+    ``stale`` message only check: print it and return 1 when the block differs. 0 else; a missing marker is a
+    ``ValueError`` naming ``name``."""
+    text = path.read_text(encoding="utf-8")
+    new = replace_block(text, block, *markers, name)
+    if stale:
         if new != text:
-            print("README.md's notebook table is out of date: run `python -m layersim.tools.site readme`",
-                  file=sys.stderr)
+            print(stale, file=sys.stderr)
             return 1
         return 0
     if new != text:
-        writers.write_committed(readme, new, "readme", root)
+        writers.write_committed(path, new, writer, root)
     return 0
 
 
