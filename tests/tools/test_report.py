@@ -23,7 +23,7 @@ import torch
 
 from layersim.core import locks, paths, writers
 from layersim.inputs import locate
-from layersim.notebook import lenses
+from layersim.analysis import lenses
 from layersim.tools import committed, report
 from builders import SPELLINGS, committed_files, one_line_error, spelled, tree_files
 

@@ -1,7 +1,7 @@
 """``layersim report``: every lens of the four papers on any model, from one extraction pass.
 
 A report reads every layer of a **model** once on a **data set** (:func:`extract`) and applies every lens of
-:mod:`layersim.notebook.lenses` that the inputs allow (:func:`run_lenses`); a lens that does not apply is listed as
+:mod:`layersim.analysis.lenses` that the inputs allow (:func:`run_lenses`); a lens that does not apply is listed as
 skipped, with the reason. Models (:func:`model_spec`): a registered asset, ``tracing-vit[:scale]``, a folder
 with a Hugging Face ``config.json``, or ``timm:<name>``. Data sets (:func:`data_spec`): :data:`DATA_SETS`, the
 text tasks, a folder of images with one sub-folder per class, or a ``.txt`` file of one text per line. :func:`check`
@@ -27,7 +27,8 @@ from layersim.core.paths import cache_dir, check_locations, repo_root, resolved_
 from layersim.inputs import assets, fetch, image_data, text_data, text_tasks
 from layersim.measures import block_structure, similarity
 from layersim.nets import adapters, models, readout
-from layersim.notebook import lenses as lens_registry, plotting, results, settings
+from layersim.analysis import lenses as lens_registry
+from layersim.notebook import plotting, results, settings
 from layersim.notebook.run import shown_path
 from layersim.notebook.presets import TRACING_VIT
 from layersim.tools import committed
@@ -400,7 +401,7 @@ def _by_length(inputs: Inputs, tokenizer: Any, max_length: int) -> Inputs:
 
 @dataclass
 class Report:
-    """The extracted layers (``layersim.notebook.lenses.LayerData``), each lens's result or the reason it was
+    """The extracted layers (``layersim.analysis.lenses.LayerData``), each lens's result or the reason it was
     skipped, and what was read (``meta``)."""
 
     data: Any
@@ -508,7 +509,7 @@ SURGERY_BATCH = 16
 
 def model_runs(loaded: Loaded, inputs: Inputs, n: int, token: str | None = None, batch_size: int = 64,
                max_length: int = 128, device: Any = "auto") -> tuple[Any, str]:
-    """What the lenses that run the model again read (``layersim.notebook.lenses.ModelRuns``), and a line saying so:
+    """What the lenses that run the model again read (``layersim.analysis.lenses.ModelRuns``), and a line saying so:
     ``n`` stratified samples, alternately to fit RBA maps on and to compare final representations on, in batches of
     at most :data:`SURGERY_BATCH`."""
     total = len(inputs)

@@ -3,9 +3,9 @@
 Every measure of the four papers that reads a stack of layers is one :class:`Lens`, computed by the project's own
 functions. A lens reads a :class:`LayerData` (``hidden [E, N, d]``, ``labels [N]``, ``logits [E, N, K]``,
 ``model``), returns one of :data:`KINDS` and declares invariances from :data:`INVARIANCES`, which
-``tests/notebook/test_lenses.py`` checks numerically. ``apply("cka/matrix", data)`` gives ``[E, E]``;
+``tests/analysis/test_lenses.py`` checks numerically. ``apply("cka/matrix", data)`` gives ``[E, E]``;
 ``names("cos/*")`` lists lenses; ``rows()`` gives one :class:`LensRow` per lens, ``markdown()`` their table (see
-docs/modules.md, `layersim.notebook.lenses`, for the inputs, output kinds and invariances).
+docs/modules.md, `layersim.analysis.lenses`, for the inputs, output kinds and invariances).
 """
 
 from __future__ import annotations

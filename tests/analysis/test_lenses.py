@@ -1,4 +1,4 @@
-"""Tests of layersim.notebook.lenses: one generic test walks every registered lens and checks what its row claims
+"""Tests of layersim.analysis.lenses: one generic test walks every registered lens and checks what its row claims
 (output shape, finiteness, every declared invariance, and that the invariances it does not declare really fail),
 after repsim's table-driven invariance test."""
 
@@ -9,8 +9,8 @@ import pytest
 
 from layersim.measures import alignment, block_structure, collapse, redundancy, similarity
 from layersim.nets import linear_maps
-from layersim.notebook import lenses
-from layersim.notebook.lenses import LayerData, Lens
+from layersim.analysis import lenses
+from layersim.analysis.lenses import LayerData, Lens
 
 E, N, D, K = 4, 60, 8, 3
 # a plain affine readout head: the logits of transformed hidden states are recomputed with it
