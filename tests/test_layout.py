@@ -200,7 +200,8 @@ def test_the_list_of_longer_modules_is_read_from_its_table():
 
 TESTS = LIB.parents[1] / "tests"
 #: files of tests/ named after no module: checks of the repository as a whole
-REPOSITORY_CHECKS = {"test_data_card.py", "test_exercises.py", "test_gpu.py", "test_layout.py", "test_notebooks.py"}
+REPOSITORY_CHECKS = {"test_data_card.py", "test_exercises.py", "test_gpu.py", "test_layout.py", "test_library_docs.py",
+                     "test_notebooks.py"}
 
 
 def mirrored_test(path: Path) -> Path:
