@@ -19,7 +19,7 @@ from layersim.core import device
 from layersim.inputs import image_data
 from layersim.measures import similarity
 from layersim.nets import cnn, models, readout, surgery
-from layersim.notebook import lenses
+from layersim.analysis import lenses
 from layersim.train import training, transfer_learning
 from layersim.train.training import TrainConfig, ViTConfig
 

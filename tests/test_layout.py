@@ -9,7 +9,8 @@ Roles, bottom to top (``lib/layersim/<role>/``):
 - inputs: offline assets, data sets, text tasks;
 - nets: any model, one way in (adapters, reading layers, readouts, surgery, parameter counts, linear maps);
 - train: models trained here (the loops, the checkpoint store, objectives, small networks, heads, fine-tuning);
-- notebook: what notebook cells call (settings, presets, results and claims, plotting, the lens registry);
+- analysis: every lens on any model (the lens registry, one pass over every layer, ``analyze`` and its report);
+- notebook: what notebook cells call (settings, presets, results and claims, plotting);
 - papers: the four papers' protocols, ``papers/<paper>/``; nothing outside ``papers`` imports them;
 - tools: runner, report, benchmarks, comparisons.
 
@@ -27,7 +28,7 @@ import pytest
 from builders import FILE_SUFFIXES, resolves
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "layersim"
-ORDER = ["core", "measures", "inputs", "nets", "train", "notebook", "papers", "tools"]
+ORDER = ["core", "measures", "inputs", "nets", "train", "analysis", "notebook", "papers", "tools"]
 
 
 def module_name(path: Path) -> str:
@@ -37,7 +38,7 @@ def module_name(path: Path) -> str:
 
 
 FILES = {module_name(p): p for p in sorted(LIB.rglob("*.py"))}
-FILES.pop("", None)  # layersim/__init__.py: the version only
+FILES.pop("", None)  # layersim/__init__.py: the version and the few names it imports lazily, above every role
 FILES.pop("__main__", None)  # the command-line dispatch, above every role
 MODULES = sorted(FILES)
 
@@ -199,8 +200,8 @@ def test_the_list_of_longer_modules_is_read_from_its_table():
 
 TESTS = LIB.parents[1] / "tests"
 #: files of tests/ named after no module: checks of the repository as a whole
-REPOSITORY_CHECKS = {"test_data_card.py", "test_exercises.py", "test_gpu.py", "test_layout.py", "test_notebooks.py",
-                     "test_packaging.py"}
+REPOSITORY_CHECKS = {"test_data_card.py", "test_exercises.py", "test_gpu.py", "test_layout.py", "test_library_docs.py",
+                     "test_notebooks.py", "test_packaging.py"}
 
 
 def mirrored_test(path: Path) -> Path:

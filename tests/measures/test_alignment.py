@@ -212,6 +212,56 @@ def test_svd_from_the_gram_matrix_matches_the_thin_svd_in_alignment():
         al.svd(np.ones(5), gram=True)
 
 
+def _classes_data(seed=0, n=60, d=8, k=3, layers=4):
+    """``layers`` representations ``[n, d]`` of ``k`` classes (class means plus noise, more noise at each layer)."""
+    r = np.random.default_rng(seed)
+    labels = np.arange(n) % k
+    means = 0.7 * r.standard_normal((k, d))
+    return np.stack([means[labels] + (1 + i) * r.standard_normal((n, d)) + 1.5 for i in range(layers)]), labels
+
+
+def test_layer_areas_is_the_binary_area_for_two_classes_and_the_pair_mean_otherwise():
+    """Two classes: the paper's y = 2t - 1; K > 2: the mean of the binary areas of every pair of
+    classes, each on that pair's samples with its own threshold grid."""
+    h, y = _classes_data()
+    two = (y == 1).astype(int)
+    tau = al.thresholds_for(len(y))
+    want = [al.curve_and_area(x, al.binary_targets(two), tau)[1] for x in h]
+    np.testing.assert_allclose(al.layer_areas(h, two), want, rtol=1e-12)
+    pairs = []
+    for a, b in [(0, 1), (0, 2), (1, 2)]:
+        rows = (y == a) | (y == b)
+        t = al.thresholds_for(int(rows.sum()))
+        pairs.append([al.curve_and_area(x[rows], al.binary_targets(y[rows] == b), t)[1] for x in h])
+    np.testing.assert_allclose(al.layer_areas(h, y), np.mean(pairs, axis=0), rtol=1e-12)
+    with pytest.raises(ValueError, match="at least two classes"):
+        al.layer_areas(h, np.zeros(len(y), int))
+
+
+def test_layer_areas_of_many_classes_is_not_carried_by_the_label_mean():
+    """Six classes, features without any class information but a large common component: the
+    one-vs-rest vectors (mean -2/3) would score about (1 - 2/6)^2 = 0.44 on the constant direction;
+    the pairwise area stays at the level of a random binary task, while class structure raises it."""
+    r = np.random.default_rng(0)
+    labels = np.repeat(np.arange(6), 50)
+    noise = r.standard_normal((300, 20)) + 4.0  # a common component
+    area = al.layer_areas(noise[None], labels)[0]
+    rest = np.mean([al.curve_and_area(noise, al.binary_targets(labels == k), al.thresholds_for(300))[1]
+                    for k in range(6)])
+    assert rest > 0.4 > 0.15 > area
+    structured = noise + 3.0 * r.standard_normal((6, 20))[labels]
+    assert al.layer_areas(structured[None], labels)[0] > area + 0.2
+
+
+def test_class_pairs_all_or_a_seeded_subset():
+    assert al.class_pairs(np.array([0, 0, 1, 1, 2, 2, 3])) == [(0, 1), (0, 2), (1, 2)]  # class 3: one sample
+    many = np.repeat(np.arange(20), 2)
+    picked = al.class_pairs(many, most=45)
+    assert len(picked) == 45 and picked == al.class_pairs(many, most=45) and len(set(picked)) == 45
+    with pytest.raises(ValueError, match="two samples each"):
+        al.class_pairs(np.array([0, 1, 2]))
+
+
 # ----------------------------------------------------------------------------- Propositions 1-2
 
 
@@ -339,6 +389,7 @@ MEASURES = {
                                                       al.thresholds_for(len(Y)))[1], "unit"),
     "alignment_relative": (lambda X, Y: al.curve_and_area(X, Y[:, 0], al.thresholds_for(len(Y)), relative=True)[1],
                            "unit"),
+    "layer_areas": (lambda X, Y: al.layer_areas([X], np.arange(len(Y)) % 2), "unit"),
 }
 
 

@@ -93,3 +93,11 @@ def test_top1_accuracy_counts_argmax_hits_per_leading_index():
         probe.top1_accuracy(z, y[:2])
     with pytest.raises(ValueError, match="empty"):
         probe.top1_accuracy(np.zeros((0, 2)), np.zeros(0, dtype=int))
+
+
+def test_half_split_is_stratified_and_deterministic():
+    labels = np.array([2, 0, 0, 1, 2, 0, 1, 2, 0, 2])
+    train = probe.half_split(labels)
+    assert train.tolist() == [True, True, False, True, False, True, False, True, False, False]
+    assert all(train[labels == k].sum() == -(-(labels == k).sum() // 2) for k in range(3))
+

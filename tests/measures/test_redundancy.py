@@ -161,6 +161,24 @@ def test_block_redundancy():
     np.testing.assert_allclose(R.block_redundancy(layers), ref, rtol=1e-12)
 
 
+def test_rba_heldout_error_is_zero_for_affine_blocks_and_about_one_for_noise():
+    r = rng(1)
+    h0 = r.standard_normal((200, 6))
+    h1 = h0 @ r.standard_normal((6, 6)) + 3.0  # an affine block
+    h2 = r.standard_normal((200, 6))  # unrelated to h1
+    err = R.rba_heldout_error(np.stack([h0, h1, h2]))
+    assert err[0] < 1e-20 and 0.9 < err[1] < 1.3
+    # scikit-learn's R^2 of an affine fit on the even samples, scored on the odd ones
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics import r2_score
+
+    fit = LinearRegression().fit(h1[::2], h2[::2])
+    r2 = r2_score(h2[1::2], fit.predict(h1[1::2]), multioutput="variance_weighted")
+    assert err[1] == pytest.approx(1 - r2, rel=1e-9)
+    with pytest.raises(ValueError, match="at least 4 samples"):
+        R.rba_heldout_error(np.stack([h0[:3], h1[:3]]))
+
+
 # ----------------------------------------------------------------------------- bad inputs
 # a valid value or one clear ValueError (the contract of tests/measures/conftest.py); hypothesis draws the data,
 # derandomize=True keeps every run the same
@@ -174,6 +192,7 @@ MEASURES = {
     "block_redundancy": (lambda X, Y: R.block_redundancy([X, Y]), "any"),
     "rba_fit": (lambda X, Y: R.fit_linear_map(X, Y), "any"),
     "rba_fit_bias": (lambda X, Y: R.fit_linear_map(X, Y, bias=True), "any"),
+    "rba_heldout_error": (lambda X, Y: R.rba_heldout_error([X, Y]), "any"),
 }
 
 

@@ -347,6 +347,18 @@ def test_rbf_cka_orthogonal_and_isotropic_invariance(seed, shp, scale):
     assert S.rbf_cka(scale * X @ Q, Y) == pytest.approx(S.rbf_cka(X, Y), abs=1e-9)
 
 
+def test_rbf_cka_matrix_holds_rbf_cka_of_every_pair():
+    rng = np.random.default_rng(4)
+    layers = rng.standard_normal((3, 30, 5))
+    layers[2] = np.tanh(layers[1] @ rng.standard_normal((5, 5)))
+    M = S.rbf_cka_matrix(layers)
+    want = np.array([[S.rbf_cka(a, b) if i != j else 1.0 for j, b in enumerate(layers)] for i, a in enumerate(layers)])
+    np.testing.assert_allclose(M, want, rtol=1e-12)
+    assert M[1, 2] > M[0, 2]  # layer 2 is a function of layer 1, not of layer 0
+    np.testing.assert_allclose(S.rbf_cka_matrix(list(layers), threshold=2.0)[0, 1], S.rbf_cka(*layers[:2], 2.0),
+                               rtol=1e-12)
+
+
 @FAST
 @given(seed=seeds, shp=shape, debiased=st.booleans())
 def test_cka_symmetric_and_self_one(seed, shp, debiased):
@@ -1041,6 +1053,7 @@ MEASURES = {
     "linear_cka_gram": (lambda X, Y: S.linear_cka(X, Y, form="gram"), "unit"),
     "debiased_cka": (lambda X, Y: S.linear_cka(X, Y, debiased=True), "signed"),
     "rbf_cka": (lambda X, Y: S.rbf_cka(X, Y), "unit"),
+    "rbf_cka_matrix": (lambda X, Y: S.rbf_cka_matrix([X, Y]), "unit"),
     "cosine": (lambda X, Y: S.cosine(X, Y), "signed"),
     "cosine_uncentred": (lambda X, Y: S.cosine(X, Y, center=False), "signed"),
     "cosine_per_sample": (lambda X, Y: S.cosine_per_sample(X, Y), "signed"),

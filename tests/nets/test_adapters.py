@@ -180,6 +180,75 @@ def test_register_a_new_family_and_reject_a_duplicate_name():
     assert "toy_stack" not in adapters.markdown()
 
 
+def test_register_model_reads_a_users_class_where_it_is_defined(monkeypatch):
+    """One decorator on the class: its layers are read, its head and norm read out the last layer as the model does,
+    surgery swaps its container of blocks; blocks given by a function refuse surgery; bad use is one ValueError."""
+    from layersim.nets import surgery
+
+    monkeypatch.setattr(adapters, "REGISTRY", list(adapters.REGISTRY))
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return x + torch.tanh(self.lin(x))
+
+    @adapters.register_model("body.layers", head="out", final_norm="norm", token="mean")
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.body = torch.nn.Module()
+            self.body.layers = torch.nn.ModuleList(Block() for _ in range(3))
+            self.norm, self.out = torch.nn.LayerNorm(4), torch.nn.Linear(4, 2)
+
+        def forward(self, x):  # [B, T, 4] -> mean over T -> logits
+            for layer in self.body.layers:
+                x = layer(x)
+            return self.out(self.norm(x.mean(1)))
+
+    m, x = Tower().eval(), torch.randn(6, 5, 4)
+    ad = adapters.get(m)
+    assert ad.name == "tower" and ad.token == "mean" and ad.models.endswith("Tower`")
+    h = models.collect(m, [x], progress=False, device="cpu").hidden
+    with torch.no_grad():
+        want = x
+        for layer in m.body.layers[:2]:
+            want = want + torch.tanh(layer.lin(want))
+        np.testing.assert_allclose(h[2], want.mean(1).numpy(), atol=1e-6)
+        with surgery.skip(m, 2, 2) as cut:  # block 2 skipped: the container is swapped, then restored
+            assert len(cut.body.layers) == 2
+        assert len(m.body.layers) == 3
+        own = m(x).numpy()
+    z = readout.layer_logits(m, h)
+    assert z.shape == (4, 6, 2)
+    np.testing.assert_allclose(z[-1], own, atol=1e-5)  # the readout of the last layer is the model's output
+
+    @adapters.register_model(lambda model: [model.a, model.b], uniform=False, name="two_steps")
+    class TwoSteps(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    ragged = adapters.get(TwoSteps())
+    assert not ragged.uniform and ragged.token == "all"
+    with pytest.raises(ValueError, match="no classifier head: none was given to register_model"):
+        ragged.head(TwoSteps())
+    with pytest.raises(ValueError, match="does not support block surgery"):
+        surgery.skip(TwoSteps(), 1, 1).__enter__()
+    with pytest.raises(ValueError, match="decorates a torch.nn.Module class"):
+        adapters.register_model("layers")(object)
+    with pytest.raises(ValueError, match="inputs must be 'images' or 'text'"):
+        adapters.register_model("layers", inputs="audio")
+    with pytest.raises(ValueError, match="blocks must be an attribute path"):
+        adapters.register_model(3)
+
+
 # ----------------------------------------------------------------------------- families whose layers differ in shape
 
 

@@ -1,5 +1,5 @@
-"""Tests of layersim.tools.report and ``python -m layersim report``: names checked before loading, one pass, every
-lens run or skipped with its reason, and an HTML page with every section and figure.
+"""Tests of layersim.tools.report and ``python -m layersim report``: the notebook run with papermill, its last cell,
+and an HTML page with every section and figure.
 
 Careless input is refused before any work: a lens subset, a device name, a cache inside the committed results, a
 model or data path that is missing, a file or unreadable. Each refusal is one line that names the problem (no
@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 import torch
 
+from layersim.analysis import layer_report, lenses
 from layersim.core import locks, paths, writers
 from layersim.inputs import locate
-from layersim.notebook import lenses
 from layersim.tools import committed, report
 from builders import SPELLINGS, committed_files, one_line_error, spelled, tree_files
 
@@ -70,111 +70,7 @@ def no_accelerator(monkeypatch):
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
 
 
-# ----------------------------------------------------------------------------- names, data and lenses
-
-
-def test_model_and_data_specs_from_names_only(tmp_path):
-    assert report.model_spec(MINILM).modality == "text"
-    assert report.model_spec("smollm2-135m").modality == "text"
-    assert report.model_spec("deit_small_patch16_224").modality == "image"
-    vit = report.model_spec("tracing-vit:smoke")
-    assert (vit.kind, vit.modality, vit.detail) == ("tracing-vit", "image", "smoke")
-    assert report.model_spec("timm:vit_small_patch16_224").kind == "timm"
-    assert report.data_spec("Fashion_MNIST").name == "fashion-mnist"
-    assert report.data_spec("austen").labelled and not report.data_spec("python-docs").labelled
-    assert report.data_spec("austen-excerpt").kind == "text-task"
-    (tmp_path / "texts.txt").write_text("one\ntwo\n")
-    assert report.data_spec(str(tmp_path / "texts.txt")).kind == "text-file"
-    (tmp_path / "imgs" / "cat").mkdir(parents=True)
-    assert report.data_spec(str(tmp_path / "imgs")).kind == "image-folder"
-
-
-@pytest.mark.parametrize("model,data,message", [
-    ("minilm-l7", "austen", "unknown model 'minilm-l7'"),
-    ("fashion-mnist", "austen", "is a data set; pass it as the data set"),
-    ("tracing-vit:huge", "fashion-mnist", "the scale must be one of"),
-    (MINILM, "digits", "reads texts but 'digits' is an image data set"),
-    ("tracing-vit", "austen", "reads images but 'austen' is a text data set"),
-    (MINILM, "wikipedia", "unknown data set 'wikipedia'"),
-    ("", "austen", "model is empty"),
-    ("timm:resnet18", "digits", "timm:resnet18 is a timm model \\(ResNet\\), but unsupported model ResNet"),
-    ("timm:vit_smol_patch16_224", "digits", "timm has no model 'vit_smol_patch16_224'; close names: "),
-])
-def test_check_refuses_bad_names_before_loading(model, data, message):
-    with pytest.raises(ValueError, match=message):
-        report.check(model, data)
-
-
-def test_check_folders_and_lens_names(tmp_path):
-    (tmp_path / "model").mkdir()
-    with pytest.raises(ValueError, match="without a Hugging Face config.json"):
-        report.model_spec(str(tmp_path / "model"))
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="one sub-folder of images per class"):
-        report.data_spec(str(tmp_path / "empty"))
-    (tmp_path / "x.csv").write_text("a")
-    with pytest.raises(ValueError, match=".txt file"):
-        report.data_spec(str(tmp_path / "x.csv"))
-    with pytest.raises(ValueError, match="Did you mean 'cka/matrix'"):
-        report.check(MINILM, "austen", ["cka/matix"])
-    _, _, names = report.check(MINILM, "austen", ["cka/*", "cka/matrix"])
-    assert names == lenses.names("cka/*")
-    _, _, every = report.check(MINILM, "austen")
-    assert set(every) >= {"cos/to_last", "cka/matrix", "redundancy/rba_error", "alignment/area", "clusters/block_diagonal",
-                          "logit_lens/accuracy", "probe/accuracy"}
-
-
-def test_a_folder_is_matched_to_an_adapter_from_its_config_before_any_weight(tmp_path):
-    """Folders hold only config.json and an empty weights file here (no tokenizer): the family and modality
-    come from the configuration alone, a family without an adapter is refused by name, and a folder without
-    weights is refused before anything loads."""
-    import transformers as tr
-
-    small = dict(num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
-    tr.BertConfig(hidden_size=32, **small).save_pretrained(tmp_path / "bert")
-    tr.ViTConfig(hidden_size=32, **small).save_pretrained(tmp_path / "vit")
-    tr.T5Config(d_model=32, num_layers=2, num_heads=2, d_ff=64, d_kv=16).save_pretrained(tmp_path / "t5")
-    tr.CLIPConfig().save_pretrained(tmp_path / "clip")
-    with pytest.raises(ValueError, match="holds a config.json but no weights"):
-        report.model_spec(str(tmp_path / "bert"))
-    for name in ("bert", "vit"):
-        (tmp_path / name / "model.safetensors").touch()
-    assert report.model_spec(str(tmp_path / "bert")).modality == "text"
-    assert report.model_spec(str(tmp_path / "vit")).modality == "image"
-    with pytest.raises(ValueError, match="holds a 't5' model .*layersim has adapters for"):
-        report.check(str(tmp_path / "t5"), "austen")
-    with pytest.raises(ValueError, match="a report reads one tower"):
-        report.model_spec(str(tmp_path / "clip"))
-    (tmp_path / "odd").mkdir()
-    (tmp_path / "odd" / "config.json").write_text('{"model_type": "no-such-family"}')
-    with pytest.raises(ValueError, match="transformers cannot read its config.json"):
-        report.model_spec(str(tmp_path / "odd"))
-
-
-def test_stratified_subsample_keeps_class_proportions():
-    labels = np.array([0] * 60 + [1] * 30 + [2] * 10)[np.random.default_rng(0).permutation(100)]
-    pick = report.stratified(labels, 100, 20)
-    assert len(pick) == 20 and np.all(np.diff(pick) > 0)
-    assert np.bincount(labels[pick]).tolist() == [12, 6, 2]
-    assert report.stratified(None, 10, 4).tolist() == [0, 3, 6, 9] and len(report.stratified(labels, 100, 500)) == 100
-
-
-def test_constant_entries_and_skip_reasons():
-    rng = np.random.default_rng(0)
-    hidden = rng.standard_normal((4, 30, 5)).astype(np.float32)
-    hidden[0] = hidden[0, :1]  # the same vector in every sample (a CLS token before attention)
-    assert report.constant_entries(hidden) == [0]
-    data = lenses.LayerData(hidden=hidden[1:], labels=None, layers=[1, 2, 3])
-    r = report.run_lenses(report.Report(data, meta={"logits": "not available: no head"}),
-                          ["cka/to_last", "alignment/area", "logit_lens/accuracy"])
-    assert set(r.results) == {"cka/to_last"}
-    assert r.skipped["alignment/area"] == "needs labels, which this data set does not have"
-    assert r.skipped["logit_lens/accuracy"].startswith("needs logits: no head")
-    table = report.summary_table(r)
-    assert "| `cka/to_last` | tracing | " in table and "skipped: needs labels" in table
-    labelled = lenses.LayerData(hidden=hidden[1:], labels=np.zeros(30, dtype=np.int64), layers=[1, 2, 3])
-    one_class = report.run_lenses(report.Report(labelled, meta={}), ["alignment/area"])
-    assert one_class.skipped["alignment/area"].startswith("did not apply: alignment/area needs at least two classes")
+# ----------------------------------------------------------------------------- the last cell
 
 
 def test_the_last_cell_shows_only_the_lenses_that_ran():
@@ -182,44 +78,15 @@ def test_the_last_cell_shows_only_the_lenses_that_ran():
     them ran every lens and failed there, at the end."""
     rng = np.random.default_rng(0)
     data = lenses.LayerData(hidden=rng.standard_normal((3, 12, 4)), labels=None, layers=[1, 2, 3])
-    r = report.run_lenses(report.Report(data, meta={}), ["cos/adjacent", "alignment/area"])
+    r = layer_report.run_lenses(layer_report.LayerReport(data), ["cos/adjacent", "alignment/area"])
     assert report.key_numbers(r) == {"layers": 3, "ran": ["cos/adjacent"], "skipped": ["alignment/area"]}
-    full = report.run_lenses(report.Report(data, meta={}), ["cka/to_last", "cos/to_last"])
+    full = layer_report.run_lenses(layer_report.LayerReport(data), ["cka/to_last", "cos/to_last"])
     numbers = report.key_numbers(full)
     assert list(numbers) == ["layers", "ran", "skipped", "cka_to_last", "cos_to_last"]
     np.testing.assert_array_equal(numbers["cka_to_last"], full.results["cka/to_last"])
 
 
 # ------------------------------------------------------------------------- one pass over MiniLM and the command line
-
-
-@needs_minilm
-def test_one_pass_report_on_minilm_and_its_figures():
-    m, d, names = report.check(MINILM, "austen")
-    loaded = report.load_model(m, device="cpu")
-    inputs = report.load_data(d, 24, seed=0)
-    r = report.run_lenses(report.extract(loaded, inputs, batch_size=8, max_length=24, device="cpu", n_surgery=12), names)
-    assert r.meta["constant_layers_left_out"] == [0] and r.data.layers == [1, 2, 3, 4, 5, 6]
-    assert r.meta["surgery"].startswith("6 samples to fit RBA maps on, 6 to compare")
-    assert r.results["redundancy/skip_change"].shape == r.results["redundancy/rba_change"].shape == (5,)
-    assert r.results["cka/to_last"][-1] == pytest.approx(1.0) and r.results["cka/matrix"].shape == (6, 6)
-    assert "no classifier" in r.skipped["logit_lens/accuracy"]
-    figs = report.figures(r, title="t")
-    assert set(figs) == {"matrices", "per_layer", "per_step"}
-    digest = report.digest(r)
-    assert set(digest) == set(r.results) and "median_per_layer" in digest["cos/adjacent"]
-    mean = report.extract(loaded, inputs, token="mean", batch_size=8, max_length=24, device="cpu", n_surgery=0)
-    assert mean.meta["constant_layers_left_out"] == [] and mean.data.layers[0] == 0
-    off = report.run_lenses(mean, ["redundancy/skip_change"])
-    assert off.skipped["redundancy/skip_change"].endswith("n_surgery=0 turned that off")
-    # texts are batched by length: every label must still sit with its own text's features
-    from layersim.papers.alignment import text as alignment_text
-
-    ref = alignment_text.encoder_features(loaded.model, loaded.tokenizer, inputs.texts, tokens=("mean",),
-                                          max_length=24, device="cpu")["mean"]
-    ref_data = lenses.LayerData(hidden=ref, labels=np.asarray(inputs.labels, dtype=np.int64))
-    np.testing.assert_allclose(lenses.apply("alignment/area", mean.data), lenses.apply("alignment/area", ref_data),
-                               rtol=1e-5)
 
 
 @needs_minilm
@@ -279,45 +146,6 @@ def test_command_line_bad_input_is_one_usage_error(capsys):
         main(["report", "--model", MINILM, "--data", "digits"])
     assert exc.value.code == 2 and "choose a text data set" in capsys.readouterr().err
     assert main(["bogus"]) == 2
-
-
-def test_load_data_from_a_users_folder_and_text_file(tmp_path):
-    from PIL import Image
-
-    for k, cls in enumerate(("cats", "dogs")):
-        (tmp_path / "imgs" / cls).mkdir(parents=True)
-        for i in range(3):
-            Image.fromarray(np.full((10, 12, 3), 40 * k + i, dtype=np.uint8)).save(tmp_path / "imgs" / cls / f"{i}.png")
-    (tmp_path / "imgs" / "cats" / "notes.txt").write_text("not an image")
-    inputs = report.load_data(report.data_spec(str(tmp_path / "imgs")), 100)
-    assert inputs.images.shape == (6, 3, 224, 224) and inputs.label_names == ("cats", "dogs")
-    assert sorted(inputs.labels.tolist()) == [0, 0, 0, 1, 1, 1] and float(inputs.images.max()) <= 1.0
-    (tmp_path / "t.txt").write_text("first line\n\nsecond\nthird\nfourth\nfifth\n")
-    texts = report.load_data(report.data_spec(str(tmp_path / "t.txt")), 4, seed=1)
-    assert len(texts.texts) == 4 and texts.labels is None and set(texts.texts) <= {"first line", "second", "third",
-                                                                                   "fourth", "fifth"}
-    with pytest.raises(ValueError, match="at least 4"):
-        report.load_data(report.data_spec(str(tmp_path / "t.txt")), 3)
-
-
-@needs_minilm
-def test_streamed_report_equals_the_in_memory_one(tmp_path):
-    """More samples than max_in_memory: features go to a memmap, the similarity lenses are streamed
-    over every sample (same numbers as in memory), the others read an evenly spaced subsample."""
-    m, d, names = report.check(MINILM, "austen", ["cka/*", "cos/matrix", "cos/to_last", "clusters/*", "probe/*"])
-    loaded = report.load_model(m, device="cpu")
-    inputs = report.load_data(d, 30, seed=0)
-    full = report.run_lenses(report.extract(loaded, inputs, token="mean", batch_size=8, max_length=16, device="cpu"),
-                             names)
-    part = report.extract(loaded, inputs, token="mean", batch_size=8, max_length=16, device="cpu", max_in_memory=12,
-                          workdir=tmp_path)
-    assert (tmp_path / "hidden.npy").exists() and part.meta["subsample"]["n"] == 12
-    part = report.run_lenses(part, names)
-    for name in report.STREAMED:
-        np.testing.assert_allclose(part.results[name], full.results[name], rtol=1e-7, atol=1e-9)
-    assert part.data.n_samples == 12 and part.results["probe/accuracy"].shape == full.results["probe/accuracy"].shape
-    with pytest.raises(ValueError, match="cosine similarity is undefined"):
-        report.streamed_similarity(np.ones((2, 5, 3), np.float32), [0, 1])
 
 
 @needs_minilm
@@ -384,14 +212,6 @@ def test_report_hands_its_kernel_absolute_paths_the_way_the_user_meant_them(repo
     assert "recorded, not run" in capsys.readouterr().err
 
 
-def test_a_model_folder_and_a_data_folder_are_named_by_their_resolved_paths(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / "imgs" / "cat").mkdir(parents=True)
-    assert report.data_spec("~/imgs").name == str(tmp_path / "imgs")
-    monkeypatch.chdir(tmp_path / "imgs")
-    assert report.data_spec("../imgs/").name == str(tmp_path / "imgs")
-
-
 @pytest.mark.parametrize("argv, words", [
     (["--data", "missing.txt"], ("'missing.txt'", "no file or folder")),
     (["--data", "~/nowhere/"], ("'~/nowhere/'", "no file or folder")),
@@ -435,16 +255,6 @@ def test_report_names_a_folder_it_cannot_read(repo, monkeypatch, capsys):
 
 
 # ----------------------------------------------------------------------------- HTML in a data path
-
-
-def test_html_in_a_report_table_is_inert():
-    """The layer report showed a skip reason quoting the data path as raw Markdown: a folder named
-    ``imgs_<svg onload=...>`` became a live element of report.html."""
-    data = report.Report.__new__(report.Report)
-    data.data = type("D", (), {"layers": [0, 1], "n_entries": 2})()
-    data.results, data.skipped = {}, {"logit_lens/accuracy": f"the head was not trained on /tmp/imgs_{PAYLOAD}'s classes"}
-    table = report.summary_table(data)
-    assert PAYLOAD not in table and "&lt;svg onload=alert(2)&gt;" in table
 
 
 def test_exported_html_sanitises_markdown_outputs(tmp_path):

@@ -3,7 +3,8 @@
 How the labels ``y`` sit in the left singular vectors of a representation ``Phi [n, d]``:
 
 - eq. 2, ``Alignment(Phi, y, tau) = sum_{i: sigma_i >= tau} (u_i^T y)^2``: :func:`prepare`,
-  :func:`alignment_curve`, :func:`alignment_area`, :func:`curve_and_area` (one :func:`svd` can be shared);
+  :func:`alignment_curve`, :func:`alignment_area`, :func:`curve_and_area` (one :func:`svd` can be shared), and per
+  layer over pairs of classes (:func:`layer_areas`);
 - Propositions 1 and 2 (§6.1, App. B): :func:`gd_loss_curve`, :func:`prop2_iterations`, :func:`gd_processes`,
   :func:`steps_to_reach`.
 
@@ -238,6 +239,44 @@ def curve_and_area(Phi, y, thresholds, relative: bool = False, gram: bool = Fals
         curve = curve / norm2
     area = alignment_area(curve, thresholds)
     return curve, (float(area) if np.ndim(area) == 0 else area)
+
+
+def class_pairs(labels, most: int = 45, seed: int = 0) -> list[tuple[int, int]]:
+    """The class pairs ``(a, b)``, ``a < b``, with at least two samples each: all up to ``most`` (45 = every pair of
+    ten classes), else ``most`` drawn from ``seed``. ``ValueError`` when there is none."""
+    classes, counts = np.unique(labels, return_counts=True)
+    usable = classes[counts >= 2]
+    pairs = [(int(a), int(b)) for i, a in enumerate(usable) for b in usable[i + 1:]]
+    if not pairs:
+        raise ValueError("the pairwise alignment area needs at least two classes in labels, with at least two "
+                         "samples each")
+    if len(pairs) > most:
+        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), most, replace=False))
+        pairs = [pairs[i] for i in keep]
+    return pairs
+
+
+def layer_areas(layers, labels, thresholds=None, num: int = 62, most_pairs: int = 45) -> np.ndarray:
+    """Area under the alignment curve (eq. 2) of every layer of ``layers [L, N, d]``, ``[L]``, on the binary task
+    ``y = 2t - 1``: two classes on all samples; K > 2 classes, the mean over :func:`class_pairs` (at most
+    ``most_pairs``) of each pair's area on its own samples (§5's target tasks). ``thresholds``: default
+    :func:`thresholds_for` of each task's size."""
+    labels = np.asarray(labels)
+    classes = np.unique(labels)
+    if len(classes) < 2:
+        raise ValueError(f"the pairwise alignment area needs at least two classes in labels, got {len(classes)} "
+                         f"among N={len(labels)} samples")
+    if any(np.ndim(h) != 2 or len(h) != len(labels) for h in layers):
+        raise ValueError(f"labels has {len(labels)} entries; the layers' shapes are {[np.shape(h) for h in layers]}: "
+                         "give one [N, d] array per layer, N samples (one per label)")
+    pairs = [(int(classes[0]), int(classes[1]))] if len(classes) == 2 else class_pairs(labels, most_pairs)
+    areas = np.zeros((len(pairs), len(layers)))
+    for k, (a, b) in enumerate(pairs):
+        rows = np.flatnonzero((labels == a) | (labels == b))
+        y = binary_targets(labels[rows] == b)
+        tau = thresholds_for(len(rows), num) if thresholds is None else thresholds
+        areas[k] = [curve_and_area(h[rows], y, tau)[1] for h in layers]
+    return areas.mean(axis=0)
 
 
 # ----------------------------------------------------------------------------- Propositions 1-2

@@ -14,7 +14,7 @@ from torch import nn
 
 from layersim.measures import arrays
 
-__all__ = ["fit_linear_probe", "per_layer_probe_accuracy", "probe_accuracy", "top1_accuracy"]
+__all__ = ["fit_linear_probe", "half_split", "per_layer_probe_accuracy", "probe_accuracy", "top1_accuracy"]
 
 
 def fit_linear_probe(features, labels, C: float = 1.0, max_iter: int = 2000) -> nn.Linear:
@@ -78,3 +78,13 @@ def per_layer_probe_accuracy(train_features, train_labels, test_features, test_l
                          f"got {tr.shape} (train) and {te.shape} (test)")
     return np.array([probe_accuracy(fit_linear_probe(tr[i], train_labels, C=C), te[i], test_labels)
                      for i in range(tr.shape[0])])
+
+
+def half_split(labels) -> np.ndarray:
+    """A deterministic stratified half split of samples labelled ``labels [N]``: within each class, the samples in
+    their order alternate train, test, train, ... (True = train)."""
+    labels = np.asarray(labels)
+    train = np.zeros(len(labels), bool)
+    for k in np.unique(labels):
+        train[np.flatnonzero(labels == k)[::2]] = True
+    return train

@@ -23,6 +23,7 @@ __all__ = [
     "block_redundancy",
     "fit_linear_map",
     "paper_span",
+    "rba_heldout_error",
     "relative_change",
     "representation_mse",
     "spread",
@@ -132,6 +133,26 @@ class LeastSquares:
 def fit_linear_map(X: Any, Y: Any, bias: bool = False, ridge: float = 0.0) -> np.ndarray:
     """``argmin_T ||X T - Y||_F^2`` in one call (:class:`LeastSquares` on one batch)."""
     return LeastSquares(bias=bias).update(X, Y).solve(ridge=ridge)
+
+
+def rba_heldout_error(layers: Any) -> np.ndarray:
+    """Held-out ``1 - R^2`` of the affine least-squares map from every layer to the next (RBA, §3, one token per
+    sample), ``[L-1]`` for ``layers [L, N, d]``: fitted on every other sample, scored on the rest (residual sum of
+    squares over the centred sum of squares); 0 = the block is affine here, 1 = no better than the mean."""
+    h = arrays.as_layers(layers, min_n=1)  # float64
+    n = h[0].shape[0]
+    if n < 4:
+        raise ValueError(f"the held-out RBA error needs at least 4 samples (half to fit, half to score), got {n}")
+    fit, test = np.arange(0, n, 2), np.arange(1, n, 2)
+    out = []
+    for i in range(1, len(h)):
+        X, Y = h[i - 1], h[i]
+        T = fit_linear_map(X[fit], Y[fit], bias=True)
+        pred = X[test] @ T[:-1] + T[-1]
+        resid = Y[test] - pred
+        centred = Y[test] - Y[test].mean(axis=0)
+        out.append(float((resid ** 2).sum() / max((centred ** 2).sum(), np.finfo(float).tiny)))
+    return np.array(out)
 
 
 # ----------------------------------------------------------------------------- RBA on a model

@@ -36,6 +36,7 @@ __all__ = [
     "hsic",
     "gram_cka",
     "rbf_cka",
+    "rbf_cka_matrix",
     "layer_matrix",
     "cross_matrix",
     "to_last",
@@ -299,6 +300,18 @@ def rbf_cka(X: Any, Y: Any, threshold: float = 0.5, debiased: bool = False) -> f
     Y = arrays.as_2d(Y, "Y", min_n)
     arrays.same_n(X, Y)
     return gram_cka(gram_rbf(X, threshold), gram_rbf(Y, threshold), debiased)
+
+
+def rbf_cka_matrix(layers: Any, threshold: float = 0.5) -> np.ndarray:
+    """RBF-kernel CKA between all pairs of ``layers`` (``[L, N, d]`` or a list of ``[N, d_l]``), ``[L, L]`` with ones
+    on the diagonal (Kornblith et al. 2019, §3): one :func:`gram_rbf` per layer, then :func:`gram_cka` per pair
+    (``L`` Gram matrices of ``N x N``: keep N moderate)."""
+    grams = [gram_rbf(h, threshold) for h in layers]
+    M = np.eye(len(grams))
+    for i in range(len(grams)):
+        for j in range(i + 1, len(grams)):
+            M[i, j] = M[j, i] = gram_cka(grams[i], grams[j])
+    return M
 
 
 # --------------------------------------------------------------------------------------

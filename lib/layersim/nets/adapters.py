@@ -2,7 +2,8 @@
 
 An :class:`Adapter` says where a family's blocks are, its embedding output, final norm, head, prefix tokens,
 default token, and how to run one batch. :func:`get` finds a model's adapter in :data:`REGISTRY` (first match
-wins); :func:`register` adds one; ``adapters.markdown()`` lists the registered adapters. Every feature array is
+wins); :func:`register` adds one, :func:`register_model` one for a class of your own (a decorator where it is
+defined); ``adapters.markdown()`` lists the registered adapters. Every feature array is
 ``[L+1, N, d]``: index 0 the embedding output, index ``i`` the output of block ``i``, none with the final norm
 (see docs/modules.md, ``layersim.nets.adapters``).
 """
@@ -24,6 +25,7 @@ __all__ = [
     "get",
     "markdown",
     "register",
+    "register_model",
 ]
 
 Token = str | int
@@ -593,6 +595,53 @@ def ragged(name: str, models: str, matches: Callable[[nn.Module], bool], blocks:
     ``uniform=False`` (its layers are read with ``models.layer_outputs``)."""
     return Adapter(name=name, models=models, matches=matches, blocks=blocks, set_blocks=no_surgery(why),
                    final_norm=identity, head=head, run=lambda m, x: m(x), token="all", uniform=False)
+
+
+def _getter(spec: str | Callable[[nn.Module], Any], what: str) -> Callable[[nn.Module], Any]:
+    """A function of the model: ``spec`` itself, or the module at the dotted attribute path ``spec``."""
+    if callable(spec):
+        return spec
+    if isinstance(spec, str) and spec:
+        return lambda model: _attr(model, spec)
+    raise ValueError(f"{what} must be an attribute path of the model (e.g. 'layers') or a function of it, got {spec!r}")
+
+
+def register_model(blocks: str | Callable[[nn.Module], list], head: str | Callable | None = None,
+                   final_norm: str | Callable | None = None, *, name: str | None = None, models: str | None = None,
+                   inputs: str = "images", token: Token = "cls", uniform: bool = True,
+                   widths: Callable[[nn.Module], list[int] | None] | None = None, why: str = CNN_SURGERY,
+                   first: bool = False) -> Callable[[type], type]:
+    """Class decorator: instances of the decorated ``nn.Module`` class are read through an :class:`Adapter` (registered
+    with ``replace=True``). ``blocks``: the attribute path of the container of blocks, in call order (surgery swaps
+    it), or a function of the model giving them; ``head``, ``final_norm``: attribute paths or functions (None: no
+    head, no norm). ``inputs``: ``"images"`` (tensors, ``model(x)``) or ``"text"`` (dicts, ``model(**x)``);
+    ``uniform=False``: blocks change the shape (no surgery, refused saying ``why``)."""
+    if inputs not in ("images", "text"):
+        raise ValueError(f"inputs must be 'images' or 'text', got {inputs!r}")
+    get_blocks = (lambda model: list(_attr(model, blocks))) if isinstance(blocks, str) else _getter(blocks, "blocks")
+
+    def decorate(cls: type) -> type:
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise ValueError(f"register_model decorates a torch.nn.Module class, got {cls!r}")
+        key = name or cls.__name__.lower()
+        about = models or f"`{cls.__module__}.{cls.__qualname__}`"
+        matches = lambda model: isinstance(model, cls)  # noqa: E731
+        get_head = _getter(head, "head") if head is not None else _no_head("none was given to register_model")
+        if not uniform:
+            register(ragged(key, about, matches, get_blocks, get_head, why), first=first, replace=True)
+            return cls
+        extra = {} if widths is None else {"widths": widths}
+        set_blocks = (container_setter(lambda model: (_attr(model, blocks.rpartition(".")[0]) if "." in blocks
+                                                      else model, blocks.rpartition(".")[2]))
+                      if isinstance(blocks, str) else no_surgery("its blocks were given as a function, not one "
+                                                                 "container attribute"))
+        run = (lambda model, x: model(**x)) if inputs == "text" else (lambda model, x: model(x))
+        register(Adapter(name=key, models=about, matches=matches, blocks=get_blocks, set_blocks=set_blocks,
+                         final_norm=_getter(final_norm, "final_norm") if final_norm is not None else identity,
+                         head=get_head, run=run, inputs=inputs, token=token, **extra), first=first, replace=True)
+        return cls
+
+    return decorate
 
 
 def _is_torchvision(cls: str) -> Callable[[nn.Module], bool]:

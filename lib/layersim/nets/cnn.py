@@ -42,6 +42,10 @@ class CNNConfig:
             raise ValueError(f"num_classes must be positive, got {self.num_classes}")
 
 
+@adapters.register_model(
+    lambda m: [*m.blocks, *m.fcs], head="head", uniform=False, name="small_cnn",
+    models="the alignment paper's small CNN (`layersim.nets.cnn.SmallCNN`): conv stages, then fully "
+           "connected layers (`conv1, ..., fc1, ...`); `token='all'` flattens a map, `'mean'` averages it")
 class SmallCNN(nn.Module):
     """``len(channels)`` blocks of 3x3 convolution, ReLU and 2x2 max-pooling, then ReLU layers ``fc`` and a linear
     ``head``; its hidden layers (:attr:`layer_names`, ``conv1, ..., fc1, ...``) are outputs after ReLU (and
@@ -77,16 +81,6 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.hidden(x)[-1])
-
-
-adapters.register(adapters.ragged(
-    name="small_cnn",
-    models="the alignment paper's small CNN (`layersim.nets.cnn.SmallCNN`): conv stages, then fully "
-           "connected layers (`conv1, ..., fc1, ...`); `token='all'` flattens a map, `'mean'` averages it",
-    matches=lambda m: isinstance(m, SmallCNN),
-    blocks=lambda m: [*m.blocks, *m.fcs],
-    head=lambda m: m.head,
-), replace=True)
 
 
 def build_cnn(cfg: CNNConfig, seed: int | None = 0) -> nn.Module:

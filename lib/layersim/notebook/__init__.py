@@ -1,2 +1,2 @@
-"""What notebook cells call: settings and presets, results and claims, plotting, the lens registry.
+"""What notebook cells call: settings and presets, results and claims, plotting.
 """

@@ -101,6 +101,12 @@ class MLPLayer(nn.Linear):
         return h + z if self.residual else z
 
 
+@adapters.register_model(
+    "layers", head="head", final_norm="norm", name="mlp", token="all",
+    models="the project's MLPs (`layersim.train.mlp.MLP`: the tracing paper's appendix B.2 networks and the alignment "
+           "paper's, `small_nets.make_mlp`): hidden layers as blocks; index 0 is the flattened input (another "
+           "width: collect `layers=range(1, L + 1)`)",
+    widths=lambda m: [m.layers[0].in_features, *(layer.out_features for layer in m.layers)])
 class MLP(nn.Module):
     """The MLP of :class:`MLPConfig`: ``layers[i]`` is hidden layer ``i + 1`` (residual from layer 2 when
     ``cfg.residual``), ``norm`` the final norm (``nn.Identity`` without one), ``head`` the classifier; ``forward``
@@ -138,22 +144,6 @@ class MLP(nn.Module):
         for layer in self.layers:
             h = layer(h)
         return self.classify(h)
-
-
-adapters.register(adapters.Adapter(
-    name="mlp",
-    models="the project's MLPs (`layersim.train.mlp.MLP`: the tracing paper's appendix B.2 networks and the alignment "
-           "paper's, `small_nets.make_mlp`): hidden layers as blocks; index 0 is the flattened input (another "
-           "width: collect `layers=range(1, L + 1)`)",
-    matches=lambda m: isinstance(m, MLP),
-    blocks=lambda m: list(m.layers),
-    set_blocks=adapters.container_setter(lambda m: (m, "layers")),
-    final_norm=lambda m: m.norm,
-    head=lambda m: m.head,
-    run=lambda m, x: m(x),
-    token="all",
-    widths=lambda m: [m.layers[0].in_features, *(layer.out_features for layer in m.layers)],
-), replace=True)
 
 
 def build_mlp(cfg: MLPConfig, seed: int | None = 0) -> MLP:

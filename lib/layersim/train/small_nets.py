@@ -31,6 +31,11 @@ class RBFLayer(nn.Module):
         return torch.exp(-d2 / (2.0 * torch.exp(2.0 * self.log_width)))
 
 
+@adapters.register_model(
+    "layers", head="head", uniform=False, name="rbf_net",
+    why="its only block maps inputs to Gaussian units of another width",
+    models="the alignment paper's two-layer RBF network (`layersim.train.small_nets.RBFNet`): one block, its Gaussian "
+           "layer")
 class RBFNet(nn.Module):
     """Two-layer RBF network (Section 3): an :class:`RBFLayer` (``layers[0]``, the representation, read by the
     ``rbf_net`` adapter), then a linear output."""
@@ -42,17 +47,6 @@ class RBFNet(nn.Module):
 
     def forward(self, x):
         return self.head(self.layers[0](x))
-
-
-adapters.register(adapters.ragged(
-    name="rbf_net",
-    models="the alignment paper's two-layer RBF network (`layersim.train.small_nets.RBFNet`): one block, its Gaussian "
-           "layer",
-    matches=lambda m: isinstance(m, RBFNet),
-    blocks=lambda m: list(m.layers),
-    head=lambda m: m.head,
-    why="its only block maps inputs to Gaussian units of another width",
-), replace=True)
 
 
 def make_mlp(in_dim: int, hidden: Sequence[int], out_dim: int = 1, activation: str = "relu",

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from layersim.notebook import lenses
+from layersim.analysis import lenses
 from layersim.papers.redundancy import models as redundancy_models
 
 __all__ = ["block_matrices", "correlation_lines", "matrix_line", "model_record"]

@@ -17,7 +17,7 @@ import pandas as pd
 
 from layersim.measures import redundancy, trends
 from layersim.nets import linear_maps, models, readout, surgery
-from layersim.notebook import lenses
+from layersim.analysis import lenses
 from layersim.papers.redundancy import models as redundancy_models
 
 __all__ = ["aligned_minus_standard", "last_token_redundancy", "lm_claims", "lm_line", "lm_record", "span_line",

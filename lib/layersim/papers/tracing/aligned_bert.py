@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from layersim.inputs import text_tasks
-from layersim.notebook import lenses
+from layersim.analysis import lenses
 from layersim.train import finetune
 
 __all__ = ["OBJECTIVES", "checkpoint_records", "describe", "gains", "layerwise", "layerwise_figure"]

@@ -3,9 +3,9 @@
 Every measure of the four papers that reads a stack of layers is one :class:`Lens`, computed by the project's own
 functions. A lens reads a :class:`LayerData` (``hidden [E, N, d]``, ``labels [N]``, ``logits [E, N, K]``,
 ``model``), returns one of :data:`KINDS` and declares invariances from :data:`INVARIANCES`, which
-``tests/notebook/test_lenses.py`` checks numerically. ``apply("cka/matrix", data)`` gives ``[E, E]``;
+``tests/analysis/test_lenses.py`` checks numerically. ``apply("cka/matrix", data)`` gives ``[E, E]``;
 ``names("cos/*")`` lists lenses; ``rows()`` gives one :class:`LensRow` per lens, ``markdown()`` their table (see
-docs/modules.md, `layersim.notebook.lenses`, for the inputs, output kinds and invariances).
+docs/modules.md, `layersim.analysis.lenses`, for the inputs, output kinds and invariances).
 """
 
 from __future__ import annotations
@@ -313,15 +313,8 @@ def debiased_cka_matrix(data: LayerData) -> np.ndarray:
 
 
 def rbf_cka_matrix(data: LayerData, threshold: float = 0.5) -> np.ndarray:
-    """RBF-kernel CKA between all pairs (Kornblith et al. 2019 §3): one ``gram_rbf`` per entry,
-    then ``gram_cka`` per pair (``E`` Gram matrices of ``N x N``: keep N moderate)."""
-    grams = [similarity.gram_rbf(h, threshold) for h in data.hidden]
-    E = len(grams)
-    M = np.eye(E)
-    for i in range(E):
-        for j in range(i + 1, E):
-            M[i, j] = M[j, i] = similarity.gram_cka(grams[i], grams[j])
-    return M
+    """RBF-kernel CKA between all pairs of entries (Kornblith et al. 2019 §3; ``E`` Gram matrices of ``N x N``)."""
+    return similarity.rbf_cka_matrix(data.hidden, threshold)
 
 
 def adjacent_cos(data: LayerData, center: bool = False) -> np.ndarray:
@@ -343,22 +336,8 @@ def block_redundancy(data: LayerData) -> np.ndarray:
 
 def rba_error(data: LayerData) -> np.ndarray:
     """Held-out ``1 - R^2`` of the affine least-squares map from every entry to the next (the redundancy paper's
-    RBA, §3, one token per sample), ``[E-1]``: fitted on every other sample, scored on the rest; 0 = the block is
-    linear here, 1 = no better than the mean."""
-    h = data.hidden
-    n = h.shape[1]
-    if n < 4:
-        raise ValueError(f"redundancy/rba_error needs at least 4 samples, got {n}")
-    fit, test = np.arange(0, n, 2), np.arange(1, n, 2)
-    out = []
-    for i in range(1, len(h)):
-        X, Y = np.asarray(h[i - 1], np.float64), np.asarray(h[i], np.float64)
-        T = redundancy.fit_linear_map(X[fit], Y[fit], bias=True)
-        pred = X[test] @ T[:-1] + T[-1]
-        resid = Y[test] - pred
-        centred = Y[test] - Y[test].mean(axis=0)
-        out.append(float((resid ** 2).sum() / max((centred ** 2).sum(), np.finfo(float).tiny)))
-    return np.array(out)
+    RBA, §3), ``[E-1]``: 0 = the block is linear here, 1 = no better than the mean."""
+    return redundancy.rba_heldout_error(data.hidden)
 
 
 def _steps(data: LayerData) -> list[tuple[int, int]]:
@@ -402,40 +381,10 @@ def saturation(data: LayerData) -> np.ndarray:
     return idx if data.layers is None else np.asarray(data.layers)[idx]
 
 
-def class_pairs(labels: np.ndarray, most: int = 45, seed: int = 0) -> list[tuple[int, int]]:
-    """The class pairs ``(a, b)``, ``a < b``, with at least two samples each: all up to ``most`` (45 = every pair of
-    ten classes), else ``most`` drawn from ``seed``. ``ValueError`` when there is none."""
-    classes, counts = np.unique(labels, return_counts=True)
-    usable = classes[counts >= 2]
-    pairs = [(int(a), int(b)) for i, a in enumerate(usable) for b in usable[i + 1:]]
-    if not pairs:
-        raise ValueError("alignment/area needs at least two classes in labels, with at least two samples each")
-    if len(pairs) > most:
-        keep = np.sort(np.random.default_rng(seed).choice(len(pairs), most, replace=False))
-        pairs = [pairs[i] for i in keep]
-    return pairs
-
-
 def alignment_area(data: LayerData, thresholds: Any = None, num: int = 62, most_pairs: int = 45) -> np.ndarray:
-    """Normalised area under the alignment curve of every entry (alignment eq. 2).
-
-    Entries are prepared as the paper does (:func:`alignment.prepare`) and scored at ``thresholds`` (default
-    :func:`alignment.thresholds_for`) on the binary task ``y = 2t - 1``; with K > 2 classes, the mean over
-    :func:`class_pairs` (at most ``most_pairs``) of each pair's area, as §5 builds tasks (see docs/modules.md,
-    `layersim.notebook.lenses`).
-    """
-    labels = np.asarray(data.labels)
-    classes = np.unique(labels)
-    if len(classes) < 2:
-        raise ValueError("alignment/area needs at least two classes in labels")
-    pairs = [(int(classes[0]), int(classes[1]))] if len(classes) == 2 else class_pairs(labels, most_pairs)
-    areas = np.zeros((len(pairs), data.n_entries))
-    for k, (a, b) in enumerate(pairs):
-        rows = np.flatnonzero((labels == a) | (labels == b))
-        y = alignment.binary_targets(labels[rows] == b)
-        tau = alignment.thresholds_for(len(rows), num) if thresholds is None else thresholds
-        areas[k] = [alignment.curve_and_area(h[rows], y, tau)[1] for h in data.hidden]
-    return areas.mean(axis=0)
+    """Normalised area under the alignment curve of every entry (alignment eq. 2) on the binary task ``y = 2t - 1``;
+    with K > 2 classes, the mean over pairs of classes (:func:`layersim.measures.alignment.layer_areas`)."""
+    return alignment.layer_areas(data.hidden, data.labels, thresholds, num, most_pairs)
 
 
 def nc1(data: LayerData) -> np.ndarray:
@@ -449,21 +398,11 @@ def block_diagonal(data: LayerData) -> np.ndarray:
     return block_structure.split_scores(cka_matrix(data))
 
 
-def default_split(labels: np.ndarray) -> np.ndarray:
-    """Deterministic stratified half split: within each class, the samples in their order
-    alternate train, test, train, ... (True = train)."""
-    labels = np.asarray(labels)
-    train = np.zeros(len(labels), bool)
-    for k in np.unique(labels):
-        train[np.flatnonzero(labels == k)[::2]] = True
-    return train
-
-
 def probe_accuracy(data: LayerData, train: Any = None, C: float = 1.0) -> np.ndarray:
     """Test accuracy of one L2 logistic-regression probe per entry (tracing App. B.4, Fig. 17), deterministic.
     ``train``: a boolean mask ``[N]`` of the samples fitted on, the rest the test set (default
-    :func:`default_split`)."""
-    train = default_split(data.labels) if train is None else np.asarray(train, bool)
+    :func:`layersim.measures.probe.half_split`)."""
+    train = probe.half_split(data.labels) if train is None else np.asarray(train, bool)
     if train.shape != (data.n_samples,) or train.all() or not train.any():
         raise ValueError(f"train must be a boolean mask [N={data.n_samples}] with samples on both sides")
     h, y = data.hidden, data.labels
