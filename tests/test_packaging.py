@@ -49,7 +49,6 @@ USED_WITHOUT_IMPORT = {
     "pytest-xdist": "make test's parallel workers (pytest -n)",
     "gguf": "read by transformers when it converts the packaged SmolLM2 GGUF (layersim.inputs.cache.convert_gguf)",
     "accelerate": "used by transformers to place the packaged language models",
-    "seaborn": "the plots of the analysis API being written beside this change",
 }
 
 
@@ -258,6 +257,8 @@ def test_the_wheel_installed_alone_runs_the_readme_example_outside_the_repositor
                MPLBACKEND="Agg")
     example = _run([python, "-I", "-c", documented_example()], cwd=work, env=env)
     assert "Traceback" not in example.stderr and example.stdout.strip(), example.stderr
+    layers, to_last = example.stdout.splitlines()[:2]
+    assert layers == str(list(range(1, 13))) and to_last.rstrip("] ").endswith("1.")  # 12 blocks; the last is itself
     probe = _run([python, "-I", "-c", PROBE], cwd=work, env=env)
     got = json.loads(probe.stdout.split("PROBE", 1)[1])
     assert Path(got["file"]).is_relative_to(purelib), f"layersim came from {got['file']}, not the fresh venv"
@@ -270,7 +271,8 @@ def test_the_wheel_installed_alone_runs_the_readme_example_outside_the_repositor
                              text=True, timeout=120)
     assert refused.returncode == 2
     one_line_error(refused.stderr, "needs the layersim repository")  # the runner's and the book's commands alike
-    assert not list(work.iterdir()), "the example wrote into the working folder"
+    written = sorted(p.name for p in work.iterdir())  # the example's page, nothing else
+    assert written == ["report.html"] and "<html" in (work / "report.html").read_text()[:2000].lower(), written
     print(f"wheel test: {time.monotonic() - started:.1f} s")
 # ----------------------------------------------------------------------------- the citation
 
