@@ -20,20 +20,8 @@ from pathlib import Path
 import pytest
 
 from layersim.notebook import ladders
-from layersim.tools import resume, runner
+from layersim.tools import plans, resume, runner
 from builders import REPO, one_line_error, tree_files, write_notebook
-
-
-def test_discover_by_substring_and_glob(fake_repo):
-    for name in ["tracing/t01_a", "tracing/t02_b", "alignment/a01_c"]:
-        write_notebook(fake_repo / "notebooks" / f"{name}.ipynb", [])
-    write_notebook(fake_repo / "notebooks" / "tracing" / ".ipynb_checkpoints" / "t01_a-checkpoint.ipynb", [])
-    stems = lambda ps: [p.stem for p in ps]  # noqa: E731
-    assert stems(runner.discover("")) == ["a01_c", "t01_a", "t02_b"]
-    assert stems(runner.discover("t01")) == ["t01_a"]
-    assert stems(runner.discover("tracing/*")) == ["t01_a", "t02_b"]
-    assert runner.discover("nothing-like-this") == []
-    assert stems(runner.discover("t02, a01")) == ["a01_c", "t02_b"]
 
 
 @pytest.mark.slow
@@ -136,7 +124,7 @@ def test_bad_arguments_are_usage_errors_and_nothing_runs(fake_repo, capsys, argv
 def test_unknown_parameter_is_named_for_each_notebook_that_lacks_it(fake_repo):
     write_notebook(fake_repo / "notebooks" / "p" / "a.ipynb", [], 'scale = "default"\nn = None')
     write_notebook(fake_repo / "notebooks" / "p" / "b.ipynb", [], 'scale = "default"\nm = None')
-    lines = runner.unknown_parameters(runner.discover(""), {"n": 1})
+    lines = runner.unknown_parameters(plans.discover(""), {"n": 1})
     assert lines == ["p/b has no parameter 'n'; its parameters are m"]
 
 
@@ -207,7 +195,7 @@ def test_a_reference_needs_the_runs_metrics(fake_repo, capsys):
 
 def test_unknown_parameter_of_a_real_notebook_lists_its_parameters(monkeypatch):
     monkeypatch.delenv("LAYERSIM_ROOT", raising=False)
-    t01 = runner.discover("t01_cos_vs_cka")
+    t01 = plans.discover("t01_cos_vs_cka")
     assert len(t01) == 1
     (line,) = runner.unknown_parameters(t01, {"nosuch": 1, "depth": 3})
     assert line.startswith("tracing/t01_cos_vs_cka has no parameter 'nosuch'; its parameters are seed, device, ")
@@ -477,14 +465,6 @@ def test_a_corrupt_notebook_is_named_and_the_others_run(repo_with_figures, capsy
     assert "broken.ipynb is not a readable notebook (NotJSONError" in captured.err
     assert "p/n: ok" in captured.out and "1 notebooks ok, 1 failed" in captured.out
     assert "Traceback" not in captured.out + captured.err
-
-
-def test_a_glob_matches_the_notebooks_own_name(repo_with_figures):
-    for name in ("tracing/t07_early_exit", "tracing/t17_other", "alignment/a07_x"):
-        _notebook(repo_with_figures / "notebooks" / f"{name}.ipynb", [])
-    assert [p.stem for p in runner.discover("t07*")] == ["t07_early_exit"]
-    assert [p.stem for p in runner.discover("*/t07*")] == ["t07_early_exit"]
-    assert [p.stem for p in runner.discover("t07_early_exit.ipynb")] == ["t07_early_exit"]
 
 
 @pytest.mark.parametrize("selection", [",", " , ", ",,"])

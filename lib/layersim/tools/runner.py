@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fnmatch
 import functools
 import json
 import os
@@ -46,26 +45,6 @@ class Outcome:
     ok: bool
     seconds: float
     error: str = ""
-
-
-def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
-    """Notebooks under ``notebooks/`` matching ``pattern``: globs (against ``<paper>/<stem>`` and the file name) or
-    substrings, several separated by commas; empty means all. ``ValueError`` for commas alone."""
-    base = (root or repo_root()) / "notebooks"
-    found = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    patterns = [p.strip() for p in pattern.split(",") if p.strip()]
-    if not patterns:
-        if pattern.strip():  # "," or " , ": a selection that names nothing is a mistake, not "every notebook"
-            raise ValueError(f"--nb {pattern!r} names no notebook: give globs or substrings separated by commas, "
-                             "or leave --nb out for all")
-        return found
-
-    def match(p: Path, pat: str) -> bool:
-        rel = p.relative_to(base).as_posix()
-        return pat in rel or any(fnmatch.fnmatch(name, glob) for name in (rel, p.name)
-                                 for glob in (pat, pat + ".ipynb"))
-
-    return [p for p in found if any(match(p, pat) for pat in patterns)]
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -412,7 +391,7 @@ def select(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[Path]:
     """The notebooks ``--nb`` selects (with ``--scale-check``, those that have one); a usage error for a selection
     that names no notebook."""
     try:
-        notebooks = discover(args.nb)
+        notebooks = plans.discover(args.nb)
     except ValueError as exc:
         ap.error(str(exc))
     if args.scale_check:
@@ -536,7 +515,7 @@ def run_ladders(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     outcomes: list[Outcome] = []
     rungs = []
     for job, stems in chosen:
-        known = readable_parameters([discover(f"*/{stem}")[0] for stem in stems], outcomes)
+        known = readable_parameters([plans.discover(f"*/{stem}")[0] for stem in stems], outcomes)
         problems = [p for nb in known for p in unknown_parameters([nb], job.settings(nb), known=known)]
         if problems:
             ap.error(f"ladder {job.rung[0]}, rung {ladders.budget_name(job.rung[1])}: " + "; ".join(problems))
