@@ -606,3 +606,16 @@ def test_a_rung_setting_the_notebook_lacks_stops_the_ladder_before_any_work(size
         runner.main(["--ladder", "y"])
     assert "ladder y, rung 2: p/s has no parameter 'width'" in capsys.readouterr().err
     assert not (sized / "runs").exists()
+
+
+def test_a_failure_line_holds_the_errors_first_line():
+    """An exception with a message of several lines (a missing asset: the places looked follow) fails its notebook
+    in one line, the one that names the asset and the command that fetches it."""
+    from papermill.exceptions import PapermillExecutionError
+
+    from layersim.inputs.assets import AssetNotFoundError
+
+    err = AssetNotFoundError("cifar10", ["torchvision root /c"], "copy it", "downloads are off: fetch it ahead")
+    exc = PapermillExecutionError(4, 3, "x = image_data.load('cifar10')\nmore", "AssetNotFoundError", str(err), [])
+    assert runner.describe_failure(exc) == ("cell 5 (execution count 3): AssetNotFoundError: asset 'cifar10' not "
+                                            "found: downloads are off: fetch it ahead  [x = image_data.load('cifar10')]")

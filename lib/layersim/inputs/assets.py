@@ -33,18 +33,20 @@ _TRUE = {"1", "true", "yes", "on"}
 
 class AssetNotFoundError(FileNotFoundError):
     """A known asset that is not on this machine and could not be downloaded; ``name``, ``looked`` (every place
-    searched) and ``hint`` (how to obtain it), all in the message."""
+    searched) and ``hint`` (how to obtain it), all in the message, whose first line alone names the asset and what
+    to do (``reason``, else ``hint``)."""
 
     def __init__(self, name: str, looked: Sequence[str] = (), hint: str = "", reason: str = ""):
         self.name, self.looked, self.hint, self.reason = name, list(looked), hint, reason
         super().__init__(self._message())
 
     def _message(self) -> str:
-        lines = [f"asset {self.name!r} not found" + (f": {self.reason}" if self.reason else "")]
+        lines = [f"asset {self.name!r} not found" + (f": {self.reason or self.hint}" if self.reason or self.hint
+                                                     else "")]
         if self.looked:
             lines.append("looked in (in order):")
             lines += [f"  - {place}" for place in self.looked]
-        if self.hint:
+        if self.hint and self.reason:
             lines.append(f"to get it: {self.hint}")
         return "\n".join(lines)
 

@@ -49,13 +49,14 @@ class Outcome:
 
 def describe_failure(exc: BaseException) -> str:
     """One line naming the failing cell (counted from 1 in the executed notebook, papermill's injected cell included)
-    and the error."""
+    and the error's first line (the executed notebook keeps the rest)."""
     from papermill.exceptions import PapermillExecutionError
 
     if isinstance(exc, PapermillExecutionError):
         first = (exc.source or "").strip().splitlines()[:1]
         where = f"cell {exc.cell_index + 1} (execution count {exc.exec_count})"
-        return f"{where}: {exc.ename}: {exc.evalue}" + (f"  [{first[0][:80]}]" if first else "")
+        error = (str(exc.evalue).strip().splitlines() or [""])[0]
+        return f"{where}: {exc.ename}: {error}" + (f"  [{first[0][:80]}]" if first else "")
     return f"{type(exc).__name__}: {exc}"
 
 
