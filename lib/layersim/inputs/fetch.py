@@ -20,6 +20,7 @@ from layersim.inputs.locate import find_local, hf_dataset_dir, not_found
 
 __all__ = [
     "FETCH_AHEAD",
+    "can_download",
     "resolve",
     "load_model",
 ]
@@ -123,6 +124,11 @@ def _download_hf_dataset(asset: Asset, variant: str | None) -> Path:
     dd = datasets.load_dataset(asset.hub_id, config)
     dd.save_to_disk(str(dest))
     return dest
+
+
+def can_download(name: str) -> bool:
+    """Whether :func:`resolve` has a download for the asset ``name`` (when downloads are allowed)."""
+    return _downloader(split_name(name)[0]) is not None
 
 
 def _downloader(asset: Asset) -> Callable[[Asset, str | None], Path] | None:

@@ -20,6 +20,7 @@ from layersim.inputs.assets import Asset, AssetNotFoundError, get_asset, SMOLLM2
 from layersim.inputs.cache import convert_gguf, converted_finder
 
 __all__ = [
+    "TORCHVISION_FOLDERS",
     "system_roots",
     "locations",
     "find_local",
@@ -122,10 +123,13 @@ def _stdlib_locations(asset: Asset) -> list[_Location]:
     return [_Location("Python standard library (pydoc_data/topics.py)", find)]
 
 
+#: the folder under a torchvision root that holds each torchvision data set's files
+TORCHVISION_FOLDERS = {"mnist": "MNIST/raw", "cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
+
+
 def _torchvision_locations(asset: Asset) -> list[_Location]:
     """The torchvision root in the project cache (and ``$LAYERSIM_TORCHVISION_ROOT``)."""
-    sub = {"mnist": "MNIST/raw", "cifar10": "cifar-10-batches-py",
-           "cifar100": "cifar-100-python"}[asset.name]
+    sub = TORCHVISION_FOLDERS[asset.name]
     roots = [Path(p) for p in [os.environ.get("LAYERSIM_TORCHVISION_ROOT")] if p]
     roots.append(_cache_path("torchvision"))
     return [_Location(f"torchvision root {r} ({sub}/)",
