@@ -12,7 +12,7 @@ import pytest
 
 from layersim.inputs import assets, fetch
 from layersim.notebook import presets
-from layersim.tools import assets as tool
+from layersim.tools import assets as tool, runner
 from builders import REPO, one_line_error, write_notebook
 
 NOTEBOOKS = sorted(p for p in REPO.glob("notebooks/*/*.ipynb")
@@ -246,6 +246,17 @@ def test_the_disk_must_hold_the_downloads_of_known_size(stand_in, fake_assets, f
     assert tool.main(["fetch", "--nb", "o", "--dry-run"]) == 0  # a dry run lists; a fetch checks the disk first
     monkeypatch.setattr(tool, "_disk_free", lambda path: (10**9, 7))
     assert tool.main(["fetch", "--nb", "o"]) == 1 and stand_in == []
+
+
+def test_a_paper_run_that_cannot_start_runs_nothing(stand_in, fake_repo, capsys):
+    """The runner checks before the first notebook: one line per failure, a usage error, nothing written."""
+    with pytest.raises(SystemExit) as info:
+        runner.main(["--scale", "paper", "--nb", "n"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    one_line_error(err, "paper scale, nothing was run")
+    assert "\n  tiny-set (n): not here and downloads are off: fetch it ahead where there is internet with " in err
+    assert not (fake_repo / "runs").exists()
 
 
 def test_the_check_command_runs_the_runners_checks(stand_in, capsys, monkeypatch):

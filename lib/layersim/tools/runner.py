@@ -556,6 +556,12 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: list[Outcome] = []
     known = readable_parameters(notebooks, outcomes)
     check_plans(ap, args, params, known)
+    if args.scale == "paper":  # every asset here or downloadable, the GPU's memory, the disk: before any notebook
+        from layersim.tools import assets
+
+        problems = assets.preflight(list(known), params)
+        if problems:
+            ap.error("paper scale, nothing was run:\n  " + "\n  ".join(problems))
     job = plans.Job(args.scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
     if args.resume:
         known, kept = resume.keep_finished(job, known)
