@@ -25,6 +25,22 @@ def tmp_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def fake_assets(monkeypatch):
+    """``fake_assets(Asset(...), ...)`` puts assets into the registry (names, aliases, ``list_assets``) for one test."""
+    from layersim.inputs import assets
+
+    def register(*items):
+        monkeypatch.setattr(assets, "_ASSET_LIST", [*assets._ASSET_LIST, *items])
+        for a in items:
+            monkeypatch.setitem(assets.ASSETS, a.name, a)
+            for n in (a.name, *a.aliases):
+                monkeypatch.setitem(assets._BY_KEY, assets._key(n), a.name)
+        return items
+
+    return register
+
+
+@pytest.fixture
 def repo(tmp_path, monkeypatch):
     """A repository of its own (committed figures/, notebooks/ and tests/notebooks/), the switch off, no
     LAYERSIM_OUT, LAYERSIM_CACHE or LAYERSIM_DATA, and the working directory outside it."""

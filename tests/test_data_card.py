@@ -3,7 +3,8 @@ repository's documentation, not of the library, so it sits at the top of tests/ 
 
 Its assets table has one row per asset, the asset's registry name in backticks in the first column and
 "<kind>, <scale>" in the second. An asset added to the registry without a row fails, and so does a row
-left behind for an asset that was removed or renamed. The card is the one file of data/ that git tracks.
+left behind for an asset that was removed or renamed; the sizes the registry holds are the card's. The card is the
+one file of data/ that git tracks.
 """
 
 from __future__ import annotations
@@ -89,6 +90,24 @@ def test_rows_give_kind_and_scale_of_the_registry():
         assert len(cells) > 1 and cells[1] == f"{asset.kind}, {asset.scale}", (
             f"row {name!r}: second column is {cells[1] if len(cells) > 1 else None!r}, "
             f"the registry says '{asset.kind}, {asset.scale}'")
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?) (kB|MB|GB)\b")
+_UNIT = {"kB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def test_the_registrys_sizes_are_the_cards():
+    """``Asset.size_bytes`` is the first size of the row's "size on disk" column (1 MB = 10⁶ B), and None where the
+    row states none ("not measured")."""
+    for cells in _asset_rows():
+        name = cells[0].strip("`")
+        if name not in assets.ASSETS:
+            continue
+        found = _SIZE.search(cells[6])
+        card = None if found is None else round(float(found[1]) * _UNIT[found[2]])
+        assert assets.ASSETS[name].size_bytes == card, (
+            f"row {name!r}: the card gives {found[0] if found else 'no size'} ({cells[6]!r}), the registry's "
+            f"size_bytes is {assets.ASSETS[name].size_bytes}")
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs a git checkout")

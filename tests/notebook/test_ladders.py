@@ -101,7 +101,8 @@ def test_every_scale_miss_has_exactly_one_ladder():
 
 
 def test_every_ladder_has_enough_geometric_rungs_of_known_parameters():
-    from layersim.tools.runner import discover, notebook_parameters
+    from layersim.tools.plans import discover
+    from layersim.tools.runner import notebook_parameters
 
     for ladder in ladders.LADDERS.values():
         budgets = ladder.budgets

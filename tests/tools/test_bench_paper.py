@@ -1,42 +1,13 @@
-"""Tests of layersim.tools.bench_paper: the measured paper-scale plan (``python -m layersim.tools.bench paper``) and
-the presets it reads from the notebooks, on the CPU."""
+"""Tests of layersim.tools.bench_paper: the measured paper-scale plan (``python -m layersim.tools.bench paper``), on
+the CPU."""
 
 import math
 
-import nbformat
 import pytest
 
 from layersim.inputs import image_data
 from layersim.notebook import presets
 from layersim.tools import bench, bench_paper
-from builders import REPO
-
-
-NOTEBOOKS = sorted(p for p in REPO.glob("notebooks/*/*.ipynb")
-                   if "start(" in "".join(c.source for c in nbformat.read(p, as_version=4).cells))
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_every_notebooks_presets_are_read_from_the_notebook(path):
-    got = bench_paper.notebook_presets(path.stem)
-    assert {"smoke", "default", "paper"} <= set(got), path.stem
-
-
-def test_presets_are_read_without_jupyter(monkeypatch):
-    """A GPU machine or batch node may lack IPython: the settings cell's display import is left out."""
-    import sys
-
-    monkeypatch.setitem(sys.modules, "IPython", None)  # any import of IPython now raises ImportError
-    monkeypatch.setitem(sys.modules, "IPython.display", None)
-    with pytest.raises(ImportError):
-        import IPython.display  # noqa: F401
-    assert bench_paper.notebook_presets("t10_aligned_gpt")["paper"]["pretrained"] == "gpt2"
-
-
-def test_presets_shared_with_the_library_are_the_librarys_own_object():
-    assert bench_paper.notebook_presets("c03_layer_skipping") is presets.CLUSTERS_FINETUNE
-    with pytest.raises(ValueError, match="no notebook"):
-        bench_paper.notebook_presets("t99_nothing")
 
 
 def test_the_tracing_vit_plan_multiplies_the_measured_step_by_the_presets_steps():

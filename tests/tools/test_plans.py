@@ -112,3 +112,23 @@ def test_a_ladder_rung_commits_its_results_and_keeps_its_notebook_under_runs(rep
     assert repo_with_figures / "runs" / "default" / "seeds" / "ladders" / "x" / "300" / "seed-1" / "p" / "n" in written
     off = plans.Job("default", rung=("x", 100)).target(nb)  # without the switch: runs/, nothing committed
     assert off.out_root == repo_with_figures / "runs" / "default" / "ladders" / "x" / "100" and not off.committed
+
+
+def test_discover_by_substring_and_glob(fake_repo):
+    for name in ["tracing/t01_a", "tracing/t02_b", "alignment/a01_c"]:
+        write_notebook(fake_repo / "notebooks" / f"{name}.ipynb", [])
+    write_notebook(fake_repo / "notebooks" / "tracing" / ".ipynb_checkpoints" / "t01_a-checkpoint.ipynb", [])
+    stems = lambda ps: [p.stem for p in ps]  # noqa: E731
+    assert stems(plans.discover("")) == ["a01_c", "t01_a", "t02_b"]
+    assert stems(plans.discover("t01")) == ["t01_a"]
+    assert stems(plans.discover("tracing/*")) == ["t01_a", "t02_b"]
+    assert plans.discover("nothing-like-this") == []
+    assert stems(plans.discover("t02, a01")) == ["a01_c", "t02_b"]
+
+
+def test_a_glob_matches_the_notebooks_own_name(repo_with_figures):
+    for name in ("tracing/t07_early_exit", "tracing/t17_other", "alignment/a07_x"):
+        write_notebook(repo_with_figures / "notebooks" / f"{name}.ipynb", [])
+    assert [p.stem for p in plans.discover("t07*")] == ["t07_early_exit"]
+    assert [p.stem for p in plans.discover("*/t07*")] == ["t07_early_exit"]
+    assert [p.stem for p in plans.discover("t07_early_exit.ipynb")] == ["t07_early_exit"]

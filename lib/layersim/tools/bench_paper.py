@@ -4,14 +4,13 @@ For the notebooks whose paper scale runs on a GPU, it builds the paper presets' 
 downloaded), times a few training steps or reading passes of the paper's shapes on synthetic inputs
 (:func:`time_workload`) and multiplies the time per step by the steps the preset asks for (a workload whose step
 count is unknown offline reports its rate per 1,000 steps). The settings are read where the notebooks read them:
-``layersim.notebook.presets`` and each notebook's ``PRESETS`` (:func:`notebook_presets`). ``--tiny`` shrinks the
-models and keeps the step counts (see docs/modules.md, `layersim.tools.bench_paper`).
+``layersim.notebook.presets`` and each notebook's ``PRESETS`` (:func:`layersim.tools.assets.notebook_presets`).
+``--tiny`` shrinks the models and keeps the step counts (see docs/modules.md, `layersim.tools.bench_paper`).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import platform
@@ -23,11 +22,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from layersim.core import paths
 from layersim.core.device import resolve_device
 from layersim.inputs import image_data
 from layersim.nets import params
 from layersim.notebook import presets
+from layersim.tools.assets import notebook_presets
 from layersim.tools.bench_train import device_name, timed
 from layersim.train import finetune, objectives, training
 
@@ -46,39 +45,6 @@ class Workload:
     kind: str
     steps: int | None
     per: str
-
-
-def _display_import(node: ast.stmt) -> bool:
-    """Whether ``node`` imports IPython, which no preset needs and a machine without Jupyter lacks."""
-    if isinstance(node, ast.ImportFrom):
-        return (node.module or "").split(".")[0] == "IPython"
-    return isinstance(node, ast.Import) and any(a.name.split(".")[0] == "IPython" for a in node.names)
-
-
-def notebook_presets(stem: str, root: Path | None = None) -> dict:
-    """The ``PRESETS`` of notebook ``stem`` (``"t10_aligned_gpt"`` or ``"tracing/t10_aligned_gpt"``), read from the
-    notebook: the statements of its settings cell before ``start(...)`` are executed, imports of IPython left out
-    (no Jupyter needed). ValueError without such a notebook or cell."""
-    root = Path(root or paths.repo_root()) / "notebooks"
-    name = stem.split("/")[-1]
-    found = sorted(root.glob(f"*/{name}.ipynb"))
-    if len(found) != 1:
-        raise ValueError(f"no notebook named {stem!r} under {root}")
-    for cell in json.loads(found[0].read_text(encoding="utf-8"))["cells"]:  # plain JSON: no Jupyter needed
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        if cell["cell_type"] != "code" or "PRESETS" not in source or "start(" not in source:
-            continue
-        tree = ast.parse(source)
-        before = []
-        for node in tree.body:
-            if "start(" in ast.get_source_segment(source, node):
-                break
-            if not _display_import(node):
-                before.append(node)
-        space: dict = {}
-        exec(compile(ast.Module(before, type_ignores=[]), str(found[0]), "exec"), space)  # noqa: S102 - our notebook
-        return space["PRESETS"]
-    raise ValueError(f"{found[0]} has no settings cell (PRESETS ... start(...))")
 
 
 # ----------------------------------------------------------------------------- workloads

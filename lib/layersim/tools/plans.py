@@ -1,4 +1,5 @@
-"""Where each run of the runner writes, decided before anything runs.
+"""Which notebooks a selection names (:func:`discover`) and where each run of the runner writes, decided before
+anything runs.
 
 :func:`plan` places a notebook's own run (only ``--scale default --update-committed`` without ``-p`` replaces the
 committed notebook and lets it write ``figures/``; ``--refs`` goes to the smoke references; any other run to
@@ -10,6 +11,7 @@ the runner locks (:func:`lock_place`) before any work (see docs/modules.md, `lay
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,26 @@ class Plan:
         check); None unsets."""
         return {"LAYERSIM_OUT": str(self.out_root) if self.out_root else None,
                 writers.SWITCH: "1" if self.publish is not None or self.committed else "0"}
+
+
+def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
+    """Notebooks under ``notebooks/`` matching ``pattern``: globs (against ``<paper>/<stem>`` and the file name) or
+    substrings, several separated by commas; empty means all. ``ValueError`` for commas alone."""
+    base = (root or repo_root()) / "notebooks"
+    found = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    patterns = [p.strip() for p in pattern.split(",") if p.strip()]
+    if not patterns:
+        if pattern.strip():  # "," or " , ": a selection that names nothing is a mistake, not "every notebook"
+            raise ValueError(f"--nb {pattern!r} names no notebook: give globs or substrings separated by commas, "
+                             "or leave --nb out for all")
+        return found
+
+    def match(p: Path, pat: str) -> bool:
+        rel = p.relative_to(base).as_posix()
+        return pat in rel or any(fnmatch.fnmatch(name, glob) for name in (rel, p.name)
+                                 for glob in (pat, pat + ".ipynb"))
+
+    return [p for p in found if any(match(p, pat) for pat in patterns)]
 
 
 def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, root: Path | None = None,

@@ -24,8 +24,7 @@ from pathlib import Path
 
 from layersim.core import machine, writers
 from layersim.core.paths import cache_dir, repo_root
-from layersim.tools import compare, smoke_check
-from layersim.tools.runner import discover
+from layersim.tools import compare, plans, smoke_check
 
 #: kernel settings, each the environment of one run: this machine's own kernels with 2 threads, and
 #: torch's, oneDNN's and MKL's generic (pre-AVX) and AVX2 kernels with 1 and 3 threads. The OpenBLAS
@@ -247,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown setting(s) {unknown}: choose from {', '.join(SETTINGS)}")
     root = repo_root()
     try:  # a selection that names nothing is refused before any setting runs
-        selected = discover(args.nb)
+        selected = plans.discover(args.nb)
     except ValueError as exc:
         ap.error(str(exc))
     refs = root / "tests" / "notebooks"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fnmatch
 import functools
 import json
 import os
@@ -48,35 +47,16 @@ class Outcome:
     error: str = ""
 
 
-def discover(pattern: str = "", root: Path | None = None) -> list[Path]:
-    """Notebooks under ``notebooks/`` matching ``pattern``: globs (against ``<paper>/<stem>`` and the file name) or
-    substrings, several separated by commas; empty means all. ``ValueError`` for commas alone."""
-    base = (root or repo_root()) / "notebooks"
-    found = sorted(p for p in base.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    patterns = [p.strip() for p in pattern.split(",") if p.strip()]
-    if not patterns:
-        if pattern.strip():  # "," or " , ": a selection that names nothing is a mistake, not "every notebook"
-            raise ValueError(f"--nb {pattern!r} names no notebook: give globs or substrings separated by commas, "
-                             "or leave --nb out for all")
-        return found
-
-    def match(p: Path, pat: str) -> bool:
-        rel = p.relative_to(base).as_posix()
-        return pat in rel or any(fnmatch.fnmatch(name, glob) for name in (rel, p.name)
-                                 for glob in (pat, pat + ".ipynb"))
-
-    return [p for p in found if any(match(p, pat) for pat in patterns)]
-
-
 def describe_failure(exc: BaseException) -> str:
     """One line naming the failing cell (counted from 1 in the executed notebook, papermill's injected cell included)
-    and the error."""
+    and the error's first line (the executed notebook keeps the rest)."""
     from papermill.exceptions import PapermillExecutionError
 
     if isinstance(exc, PapermillExecutionError):
         first = (exc.source or "").strip().splitlines()[:1]
         where = f"cell {exc.cell_index + 1} (execution count {exc.exec_count})"
-        return f"{where}: {exc.ename}: {exc.evalue}" + (f"  [{first[0][:80]}]" if first else "")
+        error = (str(exc.evalue).strip().splitlines() or [""])[0]
+        return f"{where}: {exc.ename}: {error}" + (f"  [{first[0][:80]}]" if first else "")
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -412,7 +392,7 @@ def select(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[Path]:
     """The notebooks ``--nb`` selects (with ``--scale-check``, those that have one); a usage error for a selection
     that names no notebook."""
     try:
-        notebooks = discover(args.nb)
+        notebooks = plans.discover(args.nb)
     except ValueError as exc:
         ap.error(str(exc))
     if args.scale_check:
@@ -536,7 +516,7 @@ def run_ladders(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     outcomes: list[Outcome] = []
     rungs = []
     for job, stems in chosen:
-        known = readable_parameters([discover(f"*/{stem}")[0] for stem in stems], outcomes)
+        known = readable_parameters([plans.discover(f"*/{stem}")[0] for stem in stems], outcomes)
         problems = [p for nb in known for p in unknown_parameters([nb], job.settings(nb), known=known)]
         if problems:
             ap.error(f"ladder {job.rung[0]}, rung {ladders.budget_name(job.rung[1])}: " + "; ".join(problems))
@@ -580,6 +560,12 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: list[Outcome] = []
     known = readable_parameters(notebooks, outcomes)
     check_plans(ap, args, params, known)
+    if args.scale == "paper":  # every asset here or downloadable, the GPU's memory, the disk: before any notebook
+        from layersim.tools import assets
+
+        problems = assets.preflight(list(known), params)
+        if problems:
+            ap.error("paper scale, nothing was run:\n  " + "\n  ".join(problems))
     job = plans.Job(args.scale, args.refs, args.scale_check, args.seeds, params, args.update_committed)
     if args.resume:
         known, kept = resume.keep_finished(job, known)
