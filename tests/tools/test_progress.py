@@ -133,3 +133,18 @@ def test_times_table_lists_each_seed_run_and_the_total(tmp_path):
     assert table[2] == "| p/a | 100 | 90, 95 | 286 |"
     assert table[3] == "| p/b | not finished | | |"
     assert table[4] == "| **all 1 finished** | | | **286** (4.8 min) |"
+    record = progress.batch_record(runs, notebooks)
+    assert record == {"notebooks": {"p/a": {"1": 90.2, "2": 95.0, "own": 100.4}}, "unfinished": ["p/b"],
+                      "total_seconds": pytest.approx(285.6)}
+
+
+def test_the_readme_sentence_reads_the_newest_measurement(tmp_path):
+    assert progress.batch_sentence(tmp_path) == ""  # none measured yet
+    folder = tmp_path / "benchmarks" / "batch"
+    folder.mkdir(parents=True)
+    for date, total in (("2026-01-01", 60.0), ("2026-02-03", 3 * 3600 + 125.0)):
+        (folder / f"{date}-default-3seeds.json").write_text(json.dumps(
+            {"notebooks": {"p/a": {"own": total}}, "unfinished": [], "total_seconds": total}))
+    got = progress.batch_sentence(tmp_path)
+    assert "**3 h 02 min** (1 notebook, measured 2026-02-03" in got
+    assert "[`benchmarks/batch/2026-02-03-default-3seeds.md`](benchmarks/batch/2026-02-03-default-3seeds.md)" in got

@@ -102,6 +102,43 @@ def times_table(out_root: Path, notebooks: list[Path]) -> str:
     return "\n".join(head + rows + [end]) + "\n"
 
 
+def batch_record(out_root: Path, notebooks: list[Path]) -> dict:
+    """The seed times of every notebook's finished run under ``out_root`` (:func:`run_seconds`), as a JSON-ready
+    record: ``notebooks`` (``"<paper>/<stem>"`` -> seed -> seconds, ``"own"`` for the notebook's own seed),
+    ``unfinished`` (the notebooks without a finished run) and ``total_seconds`` (every seed of every finished one)."""
+    found, unfinished = {}, []
+    for nb in notebooks:
+        got = run_seconds(out_root / nb.parent.name / nb.stem / nb.name,
+                          out_root / nb.parent.name / nb.stem / "metrics.json")
+        name = f"{nb.parent.name}/{nb.stem}"
+        if "own" in got:
+            found[name] = dict(sorted(got.items()))
+        else:
+            unfinished.append(name)
+    return {"notebooks": found, "unfinished": unfinished,
+            "total_seconds": sum(t for times in found.values() for t in times.values())}
+
+
+#: where the end-to-end measurements of the main job lie: ``<date>-default-3seeds.json`` (:func:`batch_record`),
+#: each beside the Markdown page that explains it
+BATCHES = "benchmarks/batch"
+
+
+def batch_sentence(root: Path) -> str:
+    """The README's sentence on the time of the whole main job, from the newest ``<date>-default-3seeds.json`` of
+    :data:`BATCHES`; "" when there is none."""
+    found = sorted((Path(root) / BATCHES).glob("*-default-3seeds.json"))
+    if not found:
+        return ""
+    record = json.loads(found[-1].read_text(encoding="utf-8"))
+    hours, minutes = divmod(round(record["total_seconds"] / 60), 60)
+    n = len(record["notebooks"])
+    page = found[-1].with_suffix(".md").relative_to(root).as_posix()
+    return (f"The whole main job, every notebook over three seeds from an empty model cache, one after another on 2 "
+            f"CPU cores: **{hours} h {minutes:02d} min** ({n} notebook{'s' if n != 1 else ''}, measured "
+            f"{found[-1].name[:10]}; each notebook's seeds: [`{page}`]({page})).")
+
+
 def expected_seconds(nb: Path, root: Path, seeds: int) -> float | None:
     """How long ``seeds`` seeds' runs of ``nb`` should take at the default scale: the mean committed seed time times
     ``seeds``; None when there is no committed run."""
@@ -256,8 +293,8 @@ def current() -> Watch | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m layersim.tools.progress times [RUNS]``: the seed times of every notebook's run in ``RUNS``
-    (default ``runs/default``) as a Markdown table."""
+    """``python -m layersim.tools.progress times [RUNS] [--json PATH]``: the seed times of every notebook's run in
+    ``RUNS`` (default ``runs/default``) as a Markdown table, and as JSON in ``PATH``."""
     import argparse
 
     from layersim.core.paths import repo_root
@@ -265,10 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.progress", description=main.__doc__.split("\n")[0])
     ap.add_argument("command", choices=["times"])
     ap.add_argument("runs", nargs="?", default=None, help="a runner's output folder (default: runs/default)")
+    ap.add_argument("--json", default=None, metavar="PATH", help="also write the seed times as JSON (batch_record)")
     args = ap.parse_args(argv)
     root = repo_root()
     notebooks = sorted(p for p in (root / "notebooks").glob("*/*.ipynb"))
-    print(times_table(Path(args.runs) if args.runs else root / "runs" / "default", notebooks), end="")
+    runs = Path(args.runs) if args.runs else root / "runs" / "default"
+    print(times_table(runs, notebooks), end="")
+    if args.json:
+        Path(args.json).write_text(json.dumps(batch_record(runs, notebooks), indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -231,7 +231,7 @@ def readme_section(root: Path | None = None) -> str:
                       "claims audit page lists every one with the paper's sentence it tests, its value and, where it "
                       "misses, why.", "",
                       time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb", times=("default",)), "",
-                      README_TIMES_NOTE])
+                      README_TIMES_NOTE, "", progress.batch_sentence(Path(root or repo_root()))]).rstrip() + "\n"
 
 
 def replace_block(text: str, block: str, start: str = START, end: str = END, name: str = "the README") -> str:
