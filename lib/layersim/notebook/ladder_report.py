@@ -83,9 +83,11 @@ def ladder_rows(folder: Path, paper: str) -> list[dict]:
     when no rung ran) and ``checks``. ``ValueError`` as ``rungs_of`` and ``ladder_status`` raise it."""
     rows = []
     for ladder in ladders.LADDERS.values():
+        checks = None  # read once per ladder, shared by its claims' rows
         for notebook, claim in ladder.claims:
             if notebook.split("/")[0] != paper:
                 continue
+            checks = checks_of(folder, ladder.name) if checks is None else checks
             found = ladders.rungs_of(folder, notebook, claim)
             status = ladders.ladder_status(found)
             if not found:
@@ -97,7 +99,7 @@ def ladder_rows(folder: Path, paper: str) -> list[dict]:
                          "threshold": found[0].claim["threshold"] if found else None,
                          "op": found[0].claim["op"] if found else None,
                          "seconds": sum(known) if known else None, "status": status,
-                         "checks": checks_of(folder, ladder.name)})
+                         "checks": checks})
     return rows
 
 
