@@ -41,6 +41,9 @@ def test_streamed_similarity_equals_the_in_memory_matrices():
     np.testing.assert_allclose(got["clusters/block_diagonal"], block_structure.split_scores(got["cka/matrix"]))
     with pytest.raises(ValueError, match="cosine similarity is undefined"):
         extraction.streamed_similarity(np.ones((2, 5, 3), np.float32), [0, 1])
+    ragged = extraction.streamed_similarity(hidden, [1, 2, 3], chunk=16, one_width=False)  # no cosine across widths
+    assert set(ragged) == {"cka/matrix", "cka/to_last", "clusters/block_diagonal"}
+    np.testing.assert_array_equal(ragged["cka/matrix"], got["cka/matrix"])
 
 
 def test_every_input_form_becomes_batches():

@@ -215,3 +215,25 @@ def test_rba_error_of_a_report_is_the_measure_on_its_layers(vit):
     model, x, _ = vit
     rep = analyze(model, x, lenses=["redundancy/rba_error"], token="mean", device="cpu", n_surgery=0)
     np.testing.assert_array_equal(rep["redundancy/rba_error"], redundancy.rba_heldout_error(rep.data.hidden))
+
+
+@pytest.mark.parametrize("name", ["torchvision_resnet", "small_cnn", "torchvision_vgg"])
+def test_a_cnn_with_stages_of_different_widths(name):
+    """A CNN's stages differ in width: they are read zero-padded (CKA against the naive formula on each stage's own
+    features), the lenses that compare coordinates across layers and the logit lens are skipped saying why."""
+    from builders import RAGGED, naive_linear_cka, ragged_reference
+
+    model, x = RAGGED[name]()
+    x = image_batch(x.shape[-1], x.shape[1], n=24)  # the builder's 4 images are too few for alignment's pairs
+    y = torch.arange(len(x)) % 3
+    rep = analyze(model, x, labels=y, device="cpu", n_surgery=0)
+    own = [h.flatten(1).double().numpy() for h in ragged_reference(name, model, x)]
+    keep = rep.layers
+    widths = [own[i].shape[1] for i in keep]
+    assert rep.data.widths == widths and rep.meta["width"] == widths and len(set(widths)) > 1
+    np.testing.assert_allclose(rep.cka, [[naive_linear_cka(own[i], own[j]) for j in keep] for i in keep], rtol=1e-4)
+    for lens in ("cos/matrix", "cos/to_last", "redundancy/block", "residual/norm_ratio"):
+        assert rep.skipped[lens] == f"{lenses.ACROSS_WIDTHS}; the layers have widths {widths}"
+    assert rep.skipped["logit_lens/accuracy"].startswith(f"needs logits: the layers have widths {widths}")
+    assert {"cka/matrix", "alignment/area", "collapse/nc1", "probe/accuracy", "redundancy/rba_error"} <= set(rep.results)
+    assert set(rep.figures()) >= {"matrices", "per_layer"}

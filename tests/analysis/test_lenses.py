@@ -312,3 +312,60 @@ def test_rows_markdown_and_glob():
     assert lenses.names("cka/*") == ["cka/debiased_matrix", "cka/matrix", "cka/rbf_matrix", "cka/to_last"]
     md = lenses.markdown()
     assert md.count("\n") == len(rows) + 1 and "| redundancy/block | redundancy | redundancy eq. 1 |" in md
+
+
+WIDTHS = [5, 9, 3, 7]
+
+
+def ragged_layers(n=60):
+    """Four layers of different widths (:data:`WIDTHS`, like a CNN's stages) that carry 3 classes, and the labels."""
+    rng = np.random.default_rng(7)
+    y = np.arange(n) % 3
+    return [rng.normal(size=(n, w)) + 2 * rng.normal(size=(3, w))[y] for w in WIDTHS], y
+
+
+def heldout_affine_error(X, Y):
+    """Held-out 1 - R^2 of the affine least-squares map X -> Y (fitted on even samples, scored on odd ones), by
+    numpy's lstsq on the unpadded layers: the reference of ``redundancy/rba_error``."""
+    fit, test = slice(0, None, 2), slice(1, None, 2)
+    T = np.linalg.lstsq(np.c_[X[fit], np.ones(len(X[fit]))], Y[fit], rcond=None)[0]
+    resid = Y[test] - np.c_[X[test], np.ones(len(X[test]))] @ T
+    return (resid ** 2).sum() / ((Y[test] - Y[test].mean(0)) ** 2).sum()
+
+
+@pytest.mark.parametrize("name", [n for n in lenses.names() if "hidden" in lenses.get(n).needs])
+def test_layers_of_different_widths_zero_padded(name):
+    """Zero columns change no inner product between samples: a lens that reads each layer through its samples gives
+    the same on layers zero-padded to the widest as with more zero columns, and what it gives on each layer (or pair
+    of consecutive layers) alone; a lens that compares coordinates across layers refuses, naming the widths."""
+    from builders import naive_linear_cka
+    from layersim.nets.models import zero_pad
+
+    layers, y = ragged_layers()
+    padded = LayerData(hidden=zero_pad(layers), labels=y, widths=WIDTHS)
+    lens = lenses.get(name)
+    if lens.one_space:
+        with pytest.raises(ValueError, match=r"one space of one width: the layers have widths \[5, 9, 3, 7\]"):
+            lenses.apply(name, padded)
+        return
+    out = lenses.apply(name, padded)
+    wider = LayerData(hidden=zero_pad(layers + [np.zeros((60, 14))])[:-1], labels=y, widths=WIDTHS)
+    np.testing.assert_allclose(lenses.apply(name, wider), out, rtol=1e-7, atol=1e-9)
+    if name == "cka/matrix":
+        np.testing.assert_allclose(out, [[naive_linear_cka(a, b) for b in layers] for a in layers], rtol=1e-10)
+    elif name == "redundancy/rba_error":
+        np.testing.assert_allclose(out, [heldout_affine_error(a, b) for a, b in zip(layers, layers[1:])], rtol=1e-7)
+    elif lens.returns == "per_layer" and name != "cka/to_last":
+        alone = [lenses.apply(name, LayerData(hidden=h[None], labels=y))[0] for h in layers]
+        np.testing.assert_allclose(out, alone, rtol=1e-7, atol=1e-9)
+
+
+def test_widths_are_checked_and_one_width_means_one_space(data):
+    h = data.hidden
+    with pytest.raises(ValueError, match=r"widths \[1, 2\] must give one width in 1..d="):
+        LayerData(hidden=h, widths=[1, 2])
+    with pytest.raises(ValueError, match="must give one width"):
+        LayerData(hidden=h, widths=[h.shape[2] + 1] * len(h))
+    assert LayerData(hidden=h, widths=[h.shape[2]] * len(h)).one_width and LayerData(hidden=h).one_width
+    same = LayerData(hidden=h, widths=[h.shape[2]] * len(h))
+    np.testing.assert_array_equal(lenses.apply("cos/matrix", same), lenses.apply("cos/matrix", data))

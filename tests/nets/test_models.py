@@ -333,8 +333,21 @@ def test_collect_points_ragged_layers_to_layer_outputs(ragged):
     if name == "rbf_net":  # input and Gaussian layer happen to have other widths; one layer stacks
         h = M.collect(t.model, [t.batch], layers=[1], progress=False, device="cpu").hidden
         assert h.shape == (1, len(t.batch), t.model.layers[0].centers.shape[0])
-    with pytest.raises(ValueError, match="layer_outputs"):
+    with pytest.raises(ValueError, match="pad=True to zero-pad them to the widest, or read them with .*layer_outputs"):
         M.collect(t.model, [t.batch], progress=False, device="cpu")
+
+
+def test_collect_zero_pads_ragged_layers_on_request(ragged):
+    """pad=True: every entry is its layer_outputs array with zero columns up to the widest, its own width kept."""
+    _, t = ragged
+    own = M.layer_outputs(t.model, [t.batch], device="cpu")
+    feats = M.collect(t.model, [t.batch[:2], t.batch[2:]], progress=False, device="cpu", pad=True)
+    widths = [h.shape[1] for h in own]
+    assert feats.widths == widths and feats.hidden.shape == (len(own), len(t.batch), max(widths))
+    for h, got, w in zip(own, feats.hidden, widths):
+        np.testing.assert_allclose(got[:, :w], h, rtol=1e-5, atol=1e-6)
+        assert not got[:, w:].any()
+    np.testing.assert_array_equal(M.zero_pad([np.ones((2, 1)), np.ones((2, 3))])[0], [[1, 0, 0], [1, 0, 0]])
 
 
 def test_a_convolutional_map_has_no_cls_token():

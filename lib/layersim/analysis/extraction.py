@@ -187,16 +187,20 @@ def stratified(labels: np.ndarray | None, n: int, k: int) -> np.ndarray:
     return np.unique(ranked[np.linspace(0, n - 1, min(k, n)).round().astype(int)])
 
 
-def streamed_similarity(hidden: np.ndarray, keep: list[int], chunk: int = 4096) -> dict[str, np.ndarray]:
+def streamed_similarity(hidden: np.ndarray, keep: list[int], chunk: int = 4096,
+                        one_width: bool = True) -> dict[str, np.ndarray]:
     """The lenses of :data:`STREAMED` over every sample of ``hidden [E, N, d]`` for the entries ``keep``, read
-    ``chunk`` samples at a time (memory independent of N): exact linear CKA and centred COS."""
-    cos = similarity.streamed_cosine_matrix(hidden, keep, chunk)
+    ``chunk`` samples at a time (memory independent of N): exact linear CKA and, when the layers share ``one_width``,
+    centred COS."""
+    cos = similarity.streamed_cosine_matrix(hidden, keep, chunk) if one_width else None
     acc = similarity.StreamingCKA()
     for s in range(0, hidden.shape[1], chunk):
         acc.update(np.asarray(hidden[keep, s:s + chunk]))
     cka = acc.result()
-    return {"cka/matrix": cka, "cka/to_last": cka[:, -1].copy(), "clusters/block_diagonal": block_structure.split_scores(cka),
-            "cos/matrix": cos, "cos/to_last": cos[:, -1].copy()}
+    out = {"cka/matrix": cka, "cka/to_last": cka[:, -1].copy(), "clusters/block_diagonal": block_structure.split_scores(cka)}
+    if cos is not None:
+        out.update({"cos/matrix": cos, "cos/to_last": cos[:, -1].copy()})
+    return out
 
 
 def constant_entries(hidden: np.ndarray) -> list[int]:
@@ -245,8 +249,10 @@ def read(model: Any, batches: Any, labels: Any = None, token: Any = None, device
          progress: bool = False) -> tuple[dict, dict, dict]:
     """One forward pass over ``batches`` (:func:`layersim.nets.models.collect`), then every layer's logits where
     ``logit_lens`` is True and :func:`head_note` finds a head (a string: why not). Returns the inputs of a
-    :class:`~layersim.analysis.lenses.LayerData` (``hidden``, ``labels``, ``logits``, ``layers``), what was read
-    (``meta``) and the :func:`streamed_similarity` results beyond ``max_in_memory`` samples."""
+    :class:`~layersim.analysis.lenses.LayerData` (``hidden``, ``labels``, ``logits``, ``layers``, ``widths``), what
+    was read (``meta``) and the :func:`streamed_similarity` results beyond ``max_in_memory`` samples. Layers of
+    different widths (a CNN's stages) are zero-padded to the widest (``layersim.nets.models.zero_pad``) and keep
+    their own in ``widths``."""
     n = _count(batches)
     streamed = n is not None and n > max_in_memory
     out = None
@@ -255,7 +261,7 @@ def read(model: Any, batches: Any, labels: Any = None, token: Any = None, device
         folder.mkdir(parents=True, exist_ok=True)
         out = folder / "hidden.npy"
     t0 = time.perf_counter()
-    feats = models.collect(model, batches, token=token, device=device, progress=progress, out=out)
+    feats = models.collect(model, batches, token=token, device=device, progress=progress, out=out, pad=True)
     seconds = time.perf_counter() - t0
     n = int(feats.hidden.shape[1])
     y = _labels(labels, feats.labels, n)  # in the batches' order
@@ -264,11 +270,14 @@ def read(model: Any, batches: Any, labels: Any = None, token: Any = None, device
     if len(keep) < 2:
         raise ValueError(f"the token read ({token or 'the default'}) is the same in every sample at all but "
                          f"{len(keep)} layer(s); choose another token (e.g. token='mean')")
+    widths = [feats.widths[i] for i in keep]
+    one_width = len(set(widths)) == 1
     meta = {"n_samples": n, "n_entries": len(keep), "constant_layers_left_out": [feats.layers[i] for i in const],
-            "width": int(feats.hidden.shape[2]), "token": token or "the model's default", "extract_seconds": seconds}
+            "width": widths[0] if one_width else widths, "token": token or "the model's default",
+            "extract_seconds": seconds}
     streamed_results = {}
     if streamed:
-        streamed_results = streamed_similarity(feats.hidden, keep)
+        streamed_results = streamed_similarity(feats.hidden, keep, one_width=one_width)
         sub = stratified(y, n, max_in_memory)
         meta["subsample"] = {"n": len(sub), "why": f"{n} samples > max_in_memory={max_in_memory}: the similarity "
                              "lenses are streamed over all of them, the others read this evenly spaced subsample"}
@@ -276,14 +285,18 @@ def read(model: Any, batches: Any, labels: Any = None, token: Any = None, device
         y = None if y is None else y[sub]
     else:
         hidden = feats.hidden if not const else feats.hidden[keep]
+    if one_width and widths[0] < hidden.shape[2]:  # a left-out constant entry was the widest: its padding goes
+        hidden = hidden[:, :, :widths[0]]
     why = (logit_lens if isinstance(logit_lens, str) else "" if logit_lens else "turned off (logit_lens=False)") \
-        or head_note(model) or ("not read in a streamed report (more samples than max_in_memory)" if streamed else "")
-    logits = None if why else readout.layer_logits(model, feats.hidden)
+        or head_note(model) or ("not read in a streamed report (more samples than max_in_memory)" if streamed else "") \
+        or ("" if one_width else f"the layers have widths {widths}; the head reads only those of the last")
+    logits = None if why else readout.layer_logits(model, feats.hidden[:, :, :widths[0]])
     if logits is not None and y is not None and y.size and y.max() >= logits.shape[2]:
         why, logits = (f"the labels go up to {int(y.max())} but the head has {logits.shape[2]} outputs: it was not "
                        "trained on these classes"), None
     if logits is not None and const:
         logits = logits[keep]
     meta["logits"] = "computed" if logits is not None else f"not available: {why}"
-    data = {"hidden": hidden, "labels": y, "logits": logits, "layers": [feats.layers[i] for i in keep]}
+    data = {"hidden": hidden, "labels": y, "logits": logits, "layers": [feats.layers[i] for i in keep],
+            "widths": None if one_width else widths}
     return data, meta, streamed_results

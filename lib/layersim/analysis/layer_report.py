@@ -152,7 +152,8 @@ def _why_not(lens: registry.Lens, data: registry.LayerData, logit_reason: str) -
     """Why ``lens`` cannot run on ``data`` (None if it can)."""
     missing = sorted(k for k in lens.needs if getattr(data, k) is None)
     if not missing:
-        return None
+        return None if data.one_width or not lens.one_space else \
+            f"{registry.ACROSS_WIDTHS}; the layers have widths {data.widths}"
     if "logits" in missing and logit_reason:
         return f"needs logits: {logit_reason}"
     if missing == ["model"]:
@@ -196,7 +197,9 @@ def analyze(model: Any, batches: Any, labels: Any = None, lenses: Any = "all", *
     ``batches``: a DataLoader, a list of batches, or one tensor or dict of all samples (:func:`extraction.batches_of`).
     ``labels [N]``: default those the batches carry. ``logit_lens``: False, or why not, when the head was not
     trained on these classes. ``n_surgery`` samples (0: off), or the given ``surgery`` runs, feed the lenses that
-    run the model again. ``ValueError`` naming a bad input."""
+    run the model again. Layers of different widths (a CNN's stages) are read zero-padded, their own widths in
+    ``rep.data.widths``; the lenses that compare layers coordinate by coordinate are then skipped, saying why.
+    ``ValueError`` naming a bad input."""
     import torch
 
     names = lens_names(lenses)

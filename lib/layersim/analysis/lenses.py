@@ -22,6 +22,7 @@ from layersim.measures import alignment, block_structure, collapse, probe, redun
 from layersim.nets import linear_maps, readout
 
 __all__ = [
+    "ACROSS_WIDTHS",
     "IMPLIED",
     "INPUTS",
     "INVARIANCES",
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 INPUTS = ("hidden", "labels", "logits", "model")
+#: why a lens with ``one_space`` does not apply to layers of different widths
+ACROSS_WIDTHS = "compares layers coordinate by coordinate, which needs every layer in one space of one width"
 KINDS = ("per_layer", "per_pair", "per_step", "per_sample_step", "per_sample_layer", "per_sample")
 HIDDEN_INVARIANCES = ("invertible_linear", "isotropic_scale", "shared_scale", "orthogonal", "shared_orthogonal",
                       "translation", "shared_translation")
@@ -95,8 +98,10 @@ class ModelRuns:
 class LayerData:
     """What a lens reads: ``hidden`` ``[E, N, d]``, ``labels`` ``[N]``, ``logits`` ``[E, N, K]``, any of them None.
 
-    ``layers``: the layer index of each entry (0 = embedding output; None = 0..E-1). ``ValueError`` for wrong
-    dimensions, disagreeing E or N, non-integer or negative labels, or a label with no logit.
+    ``layers``: the layer index of each entry (0 = embedding output; None = 0..E-1). ``widths``: each entry's own
+    width where ``hidden`` holds layers of different widths zero-padded to one (``layersim.nets.models.zero_pad``;
+    None: all are ``d`` wide). ``ValueError`` for wrong dimensions, disagreeing E or N, non-integer or negative
+    labels, a label with no logit, or widths that do not fit.
     """
 
     hidden: Any = None
@@ -104,6 +109,7 @@ class LayerData:
     logits: Any = None
     layers: Sequence[int] | None = None
     model: ModelRuns | None = None
+    widths: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         if self.hidden is not None:
@@ -124,6 +130,12 @@ class LayerData:
             self.layers = [int(i) for i in self.layers]
             if self.n_entries is not None and len(self.layers) != self.n_entries:
                 raise ValueError(f"layers has {len(self.layers)} indices for {self.n_entries} entries")
+        if self.widths is not None:
+            self.widths = [int(w) for w in self.widths]
+            d = None if self.hidden is None else self.hidden.shape[2]
+            if len(self.widths) != self.n_entries or min(self.widths) < 1 or (d is not None and max(self.widths) > d):
+                raise ValueError(f"widths {self.widths} must give one width in 1..d={d} per entry "
+                                 f"({self.n_entries} entries)")
 
     def _check_labels(self) -> None:
         y = _array(self.labels)
@@ -145,6 +157,11 @@ class LayerData:
         if ref is None:
             return None if self.layers is None else len(self.layers)
         return int(ref.shape[0])
+
+    @property
+    def one_width(self) -> bool:
+        """Whether every entry has the same width (no ``widths``, or all equal)."""
+        return self.widths is None or len(set(self.widths)) <= 1
 
     @property
     def n_samples(self) -> int | None:
@@ -172,8 +189,9 @@ class Lens:
 
     ``paper``: ``tracing``, ``alignment``, ``redundancy``, ``clusters`` or the original source; ``equation``: where
     it is defined; ``needs``: a subset of :data:`INPUTS`; ``returns``: one of :data:`KINDS`; ``invariances``: a
-    subset of :data:`INVARIANCES` (closed under :data:`IMPLIED`); ``doc``: one line. ``ValueError`` for inconsistent
-    declarations.
+    subset of :data:`INVARIANCES` (closed under :data:`IMPLIED`); ``doc``: one line; ``one_space``: it compares
+    layers coordinate by coordinate (a cosine, a difference), so it needs every layer in one space of one width.
+    ``ValueError`` for inconsistent declarations.
     """
 
     name: str
@@ -184,6 +202,7 @@ class Lens:
     returns: str = "per_layer"
     invariances: frozenset = field(default_factory=frozenset)
     doc: str = ""
+    one_space: bool = False
 
     def __post_init__(self) -> None:
         needs, inv = frozenset(self.needs), _closure(frozenset(self.invariances))
@@ -243,6 +262,8 @@ def apply(name: str, data: LayerData, **kwargs: Any) -> np.ndarray:
     if missing:
         raise ValueError(f"lens {name!r} needs {', '.join(missing)}, which the data lacks "
                          f"(it needs {', '.join(sorted(lens.needs))})")
+    if lens.one_space and not data.one_width:
+        raise ValueError(f"lens {name!r} {ACROSS_WIDTHS}: the layers have widths {data.widths}")
     out = np.asarray(lens.fn(data, **kwargs))
     want = expected_shape(lens.returns, data)
     if out.shape != want:  # pragma: no cover - a wrongly registered lens
@@ -422,17 +443,17 @@ _LOGIT = frozenset({"logit_scale", "logit_shift", _PERM})
 
 for _lens in (
     Lens("cos/to_last", cos_to_last, "tracing", "tracing §2.1 COS (unnumbered), fn. 2; Fig. 2a,b",
-         _H, "per_layer", _COS, "mean centred sample-wise cosine of every layer with the last"),
+         _H, "per_layer", _COS, "mean centred sample-wise cosine of every layer with the last", one_space=True),
     Lens("cos/to_last_samples", cos_to_last_samples, "tracing", "tracing §2.1 COS, fn. 2; App. B.1",
-         _H, "per_sample_layer", _COS, "centred cosine of every sample at every layer with the last"),
+         _H, "per_sample_layer", _COS, "centred cosine of every sample at every layer with the last", one_space=True),
     Lens("cos/matrix", cos_matrix, "tracing", "tracing §2.1 COS, fn. 2; Fig. 2c,d",
-         _H, "per_pair", _COS, "mean centred sample-wise cosine between all pairs of layers"),
+         _H, "per_pair", _COS, "mean centred sample-wise cosine between all pairs of layers", one_space=True),
     Lens("cos/adjacent", adjacent_cos, "tracing", "tracing App. B.2, Fig. 11",
          _H, "per_sample_step", {"isotropic_scale", "shared_orthogonal", _PERM},
-         "uncentred cosine of every sample between consecutive layers"),
+         "uncentred cosine of every sample between consecutive layers", one_space=True),
     Lens("residual/norm_ratio", norm_ratio, "tracing", "tracing eq. 1; App. B.2, Fig. 11",
          _H, "per_sample_step", {"shared_scale", "shared_orthogonal", _PERM},
-         "skip / residual branch norm ratio ||h^(l-1)|| / ||h^(l) - h^(l-1)|| per sample"),
+         "skip / residual branch norm ratio ||h^(l-1)|| / ||h^(l) - h^(l-1)|| per sample", one_space=True),
     Lens("cka/to_last", cka_to_last, "tracing", "tracing eq. 3; Fig. 2a,b",
          _H, "per_layer", _RIGID, "linear CKA of every layer with the last"),
     Lens("cka/matrix", cka_matrix, "clusters", "tracing eq. 3; clusters §3, App. A",
@@ -446,7 +467,7 @@ for _lens in (
          _H, "per_step", _RIGID, "mean within- minus between-cluster CKA for each contiguous two-cluster split"),
     Lens("redundancy/block", block_redundancy, "redundancy", "redundancy eq. 1",
          _H, "per_step", {"shared_orthogonal", "shared_translation", _PERM},
-         "Block Redundancy: minus the MSE between consecutive layers"),
+         "Block Redundancy: minus the MSE between consecutive layers", one_space=True),
     Lens("redundancy/rba_error", rba_error, "redundancy", "redundancy §3 (RBA; held-out 1 - R^2: ours)",
          _H, "per_step", {"isotropic_scale", "orthogonal", "translation"},
          "held-out error of the affine least-squares map from each layer to the next"),

@@ -45,6 +45,7 @@ __all__ = [
     "stream",
     "n_layers",
     "resolve_device",
+    "zero_pad",
 ]
 
 Token = str | int
@@ -318,11 +319,13 @@ def _progress(batches: Any, progress: bool):
 @dataclass
 class Features:
     """Token features of every layer and the batches' labels: ``hidden`` float32 ``[n_entries, N, d]`` (a
-    memmap with ``out``), ``labels`` ``[N]`` or None, ``layers`` the layer index of each entry."""
+    memmap with ``out``), ``labels`` ``[N]`` or None, ``layers`` the layer index of each entry, ``widths`` each
+    entry's own width (smaller than ``d`` where :func:`collect` zero-padded it)."""
 
     hidden: np.ndarray
     labels: np.ndarray | None
     layers: list[int]
+    widths: list[int] | None = None
 
 
 def collect(
@@ -334,26 +337,30 @@ def collect(
     progress: bool = True,
     out: str | os.PathLike | None = None,
     precision: str = "fp32",
+    pad: bool = False,
 ) -> Features:
     """Every layer's representation ``h^(l)`` of one token for every sample, plus labels: a :class:`Features`.
 
     :func:`stream` over ``batches`` (a DataLoader or iterable of image batches or HF dicts), with its ``token``,
     ``layers``, ``device`` and ``precision``; features are float32. ``out``: a ``.npy`` path for a memmap, memory
-    bounded by one batch. ``ValueError`` for mislabelled batches or a bad ``layers``."""
+    bounded by one batch. Layers of different widths (a CNN's stages) are a ``ValueError`` unless ``pad``: then each
+    entry is zero-padded to the widest (:func:`zero_pad`; ``Features.widths`` keeps their own). ``ValueError`` for
+    mislabelled batches or a bad ``layers``."""
     if hasattr(model, "surgery_base"):  # a layersim.nets.surgery model: read it with its plan applied
         with model as inner:
-            return collect(inner, batches, token, layers, device, progress, out, precision)
+            return collect(inner, batches, token, layers, device, progress, out, precision, pad)
     ids = layer_ids(layers, n_layers(model))
     store: _Store | None = None
     labels: list[np.ndarray] = []
     with_labels: bool | None = None
     for b in stream(model, batches, ids, token, device=device, progress=progress, precision=precision):
         widths = {i: h.shape[-1] for i, h in zip(ids, b.entries)}
-        if len(set(widths.values())) > 1:
+        if len(set(widths.values())) > 1 and not pad:
             raise ValueError(f"the layers have different widths {widths} (index: width); pass layers= to keep "
                              f"those of one width, e.g. layers=range(1, {n_layers(model) + 1}) for the blocks "
-                             f"only, or read them with layersim.nets.models.layer_outputs")
-        block = torch.stack(b.entries).float().cpu().numpy()
+                             f"only, pad=True to zero-pad them to the widest, or read them with "
+                             f"layersim.nets.models.layer_outputs")
+        block = zero_pad([h.float().cpu().numpy() for h in b.entries])
         if store is None:
             capacity = _expected_n(batches) or 8 * block.shape[1]
             store = _Store(len(ids), block.shape[2], capacity, out)
@@ -367,7 +374,21 @@ def collect(
             labels.append(y)
     if store is None:
         raise ValueError("no batches")
-    return Features(store.finish(), np.concatenate(labels) if with_labels else None, ids)
+    return Features(store.finish(), np.concatenate(labels) if with_labels else None, ids, list(widths.values()))
+
+
+def zero_pad(entries: Sequence[np.ndarray]) -> np.ndarray:
+    """``[n_entries, N, max d]``: each ``[N, d_l]`` array of ``entries`` with zero columns appended up to the widest.
+
+    Zero columns change no inner product between samples, so every measure that reads a layer through its samples'
+    inner products or distances (linear, debiased and RBF CKA, alignment's singular vectors, NC1, L2 probes) is the
+    same on the padded layer; measures that compare two layers coordinate by coordinate (cosine, MSE) are not
+    defined across widths."""
+    d = max(h.shape[-1] for h in entries)
+    out = np.zeros((len(entries), entries[0].shape[0], d), dtype=np.result_type(*entries))
+    for i, h in enumerate(entries):
+        out[i, :, :h.shape[-1]] = h
+    return out
 
 
 def collect_tokens(
