@@ -235,3 +235,41 @@ def test_smollm2_loads_from_the_safetensors_cache_and_predicts_berlin():
     assert len(out.hidden_states) == 31 and out.hidden_states[-1].shape[-1] == 576
     assert tok.decode(out.logits[0, -1].argmax()) == " Berlin"
 
+
+
+def test_every_request_is_logged_when_asked_and_only_then(asset_cache, tmp_path, monkeypatch):
+    """``$LAYERSIM_ASSET_LOG``: what a run asks for, found or not (the rehearsal compares it with the fetch list);
+    random weights ask for nothing."""
+    log = tmp_path / "asked.txt"
+    with pytest.raises(AssetNotFoundError):
+        fetch.resolve("glue/rte")  # not logged: no log file named
+    assert not log.exists()
+    monkeypatch.setenv(assets.REQUEST_LOG, str(log))
+    for call in (lambda: fetch.resolve("glue/rte"), lambda: fetch.resolve("cifar-10.2"),
+                 lambda: fetch.load_model("gpt2")):
+        with pytest.raises(AssetNotFoundError):
+            call()
+    fetch.load_model("vit-small-patch16-224", random_init=True, config={"num_hidden_layers": 1})
+    assert log.read_text().splitlines() == ["glue/rte", "cifar10.2", "gpt2"]
+
+
+def test_torchvision_weights_offline_fail_in_one_line_unless_in_the_hub_folder(tmp_path, monkeypatch):
+    """Offline, torchvision's own download would hang or fail deep inside torch: ``check_weights`` refuses first,
+    in one line naming the fetch command, and lets a file already in torch's hub folder through."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setenv(assets.REQUEST_LOG, str(tmp_path / "asked.txt"))
+    name = "torchvision:resnet18.IMAGENET1K_V1"
+    file = fetch.weights_file(name)
+    assert file == tmp_path / "torch" / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    with pytest.raises(AssetNotFoundError) as info:
+        fetch.check_weights("resnet18", "IMAGENET1K_V1")
+    assert str(info.value).splitlines()[0] == (
+        f"asset '{name}' not found: downloads are off (allow_download=False, LAYERSIM_OFFLINE=1 or HF_HUB_OFFLINE=1): "
+        f"fetch it ahead where there is internet with `python -m layersim.tools.assets fetch --asset {name}`, or "
+        "allow downloads")
+    file.parent.mkdir(parents=True)
+    file.write_bytes(b"")
+    fetch.check_weights("resnet18", "IMAGENET1K_V1")
+    assert (tmp_path / "asked.txt").read_text().splitlines() == [name, name]
+    with pytest.raises(ValueError, match="torchvision:<arch>.<weights>"):
+        fetch.torchvision_weights("resnet18")

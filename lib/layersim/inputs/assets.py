@@ -24,6 +24,8 @@ __all__ = [
     "canonical_name",
     "split_name",
     "downloads_allowed",
+    "note_request",
+    "REQUEST_LOG",
     "SMOLLM2_GGUF",
 ]
 
@@ -283,6 +285,22 @@ def list_assets(kind: str | None = None, scale: str | None = None) -> list[Asset
     """All known assets, optionally only one ``kind`` ("data"/"model") or ``scale`` ("offline"/"paper")."""
     return [a for a in _ASSET_LIST
             if (kind is None or a.kind == kind) and (scale is None or a.scale == scale)]
+
+
+# ----- what a run asks for ----------------------------------------------------------------
+
+#: the environment variable naming a file to which every asset a run asks for is appended, one name a line (the
+#: rehearsal of the paper scale compares them with what ``python -m layersim.tools.assets fetch --dry-run`` lists)
+REQUEST_LOG = "LAYERSIM_ASSET_LOG"
+
+
+def note_request(name: str) -> None:
+    """Append ``name`` (an asset, ``glue/<task>`` or ``torchvision:<arch>.<weights>``) to the file
+    ``$LAYERSIM_ASSET_LOG`` names, when it is set; nothing otherwise."""
+    path = os.environ.get(REQUEST_LOG)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:  # one short line per request: appends do not interleave
+            f.write(name + "\n")
 
 
 # ----- the offline switch ----------------------------------------------------------------

@@ -15,14 +15,17 @@ from typing import Any, Callable, Mapping
 
 from layersim.core.paths import cache_dir
 from layersim.core.writers import atomic_path
-from layersim.inputs.assets import Asset, downloads_allowed, get_asset, split_name
+from layersim.inputs.assets import Asset, AssetNotFoundError, downloads_allowed, get_asset, note_request, split_name
 from layersim.inputs.locate import find_local, hf_dataset_dir, not_found
 
 __all__ = [
     "FETCH_AHEAD",
+    "TORCHVISION_WEIGHTS",
     "can_download",
     "resolve",
     "load_model",
+    "torchvision_weights",
+    "weights_file",
 ]
 
 
@@ -44,6 +47,7 @@ def resolve(name: str, allow_download: bool | None = None) -> Path:
     :class:`~layersim.inputs.assets.AssetNotFoundError` when it is nowhere and cannot be downloaded;
     ``ValueError`` for unknown names."""
     asset, variant = split_name(name)
+    note_request(f"{asset.name}/{variant}" if variant else asset.name)
     hit = find_local(name)
     if hit is not None:
         return hit
@@ -145,6 +149,42 @@ def _downloader(asset: Asset) -> Callable[[Asset, str | None], Path] | None:
     }.get(asset.source)
 
 
+# ----- torchvision's pretrained weights ------------------------------------------------------
+
+#: the name of torchvision's pretrained weights, ``torchvision:<arch>.<weights>`` (not registry assets)
+TORCHVISION_WEIGHTS = "torchvision:{arch}.{weights}"
+
+
+def torchvision_weights(name: str):
+    """The torchvision weights entry of ``torchvision:<arch>.<weights>`` (``ValueError`` for another name)."""
+    import torchvision
+
+    arch, dot, tag = name.removeprefix("torchvision:").partition(".")
+    if not name.startswith("torchvision:") or not dot:
+        raise ValueError(f"torchvision weights are named 'torchvision:<arch>.<weights>', got {name!r}")
+    return torchvision.models.get_model_weights(arch)[tag]
+
+
+def weights_file(name: str) -> Path:
+    """Where torchvision keeps the weights ``name`` once downloaded: ``<torch hub>/checkpoints/<file of the URL>``."""
+    import os
+    from urllib.parse import urlparse
+
+    import torch
+
+    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(torchvision_weights(name).url).path)
+
+
+def check_weights(arch: str, weights: str) -> None:
+    """Note the request for torchvision's ``weights`` of ``arch`` and, when downloads are off, raise the one-line
+    :class:`~layersim.inputs.assets.AssetNotFoundError` unless they are in torch's hub folder already."""
+    name = TORCHVISION_WEIGHTS.format(arch=arch, weights=weights)
+    note_request(name)
+    file = weights_file(name)
+    if not file.is_file() and not downloads_allowed():
+        raise AssetNotFoundError(name, [str(file)], reason=_offline_reason(name))
+
+
 # ----- models ----------------------------------------------------------------------------
 
 
@@ -169,6 +209,8 @@ def load_model(
     asset = get_asset(name)
     if asset.kind != "model":
         raise ValueError(f"{asset.name!r} is a data set, not a model")
+    if not random_init:
+        note_request(asset.name)
     if asset.source == "timm":
         model, tok = _load_timm(asset, random_init, allow_download, dict(config or {}), kwargs)
     else:

@@ -61,7 +61,7 @@ _SHAPES = {"fashion-mnist": (10, 28), "digits": (10, 8), "mnist": (10, 28), "cif
 #: images per split of the data sets whose sizes are fixed (checked before anything loads: :func:`split_size`)
 _SPLITS = {"fashion-mnist": {"train": 60000, "test": 10000}, "mnist": {"train": 60000, "test": 10000},
            "digits": {"train": 1437, "test": 360, "all": 1797}, "cifar10": {"train": 50000, "test": 10000},
-           "cifar100": {"train": 50000, "test": 10000}}
+           "cifar100": {"train": 50000, "test": 10000}, "cifar10.2": {"train": 10000, "test": 2000}}
 
 # ----- idx files ---------------------------------------------------------------------------
 

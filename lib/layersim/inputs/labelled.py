@@ -12,7 +12,6 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-from layersim.core.paths import cache_dir
 from layersim.inputs import image_data, subsets
 from layersim.inputs.shift import domain_shift
 
@@ -93,17 +92,18 @@ def imagenet_input(size: int = 224):
 
 def load_office31(domain: str, root=None, size: int = 224):
     """Office-31 ``domain`` ("amazon", "webcam", "dslr") as an ImageFolder of
-    ``<root>/<domain>/images/<class>/*.jpg``, resized and ImageNet-normalised; ``root``: ``$LAYERSIM_OFFICE31`` or
-    ``<cache>/office31``. Paper scale only."""
-    import os
+    ``<root>/<domain>/images/<class>/*.jpg``, resized and ImageNet-normalised; ``root``: the registry asset
+    ``office31`` (``$LAYERSIM_OFFICE31`` or ``<cache>/office31``; its one-line error when missing). Paper scale only."""
     from pathlib import Path
 
     from torchvision import transforms
     from torchvision.datasets import ImageFolder
 
+    from layersim.inputs import fetch
+
     if domain not in ("amazon", "webcam", "dslr"):
         raise ValueError(f"unknown Office-31 domain {domain!r}")
-    root = Path(root or os.environ.get("LAYERSIM_OFFICE31") or cache_dir("office31"))
+    root = Path(root) if root else fetch.resolve("office31", allow_download=False)
     folder = root / domain / "images"
     if not folder.is_dir():
         raise FileNotFoundError(f"Office-31 not found at {folder}: download it and set $LAYERSIM_OFFICE31")

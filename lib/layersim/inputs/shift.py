@@ -167,14 +167,16 @@ def shifted_sets(source: str, specs: Mapping[str, Mapping], limit: int | None = 
                  ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Shifted test sets for a model trained on image data set ``source``: label -> ``(x, y)``, per spec
     ``{"dataset": name}`` (another test split, same classes), ``{"corruption": kind, "severity": s}`` (the
-    source's, :func:`corrupt`-ed) or ``{}`` (clean). ``limit``: a stratified ``seed``-ed subset. ``x`` float
-    ``[N,C,H,W]`` normalised like the source, ``y`` int64 ``[N]``."""
+    source's, :func:`corrupt`-ed) or ``{}`` (clean). ``limit``: at most that many, a stratified ``seed``-ed subset
+    (a smaller test split whole: CIFAR-10.2's has 2,000 images). ``x`` float ``[N,C,H,W]`` normalised like the
+    source, ``y`` int64 ``[N]``."""
     specs = {label: check_spec(spec) for label, spec in specs.items()}
     loaded: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def test_split(name: str) -> tuple[torch.Tensor, torch.Tensor]:
         if name not in loaded:
-            loaded[name] = image_data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False).tensors()
+            loaded[name] = image_data.image_dataset(name, "test", limit=limit, seed=seed, normalize=False,
+                                                    at_most=True).tensors()
         return loaded[name]
 
     out = {}

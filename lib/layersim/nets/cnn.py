@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from layersim.inputs import fetch
 from layersim.nets import adapters, models
 
 #: the torchvision architectures a :class:`CNNConfig` may name
@@ -91,6 +92,8 @@ def build_cnn(cfg: CNNConfig, seed: int | None = 0) -> nn.Module:
         import torchvision
 
         kwargs = {} if cfg.weights else {"num_classes": cfg.num_classes}
+        if cfg.weights:
+            fetch.check_weights(cfg.arch, cfg.weights)
         return getattr(torchvision.models, cfg.arch)(weights=cfg.weights, **kwargs)
 
     if seed is None:

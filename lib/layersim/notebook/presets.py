@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from layersim.inputs.image_data import dataset_info, split_size
 from layersim.inputs.text_tasks import PAPER_TASKS
-from layersim.notebook import settings as st
+from layersim.notebook import rehearsal, settings as st
 
 TRACING_VIT: dict[str, dict] = {
     "smoke": dict(
@@ -136,7 +136,7 @@ def tracing_vit(scale: str, variant: str = "standard", reduced: bool = False, **
     objective, optionally the reduced ablation budget, then ``overrides`` (e.g. ``depth=6``)."""
     if variant not in TRACING_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {sorted(TRACING_VARIANTS)}")
-    settings = {**TRACING_VIT[scale], **TRACING_VARIANTS[variant]}
+    settings = {**rehearsal.shared("TRACING_VIT", scale, TRACING_VIT[scale]), **TRACING_VARIANTS[variant]}
     if reduced:
         settings.update(TRACING_ABLATION_BUDGET[scale])
     settings.update(overrides)

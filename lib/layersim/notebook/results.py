@@ -20,7 +20,7 @@ import numpy as np
 
 from layersim.core import markup, writers
 from layersim.core.paths import repo_root
-from layersim.notebook import seeds
+from layersim.notebook import rehearsal, seeds
 
 SCALES = ("smoke", "default", "paper")
 
@@ -36,7 +36,8 @@ def check_scale(scale: str) -> str:
 
 def run_folder(paper: str, stem: str, scale: str) -> Path:
     """Where a run of ``<paper>/<stem>`` at ``scale`` writes, creating nothing: ``$LAYERSIM_OUT`` if set,
-    ``figures/`` for a default-scale run with the switch on, else ``runs/<scale>/``."""
+    ``figures/`` for a default-scale run with the switch on, ``runs/rehearsal/`` for a rehearsal of the paper scale
+    (:mod:`layersim.notebook.rehearsal`), else ``runs/<scale>/``."""
     check_scale(scale)
     env = os.environ.get("LAYERSIM_OUT")
     if env:
@@ -44,7 +45,7 @@ def run_folder(paper: str, stem: str, scale: str) -> Path:
     elif scale == "default" and writers.update_allowed():
         base = repo_root() / "figures"
     else:
-        base = repo_root() / "runs" / scale
+        base = repo_root() / "runs" / rehearsal.runs_folder(scale)
     return base / paper / stem
 
 

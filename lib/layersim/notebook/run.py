@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layersim.notebook import registry, results, seeds, settings
+from layersim.notebook import registry, rehearsal, results, seeds, settings
 from layersim.train import checkpoints
 from layersim.train.training import seed_everything
 
@@ -37,6 +37,7 @@ class Run:
     out: Path
     figures: list[str] = field(default_factory=list)
     claims: dict = field(default_factory=dict)  # the claims as :meth:`record` judged and wrote them
+    rehearsal: dict | None = None  # a rehearsal of the paper scale: what it cut (written into metrics.json)
 
     def finish(self, fig, name: str, show: bool = True) -> None:
         """Save ``fig`` as ``<out>/<name>.png``, show it and close it; returns None, so a cell ending in it shows
@@ -65,6 +66,8 @@ class Run:
         claims = seeds.combine(self.notebook, self.scale, results.to_jsonable(params), claims, others)
         if seeds.wall_times(others):
             measured = {**measured, "seed_run_seconds": seeds.wall_times(others)}
+        if self.rehearsal is not None:
+            measured = {**measured, rehearsal.KEY: self.rehearsal}
         used = checkpoints.uses()
         if used["loaded"] or used["trained"]:  # which checkpoints this run trained and which it loaded: a run fact
             measured = {**measured, "from_cache": used}
@@ -110,6 +113,9 @@ def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mappi
     if "scale" not in params:
         raise ValueError("start needs the notebook's 'scale' (pass globals() after the parameters cell)")
     scale = params["scale"]
+    rehearsing = scale == "paper" and rehearsal.active()
+    if rehearsing:  # the paper preset with the rehearsal's counts; what was cut goes into metrics.json
+        presets = rehearsal.presets_of(stem, presets)
     given = {k: params[k] for k in presets.get(scale, {}) if k in params}
     given.update(overrides)
     seed, device = params.get("seed", 0), params.get("device", "auto")
@@ -122,6 +128,7 @@ def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mappi
 
         plt.style.use(STYLE)
     if announce:
-        print(f"scale={scale}, writing to {shown_path(out)}")
+        print(f"scale={scale}{' (a rehearsal: counts cut, fixture data)' if rehearsing else ''}, writing to "
+              f"{shown_path(out)}")
     return Run(notebook=notebook, scale=scale, P=P, seed=int(seed), device=settings.check_value("device", device),
-               out=out)
+               out=out, rehearsal=rehearsal.mark(stem) if rehearsing else None)

@@ -15,7 +15,6 @@ import ast
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import shutil
 import sys
@@ -24,7 +23,6 @@ from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import urlparse
 
 from layersim.core import paths
 from layersim.core.paths import cache_dir, sha256_of
@@ -32,13 +30,14 @@ from layersim.core.writers import write_text
 from layersim.inputs import assets, fetch, locate
 from layersim.inputs.text_data import GLUE_TASKS
 from layersim.nets.cnn import TORCHVISION_ARCHS
+from layersim.notebook import rehearsal
 from layersim.notebook.results import SCALES
 from layersim.tools import plans
 
 #: the settings that name a data set or a model: in a preset, a model table's entries, a source network's settings
 ASSET_KEYS = frozenset({"dataset", "image_dataset", "target", "transfer_to", "source", "encoder", "pretrained",
                         "models", "tasks", "data", "name"})
-#: the prefix of torchvision's pretrained weights, ``torchvision:<arch>.<weights>`` (not registry assets)
+#: the prefix of torchvision's pretrained weights (:data:`layersim.inputs.fetch.TORCHVISION_WEIGHTS`)
 WEIGHTS = "torchvision:"
 MANIFEST = "fetched.json"
 
@@ -75,6 +74,8 @@ def settings_space(notebook: Path, scale: str | None = None, params: Mapping[str
         raise ValueError(f"{notebook} has no settings cell (PRESETS ... start(...))")
 
     def start(name, presets, namespace, **settings):  # what a real start would give the cell: the run's settings
+        if scale == "paper" and rehearsal.active():  # a rehearsal's counts, as the real start would cut them
+            presets = rehearsal.presets_of(name, presets)
         preset = presets[scale]
         return SimpleNamespace(P={**preset, **{k: v for k, v in (params or {}).items() if k in preset}}, assigned=[])
 
@@ -127,7 +128,7 @@ def _named(value: Any, key: str | None, out: dict[str, None], pretrained: bool =
         weights = value.get("weights")
         own = bool(weights) and value.get("arch") in TORCHVISION_ARCHS
         if own:
-            out[f"{WEIGHTS}{value['arch']}.{weights}"] = None
+            out[fetch.TORCHVISION_WEIGHTS.format(arch=value["arch"], weights=weights)] = None
         for k, v in value.items():
             if key in ASSET_KEYS and isinstance(k, str):
                 _named(k, key, out, own)
@@ -182,21 +183,6 @@ class Need:
     dest: Path | None = None
 
 
-def _weights(name: str):
-    """The torchvision weights entry of ``torchvision:<arch>.<weights>``."""
-    import torchvision
-
-    arch, _, tag = name[len(WEIGHTS):].partition(".")
-    return torchvision.models.get_model_weights(arch)[tag]
-
-
-def _weights_file(name: str) -> Path:
-    """Where torchvision keeps the weights ``name`` once downloaded: ``<torch hub>/checkpoints/<file of the URL>``."""
-    import torch
-
-    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(_weights(name).url).path)
-
-
 def _hub_cache() -> Path:
     """The Hugging Face hub cache, where model downloads land."""
     from huggingface_hub import constants
@@ -207,7 +193,7 @@ def _hub_cache() -> Path:
 def need(name: str, users: tuple[str, ...] = ()) -> Need:
     """Where the asset ``name`` (a registry name, ``glue/<task>`` or ``torchvision:<arch>.<weights>``) is."""
     if name.startswith(WEIGHTS):
-        file = _weights_file(name)
+        file = fetch.weights_file(name)
         here = file.is_file()
         return Need(name, users, "weights", None, "here" if here else "download",
                     str(file) if here else "torchvision", file.parent)
@@ -318,8 +304,8 @@ def download(name: str) -> Path:
     """Download the asset ``name`` (downloads allowed whatever the environment says) and return where it landed;
     AssetNotFoundError (or torchvision's error) when that fails."""
     if name.startswith(WEIGHTS):
-        _weights(name).get_state_dict(progress=True)  # torchvision's download, checked against the hash in its name
-        return _weights_file(name)
+        fetch.torchvision_weights(name).get_state_dict(progress=True)  # torchvision's download, checked against the hash in its name
+        return fetch.weights_file(name)
     return fetch.resolve(name, allow_download=True)
 
 
@@ -437,7 +423,7 @@ def _asset_argument(text: str) -> str:
         if arch not in TORCHVISION_ARCHS:
             raise argparse.ArgumentTypeError(f"{text!r}: torchvision weights of one of {', '.join(TORCHVISION_ARCHS)}")
         try:
-            _weights(text)
+            fetch.torchvision_weights(text)
         except (KeyError, ValueError):
             raise argparse.ArgumentTypeError(f"{text!r}: torchvision has no such weights") from None
         return text

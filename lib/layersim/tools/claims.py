@@ -17,7 +17,7 @@ from pathlib import Path
 from layersim.core import markup
 from layersim.core.paths import repo_root
 from layersim.core import references
-from layersim.notebook import ladders, registry, results, seeds
+from layersim.notebook import ladders, registry, rehearsal, results, seeds
 from layersim.notebook.results import format_threshold, format_value
 
 #: the folder of the scale checks under the results folder (:data:`layersim.notebook.seeds.SCALE_CHECKS`)
@@ -99,6 +99,9 @@ def collect(folder: Path | None = None) -> list[ClaimRow]:
     registered = registry.load_all()
     for path in files:
         data = json.loads(path.read_text())
+        if rehearsal.KEY in data:
+            raise ValueError(f"{path} is a rehearsal of the paper scale (random weights, fixture data), not a result: "
+                             "its claims are not collected")
         check = folder / SCALE_CHECK_FOLDER / path.parent.parent.name / path.parent.name / "metrics.json"
         larger = json.loads(check.read_text()).get("claims", {}) if check.is_file() else {}
         notebook = data.get("notebook", f"{path.parent.parent.name}/{path.parent.name}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from layersim.core import writers
 from layersim.core.paths import repo_root
-from layersim.notebook import ladders, seeds
+from layersim.notebook import ladders, rehearsal, seeds
 from layersim.notebook.results import SCALES
 from layersim.tools import claims
 
@@ -90,7 +90,7 @@ def plan(nb: Path, scale: str, refs: bool = False, params: dict | None = None, r
     if update:
         return Plan(root / "runs" / scale / paper / stem / nb.name, nb, None)
     user_out = os.environ.get("LAYERSIM_OUT")
-    out_root = writers.resolved(user_out) if user_out else root / "runs" / scale
+    out_root = writers.resolved(user_out) if user_out else root / "runs" / rehearsal.runs_folder(scale)
     if writers.protected_root(out_root / paper, root) is not None:
         raise writers.ProtectedPath(f"LAYERSIM_OUT={user_out!r} points into the committed results ("
                                     f"{writers.protected_root(out_root / paper, root)}), which only "

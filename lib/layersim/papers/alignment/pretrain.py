@@ -20,7 +20,7 @@ from layersim.inputs.labelled import LabelledSubset, imagenet_input, labels_of, 
 from layersim.inputs.shift import DOMAINS
 from layersim.measures import alignment as al
 from layersim.nets.cnn import CNNConfig, build_cnn
-from layersim.notebook import results
+from layersim.notebook import rehearsal, results
 from layersim.notebook.presets import ALIGNMENT_SOURCE_CNN
 from layersim.train import linear, training
 from layersim.train.transfer_learning import pretrain_cnn
@@ -144,7 +144,7 @@ def source_settings(scale: str, **overrides) -> dict:
     unknown = sorted(set(overrides) - set(ALIGNMENT_SOURCE_CNN[scale]))
     if unknown:
         raise ValueError(f"unknown source setting(s) {unknown}")
-    return {**ALIGNMENT_SOURCE_CNN[scale], **overrides}
+    return {**rehearsal.shared("ALIGNMENT_SOURCE_CNN", scale, ALIGNMENT_SOURCE_CNN[scale]), **overrides}
 
 
 def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[int] | None = None,

@@ -19,7 +19,7 @@ import torch
 from scipy.stats import spearmanr
 from torch import nn
 
-from layersim.inputs import features, labelled
+from layersim.inputs import features, image_data, labelled
 from layersim.measures import alignment as al
 from layersim.nets import cnn
 from layersim.notebook import results, settings
@@ -144,19 +144,28 @@ def image_representations(pretrained: nn.Module, init: nn.Module, layers: Sequen
     return reps
 
 
+def test_per_class(dataset: str, per_class: int) -> int:
+    """The test images per class of a Section 7.2 task: ``per_class``, or all of a class when the test split has
+    fewer (the paper samples 1,000 points of two classes, 500 a class; CIFAR-100's test split has 100 a class)."""
+    size = image_data.split_size(dataset, "test")
+    return per_class if size is None else min(per_class, size // image_data.dataset_info(dataset)["classes"])
+
+
 def cnn_transfer_runs(pretrained: nn.Module, init: nn.Module, layers: Sequence[str], pairs, dataset: str,
                       per_class: int, thresholds, lrs: Sequence[float], steps: int, record, rbf_bandwidth: float,
                       seed: int = 0, exclude=None, transform=None, device: str | torch.device = "cpu",
                       log: Log = print) -> list[dict]:
     """Section 7.2 on every target task (Figures 13, 19, 20): for class pair ``k``, ``per_class`` images per class
-    (seed ``seed + k``, none of ``exclude``), labels ``2t - 1``, :func:`image_representations` compared by
-    :func:`pretrain.evaluate_task`. Returns one result per task with its ``"pair"``."""
+    (seed ``seed + k``, none of ``exclude``; of the test split at most what it has, :func:`test_per_class`), labels
+    ``2t - 1``, :func:`image_representations` compared by :func:`pretrain.evaluate_task`. Returns one result per
+    task with its ``"pair"``."""
     gamma = 1.0 / (2.0 * rbf_bandwidth ** 2)
     runs = []
     for k, pair in enumerate(pairs):
         X_tr, t_tr, _ = labelled.load_images(dataset, "train", pair, per_class, seed=seed + k, exclude=exclude,
                                             normalize=False)
-        X_te, t_te, _ = labelled.load_images(dataset, "test", pair, per_class, seed=seed + k, normalize=False)
+        X_te, t_te, _ = labelled.load_images(dataset, "test", pair, test_per_class(dataset, per_class),
+                                            seed=seed + k, normalize=False)
         y_tr, y_te = al.binary_targets(t_tr.numpy()), al.binary_targets(t_te.numpy())
         reps = image_representations(pretrained, init, layers, X_tr, X_te, dataset, gamma, transform, device)
         runs.append(pt.evaluate_task(reps, y_tr, y_te, thresholds, list(TRAINED), lrs, steps, record))

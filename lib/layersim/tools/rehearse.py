@@ -1,0 +1,175 @@
+"""The rehearsal of the paper scale, end to end: ``python -m layersim.tools.rehearse [--nb PATTERN]``.
+
+Every selected notebook runs through papermill at ``scale="paper"`` with the counts of
+:mod:`layersim.notebook.rehearsal` cut, offline, on fixture files in the real on-disk formats
+(:mod:`layersim.tools.fixtures`) and fixture models of the published sizes (:mod:`layersim.tools.fixture_models`),
+written once into ``<cache>/rehearsal-fixtures/`` (:func:`prepare`). Each notebook runs in a fresh project cache
+(:func:`environment`: the fixtures linked in, nothing trained before) with downloads off, and every asset it asks for
+is logged (``layersim.inputs.assets.REQUEST_LOG``); :func:`compare` sets those beside what
+``python -m layersim.tools.assets fetch --dry-run`` lists for it. The outputs go to ``runs/rehearsal/`` with the
+rehearsal's mark, and ``runs/rehearsal/summary.json`` records each notebook's time, status and requests (see
+docs/modules.md, ``layersim.tools.rehearse``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from layersim.core.paths import cache_dir, repo_root
+from layersim.core.writers import write_text
+from layersim.inputs import assets as registry
+from layersim.notebook import rehearsal
+from layersim.tools import fixture_models, fixtures, plans
+
+__all__ = ["FIXTURES", "SITE", "VERSION", "compare", "environment", "main", "prepare", "requested"]
+
+#: the folder of the fixtures in the project cache (written once, read by every rehearsal)
+FIXTURES = "rehearsal-fixtures"
+#: the version of the fixtures: a change of what :func:`prepare` writes raises it, and the fixtures are written anew
+VERSION = 1
+#: the ``sitecustomize`` of a rehearsal's processes: torchvision accepts the fixture CIFAR files' checksums
+SITE = '''"""Written by layersim.tools.rehearse for a rehearsal's processes (papermill's kernels among them)."""
+import os
+
+if os.environ.get("LAYERSIM_REHEARSE"):
+    from pathlib import Path
+
+    from layersim.tools.fixtures import trust_cifar
+
+    trust_cifar(Path(os.environ["LAYERSIM_REHEARSAL_FIXTURES"]) / "cache" / "torchvision")
+'''
+#: offline assets a rehearsal reads from the project's own cache where they were converted there (SmolLM2's GGUF
+#: conversion takes minutes and is the same in every run)
+CONVERTED = ("models/smollm2-135m",)
+
+
+def prepare(folder: Path | None = None, progress: bool = True) -> Path:
+    """Write the fixtures (data sets, models, torchvision weights) into ``folder`` (default
+    ``<cache>/rehearsal-fixtures``) unless a complete set of :data:`VERSION` is there; returns the folder."""
+    folder = Path(folder or cache_dir(FIXTURES))
+    stamp = folder / "fixtures.json"
+    if stamp.is_file() and json.loads(stamp.read_text()).get("version") == VERSION:
+        return folder
+    if folder.exists():
+        shutil.rmtree(folder)
+    t0 = time.perf_counter()
+    data = fixtures.write_data(folder / "cache")
+    models = fixture_models.write_models(folder / "cache", progress=progress)
+    old = os.environ.get("TORCH_HOME")
+    os.environ["TORCH_HOME"] = str(folder / "torch")
+    try:
+        weights = fixture_models.write_weights()
+    finally:
+        if old is None:
+            os.environ.pop("TORCH_HOME")
+        else:
+            os.environ["TORCH_HOME"] = old
+    (folder / "site").mkdir(exist_ok=True)
+    (folder / "site" / "sitecustomize.py").write_text(SITE)
+    write_text(stamp, json.dumps({"version": VERSION, "seconds": round(time.perf_counter() - t0, 1),
+                                  "data": sorted(data), "models": sorted(models), "weights": sorted(weights),
+                                  "tokenizers": fixture_models.TOKENIZERS,
+                                  "fewer_layers": {"models": fixture_models.FEWER_LAYERS,
+                                                   "why": fixture_models.WHY_FEWER}}, indent=1) + "\n")
+    return folder
+
+
+def environment(folder: Path, work: Path, log: Path) -> dict[str, str]:
+    """The environment of one notebook's rehearsal: a fresh project cache ``work/cache`` with the fixtures of
+    ``folder`` linked in, torch's hub folder the fixtures', an empty Hugging Face cache, downloads off, the request
+    log ``log`` and the rehearsal switched on."""
+    cache = work / "cache"
+    if work.exists():
+        shutil.rmtree(work)
+    cache.mkdir(parents=True)
+    for entry in sorted((folder / "cache").iterdir()):
+        (cache / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
+    for sub in CONVERTED:
+        own = cache_dir() / sub
+        if own.is_dir() and not (cache / sub).exists():
+            (cache / sub).parent.mkdir(parents=True, exist_ok=True)
+            (cache / sub).symlink_to(own.resolve(), target_is_directory=True)
+    site = str(folder / "site")
+    return {rehearsal.ENV: "1", "LAYERSIM_REHEARSAL_FIXTURES": str(folder), "LAYERSIM_CACHE": str(cache),
+            "TORCH_HOME": str(folder / "torch"), "HF_HOME": str(work / "hf"), "HF_HUB_OFFLINE": "1",
+            "LAYERSIM_OFFLINE": "1", registry.REQUEST_LOG: str(log),
+            "PYTHONPATH": os.pathsep.join([site] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+
+
+def requested(log: Path) -> list[str]:
+    """The assets a rehearsal asked for (``log``, one name a line), once each, in order."""
+    if not log.is_file():
+        return []
+    return list(dict.fromkeys(line.strip() for line in log.read_text().splitlines() if line.strip()))
+
+
+def compare(stem: str, asked: list[str]) -> dict:
+    """What notebook ``stem`` asked for beside what ``assets fetch --dry-run`` lists for it (with the rehearsal's
+    cuts on): ``listed``, ``asked``, ``not_listed`` (asked, not listed: a fetch ahead would miss it; offline assets
+    that ship with the project apart) and ``not_asked``."""
+    from layersim.tools import assets as fetch_tool
+
+    listed = fetch_tool.notebook_assets("paper", [_notebook(stem)])[stem]
+    offline = {a.name for a in registry.list_assets(scale="offline")}
+    return {"listed": listed, "asked": asked,
+            "not_listed": [a for a in asked if a not in listed and a not in offline],
+            "not_asked": [a for a in listed if a not in asked]}
+
+
+def _notebook(stem: str) -> Path:
+    found = plans.discover(stem)
+    if len(found) != 1:
+        raise ValueError(f"{stem!r} names {len(found)} notebooks")
+    return found[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: prepare the fixtures, rehearse each selected notebook in its own fresh cache, write
+    ``runs/rehearsal/summary.json``; exit status 1 when a notebook failed."""
+    ap = argparse.ArgumentParser(prog="python -m layersim.tools.rehearse", description=__doc__.split("\n")[0])
+    ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> (default: all)")
+    ap.add_argument("--fixtures", default=None, help="the fixtures' folder (default: <cache>/rehearsal-fixtures)")
+    args = ap.parse_args(argv)
+    notebooks = plans.discover(args.nb)
+    if not notebooks:
+        ap.error(f"no notebook matches {args.nb!r}")
+    from layersim.tools import runner
+
+    folder = prepare(Path(args.fixtures) if args.fixtures else None)
+    out = repo_root() / "runs" / rehearsal.KEY
+    summary_file = out / "summary.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    saved = dict(os.environ)
+    failed = 0
+    for nb in notebooks:
+        stem = nb.stem
+        work = out / "work" / stem
+        log = out / "requests" / f"{stem}.txt"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.unlink(missing_ok=True)
+        os.environ.update(environment(folder, work, log))
+        t0 = time.perf_counter()
+        try:
+            rc = runner.main(["--scale", "paper", "--nb", f"{nb.parent.name}/{stem}"])
+        except SystemExit as stop:  # the runner's up-front checks refuse with exit status 2
+            rc = stop.code if isinstance(stop.code, int) else 2
+        finally:
+            seconds = time.perf_counter() - t0
+            asked = compare(stem, requested(log))  # the dry run with the rehearsal's cuts on, as the run had them
+            os.environ.clear()
+            os.environ.update(saved)
+        failed += rc != 0
+        summary[stem] = {"ok": rc == 0, "seconds": round(seconds, 1), "date": time.strftime("%Y-%m-%d"), **asked}
+        write_text(summary_file, json.dumps(summary, indent=1) + "\n")
+        print(f"rehearsal {stem}: {'ok' if rc == 0 else 'FAILED'} ({seconds:.0f} s)", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

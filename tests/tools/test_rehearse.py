@@ -1,0 +1,60 @@
+"""Tests of layersim.tools.rehearse: a notebook's rehearsal environment (a fresh cache with the fixtures linked in,
+downloads off, the request log), the requests read back and set beside the fetch list, and one notebook rehearsed
+end to end through the runner."""
+
+import json
+import os
+
+import pytest
+
+from layersim.inputs import assets
+from layersim.notebook import rehearsal
+from layersim.tools import rehearse
+
+
+def fake_fixtures(folder):
+    """A fixtures folder that ``prepare`` takes as complete: its stamp, one data folder, the sitecustomize."""
+    (folder / "cache" / "torchvision").mkdir(parents=True)
+    (folder / "site").mkdir()
+    (folder / "site" / "sitecustomize.py").write_text(rehearse.SITE)
+    (folder / "fixtures.json").write_text(json.dumps({"version": rehearse.VERSION}))
+    return folder
+
+
+def test_the_environment_of_one_notebook(tmp_path):
+    folder = fake_fixtures(tmp_path / "fixtures")
+    work, log = tmp_path / "work", tmp_path / "asked.txt"
+    (work / "cache" / "checkpoints").mkdir(parents=True)  # a stale run's cache: cleared
+    env = rehearse.environment(folder, work, log)
+    assert (work / "cache" / "torchvision").resolve() == (folder / "cache" / "torchvision").resolve()
+    assert not (work / "cache" / "checkpoints").exists()
+    assert env[rehearsal.ENV] == "1" and env["LAYERSIM_OFFLINE"] == env["HF_HUB_OFFLINE"] == "1"
+    assert env["LAYERSIM_CACHE"] == str(work / "cache") and env[assets.REQUEST_LOG] == str(log)
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(folder / "site")
+    assert rehearse.prepare(folder) == folder  # complete: nothing written
+
+
+def test_requests_are_read_once_each_and_set_beside_the_fetch_list(tmp_path, monkeypatch):
+    log = tmp_path / "asked.txt"
+    assert rehearse.requested(log) == []
+    log.write_text("cifar10\nglue/rte\ncifar10\njaneaustenr\n\n")
+    assert rehearse.requested(log) == ["cifar10", "glue/rte", "janeaustenr"]
+    from layersim.tools import assets as fetch_tool
+
+    monkeypatch.setattr(fetch_tool, "notebook_assets", lambda scale, nbs: {nbs[0].stem: ["cifar10", "cifar100"]})
+    got = rehearse.compare("t06_transfer", rehearse.requested(log))
+    assert got["not_listed"] == ["glue/rte"] and got["not_asked"] == ["cifar100"]  # janeaustenr ships offline
+
+
+@pytest.mark.full
+def test_one_notebook_rehearsed_end_to_end(tmp_path, monkeypatch):
+    """t07 builds its models on the meta device: its rehearsal runs the paper path through papermill in seconds."""
+    from layersim.core.paths import repo_root
+
+    folder = fake_fixtures(tmp_path / "fixtures")
+    assert rehearse.main(["--nb", "t07_param_table", "--fixtures", str(folder)]) == 0
+    out = repo_root() / "runs" / "rehearsal"
+    summary = json.loads((out / "summary.json").read_text())["t07_param_table"]
+    assert summary["ok"] and summary["not_listed"] == [] and summary["seconds"] > 0
+    metrics = json.loads((out / "tracing" / "t07_param_table" / "metrics.json").read_text())
+    assert metrics["scale"] == "paper" and "not a result" in metrics["rehearsal"]["note"]
