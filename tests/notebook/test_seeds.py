@@ -155,3 +155,10 @@ def test_a_notebook_tested_on_one_seed_is_costly_and_says_so():
         text = " ".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"]
                         if c["cell_type"] == "markdown")
         assert "one seed" in text, f"{stem}: its notebook does not say that its claims are tested on one seed"
+
+
+def test_other_seed_seconds_reads_what_wall_times_recorded():
+    runs = [{"params": {"seed": 1}, "seconds": 12.5}, {"params": {"seed": 2}, "seconds": 3}, {"params": {"seed": 4}}]
+    recorded = {"seed_run_seconds": seeds.wall_times(runs)}
+    assert seeds.other_seed_seconds(recorded) == {"1": 12.5, "2": 3.0}
+    assert seeds.other_seed_seconds({}) == seeds.other_seed_seconds({"seed_run_seconds": None}) == {}

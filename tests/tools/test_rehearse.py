@@ -17,7 +17,7 @@ def fake_fixtures(folder):
     (folder / "cache" / "torchvision").mkdir(parents=True)
     (folder / "site").mkdir()
     (folder / "site" / "sitecustomize.py").write_text(rehearse.SITE)
-    (folder / "fixtures.json").write_text(json.dumps({"version": rehearse.VERSION}))
+    (folder / "fixtures.json").write_text(json.dumps({"version": rehearse.VERSION, "written": [], "seconds": {}}))
     return folder
 
 
@@ -31,7 +31,9 @@ def test_the_environment_of_one_notebook(tmp_path):
     assert env[rehearsal.ENV] == "1" and env["LAYERSIM_OFFLINE"] == env["HF_HUB_OFFLINE"] == "1"
     assert env["LAYERSIM_CACHE"] == str(work / "cache") and env[assets.REQUEST_LOG] == str(log)
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(folder / "site")
-    assert rehearse.prepare(folder) == folder  # complete: nothing written
+    assert rehearse.prepare([], folder) == folder  # nothing asked: nothing written
+    with pytest.raises(ValueError, match=r"no fixture for \['boolq'\]"):
+        rehearse.prepare(["boolq"], folder)
 
 
 def test_requests_are_read_once_each_and_set_beside_the_fetch_list(tmp_path, monkeypatch):

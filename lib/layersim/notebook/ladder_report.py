@@ -51,8 +51,8 @@ def rung_seconds(folder: Path, ladder: str, budget: float, notebook: str) -> flo
     here = ladders.rung_folder(folder, ladder, budget) / notebook
     if not (here / "metrics.json").is_file() or not (here / seeds.WALL_TIME).is_file():
         return None
-    others = _read(here / "metrics.json").get("seed_run_seconds", {})
-    return float(_read(here / seeds.WALL_TIME)["seconds"]) + sum(float(s) for s in others.values())
+    others = seeds.other_seed_seconds(_read(here / "metrics.json"))
+    return float(_read(here / seeds.WALL_TIME)["seconds"]) + sum(others.values())
 
 
 def paper_ladders(paper: str) -> dict[str, dict]:

@@ -129,6 +129,12 @@ def wall_times(runs: Sequence[Mapping]) -> dict[str, float]:
     return {str(r["params"]["seed"]): float(r["seconds"]) for r in runs if "seconds" in r}
 
 
+def other_seed_seconds(metrics: Mapping) -> dict[str, float]:
+    """``{seed: seconds}`` of the other seeds' runs a finished run's ``metrics.json`` records (``seed_run_seconds``,
+    written from :func:`wall_times`); {} when it records none."""
+    return {str(s): float(t) for s, t in (metrics.get("seed_run_seconds") or {}).items()}
+
+
 def _without_seed(params: Mapping[str, Any]) -> dict:
     return {k: v for k, v in params.items() if k != "seed"}
 

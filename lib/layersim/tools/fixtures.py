@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CIFAR_MD5", "IMAGES_PER_CLASS", "OFFICE31_CLASSES", "WORDS", "sentences", "trust_cifar", "write_cifar",
+__all__ = ["CIFAR_MD5", "IMAGES_PER_CLASS", "OFFICE31_CLASSES", "WORDS", "WRITERS", "sentences", "trust_cifar", "write_cifar",
            "write_cifar102", "write_data", "write_glue", "write_hellaswag", "write_image_folder", "write_mnist",
            "write_wikitext"]
 
@@ -240,20 +240,38 @@ def write_wikitext(folder: Path, n: int = 400) -> Path:
 # ----------------------------------------------------------------------------- all of them
 
 
-def write_data(cache: Path) -> dict[str, Path]:
-    """Every fixture data set below ``cache`` (a project cache's layout: ``torchvision/``, ``cifar10.2/``,
-    ``imagenet/``, ``office31/``, ``hf-datasets/``); returns ``{asset: path}``."""
-    tv = cache / "torchvision"
+def _imagenet(cache: Path) -> Path:
     wnids = [f"n{i:08d}" for i in range(1000)]  # 1000 classes, sorted as ImageNet's are
-    out = {"mnist": write_mnist(tv), "cifar10": write_cifar(tv, 10), "cifar100": write_cifar(tv, 100),
-           "cifar10.2": write_cifar102(cache / "cifar10.2"),
-           "imagenet": write_image_folder(cache / "imagenet", {"train": 2, "val": 1}, wnids, side=24),
-           "office31": cache / "office31"}
+    return write_image_folder(cache / "imagenet", {"train": 2, "val": 1}, wnids, side=24)
+
+
+def _office31(cache: Path) -> Path:
     for domain in ("amazon", "webcam", "dslr"):
         write_image_folder(cache / "office31" / domain, {"images": 4}, list(OFFICE31_CLASSES), side=48)
-    hf = cache / "hf-datasets"
-    for task in ("rte", "mrpc", "mnli"):
-        out[f"glue/{task}"] = write_glue(hf / "glue" / task, task)
-    out["hellaswag"] = write_hellaswag(hf / "hellaswag")
-    out["wikitext-103"] = write_wikitext(hf / "wikitext-103")
-    return out
+    return cache / "office31"
+
+
+#: every fixture data set: asset name -> its writer into a project cache's layout
+WRITERS = {
+    "mnist": lambda cache: write_mnist(cache / "torchvision"),
+    "cifar10": lambda cache: write_cifar(cache / "torchvision", 10),
+    "cifar100": lambda cache: write_cifar(cache / "torchvision", 100),
+    "cifar10.2": lambda cache: write_cifar102(cache / "cifar10.2"),
+    "imagenet": _imagenet,
+    "office31": _office31,
+    **{f"glue/{task}": (lambda cache, task=task: write_glue(cache / "hf-datasets" / "glue" / task, task))
+       for task in ("rte", "mrpc", "mnli")},
+    "hellaswag": lambda cache: write_hellaswag(cache / "hf-datasets" / "hellaswag"),
+    "wikitext-103": lambda cache: write_wikitext(cache / "hf-datasets" / "wikitext-103"),
+}
+
+
+def write_data(cache: Path, names: list[str] | None = None) -> dict[str, Path]:
+    """The fixture data sets ``names`` (default: all of :data:`WRITERS`) below ``cache`` (a project cache's layout:
+    ``torchvision/``, ``cifar10.2/``, ``imagenet/``, ``office31/``, ``hf-datasets/``); returns ``{asset: path}``.
+    ``ValueError`` for a name without a fixture."""
+    names = list(WRITERS) if names is None else list(names)
+    unknown = sorted(set(names) - set(WRITERS))
+    if unknown:
+        raise ValueError(f"no fixture for {unknown}; the fixture data sets are {sorted(WRITERS)}")
+    return {name: WRITERS[name](Path(cache)) for name in names}

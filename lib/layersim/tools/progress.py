@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from layersim.core import progress
+from layersim.notebook import seeds
 
 MODES = ("live", "lines", "quiet")
 #: seconds between two refreshes of the live status line
@@ -54,7 +55,7 @@ def clock(seconds: float | None) -> str:
 def seed_seconds(nb: Mapping, metrics: Mapping) -> dict[str, float]:
     """The seconds each seed's run took, from a finished run's JSON: ``"own"`` (papermill's ``duration`` in the
     executed notebook ``nb``, when set) and the other seeds' (``seed_run_seconds`` of ``metrics``, keyed by seed)."""
-    got = {str(s): float(t) for s, t in (metrics.get("seed_run_seconds") or {}).items()}
+    got = seeds.other_seed_seconds(metrics)
     own = (nb.get("metadata", {}).get("papermill") or {}).get("duration")
     if own is not None:
         got["own"] = float(own)

@@ -27,7 +27,7 @@ from layersim.inputs import assets as registry
 from layersim.notebook import rehearsal
 from layersim.tools import fixture_models, fixtures, plans
 
-__all__ = ["FIXTURES", "SITE", "VERSION", "compare", "environment", "main", "prepare", "requested"]
+__all__ = ["FIXTURES", "SITE", "VERSION", "compare", "environment", "fixture_names", "main", "prepare", "requested"]
 
 #: the folder of the fixtures in the project cache (written once, read by every rehearsal)
 FIXTURES = "rehearsal-fixtures"
@@ -49,34 +49,64 @@ if os.environ.get("LAYERSIM_REHEARSE"):
 CONVERTED = ("models/smollm2-135m",)
 
 
-def prepare(folder: Path | None = None, progress: bool = True) -> Path:
-    """Write the fixtures (data sets, models, torchvision weights) into ``folder`` (default
-    ``<cache>/rehearsal-fixtures``) unless a complete set of :data:`VERSION` is there; returns the folder."""
+def fixture_names(notebooks: list[Path]) -> list[str]:
+    """What a compute node would be given for ``notebooks``: the assets ``assets fetch --dry-run`` lists for them with
+    the rehearsal's cuts on, less those that ship with the project (the offline assets of ``make setup``)."""
+    from layersim.tools import assets as fetch_tool
+
+    old = os.environ.get(rehearsal.ENV)
+    os.environ[rehearsal.ENV] = "1"
+    try:
+        listed = fetch_tool.notebook_assets("paper", notebooks)
+    finally:
+        if old is None:
+            os.environ.pop(rehearsal.ENV)
+        else:
+            os.environ[rehearsal.ENV] = old
+    offline = {a.name for a in registry.list_assets(scale="offline")}
+    return list(dict.fromkeys(a for names in listed.values() for a in names if a not in offline))
+
+
+def prepare(names: list[str], folder: Path | None = None, progress: bool = True) -> Path:
+    """Write the fixtures of ``names`` (data sets of ``fixtures.WRITERS``, models of ``fixture_models.MODELS``,
+    ``torchvision:`` weights) into ``folder`` (default ``<cache>/rehearsal-fixtures``) unless written there before by
+    this :data:`VERSION`; ``ValueError`` naming an asset without a fixture. Returns the folder."""
     folder = Path(folder or cache_dir(FIXTURES))
     stamp = folder / "fixtures.json"
-    if stamp.is_file() and json.loads(stamp.read_text()).get("version") == VERSION:
-        return folder
-    if folder.exists():
-        shutil.rmtree(folder)
-    t0 = time.perf_counter()
-    data = fixtures.write_data(folder / "cache")
-    models = fixture_models.write_models(folder / "cache", progress=progress)
+    record = json.loads(stamp.read_text()) if stamp.is_file() else {}
+    if record.get("version") != VERSION:
+        if folder.exists():
+            shutil.rmtree(folder)
+        record = {"version": VERSION, "written": [], "seconds": {}}
+    todo = [n for n in names if n not in record["written"]]
+    unknown = [n for n in todo if n not in fixtures.WRITERS and n not in fixture_models.MODELS
+               and not n.startswith("torchvision:")]
+    if unknown:
+        raise ValueError(f"no fixture for {unknown}: add one to layersim.tools.fixtures or fixture_models")
     old = os.environ.get("TORCH_HOME")
     os.environ["TORCH_HOME"] = str(folder / "torch")
     try:
-        weights = fixture_models.write_weights()
+        for name in todo:
+            t0 = time.perf_counter()
+            if name in fixtures.WRITERS:
+                fixtures.write_data(folder / "cache", [name])
+            elif name in fixture_models.MODELS:
+                fixture_models.write_models(folder / "cache", [name], progress=progress)
+            else:
+                fixture_models.write_weights((name,))
+            record["written"].append(name)
+            record["seconds"][name] = round(time.perf_counter() - t0, 1)
+            write_text(stamp, json.dumps({**record, "tokenizers": fixture_models.TOKENIZERS,
+                                          "fewer_layers": {"models": fixture_models.FEWER_LAYERS,
+                                                           "why": fixture_models.WHY_FEWER}}, indent=1) + "\n")
     finally:
         if old is None:
             os.environ.pop("TORCH_HOME")
         else:
             os.environ["TORCH_HOME"] = old
-    (folder / "site").mkdir(exist_ok=True)
+    (folder / "site").mkdir(parents=True, exist_ok=True)
     (folder / "site" / "sitecustomize.py").write_text(SITE)
-    write_text(stamp, json.dumps({"version": VERSION, "seconds": round(time.perf_counter() - t0, 1),
-                                  "data": sorted(data), "models": sorted(models), "weights": sorted(weights),
-                                  "tokenizers": fixture_models.TOKENIZERS,
-                                  "fewer_layers": {"models": fixture_models.FEWER_LAYERS,
-                                                   "why": fixture_models.WHY_FEWER}}, indent=1) + "\n")
+    (folder / "cache").mkdir(exist_ok=True)
     return folder
 
 
@@ -141,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no notebook matches {args.nb!r}")
     from layersim.tools import runner
 
-    folder = prepare(Path(args.fixtures) if args.fixtures else None)
+    folder = prepare(fixture_names(notebooks), Path(args.fixtures) if args.fixtures else None)
     out = repo_root() / "runs" / rehearsal.KEY
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
