@@ -55,3 +55,17 @@ def test_torchvision_weights_load_offline_from_the_hub_folder(tmp_path, monkeypa
 
     want = resnet18(weights=None).state_dict()
     assert all(torch.equal(model.state_dict()[k], v) for k, v in want.items())
+
+
+@pytest.mark.parametrize("name", sorted(fm.MODELS))
+def test_the_registry_size_of_a_model_is_its_published_weights(name):
+    """The data card's (and registry's) size of each paper model: the parameters of its published configuration,
+    counted on the meta device, times 4 bytes (float32; 2 for the LLaMAs, published in bfloat16), to its 4 digits."""
+    import transformers
+
+    cfg = dict(assets.get_asset(name).config)
+    config = transformers.AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+    with torch.device("meta"):
+        model = getattr(transformers, fm.MODELS[name][0])._from_config(config)
+    size = sum(p.numel() for p in model.parameters()) * (2 if name.startswith("llama") else 4)
+    assert assets.get_asset(name).size_bytes == pytest.approx(size, rel=1e-3)

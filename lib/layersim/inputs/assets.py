@@ -86,13 +86,13 @@ _NET = "needs internet: run on a machine that can reach the Hugging Face hub / d
 
 
 def _hf(name, hub_id, description, model_type, auto_class="AutoModel", aliases=(),
-        has_tokenizer=True, **config):
-    """A paper-scale Hugging Face transformers model, with its random-init config."""
+        has_tokenizer=True, size_bytes=None, **config):
+    """A paper-scale Hugging Face transformers model, with its random-init config and the size of its weights."""
     return Asset(
         name, "model", "paper", "transformers", description,
         f"{_NET} a `save_pretrained` folder to data/cache/models/{name}/ (hub id {hub_id})",
         hub_id=hub_id, auto_class=auto_class, config={"model_type": model_type, **config},
-        files=("config.json",), has_tokenizer=has_tokenizer, aliases=aliases,
+        files=("config.json",), has_tokenizer=has_tokenizer, aliases=aliases, size_bytes=size_bytes,
     )
 
 
@@ -195,42 +195,43 @@ _ASSET_LIST = [
           aliases=("deit-base", "deit-b")),
     _hf("vit-small-patch16-224", "WinKawaks/vit-small-patch16-224", "ViT-S/16 (HF)", "vit",
         aliases=("vit-small", "vit-s"), has_tokenizer=False, hidden_size=384, num_attention_heads=6,
-        intermediate_size=1536),
+        intermediate_size=1536, size_bytes=87300000),
     _hf("vit-base-patch16-224", "google/vit-base-patch16-224", "ViT-B/16 (HF)", "vit",
-        aliases=("vit-base", "vit-b"), has_tokenizer=False),
+        aliases=("vit-base", "vit-b"), has_tokenizer=False, size_bytes=345600000),
     _hf("dinov2-small", "facebook/dinov2-small", "DINOv2 ViT-S/14 (HF)", "dinov2",
         aliases=("dino-s", "dinov2-s"), has_tokenizer=False, hidden_size=384, num_attention_heads=6, patch_size=14,
-        image_size=518),
+        image_size=518, size_bytes=88200000),
     _hf("dinov2-base", "facebook/dinov2-base", "DINOv2 ViT-B/14 (HF)", "dinov2",
-        aliases=("dino-b", "dinov2-b"), has_tokenizer=False, patch_size=14, image_size=518),
+        aliases=("dino-b", "dinov2-b"), has_tokenizer=False, patch_size=14, image_size=518, size_bytes=346300000),
     _hf("deit-small-patch16-224-hf", "facebook/deit-small-patch16-224",
         "DeiT-S/16 (HF; the redundancy paper's DEiT-S, a ViT checkpoint without distillation token)", "vit",
-        has_tokenizer=False, hidden_size=384, num_attention_heads=6, intermediate_size=1536),
+        has_tokenizer=False, hidden_size=384, num_attention_heads=6, intermediate_size=1536, size_bytes=87300000),
     _hf("bert-base-uncased", "google-bert/bert-base-uncased", "BERT-base uncased", "bert",
-        aliases=("bert", "bert-base")),
+        aliases=("bert", "bert-base"), size_bytes=440400000),
     _hf("roberta-base", "FacebookAI/roberta-base", "RoBERTa-base", "roberta",
         aliases=("roberta",), vocab_size=50265, max_position_embeddings=514, type_vocab_size=1,
-        pad_token_id=1, bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5),
+        pad_token_id=1, bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, size_bytes=498800000),
     _hf("albert-base-v2", "albert/albert-base-v2", "ALBERT-base v2", "albert",
         aliases=("albert", "albert-base"), hidden_size=768, num_attention_heads=12,
         intermediate_size=3072, embedding_size=128),
     _hf("albert-large-v2", "albert/albert-large-v2", "ALBERT-large v2 (24 layers sharing one, hidden 1024)", "albert",
         aliases=("albert-large",), hidden_size=1024, num_attention_heads=16, intermediate_size=4096,
-        embedding_size=128, num_hidden_layers=24),
+        embedding_size=128, num_hidden_layers=24, size_bytes=67200000),
     _hf("electra-base-discriminator", "google/electra-base-discriminator",
         "ELECTRA-base discriminator", "electra", aliases=("electra", "electra-base"),
-        hidden_size=768, num_attention_heads=12, intermediate_size=3072, embedding_size=768),
+        hidden_size=768, num_attention_heads=12, intermediate_size=3072, embedding_size=768, size_bytes=437900000),
     _hf("gpt2", "openai-community/gpt2", "GPT-2 small (124M), with its LM head", "gpt2",
-        auto_class="AutoModelForCausalLM", aliases=("gpt-2",)),
+        auto_class="AutoModelForCausalLM", aliases=("gpt-2",), size_bytes=497800000),
     _hf("llama-3.2-3b", "meta-llama/Llama-3.2-3B", "LLaMA-3.2-3B (28 layers, hidden 3072; gated on the hub)", "llama",
         auto_class="AutoModelForCausalLM", aliases=("llama3.2-3b",), hidden_size=3072, num_hidden_layers=28,
         num_attention_heads=24, num_key_value_heads=8, intermediate_size=8192, vocab_size=128256,
-        tie_word_embeddings=True),
+        tie_word_embeddings=True, size_bytes=6430000000),
     _hf("llama-3.1-8b", "meta-llama/Llama-3.1-8B", "LLaMA-3.1-8B (32 layers, hidden 4096; gated on the hub)", "llama",
         auto_class="AutoModelForCausalLM", aliases=("llama3.1-8b",), hidden_size=4096, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336, vocab_size=128256),
+        num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336, vocab_size=128256,
+        size_bytes=16060000000),
     _hf("clip-vit-base-patch32", "openai/clip-vit-base-patch32", "CLIP ViT-B/32 (image + text)",
-        "clip", aliases=("clip", "clip-vit-b-32", "clip-vit-b32")),
+        "clip", aliases=("clip", "clip-vit-b-32", "clip-vit-b32"), size_bytes=605100000),
 ]
 
 ASSETS: dict[str, Asset] = {a.name: a for a in _ASSET_LIST}
