@@ -19,7 +19,11 @@
 #      LENS_RANDOM=<folder with its config.json and tokenizer> for random weights: timings only);
 #   7. one alignment notebook (a04) at the default scale, one seed, timed (needs papermill: make setup);
 #   8. the alignment notebooks a01-a07 at the default scale side by side, against their serial times on 2 CPU
-#      cores (606 s, 2026-11-26): on Ray (--jobs 7) where ray is installed, else as 7 runner processes of 2 threads.
+#      cores (606 s, 2026-11-26): on Ray (--jobs 7) where ray is installed, else as 7 runner processes of 2 threads;
+#   9. the rehearsal of the paper scale on the GPU for a subset (python -m layersim.tools.rehearse: fixture data and
+#      models of the published sizes, counts cut; its times in runs/rehearsal/summary.json), at most ~6 minutes;
+#  10. training throughput of the paper-scale ViT in bf16 with torch.compile at batch 1024 (the goal: 20,000
+#      images/s on one H100 or H200; plain timm reached 25,798).
 # QUICK=1 runs shorter versions of 2-4 (for a first look within a few minutes of device time); STEPS="7 8" runs only
 # the checks named (their numbers; 2 includes 2b, 5 includes 5b). On a machine without papermill or the data,
 # scripts/gpu_carry.sh brings both.
@@ -93,4 +97,10 @@ else
   echo "## 7-8. the default-scale notebooks: skipped (papermill is not installed: make setup, or scripts/gpu_carry.sh)" \
     >> "$REPORT"
 fi
+if "$PY" -c "import papermill" 2>/dev/null; then
+  check "9. the paper scale rehearsed on the GPU (a subset)" 420 \
+    "$PY" -m layersim.tools.rehearse --nb "${REHEARSE:-t01_cos_vs_cka,t06_transfer,r01_block_similarity,c01_cka_structure}"
+fi
+check "10. training throughput, bf16 + torch.compile, batch 1024" 300 "$PY" -m layersim.tools.bench train \
+  "${TRAIN[@]}" --batch 1024 --precisions bf16 --augmentations none --compile 1
 echo "report: $REPORT" >&2

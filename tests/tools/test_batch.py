@@ -327,3 +327,79 @@ def test_the_slurm_recipe_starts_a_head_and_workers_and_submits_to_them():
     assert any(line.endswith("-m layersim.tools.runner --scale default --nb tracing --address nodeA:6379")
                for line in lines), lines
     assert lines[-1].endswith("ray stop")
+
+
+SLURM_CONF = """ClusterName=layersim
+SlurmctldHost={host}
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+ReturnToService=2
+SlurmUser=root
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmdSpoolDir=/var/lib/slurm/slurmd
+StateSaveLocation=/var/lib/slurm/slurmctld
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+NodeName={host} CPUs={cpus} RealMemory={mem} State=UNKNOWN
+PartitionName=layersim Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _one_node_slurm() -> None:
+    """Debian's Slurm and munge installed (apt) and started as a one-node cluster of this machine: munged, slurmctld,
+    slurmd. Only as root with apt-get; a daemon already running is kept."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if not shutil.which("sbatch"):
+        subprocess.run(["apt-get", "update", "-qq"], env=env, check=True, timeout=600, capture_output=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "slurm-wlm", "munge"], env=env, check=True, timeout=900,
+                       capture_output=True)
+    host = socket.gethostname().split(".")[0]
+    mem = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20 * 0.9)
+    conf = Path("/etc/slurm/slurm.conf")
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(SLURM_CONF.format(host=host, cpus=os.cpu_count(), mem=mem))
+    for folder in ("/var/lib/slurm/slurmd", "/var/lib/slurm/slurmctld", "/run/munge", "/var/log/munge"):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    key = Path("/etc/munge/munge.key")
+    if not key.is_file():
+        key.write_bytes(os.urandom(1024))
+    for path in (key, Path("/run/munge"), Path("/var/log/munge"), Path("/var/lib/munge")):
+        if path.exists():
+            shutil.chown(path, "munge", "munge")
+    key.chmod(0o400)
+    for daemon, start in (("munged", ["runuser", "-u", "munge", "--", "munged"]), ("slurmctld", ["slurmctld"]),
+                          ("slurmd", ["slurmd"])):
+        if subprocess.run(["pgrep", "-x", daemon], capture_output=True).returncode != 0:
+            subprocess.run(start, check=True, timeout=60)
+    for _ in range(60):  # the node comes up idle within seconds
+        got = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+        if got.stdout.strip() in ("idle", "mixed"):
+            return
+        subprocess.run(["scontrol", "update", f"nodename={host}", "state=resume"], capture_output=True)
+        time.sleep(2)
+    raise AssertionError(f"the one-node Slurm did not come up: sinfo says {got.stdout.strip()!r} {got.stderr}")
+
+
+@pytest.mark.full
+@pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get")),
+                    reason="starts a one-node Slurm: needs root and apt-get")
+def test_the_slurm_recipe_runs_on_a_real_one_node_slurm():
+    """The sbatch recipe submitted to a real Slurm (Debian's slurm-wlm with munge, one node): the Ray head starts under
+    srun, the runner runs t07 at the smoke scale on it, and the job ends COMPLETED with exit status 0."""
+    _one_node_slurm()
+    script = REPO / "scripts" / "slurm_reproduce.sbatch"
+    got = subprocess.run(["sbatch", "--parsable", "--wait", "--nodes=1", f"--cpus-per-task={os.cpu_count()}",
+                          "--gpus-per-node=0", "--time=20", "--export=ALL,SCALE=smoke,NB=t07,RAY_START_WAIT=15",
+                          str(script)], cwd=REPO, capture_output=True, text=True, timeout=1200)
+    job = got.stdout.strip().split(";")[0]
+    log = REPO / "runs" / f"slurm-{job}.log"
+    text = log.read_text() if log.is_file() else ""
+    assert got.returncode == 0, got.stdout + got.stderr + text
+    state = subprocess.run(["sacct", "-j", job, "-n", "-X", "-o", "State,ExitCode", "-P"], capture_output=True,
+                           text=True).stdout.strip()
+    assert state in ("", "COMPLETED|0:0"), state  # sacct answers only where accounting is set up
+    assert "layersim on Slurm: 1 node(s)" in text and "tracing/t07_param_table: ok" in text, text

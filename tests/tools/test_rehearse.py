@@ -60,3 +60,31 @@ def test_one_notebook_rehearsed_end_to_end(tmp_path, monkeypatch):
     assert summary["ok"] and summary["not_listed"] == [] and summary["seconds"] > 0
     metrics = json.loads((out / "tracing" / "t07_param_table" / "metrics.json").read_text())
     assert metrics["scale"] == "paper" and "not a result" in metrics["rehearsal"]["note"]
+
+
+def test_the_ci_subset_covers_every_paper_and_every_format():
+    """What the fuller CI target rehearses names, through the fetch list, at least one asset of every on-disk format
+    of the fixtures, and at least one notebook of every paper; every fixture has a format."""
+    from layersim.tools import fixture_models, fixtures, plans
+
+    notebooks = [nb for name in rehearse.CI_SUBSET for nb in plans.discover(name)]
+    assert len(notebooks) == len(rehearse.CI_SUBSET)
+    assert {nb.parent.name for nb in notebooks} == {"alignment", "clusters", "redundancy", "tracing"}
+    given = set(rehearse.fixture_names(notebooks))
+    for fmt, names in rehearse.FORMATS.items():
+        assert given & set(names), f"no notebook of the subset reads {fmt}"
+    every = {n for names in rehearse.FORMATS.values() for n in names}
+    assert every == set(fixtures.WRITERS) | set(fixture_models.MODELS) | set(fixture_models.WEIGHTS)
+
+
+@pytest.mark.full
+def test_the_ci_subset_is_rehearsed_at_the_paper_scale():
+    """The fuller CI target's rehearsal: each notebook of the subset runs at the paper scale on its fixtures, offline,
+    and asks for nothing that the fetch list misses."""
+    from layersim.core.paths import repo_root
+
+    assert rehearse.main(["--nb", ",".join(rehearse.CI_SUBSET)]) == 0
+    summary = json.loads((repo_root() / "runs" / "rehearsal" / "summary.json").read_text())
+    for name in rehearse.CI_SUBSET:
+        got = summary[name.split("/")[1]]
+        assert got["ok"] and got["not_listed"] == [], (name, got)

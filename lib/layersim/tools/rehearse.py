@@ -27,7 +27,7 @@ from layersim.inputs import assets as registry
 from layersim.notebook import rehearsal
 from layersim.tools import fixture_models, fixtures, plans
 
-__all__ = ["FIXTURES", "SITE", "VERSION", "compare", "environment", "fixture_names", "main", "prepare", "requested"]
+__all__ = ["CI_SUBSET", "FIXTURES", "FORMATS", "SITE", "VERSION", "compare", "environment", "fixture_names", "main", "prepare", "requested"]
 
 #: the folder of the fixtures in the project cache (written once, read by every rehearsal)
 FIXTURES = "rehearsal-fixtures"
@@ -44,6 +44,26 @@ if os.environ.get("LAYERSIM_REHEARSE"):
 
     trust_cifar(Path(os.environ["LAYERSIM_REHEARSAL_FIXTURES"]) / "cache" / "torchvision")
 '''
+#: the on-disk formats of the fixtures, each with the assets written in it
+FORMATS = {
+    "torchvision's MNIST folder (idx files)": ("mnist",),
+    "torchvision's CIFAR folders (pickled batches)": ("cifar10", "cifar100"),
+    "CIFAR-10.2's npz files": ("cifar10.2",),
+    "ImageFolder trees of JPEG files": ("imagenet", "office31"),
+    "datasets save_to_disk folders": ("glue/rte", "glue/mrpc", "glue/mnli", "hellaswag", "wikitext-103"),
+    "save_pretrained folders with a tokenizer": ("bert-base-uncased", "roberta-base", "albert-large-v2",
+                                                 "electra-base-discriminator", "gpt2", "llama-3.2-3b", "llama-3.1-8b",
+                                                 "clip-vit-base-patch32"),
+    "save_pretrained folders of vision models": ("vit-small-patch16-224", "vit-base-patch16-224", "dinov2-small",
+                                                 "dinov2-base", "deit-small-patch16-224-hf"),
+    "torchvision weights in torch's hub folder": ("torchvision:resnet18.IMAGENET1K_V1",
+                                                  "torchvision:resnet101.IMAGENET1K_V1"),
+}
+#: the notebooks the fuller CI target rehearses: every paper and every on-disk format of :data:`FORMATS` at least
+#: once (``make rehearse`` runs all of them)
+CI_SUBSET = ("alignment/a02_emergence", "alignment/a08_pretrained_cnn", "alignment/a09_source_similarity",
+             "alignment/a10_negative_transfer", "clusters/c01_cka_structure", "redundancy/r01_block_similarity",
+             "tracing/t06_transfer", "tracing/t10_aligned_gpt")
 #: offline assets a rehearsal reads from the project's own cache where they were converted there (SmolLM2's GGUF
 #: conversion takes minutes and is the same in every run)
 CONVERTED = ("models/smollm2-135m",)
