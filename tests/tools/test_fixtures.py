@@ -38,8 +38,8 @@ def test_torchvision_folders_are_read_by_the_loaders(fixture_cache):
     cifar = image_data.load_torchvision("cifar10", "test")
     assert len(cifar) == 10 * fixtures.IMAGES_PER_CLASS["test"] and cifar.classes.index("cat") == 3
     hundred = image_data.load_torchvision("cifar100", "train")
-    assert len(hundred.classes) == 100 and len(hundred) == 100 * fixtures.IMAGES_PER_CLASS["train"]
-    assert np.bincount(hundred.targets).tolist() == [fixtures.IMAGES_PER_CLASS["train"]] * 100
+    assert len(hundred.classes) == 100 and len(hundred) == 100 * fixtures.IMAGES_PER_CLASS_100["train"]
+    assert np.bincount(hundred.targets).tolist() == [fixtures.IMAGES_PER_CLASS_100["train"]] * 100
     images, labels = image_data.load_cifar102("test")
     assert images.shape == (10 * fixtures.IMAGES_PER_CLASS["test"], 32, 32, 3) and labels.max() == 9
 

@@ -136,7 +136,7 @@ def tracing_vit(scale: str, variant: str = "standard", reduced: bool = False, **
     objective, optionally the reduced ablation budget, then ``overrides`` (e.g. ``depth=6``)."""
     if variant not in TRACING_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {sorted(TRACING_VARIANTS)}")
-    settings = {**rehearsal.shared("TRACING_VIT", scale, TRACING_VIT[scale]), **TRACING_VARIANTS[variant]}
+    settings = {**rehearsal.shared("TRACING_VIT", scale, TRACING_VIT), **TRACING_VARIANTS[variant]}
     if reduced:
         settings.update(TRACING_ABLATION_BUDGET[scale])
     settings.update(overrides)

@@ -23,55 +23,65 @@ ENV = "LAYERSIM_REHEARSE"
 #: the key of the mark in a rehearsal's ``metrics.json``
 KEY = "rehearsal"
 
-#: the model presets several notebooks share, cut in a rehearsal (``layersim.notebook.presets``): name -> settings
-#: that replace the paper preset's. Only counts: images, epochs, batch sizes; the architectures stay.
-SHARED: dict[str, dict] = {
-    "TRACING_VIT": dict(n_train=256, epochs=1, batch_size=64, milestones=()),
-    "ALIGNMENT_SOURCE_CNN": dict(n_source=200, epochs=1, batch_size=32, milestones=()),
+#: a cut's value meaning "the notebook's smoke preset's": the smoke counts run every code path in seconds and give
+#: every measurement a value, so a rehearsal cuts a count to them
+SMOKE = "as smoke"
+
+#: the model presets several notebooks share, cut in a rehearsal (``layersim.notebook.presets``): name -> the keys
+#: set to that preset's smoke values. Only counts: images, epochs, batch sizes; the architectures stay.
+SHARED: dict[str, tuple[str, ...]] = {
+    "TRACING_VIT": ("n_train", "epochs", "batch_size", "milestones"),
+    "ALIGNMENT_SOURCE_CNN": ("epochs", "batch_size", "milestones"),  # all images: ImageNet's halves have 424 and
+    # 576 classes, more than the smoke preset's 480 images draw one of each
 }
 
-#: what a rehearsal cuts in each notebook's paper preset (notebook stem -> settings): sample and step counts, and
-#: loops over tasks, models or repeats cut to one or two. A notebook not listed runs its paper preset as it is.
+
+def _smoke(*keys: str, **given: Any) -> dict:
+    return {**dict.fromkeys(keys, SMOKE), **given}
+
+
+#: what a rehearsal cuts in each notebook's paper preset (notebook stem -> settings; :data:`SMOKE`: the smoke
+#: preset's value): sample and step counts, and loops over tasks, models or repeats cut to one or two (the clusters
+#: notebooks and t09 keep a GLUE task and a multiple-choice or three-class one). A notebook not listed runs its paper
+#: preset as it is (t07: it builds its models on the meta device).
 CUTS: dict[str, dict] = {
     # alignment
-    "a01_expressivity": dict(n_train=64, n_test=64, nn_epochs=2, rbf_epochs=2, dl_iter=2, steps=20),
-    "a02_emergence": dict(n_per_class=64, n_train=128, epochs=2),
-    "a03_circle": dict(n_points=100, n_repeats=4, steps=20),
-    "a04_architectures": dict(tasks={"cifar10": [64, 64], "mnist": [64, 64], "diabetes": [64, 32]}, n_seeds=1,
-                              epochs=2),
-    "a05_layers": dict(n_points=128, image_epochs=2, regression_epochs=2, n_seeds=2),
-    "a06_convergence": dict(n_points=100, steps=50, gd_steps=50),
-    "a07_peaks_transfer": dict(n_runs=2, n_source=200, n_test=100, epochs=2, steps=20),
-    "a08_pretrained_cnn": dict(n_tasks=1, n_points=64, steps=20),
-    "a09_source_similarity": dict(n_points=64, n_finetune=64, ft_epochs=1, ft_batch=32),
-    "a10_negative_transfer": dict(rl_epochs=2, rl_milestones=[1], ft_epochs=1, batch=16),
-    "a11_pretrained_text": dict(n_tasks=2, n_points=64, steps=20, sizes=[10, 30], repeats=1, char_features=500,
-                                lsa_dims=10),
+    "a01_expressivity": _smoke("n_train", "n_test", "nn_epochs", "rbf_epochs", "dl_iter", "steps"),
+    "a02_emergence": _smoke("n_per_class", "n_train", "epochs"),
+    "a03_circle": _smoke("n_points", "n_repeats", "steps"),
+    "a04_architectures": _smoke("n_seeds", "epochs",
+                                tasks={"cifar10": [150, 100], "mnist": [150, 100], "diabetes": [150, 100]}),
+    "a05_layers": _smoke("n_points", "image_epochs", "regression_epochs", "n_seeds"),
+    "a06_convergence": _smoke("n_points", "steps", "gd_steps"),
+    "a07_peaks_transfer": _smoke("n_runs", "n_source", "n_test", "epochs", "steps"),
+    "a08_pretrained_cnn": _smoke("n_tasks", "n_points", "steps"),
+    "a09_source_similarity": _smoke("n_points", "n_finetune", "ft_epochs", "ft_batch"),
+    "a10_negative_transfer": _smoke("rl_epochs", "rl_milestones", "ft_epochs", "batch"),
+    "a11_pretrained_text": _smoke("n_tasks", "n_points", "steps", "sizes", "repeats", "char_features", "lsa_dims"),
     # clusters (c02 adds its heads' settings)
-    "c01_cka_structure": dict(n_train=32, n_val=16, steps=2, batch_size=4, warmup_steps=1, max_length=32,
-                              tasks=["rte", "hellaswag"]),
-    "c02_truncation": dict(n_train=32, n_val=16, steps=2, batch_size=4, warmup_steps=1, max_length=32,
-                           tasks=["rte", "hellaswag"], n_head_train=32, head_epochs=1),
-    "c03_layer_skipping": dict(n_train=32, n_val=16, steps=2, batch_size=4, warmup_steps=1, max_length=32,
-                               tasks=["rte", "hellaswag"]),
+    "c01_cka_structure": _smoke("n_train", "n_val", "steps", "warmup_steps", "max_length",
+                                tasks=["rte", "hellaswag"]),
+    "c02_truncation": _smoke("n_train", "n_val", "steps", "warmup_steps", "max_length", "n_head_train",
+                             "head_epochs", tasks=["rte", "hellaswag"]),
+    "c03_layer_skipping": _smoke("n_train", "n_val", "steps", "warmup_steps", "max_length",
+                                 tasks=["rte", "hellaswag"]),
     # redundancy
-    "r01_block_similarity": dict(n_images=16, batch_size=16),
-    "r02_block_redundancy": dict(n_fit=16, n_eval=16, batch_size=16),
-    "r03_rba_classification": dict(n_fit=16, n_train=32, n_test=16, n_seeds=1, batch_size=16),
-    "r04_skip_vs_approx": dict(n_fit=16, n_train=32, n_test=16, n_seeds=1, probe_epochs=1, batch_size=16),
-    "r05_llm_redundancy": dict(n_fit=16, n_eval=16, max_length=32, batch_size=8, n_images=32),
+    "r01_block_similarity": _smoke("n_images", "batch_size"),
+    "r02_block_redundancy": _smoke("n_fit", "n_eval", "batch_size"),
+    "r03_rba_classification": _smoke("n_fit", "n_train", "n_test", "n_seeds", "batch_size"),
+    "r04_skip_vs_approx": _smoke("n_fit", "n_train", "n_test", "n_seeds", "probe_epochs", "batch_size"),
+    "r05_llm_redundancy": _smoke("n_fit", "n_eval", "max_length", "batch_size", "n_images"),
     # tracing
-    "t01_cos_vs_cka": dict(n_eval=64, **SHARED["TRACING_VIT"]),
-    "t02_saturation_events": dict(n_eval=64),
-    "t03_aligned_training": dict(n_eval=64, n_train_eval=64),
-    "t04_early_exit": dict(n_eval=64),
-    "t05_residual_mlp": dict(n_train=256, n_eval=64, epochs=1),
-    "t06_transfer": dict(n_eval=64, n_transfer_train=64, n_transfer_test=64),
-    "t08_llm_saturation": dict(steps=2, n_texts=8, max_length=32, batch_size=4),
-    "t09_aligned_bert": dict(tasks=["rte", "mnli"], n_train=32, n_val=16, steps=2, max_length=32),
-    "t10_aligned_gpt": dict(n_train=64, n_eval=16, n_prompts=2, steps=2, new_tokens=4, max_length=32,
-                            prompt_tokens=8),
-    "t11_clip": dict(n_eval=64),
+    "t01_cos_vs_cka": _smoke("n_eval", *SHARED["TRACING_VIT"]),
+    "t02_saturation_events": _smoke("n_eval"),
+    "t03_aligned_training": _smoke("n_eval", "n_train_eval"),
+    "t04_early_exit": _smoke("n_eval"),
+    "t05_residual_mlp": _smoke("n_train", "n_eval", "epochs"),
+    "t06_transfer": _smoke("n_eval", "n_transfer_train", "n_transfer_test"),
+    "t08_llm_saturation": _smoke("steps", "n_texts", "max_length", "batch_size"),
+    "t09_aligned_bert": _smoke("n_train", "n_val", "steps", "max_length", tasks=["rte", "mnli"]),
+    "t10_aligned_gpt": _smoke("n_train", "n_eval", "n_prompts", "steps", "new_tokens", "max_length", "prompt_tokens"),
+    "t11_clip": _smoke("n_eval"),
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -88,33 +98,39 @@ def runs_folder(scale: str) -> str:
     return KEY if scale == "paper" and active() else scale
 
 
-def cuts_of(stem: str) -> dict:
-    """The cuts of notebook ``stem`` (``"t01_cos_vs_cka"`` or ``"tracing/t01_cos_vs_cka"``), ``{}`` if none."""
-    return dict(CUTS.get(stem.split("/")[-1], {}))
-
-
-def presets_of(stem: str, presets: Mapping[str, Mapping[str, Any]]) -> dict:
-    """``presets`` with the paper preset cut by :func:`cuts_of` (a cut of a key the preset lacks is a ``ValueError``:
-    the table and the notebook disagree)."""
-    cut = cuts_of(stem)
-    paper = dict(presets["paper"])
+def cuts_of(stem: str, presets: Mapping[str, Mapping[str, Any]]) -> dict:
+    """The cuts of notebook ``stem`` (``"t01_cos_vs_cka"`` or ``"tracing/t01_cos_vs_cka"``) with ``presets`` (its
+    ``PRESETS``), each :data:`SMOKE` replaced by the smoke preset's value; ``{}`` if none. A cut of a key the paper
+    preset lacks, or :data:`SMOKE` for one the smoke preset lacks, is a ``ValueError``: the table and the notebook
+    disagree."""
+    cut = CUTS.get(stem.split("/")[-1], {})
+    paper, smoke = presets["paper"], presets.get("smoke", {})
     unknown = sorted(set(cut) - set(paper))
     if unknown:
         raise ValueError(f"the rehearsal cuts {unknown} of {stem}, which its paper preset lacks; its keys are "
                          f"{sorted(paper)}")
-    return {**presets, "paper": {**paper, **cut}}
+    lacking = sorted(k for k, v in cut.items() if v == SMOKE and k not in smoke)
+    if lacking:
+        raise ValueError(f"the rehearsal takes {lacking} of {stem} from its smoke preset, which lacks them")
+    return {k: smoke[k] if v == SMOKE else v for k, v in cut.items()}
 
 
-def shared(name: str, scale: str, settings: Mapping[str, Any]) -> dict:
-    """``settings`` (the ``scale`` preset of the shared model preset ``name``) with :data:`SHARED` ``[name]`` over it
-    when a rehearsal of the paper scale is on; else unchanged."""
-    out = dict(settings)
+def presets_of(stem: str, presets: Mapping[str, Mapping[str, Any]]) -> dict:
+    """``presets`` with the paper preset cut by :func:`cuts_of`."""
+    return {**presets, "paper": {**presets["paper"], **cuts_of(stem, presets)}}
+
+
+def shared(name: str, scale: str, presets: Mapping[str, Mapping[str, Any]]) -> dict:
+    """The ``scale`` preset of the shared model preset ``name`` (``presets``: all its scales) with the keys of
+    :data:`SHARED` ``[name]`` at their smoke values when a rehearsal of the paper scale is on; else unchanged."""
+    out = dict(presets[scale])
     if scale == "paper" and active():
-        out.update(SHARED.get(name, {}))
+        out.update({k: presets["smoke"][k] for k in SHARED.get(name, ())})
     return out
 
 
-def mark(stem: str) -> dict:
-    """What a rehearsal's ``metrics.json`` carries under :data:`KEY`: that it is one, and what it cut."""
+def mark(cut: Mapping[str, Any]) -> dict:
+    """What a rehearsal's ``metrics.json`` carries under :data:`KEY`: that it is one, and what it cut (``cut``, from
+    :func:`cuts_of`; the shared presets' keys at their smoke values)."""
     return {"note": "a rehearsal of the paper scale: random weights, fixture data, counts cut; not a result",
-            "cuts": cuts_of(stem), "shared": {k: dict(v) for k, v in SHARED.items()}}
+            "cuts": dict(cut), "shared_at_smoke": {k: list(v) for k, v in SHARED.items()}}

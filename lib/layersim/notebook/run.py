@@ -114,8 +114,9 @@ def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mappi
         raise ValueError("start needs the notebook's 'scale' (pass globals() after the parameters cell)")
     scale = params["scale"]
     rehearsing = scale == "paper" and rehearsal.active()
+    cut = rehearsal.cuts_of(stem, presets) if rehearsing else {}
     if rehearsing:  # the paper preset with the rehearsal's counts; what was cut goes into metrics.json
-        presets = rehearsal.presets_of(stem, presets)
+        presets = {**presets, "paper": {**presets["paper"], **cut}}
     given = {k: params[k] for k in presets.get(scale, {}) if k in params}
     given.update(overrides)
     seed, device = params.get("seed", 0), params.get("device", "auto")
@@ -131,4 +132,4 @@ def start(notebook: str, presets: Mapping[str, Mapping[str, Any]], params: Mappi
         print(f"scale={scale}{' (a rehearsal: counts cut, fixture data)' if rehearsing else ''}, writing to "
               f"{shown_path(out)}")
     return Run(notebook=notebook, scale=scale, P=P, seed=int(seed), device=settings.check_value("device", device),
-               out=out, rehearsal=rehearsal.mark(stem) if rehearsing else None)
+               out=out, rehearsal=rehearsal.mark(cut) if rehearsing else None)

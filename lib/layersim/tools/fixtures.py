@@ -20,12 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CIFAR_MD5", "IMAGES_PER_CLASS", "OFFICE31_CLASSES", "WORDS", "WRITERS", "sentences", "trust_cifar", "write_cifar",
+__all__ = ["CIFAR_MD5", "IMAGES_PER_CLASS", "IMAGES_PER_CLASS_100", "OFFICE31_CLASSES", "WORDS", "WRITERS", "sentences", "trust_cifar", "write_cifar",
            "write_cifar102", "write_data", "write_glue", "write_hellaswag", "write_image_folder", "write_mnist",
            "write_wikitext"]
 
-#: images per class of each fixture split (the notebooks' cut counts draw at most this many)
-IMAGES_PER_CLASS = {"train": 100, "test": 50}
+#: images per class of each fixture split: enough for the smoke counts a rehearsal draws (a02's 300 MNIST images of
+#: a class), CIFAR-100's fewer (it has ten times the classes)
+IMAGES_PER_CLASS = {"train": 300, "test": 100}
+IMAGES_PER_CLASS_100 = {"train": 100, "test": 50}
 #: the file that records the md5 of each fixture CIFAR file (torchvision checks them against its own list)
 CIFAR_MD5 = "fixture-md5.json"
 #: the 31 classes of Office-31
@@ -107,7 +109,7 @@ def write_cifar(root: Path, classes: int) -> Path:
     key = "labels" if ten else "fine_labels"
     files = {}
     for split, seed in (("train", 3 if ten else 5), ("test", 4 if ten else 6)):
-        images, labels = _images(classes, IMAGES_PER_CLASS[split], (32, 32, 3), seed)
+        images, labels = _images(classes, (IMAGES_PER_CLASS if ten else IMAGES_PER_CLASS_100)[split], (32, 32, 3), seed)
         data = images.transpose(0, 3, 1, 2).reshape(len(images), -1)  # channel planes, as CIFAR stores them
         parts = np.array_split(np.arange(len(images)), 5) if (ten and split == "train") else [np.arange(len(images))]
         for i, rows in enumerate(parts):
@@ -181,7 +183,7 @@ def _save(dd, folder: Path) -> Path:
     return folder
 
 
-def write_glue(folder: Path, task: str, n: int = 64) -> Path:
+def write_glue(folder: Path, task: str, n: int = 160) -> Path:
     """``datasets.save_to_disk`` folder of GLUE ``task`` (``"rte"``, ``"mrpc"``: sentence pairs of two classes;
     ``"mnli"``: premise and hypothesis of three, its five splits), the real columns and ``ClassLabel`` names."""
     import datasets
@@ -205,7 +207,7 @@ def write_glue(folder: Path, task: str, n: int = 64) -> Path:
     return _save(datasets.DatasetDict(parts), folder)
 
 
-def write_hellaswag(folder: Path, n: int = 64) -> Path:
+def write_hellaswag(folder: Path, n: int = 160) -> Path:
     """HellaSwag's ``save_to_disk`` folder: ``ctx``, four ``endings``, ``label`` a string "0".."3"."""
     import datasets
 
@@ -221,7 +223,7 @@ def write_hellaswag(folder: Path, n: int = 64) -> Path:
     return _save(datasets.DatasetDict(parts), folder)
 
 
-def write_wikitext(folder: Path, n: int = 400) -> Path:
+def write_wikitext(folder: Path, n: int = 600) -> Path:
     """WikiText-103 (raw)'s ``save_to_disk`` folder: a ``text`` column of lines, blank lines and `` = Heading = ``
     lines among them as in the real one."""
     import datasets
@@ -247,7 +249,7 @@ def _imagenet(cache: Path) -> Path:
 
 def _office31(cache: Path) -> Path:
     for domain in ("amazon", "webcam", "dslr"):
-        write_image_folder(cache / "office31" / domain, {"images": 4}, list(OFFICE31_CLASSES), side=48)
+        write_image_folder(cache / "office31" / domain, {"images": 10}, list(OFFICE31_CLASSES), side=48)
     return cache / "office31"
 
 

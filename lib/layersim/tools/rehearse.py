@@ -32,7 +32,7 @@ __all__ = ["CI_SUBSET", "FIXTURES", "FORMATS", "SITE", "VERSION", "compare", "en
 #: the folder of the fixtures in the project cache (written once, read by every rehearsal)
 FIXTURES = "rehearsal-fixtures"
 #: the version of the fixtures: a change of what :func:`prepare` writes raises it, and the fixtures are written anew
-VERSION = 1
+VERSION = 3
 #: the ``sitecustomize`` of a rehearsal's processes: torchvision accepts the fixture CIFAR files' checksums
 SITE = '''"""Written by layersim.tools.rehearse for a rehearsal's processes (papermill's kernels among them)."""
 import os
@@ -214,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
             asked = compare(stem, requested(log))  # the dry run with the rehearsal's cuts on, as the run had them
             os.environ.clear()
             os.environ.update(saved)
+        if rc >= 128:  # stopped by a signal (SIGINT, SIGTERM): the rehearsal stops too, this notebook unrecorded
+            print(f"rehearsal stopped during {stem}", flush=True)
+            return rc
         failed += rc != 0
         summary[stem] = {"ok": rc == 0, "seconds": round(seconds, 1), "date": time.strftime("%Y-%m-%d"), **asked}
         write_text(summary_file, json.dumps(summary, indent=1) + "\n")

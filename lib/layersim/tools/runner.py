@@ -188,6 +188,17 @@ def publish(executed: Path, dest: Path, root: Path, scale_check: str | None = No
     writers.write_committed(dest, text, "results", root)
 
 
+def extra_seeds(nb: Path, scale: str, n: int, params: dict, target: plans.Plan, variant: str = "",
+                root: Path | None = None) -> list[tuple[int, plans.Plan]]:
+    """The seeds a run of ``nb`` at ``n`` seeds adds to its own, each with where it writes
+    (:func:`layersim.tools.plans.seed_plan` beside ``target``), in the order they run; none for ``n = 1``."""
+    if n <= 1:
+        return []
+    base = plans.seed_base(target, root)
+    return [(s, plans.seed_plan(nb, scale, s, root, variant, base))
+            for s in seeds.seed_list(plans.own_seed(nb, params), n)[1:]]
+
+
 def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, root: Path | None = None,
                    update: bool = False, say=print, target: plans.Plan | None = None,
                    variant: str = "") -> list[Outcome]:
@@ -200,10 +211,8 @@ def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, roo
     first = plans.own_seed(nb, params) if n > 1 else params.get("seed")
     target = target or plans.plan(nb, scale, False, params, root, update)  # refuses a clobbering run up front
     outcomes, folders = [], []
-    order = seeds.seed_list(first, n)[1:] + [first] if n > 1 else [first]
-    for k, s in enumerate(order[:-1], 1):
+    for k, (s, where) in enumerate(extra_seeds(nb, scale, n, params, target, variant, root), 1):
         progress.part(f"seed {s}, run {k} of {n}")
-        where = plans.seed_plan(nb, scale, s, root, variant, plans.seed_base(target, root))
         out = run_notebook(nb, scale, params={**params, "seed": s}, root=root, target=where)
         say(f"    seed {s}: {'ok' if out.ok else 'FAILED at ' + out.error} ({out.seconds:.1f} s)")
         outcomes.append(out)
@@ -251,8 +260,8 @@ def run_one(nb: Path, job: plans.Job, parameters: list[str], say=print) -> Outco
         if target.rung and all(o.ok for o in runs):  # a rung commits no notebook: its own time and seeds go beside
             here = plans.metrics_of(nb, target).parent
             resume.write_own_time(here, runs[-1].seconds, target.committed)
-            resume.keep_seed_records([plans.seed_plan(nb, job.scale, s, variant=job.variant).executed.parent
-                                      for s in seeds.seed_list(plans.own_seed(nb, job.settings(nb)), n)[1:]],
+            resume.keep_seed_records([where.executed.parent for _, where in
+                                      extra_seeds(nb, job.scale, n, job.settings(nb), target, job.variant)],
                                      here, target.committed)
         return overall(nb, runs)
     if n == 1 and (job.seeds or seeds.seeds_for(nb.stem, job.scale)) > 1:
@@ -481,14 +490,14 @@ def run(job: plans.Job, parameters: dict[Path, list[str]], outcomes: list[Outcom
         stopped = exc
     finally:  # stopped: end the kernels this run started, then put back the committed outputs of the unfinished
         with committed.shielded():
-            if guard.kept:
+            if stopped is not None or guard.kept:  # a kernel left running would go on computing, or writing
                 committed.end_children()
-                for folder in guard.settle_all():
-                    print(f"put back {folder.relative_to(repo_root())} as it was", file=sys.stderr, flush=True)
+            for folder in guard.settle_all() if guard.kept else ():
+                print(f"put back {folder.relative_to(repo_root())} as it was", file=sys.stderr, flush=True)
     if stopped is None:
         return None
     why = str(stopped) if isinstance(stopped, committed.Stopped) else "stopped by SIGINT"
-    ended = sum(o.notebook in parameters for o in outcomes)
+    ended = len({o.notebook for o in outcomes if o.notebook in parameters})  # a ladder's rungs: one notebook
     print(f"{why}: {ended} of {len(parameters)} notebooks had ended; every committed folder is as it was "
           "or complete and new", file=sys.stderr, flush=True)
     return stopped.exit_code if isinstance(stopped, committed.Stopped) else 130

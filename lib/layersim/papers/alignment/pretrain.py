@@ -144,7 +144,7 @@ def source_settings(scale: str, **overrides) -> dict:
     unknown = sorted(set(overrides) - set(ALIGNMENT_SOURCE_CNN[scale]))
     if unknown:
         raise ValueError(f"unknown source setting(s) {unknown}")
-    return {**rehearsal.shared("ALIGNMENT_SOURCE_CNN", scale, ALIGNMENT_SOURCE_CNN[scale]), **overrides}
+    return {**rehearsal.shared("ALIGNMENT_SOURCE_CNN", scale, ALIGNMENT_SOURCE_CNN), **overrides}
 
 
 def source_model(settings: dict, source: str, seed: int = 0, classes: Sequence[int] | None = None,
