@@ -134,6 +134,9 @@ def test_truncation_table_holds_every_curve_by_layer():
             np.testing.assert_array_equal(table[(name, key)].to_numpy(), c[name])
     with pytest.raises(ValueError, match="at least one"):
         cf.truncation_table({})
+    deeper = {**curves, "m24/a": truncation_curves([0.5] * 5, [0.5] * 5, [0.5] * 5, 0.5)}  # the paper's ALBERT-large
+    table = cf.truncation_table(deeper)  # beside 12-layer models: their cells below their last layer are empty
+    assert list(table.index) == [0, 1, 2, 3, 4] and table[("TUNED", "m/a")].isna().tolist() == [False] * 3 + [True] * 2
 
 
 def test_truncation_gaps_are_the_claims_numbers():

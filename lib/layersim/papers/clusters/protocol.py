@@ -96,10 +96,11 @@ def fine_tune_note(meta: Mapping[str, Any]) -> str:
 
 def truncation_table(curves: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Fig. 3's numbers as a table: one row per layer, one column per (curve, run) of ``curves``
-    (``{"<model>/<task>": truncation_curves(...)}``)."""
+    (``{"<model>/<task>": truncation_curves(...)}``); a model with fewer layers than another (RoBERTa's 12 beside
+    ALBERT-large's 24) has empty cells below its last."""
     if not curves:
         raise ValueError("truncation_table needs at least one run's curves")
-    return pd.DataFrame({(name, key): np.asarray(c[name], dtype=float)
+    return pd.DataFrame({(name, key): pd.Series(np.asarray(c[name], dtype=float))
                          for name in TRUNCATIONS for key, c in curves.items()}).rename_axis("layer")
 
 
