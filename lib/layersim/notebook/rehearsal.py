@@ -63,8 +63,8 @@ CUTS: dict[str, dict] = {
                                 tasks=["rte", "hellaswag"]),
     "c02_truncation": _smoke("n_train", "n_val", "steps", "warmup_steps", "max_length", "n_head_train",
                              "head_epochs", tasks=["rte", "hellaswag"]),
-    "c03_layer_skipping": _smoke("n_train", "n_val", "steps", "warmup_steps", "max_length",
-                                 tasks=["rte", "hellaswag"]),
+    "c03_layer_skipping": _smoke("n_train", "steps", "warmup_steps", "max_length", n_val=8, tasks=["rte"]),
+    # (each of ALBERT-large's 300 spans is a pass over the validation texts: 48 of them took most of an hour)
     # redundancy
     "r01_block_similarity": _smoke("n_images", "batch_size"),
     "r02_block_redundancy": _smoke("n_fit", "n_eval", "batch_size"),
