@@ -273,3 +273,12 @@ def test_torchvision_weights_offline_fail_in_one_line_unless_in_the_hub_folder(t
     assert (tmp_path / "asked.txt").read_text().splitlines() == [name, name]
     with pytest.raises(ValueError, match="torchvision:<arch>.<weights>"):
         fetch.torchvision_weights("resnet18")
+
+
+def test_load_model_takes_the_project_s_device_names():
+    """``device="auto"`` (every notebook's default) is resolved as everywhere in the project, not handed to torch,
+    which refuses it (t11's pretrained CLIP at the paper scale failed so)."""
+    model, _ = fetch.load_model("vit-small-patch16-224", random_init=True, config={"num_hidden_layers": 1},
+                                device="auto")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert next(model.parameters()).device.type == expected

@@ -204,7 +204,7 @@ def load_model(
 
     From the caches or a package, else the hub when downloads are allowed. ``random_init=True``: random weights, no
     network; ``config``: config overrides (HF) or model kwargs (timm); ``auto_class``: the transformers class;
-    ``kwargs`` to the loader. :class:`~layersim.inputs.assets.AssetNotFoundError` when the weights are
+    ``kwargs`` to the loader; ``device``: a torch device or ``"auto"`` (``layersim.core.device.resolve_device``). :class:`~layersim.inputs.assets.AssetNotFoundError` when the weights are
     unavailable."""
     asset = get_asset(name)
     if asset.kind != "model":
@@ -219,8 +219,10 @@ def load_model(
                                         kwargs)
     if dtype is not None and (asset.source == "timm" or random_init):
         model = model.to(dtype)
-    if device is not None:
-        model = model.to(device)
+    if device is not None:  # "auto" as everywhere in the project: CUDA when there is one
+        from layersim.core.device import resolve_device
+
+        model = model.to(resolve_device(device))
     if eval_mode:
         model.eval()
     return model, tok
