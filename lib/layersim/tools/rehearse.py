@@ -4,7 +4,7 @@ Every selected notebook runs through papermill at ``scale="paper"`` with the cou
 :mod:`layersim.notebook.rehearsal` cut, offline, on fixture files in the real on-disk formats
 (:mod:`layersim.tools.fixtures`) and fixture models of the published sizes (:mod:`layersim.tools.fixture_models`),
 written once into ``<cache>/rehearsal-fixtures/`` (:func:`prepare`). Each notebook runs in a fresh project cache
-(:func:`environment`: the fixtures linked in, nothing trained before) with downloads off, and every asset it asks for
+(:func:`environment`: the fixtures linked in, nothing trained before; removed after it) with downloads off, and every asset it asks for
 is logged (``layersim.inputs.assets.REQUEST_LOG``); :func:`compare` sets those beside what
 ``python -m layersim.tools.assets fetch --dry-run`` lists for it. The outputs go to ``runs/rehearsal/`` with the
 rehearsal's mark, and ``runs/rehearsal/summary.json`` records each notebook's time, status and requests (see
@@ -214,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             asked = compare(stem, requested(log))  # the dry run with the rehearsal's cuts on, as the run had them
             os.environ.clear()
             os.environ.update(saved)
+            shutil.rmtree(work, ignore_errors=True)  # its fresh cache: fine-tuned checkpoints of GBs, used once
         if rc >= 128:  # stopped by a signal (SIGINT, SIGTERM): the rehearsal stops too, this notebook unrecorded
             print(f"rehearsal stopped during {stem}", flush=True)
             return rc
