@@ -73,16 +73,10 @@ def fixture_names(notebooks: list[Path]) -> list[str]:
     """What a compute node would be given for ``notebooks``: the assets ``assets fetch --dry-run`` lists for them with
     the rehearsal's cuts on, less those that ship with the project (the offline assets of ``make setup``)."""
     from layersim.tools import assets as fetch_tool
+    from layersim.tools.runner import temporary_environ
 
-    old = os.environ.get(rehearsal.ENV)
-    os.environ[rehearsal.ENV] = "1"
-    try:
+    with temporary_environ(**{rehearsal.ENV: "1"}):
         listed = fetch_tool.notebook_assets("paper", notebooks)
-    finally:
-        if old is None:
-            os.environ.pop(rehearsal.ENV)
-        else:
-            os.environ[rehearsal.ENV] = old
     offline = {a.name for a in registry.list_assets(scale="offline")}
     return list(dict.fromkeys(a for names in listed.values() for a in names if a not in offline))
 
@@ -103,9 +97,9 @@ def prepare(names: list[str], folder: Path | None = None, progress: bool = True)
                and not n.startswith("torchvision:")]
     if unknown:
         raise ValueError(f"no fixture for {unknown}: add one to layersim.tools.fixtures or fixture_models")
-    old = os.environ.get("TORCH_HOME")
-    os.environ["TORCH_HOME"] = str(folder / "torch")
-    try:
+    from layersim.tools.runner import temporary_environ
+
+    with temporary_environ(TORCH_HOME=str(folder / "torch")):  # torchvision's weights land in the fixtures' hub
         for name in todo:
             t0 = time.perf_counter()
             if name in fixtures.WRITERS:
@@ -119,11 +113,6 @@ def prepare(names: list[str], folder: Path | None = None, progress: bool = True)
             write_text(stamp, json.dumps({**record, "tokenizers": fixture_models.TOKENIZERS,
                                           "fewer_layers": {"models": fixture_models.FEWER_LAYERS,
                                                            "why": fixture_models.WHY_FEWER}}, indent=1) + "\n")
-    finally:
-        if old is None:
-            os.environ.pop("TORCH_HOME")
-        else:
-            os.environ["TORCH_HOME"] = old
     (folder / "site").mkdir(parents=True, exist_ok=True)
     (folder / "site" / "sitecustomize.py").write_text(SITE)
     (folder / "cache").mkdir(exist_ok=True)
