@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from layersim.core import writers  # noqa: E402
-from layersim.notebook import results, seeds, settings  # noqa: E402
+from layersim.notebook import rehearsal, results, seeds, settings  # noqa: E402
 from layersim.notebook.run import Run, STYLE, split_name, start  # noqa: E402
 
 PRESETS = {"smoke": {"n": 4, "lr": 0.1}, "default": {"n": 100, "lr": 0.01}}
@@ -117,3 +117,29 @@ def test_record_folds_in_the_runs_named_by_the_environment(tmp_path, monkeypatch
     assert written["curve"] == [1, 2] and written["params"]["seed"] == 0
     monkeypatch.delenv(seeds.ENV)
     assert run.record({"a": results.claim(0.95, 0.9)}, show=False)["a"]["n"] == 1
+
+
+def test_measuring_changes_nothing_outside_a_rehearsal(out):
+    run = start("toy/n01_toy", PRESETS, {"scale": "smoke"}, rules=RULES, announce=False)
+    with pytest.raises(ValueError, match="constant curve"):
+        with run.measuring():
+            raise ValueError("a constant curve has no rank correlation")
+    assert not (run.out / "metrics.json").exists()
+
+
+def test_in_a_rehearsal_an_undefined_measurement_is_recorded_and_other_errors_still_stop(out, monkeypatch):
+    monkeypatch.setenv(rehearsal.ENV, "1")
+    presets = {**PRESETS, "paper": {"n": 1000, "lr": 0.01}}
+    run = start("toy/n01_toy", presets, {"scale": "paper"}, rules=RULES, announce=False)
+    with run.measuring():
+        claims = {"fine": results.measure(1.0)}
+        raise ValueError("a constant curve has no rank correlation")
+        run.record(claims)  # never reached: the error above stops the block
+    data = json.loads((run.out / "metrics.json").read_text())
+    assert data["claims"] == {} and run.claims == {}
+    assert data[rehearsal.KEY]["not_measurable"] == "a constant curve has no rank correlation"
+    with pytest.raises(RuntimeError, match="out of memory"):
+        with run.measuring():
+            raise RuntimeError("out of memory")
+    with pytest.raises(ValueError, match="says why"):
+        rehearsal.not_measurable(run.rehearsal, "  ")

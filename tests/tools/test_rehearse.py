@@ -49,6 +49,15 @@ def test_requests_are_read_once_each_and_set_beside_the_fetch_list(tmp_path, mon
 
 
 @pytest.mark.full
+def test_claims_a_rehearsal_could_not_measure_are_read_back(tmp_path):
+    assert rehearse.unmeasured(tmp_path) == {}  # no metrics.json: the run stopped before its claims
+    mark = rehearsal.mark({})
+    (tmp_path / "metrics.json").write_text(json.dumps({rehearsal.KEY: mark}))
+    assert rehearse.unmeasured(tmp_path) == {}
+    (tmp_path / "metrics.json").write_text(json.dumps({rehearsal.KEY: rehearsal.not_measurable(mark, "no rank")}))
+    assert rehearse.unmeasured(tmp_path) == {"not_measurable": "no rank"}
+
+
 def test_one_notebook_rehearsed_end_to_end(tmp_path, monkeypatch):
     """t07 builds its models on the meta device: its rehearsal runs the paper path through papermill in seconds."""
     from layersim.core.paths import repo_root

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CUTS", "ENV", "KEY", "SHARED", "active", "cuts_of", "mark", "presets_of", "runs_folder", "shared"]
+__all__ = ["CUTS", "ENV", "KEY", "SHARED", "active", "cuts_of", "mark", "not_measurable", "presets_of", "runs_folder", "shared"]
 
 #: the environment variable that turns the rehearsal on (``1``, ``true``, ``yes``, ``on``)
 ENV = "LAYERSIM_REHEARSE"
@@ -134,3 +134,12 @@ def mark(cut: Mapping[str, Any]) -> dict:
     :func:`cuts_of`; the shared presets' keys at their smoke values)."""
     return {"note": "a rehearsal of the paper scale: random weights, fixture data, counts cut; not a result",
             "cuts": dict(cut), "shared_at_smoke": {k: list(v) for k, v in SHARED.items()}}
+
+
+def not_measurable(mark: Mapping[str, Any], message: str) -> dict:
+    """A rehearsal's mark (:func:`mark`) with ``message``, the ``ValueError`` a claim's measurement raised, under
+    ``"not_measurable"``: quantities that only trained weights or real data define (see
+    :meth:`layersim.notebook.run.Run.measuring`)."""
+    if not message.strip():
+        raise ValueError("a measurement that is not measurable says why: the message is empty")
+    return {**mark, "not_measurable": message}

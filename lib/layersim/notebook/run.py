@@ -11,7 +11,8 @@ folder, seeds every generator and applies the plot style :data:`STYLE`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,26 @@ class Run:
 
             display(Markdown(results.claims_table(claims)))
         return claims
+
+    @contextmanager
+    def measuring(self) -> Iterator[None]:
+        """The block that measures the paper's claims and records them (:meth:`record`).
+
+        Outside a rehearsal of the paper scale it changes nothing. In a rehearsal (random weights, fixture data,
+        counts cut to seconds) some measurements are undefined by design, for instance a rank correlation with a
+        layer-wise accuracy that is the same at every layer, and raise a ``ValueError``: the block's first such error
+        is then written into ``metrics.json`` as not measurable in a rehearsal, with its message
+        (:func:`layersim.notebook.rehearsal.not_measurable`), no claim is recorded and the notebook goes on, so its
+        later cells are rehearsed too. Any other exception still stops the run.
+        """
+        try:
+            yield
+        except ValueError as err:
+            if self.rehearsal is None:
+                raise
+            self.rehearsal = rehearsal.not_measurable(self.rehearsal, str(err))
+            self.record({}, show=False)
+            print(f"claims not measurable in a rehearsal: {err}")
 
 
 def shown_path(path: Path) -> str:

@@ -161,6 +161,16 @@ def compare(stem: str, asked: list[str]) -> dict:
             "not_asked": [a for a in listed if a not in asked]}
 
 
+def unmeasured(folder: Path) -> dict:
+    """``{"not_measurable": message}`` when the rehearsal written to ``folder`` recorded its claims as not measurable
+    (:meth:`layersim.notebook.run.Run.measuring`), else ``{}``."""
+    path = folder / "metrics.json"
+    if not path.is_file():
+        return {}
+    message = json.loads(path.read_text()).get(rehearsal.KEY, {}).get("not_measurable")
+    return {"not_measurable": message} if message else {}
+
+
 def _notebook(stem: str) -> Path:
     found = plans.discover(stem)
     if len(found) != 1:
@@ -208,9 +218,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rehearsal stopped during {stem}", flush=True)
             return rc
         failed += rc != 0
-        summary[stem] = {"ok": rc == 0, "seconds": round(seconds, 1), "date": time.strftime("%Y-%m-%d"), **asked}
+        summary[stem] = {"ok": rc == 0, "seconds": round(seconds, 1), "date": time.strftime("%Y-%m-%d"), **asked,
+                         **unmeasured(out / nb.parent.name / stem)}
         write_text(summary_file, json.dumps(summary, indent=1) + "\n")
-        print(f"rehearsal {stem}: {'ok' if rc == 0 else 'FAILED'} ({seconds:.0f} s)", flush=True)
+        note = f"; claims not measurable: {summary[stem]['not_measurable']}" if "not_measurable" in summary[stem] else ""
+        print(f"rehearsal {stem}: {'ok' if rc == 0 else 'FAILED'} ({seconds:.0f} s{note})", flush=True)
     return 1 if failed else 0
 
 
