@@ -185,7 +185,7 @@ def test_lm_claims_are_the_fraction_of_spans_won_and_the_rank_correlation_over_s
 def test_vit_redundancy_reads_both_tracing_vits_on_their_data_set(monkeypatch):
     vits = {"standard": tiny_vit(perturb=True), "aligned": tiny_vit()}
     monkeypatch.setattr(rm, "load", lambda spec, scale, seed=0, device="auto": (vits[spec.name], None))
-    vit_br, dataset = llm.vit_redundancy("smoke", 20, seed=0, device="cpu")
+    vit_br, dataset = llm.vit_redundancy(rm.tracing_vits("smoke"), "smoke", 20, seed=0, device="cpu")
     assert list(vit_br) == ["ViT (standard)", "ViT (aligned)"] and dataset == "fashion-mnist"
     batches, _ = rm.inputs(rm.tracing_vits("smoke")["ViT (standard)"], "fashion-mnist", 20, scale="smoke", seed=0)
     assert sum(len(b) for b in batches) == 20

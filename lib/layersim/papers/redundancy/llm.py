@@ -100,11 +100,13 @@ def lm_claims(table: pd.DataFrame, base_perplexity: float) -> tuple[float, float
             trends.spearman(single.BR, -(single.ppl_approx - base_perplexity)))
 
 
-def vit_redundancy(scale: str, n_images: int, seed: int = 0, device: Any = "auto") -> tuple[dict[str, np.ndarray], str]:
-    """BR (eq. 1, [CLS]) of the standard and aligned tracing ViTs of ``scale`` on ``n_images`` test images of their
-    data set: ``({"ViT (standard)": [L], "ViT (aligned)": [L]}, data set)``."""
+def vit_redundancy(vits: Mapping[str, redundancy_models.Spec], scale: str, n_images: int, seed: int = 0,
+                   device: Any = "auto") -> tuple[dict[str, np.ndarray], str]:
+    """BR (eq. 1, [CLS]) of each ViT of ``vits`` (name -> spec; r05: the standard and aligned tracing ViTs of
+    ``scale``, :func:`layersim.papers.redundancy.models.tracing_vits`) on ``n_images`` test images of its data set:
+    ``({"ViT (standard)": [L], "ViT (aligned)": [L]}, data set)``."""
     vit_br, dataset = {}, ""
-    for name, spec in redundancy_models.tracing_vits(scale).items():
+    for name, spec in vits.items():
         vit, _ = redundancy_models.load(spec, scale, seed=seed, device=device)
         batches, _ = redundancy_models.inputs(spec, spec.data[0], n_images, scale=scale, seed=seed)
         vit_br[name] = redundancy.block_redundancy(redundancy_models.block_tokens(vit, batches, device=device))
