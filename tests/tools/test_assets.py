@@ -190,6 +190,24 @@ def test_sizes_read_as_the_data_card_writes_them():
         "size unknown", "999 B", "57.5 kB", "1.65 MB", "30.9 MB", "1,000 GB"]
 
 
+def test_the_paper_dry_run_gives_every_downloaded_asset_a_size():
+    items = tool.needs("paper")
+    unknown = [n.name for n in items if n.size_bytes is None and n.state != "hand"]
+    assert not unknown, f"assets the paper scale downloads without a size in the data card: {unknown}"
+    sizes = {n.name: n.size_bytes for n in items}
+    assert sizes["glue/rte"] == assets.GLUE_DOWNLOAD_BYTES["rte"] != sizes["glue/qqp"]  # each task its own
+    assert assets.ASSETS["glue"].size_bytes == round(sum(assets.GLUE_DOWNLOAD_BYTES.values()), -6)  # the card's sum
+    # torchvision's record of its ResNet-18 file, 44.661 MiB: the documentation's "44.7 MB"
+    assert abs(fetch.weights_size("torchvision:resnet18.IMAGENET1K_V1") - 44.661 * 2**20) < 1
+
+
+def test_a_glue_task_has_its_own_size_and_other_variants_none():
+    assert assets.size_of("glue/mnli") == 57_168_425 and assets.size_of("cifar10") == assets.ASSETS["cifar10"].size_bytes
+    assert assets.size_of("glue/wnli") is None  # a task no notebook reads: no size recorded
+    with pytest.raises(ValueError, match="needs a task"):
+        assets.size_of("glue")
+
+
 # ----------------------------------------------------------------------------- the checks before a paper-scale run
 
 

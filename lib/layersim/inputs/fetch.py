@@ -26,6 +26,7 @@ __all__ = [
     "load_model",
     "torchvision_weights",
     "weights_file",
+    "weights_size",
 ]
 
 
@@ -163,6 +164,12 @@ def torchvision_weights(name: str):
     if not name.startswith("torchvision:") or not dot:
         raise ValueError(f"torchvision weights are named 'torchvision:<arch>.<weights>', got {name!r}")
     return torchvision.models.get_model_weights(arch)[tag]
+
+
+def weights_size(name: str) -> int:
+    """The download size in bytes of torchvision's weights ``name``, from torchvision's own record of each file
+    (``meta["_file_size"]``, in MiB to three decimals: exact to about a kilobyte)."""
+    return round(torchvision_weights(name).meta["_file_size"] * 2**20)
 
 
 def weights_file(name: str) -> Path:

@@ -195,19 +195,19 @@ def need(name: str, users: tuple[str, ...] = ()) -> Need:
     if name.startswith(WEIGHTS):
         file = fetch.weights_file(name)
         here = file.is_file()
-        return Need(name, users, "weights", None, "here" if here else "download",
+        return Need(name, users, "weights", fetch.weights_size(name), "here" if here else "download",
                     str(file) if here else "torchvision", file.parent)
     asset = assets.get_asset(name)
     if locate.is_available(name):
         hit = None if asset.name == "smollm2-135m" else locate.find_local(name)  # SmolLM2's would be converted
-        return Need(name, users, asset.kind, asset.size_bytes, "here", str(hit or "its registry package"))
+        return Need(name, users, asset.kind, assets.size_of(name), "here", str(hit or "its registry package"))
     if asset.source == "user":
-        return Need(name, users, asset.kind, asset.size_bytes, "hand", f"set {asset.env}")
+        return Need(name, users, asset.kind, assets.size_of(name), "hand", f"set {asset.env}")
     if not fetch.can_download(name):
-        return Need(name, users, asset.kind, asset.size_bytes, "missing", asset.source)
+        return Need(name, users, asset.kind, assets.size_of(name), "missing", asset.source)
     dest = _hub_cache() if asset.source in ("transformers", "timm", "pypi") else cache_dir()
     via = f"{asset.source}{', ' + asset.hub_id if asset.hub_id else ''}"
-    return Need(name, users, asset.kind, asset.size_bytes, "download", via, dest)
+    return Need(name, users, asset.kind, assets.size_of(name), "download", via, dest)
 
 
 def how(item: Need) -> str:
