@@ -18,7 +18,7 @@ help:
 	@echo "make reproduce  run every notebook at SCALE=$(SCALE) (NB=pattern for a subset), writing figures/"
 	@echo "make test       unit tests + every notebook at smoke scale with nbval regression checks"
 	@echo "make test-all   make test, then the slower checks (runs stopped by signals at every phase; what CI runs)"
-	@echo "make rehearse   every notebook at SCALE=paper, offline on fixture data and models, counts cut (NB=...)"
+	@echo "make rehearse   every notebook at SCALE=paper, offline on fixture data and models, counts cut (NB=..., RECORD=1)"
 	@echo "make recover    put back committed results that a hard-killed make reproduce left half-written"
 	@echo "make smoke-refs refresh the smoke-scale nbval references under tests/notebooks/ (deliberately)"
 	@echo "make test-portable  the most kernel-sensitive smoke notebooks under other CPU kernels and thread counts"
@@ -79,7 +79,7 @@ reproduce: setup
 # The paper scale rehearsed: every notebook at scale=paper offline, on fixture files in the real on-disk formats and
 # fixture models of the published sizes (written once into the cache), only the counts cut: runs/rehearsal/.
 rehearse: setup
-	$(PYTHON) -m layersim.tools.rehearse --nb '$(NB)'
+	$(PYTHON) -m layersim.tools.rehearse --nb '$(NB)' $(if $(RECORD),--record)
 
 # One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
 # (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)

@@ -58,6 +58,31 @@ def test_claims_a_rehearsal_could_not_measure_are_read_back(tmp_path):
     assert rehearse.unmeasured(tmp_path) == {"not_measurable": "no rank"}
 
 
+def test_a_whole_rehearsal_is_recorded_and_the_readme_cites_the_newest(tmp_path):
+    assert rehearse.readme_sentence(tmp_path) == ""  # no record yet: the README says nothing
+    runs = {"a02_emergence": {"ok": True, "seconds": 9.1, "not_listed": []},
+            "t01_cos_vs_cka": {"ok": True, "seconds": 40.4, "not_listed": [], "not_measurable": "no rank"},
+            "t09_aligned_bert": {"ok": False, "seconds": 22.0, "not_listed": ["glue/mnli"]}}
+    rehearse.record({"a02_emergence": runs["a02_emergence"]}, 100.0, tmp_path, date="2026-11-01")
+    path = rehearse.record(runs, 3725.0, tmp_path, date="2026-11-29")
+    data = json.loads(path.read_text())
+    assert data["total_seconds"] == 3725.0 and data["notebooks"] == runs and data["date"] == "2026-11-29"
+    table = path.with_suffix(".md").read_text()
+    assert "| t09_aligned_bert | FAILED | 22 | glue/mnli | – |" in table and "| no rank |" in table
+    assert "2 of 3 notebooks ran to the end in 62 min" in table
+    sentence = rehearse.readme_sentence(tmp_path)
+    assert "2 of 3 notebooks ran to the end in **62 min**" in sentence and "measured 2026-11-29" in sentence
+    assert "benchmarks/rehearsal/2026-11-29-paper-rehearsal.md" in sentence
+    with pytest.raises(ValueError, match="at least one"):
+        rehearse.record({}, 1.0, tmp_path)
+
+
+def test_a_record_is_of_the_whole_rehearsal(capsys):
+    with pytest.raises(SystemExit):
+        rehearse.main(["--nb", "t07", "--record"])
+    assert "drop --nb" in capsys.readouterr().err
+
+
 def test_one_notebook_rehearsed_end_to_end(tmp_path, monkeypatch):
     """t07 builds its models on the meta device: its rehearsal runs the paper path through papermill in seconds."""
     from layersim.core.paths import repo_root

@@ -27,7 +27,8 @@ from layersim.inputs import assets as registry
 from layersim.notebook import rehearsal
 from layersim.tools import fixture_models, fixtures, plans
 
-__all__ = ["CI_SUBSET", "FIXTURES", "FORMATS", "SITE", "VERSION", "compare", "environment", "fixture_names", "main", "prepare", "requested"]
+__all__ = ["CI_SUBSET", "FIXTURES", "FORMATS", "RECORDS", "SITE", "VERSION", "compare", "environment", "fixture_names",
+           "main", "prepare", "readme_sentence", "record", "requested", "unmeasured"]
 
 #: the folder of the fixtures in the project cache (written once, read by every rehearsal)
 FIXTURES = "rehearsal-fixtures"
@@ -64,6 +65,8 @@ FORMATS = {
 CI_SUBSET = ("alignment/a02_emergence", "alignment/a08_pretrained_cnn", "alignment/a09_source_similarity",
              "alignment/a10_negative_transfer", "clusters/c01_cka_structure", "redundancy/r01_block_similarity",
              "tracing/t06_transfer", "tracing/t10_aligned_gpt")
+#: the folder of the committed records of whole rehearsals (``--record``): ``<date>-paper-rehearsal.json`` and ``.md``
+RECORDS = Path("benchmarks") / "rehearsal"
 #: offline assets a rehearsal reads from the project's own cache where they were converted there (SmolLM2's GGUF
 #: conversion takes minutes and is the same in every run)
 CONVERTED = ("models/smollm2-135m",)
@@ -171,6 +174,46 @@ def unmeasured(folder: Path) -> dict:
     return {"not_measurable": message} if message else {}
 
 
+def record(runs: dict[str, dict], seconds: float, root: Path, date: str | None = None) -> Path:
+    """Write the record of one whole rehearsal into ``root/RECORDS``: ``<date>-paper-rehearsal.json`` (each
+    notebook's entry of the summary, the total wall time, the machine's cores) and a ``.md`` table of it; returns the
+    ``.json``. ``runs``: notebook stem -> its summary entry, as this invocation ran them."""
+    if not runs:
+        raise ValueError("a rehearsal record needs at least one notebook's run")
+    date = date or time.strftime("%Y-%m-%d")
+    folder = Path(root) / RECORDS
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"date": date, "total_seconds": round(seconds, 1), "cpu_count": os.cpu_count(), "notebooks": runs}
+    path = write_text(folder / f"{date}-paper-rehearsal.json", json.dumps(data, indent=1) + "\n")
+    ok = sum(r["ok"] for r in runs.values())
+    rows = [f"| {stem} | {'ok' if r['ok'] else 'FAILED'} | {r['seconds']:.0f} | "
+            f"{', '.join(r.get('not_listed', [])) or '–'} | {r.get('not_measurable', '–')} |" for stem, r in runs.items()]
+    write_text(path.with_suffix(".md"), "\n".join([
+        f"# The paper scale rehearsed, {date}", "",
+        f"`make rehearse RECORD=1` on {data['cpu_count']} CPU cores, offline, on fixture data and randomly initialised "
+        f"models of the published sizes: {ok} of {len(runs)} notebooks ran to the end in {seconds / 60:.0f} min "
+        "(each in a fresh cache: every model it trains or fine-tunes is trained again; the fixtures' writing counted where "
+        "they were not there yet). Written by "
+        "`python -m layersim.tools.rehearse --record`; a rehearsal says the paper path runs, not what it finds.", "",
+        "| notebook | status | seconds | asked for, not listed by the dry run | claims not measurable |",
+        "|---|---|---:|---|---|", *rows, ""]))
+    return path
+
+
+def readme_sentence(root: Path) -> str:
+    """The README's sentence on the newest whole rehearsal (:func:`record`); "" when there is none."""
+    found = sorted((Path(root) / RECORDS).glob("*-paper-rehearsal.json"))
+    if not found:
+        return ""
+    data = json.loads(found[-1].read_text(encoding="utf-8"))
+    runs = data["notebooks"]
+    page = found[-1].with_suffix(".md").relative_to(root).as_posix()
+    return (f"The paper scale rehearsed (`make rehearse`: every notebook at `scale=\"paper\"` offline, on fixture data "
+            f"and randomly initialised models of the published sizes, counts cut): {sum(r['ok'] for r in runs.values())}"
+            f" of {len(runs)} notebooks ran to the end in **{data['total_seconds'] / 60:.0f} min** on "
+            f"{data['cpu_count']} CPU cores (measured {data['date']}; [`{page}`]({page})).")
+
+
 def _notebook(stem: str) -> Path:
     found = plans.discover(stem)
     if len(found) != 1:
@@ -184,18 +227,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.rehearse", description=__doc__.split("\n")[0])
     ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> (default: all)")
     ap.add_argument("--fixtures", default=None, help="the fixtures' folder (default: <cache>/rehearsal-fixtures)")
+    ap.add_argument("--record", action="store_true",
+                    help=f"write the record of this whole rehearsal into {RECORDS}/ (the README cites the newest)")
     args = ap.parse_args(argv)
+    if args.record and args.nb:
+        ap.error("--record records the whole rehearsal: drop --nb")
     notebooks = plans.discover(args.nb)
     if not notebooks:
         ap.error(f"no notebook matches {args.nb!r}")
     from layersim.tools import runner
 
+    start = time.perf_counter()  # the record's total counts writing the fixtures, where they were not there yet
     folder = prepare(fixture_names(notebooks), Path(args.fixtures) if args.fixtures else None)
     out = repo_root() / "runs" / rehearsal.KEY
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
     saved = dict(os.environ)
     failed = 0
+    ran: dict[str, dict] = {}
     for nb in notebooks:
         stem = nb.stem
         work = out / "work" / stem
@@ -220,9 +269,13 @@ def main(argv: list[str] | None = None) -> int:
         failed += rc != 0
         summary[stem] = {"ok": rc == 0, "seconds": round(seconds, 1), "date": time.strftime("%Y-%m-%d"), **asked,
                          **unmeasured(out / nb.parent.name / stem)}
+        ran[stem] = summary[stem]
         write_text(summary_file, json.dumps(summary, indent=1) + "\n")
         note = f"; claims not measurable: {summary[stem]['not_measurable']}" if "not_measurable" in summary[stem] else ""
         print(f"rehearsal {stem}: {'ok' if rc == 0 else 'FAILED'} ({seconds:.0f} s{note})", flush=True)
+    if args.record:
+        path = record(ran, time.perf_counter() - start, repo_root())
+        print(f"recorded: {path.relative_to(repo_root())}", flush=True)
     return 1 if failed else 0
 
 

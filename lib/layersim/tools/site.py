@@ -28,7 +28,7 @@ from layersim.notebook import seeds
 from layersim.notebook.prose import duration
 from layersim.notebook.results import format_value
 from layersim.core.references import PAPERS, paper
-from layersim.tools import claims, cleaning, progress, sanitize
+from layersim.tools import claims, cleaning, progress, rehearse, sanitize
 
 #: the README's generated block sits between these two lines
 START = "<!-- notebook table: written by `python -m layersim.tools.site readme` from the runs; do not edit by hand -->"
@@ -231,7 +231,8 @@ def readme_section(root: Path | None = None) -> str:
                       "claims audit page lists every one with the paper's sentence it tests, its value and, where it "
                       "misses, why.", "",
                       time_table(infos, lambda i: f"notebooks/{i.paper}/{i.stem}.ipynb", times=("default",)), "",
-                      README_TIMES_NOTE, "", progress.batch_sentence(Path(root or repo_root()))]).rstrip() + "\n"
+                      README_TIMES_NOTE, "", progress.batch_sentence(Path(root or repo_root())), "",
+                      rehearse.readme_sentence(Path(root or repo_root()))]).rstrip() + "\n"
 
 
 def replace_block(text: str, block: str, start: str = START, end: str = END, name: str = "the README") -> str:
