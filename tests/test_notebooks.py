@@ -177,8 +177,8 @@ def run_setup(tmp_path, monkeypatch):
 @pytest.mark.parametrize("scale", ["smoke", "default", "paper"])
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=IDS)
 def test_presets_of_every_scale_pass_their_rules(nb, scale, run_setup, tmp_path):
-    """Every scale's presets (paper included, which no test runs) satisfy the notebook's rules,
-    and the setup cell loads nothing: the cache stays empty."""
+    """Every scale's presets (paper included, which only the rehearsal runs, with its counts cut) satisfy the
+    notebook's rules, and the setup cell loads nothing: the cache stays empty."""
     ns = run_setup(nb, scale=scale)
     assert isinstance(ns["P"], dict) and ns["P"]
     if "run" in ns:  # start(...) reads the parameters by the names of the preset's settings: each must be one
