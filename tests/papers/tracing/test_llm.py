@@ -142,8 +142,7 @@ def _fake_run(rng, L=4, steps=6, n=30):
     target = np.where(rng.random(n) < 0.9, rng.integers(0, 3, n), -1)  # the text's next tokens, -1 at text ends
     lens = readout.TokenLens(text_top, conf, float(rng.random() * 1e-6), target)
     return {"model": None, "tokenizer": WordTokenizer(), "L": L, "greedy": g, "saturation": sat, "text": lens,
-            "text_saturation": text_sat, "easy_hard": tracing_llm.easy_vs_hard(text_sat, conf),
-            "stays_correct": tracing_llm.stays_correct(text_top, target)}
+            "text_saturation": text_sat, "easy_hard": tracing_llm.easy_vs_hard(text_sat, conf)}
 
 
 def test_statistics_and_records_hold_each_models_numbers():
@@ -155,8 +154,8 @@ def test_statistics_and_records_hold_each_models_numbers():
         assert S["early"][n] == sum(s < r["L"] for s in r["saturation"]) / len(r["saturation"])
         assert S["text_fraction"][n] == pytest.approx(np.mean(r["text_saturation"] < r["L"]))
         assert S["gap"][n] == r["easy_hard"]["difference"]
-        assert S["stays"][n] == r["stays_correct"]["fraction"]
-        assert S["stays_unconditional"][n] == r["stays_correct"]["unconditional"]
+        stays = tracing_llm.stays_correct(r["text"].top, r["text"].target)  # Theorem 2 on the text positions
+        assert S["stays"][n] == stays["fraction"] and S["stays_unconditional"][n] == stays["unconditional"]
     rec = tracing_llm.records(runs)
     for n, r in runs.items():
         e = rec[n]
@@ -165,7 +164,18 @@ def test_statistics_and_records_hold_each_models_numbers():
         counts = [int(np.sum(r["text_saturation"] == l)) for l in range(r["L"] + 1)]
         assert list(e["text_saturation_counts"]) == counts
         assert e["saturation"] is r["saturation"] and e["chosen_prob"] is r["greedy"].chosen_prob
-        assert e["easy_hard"] is r["easy_hard"] and e["stays_correct"] is r["stays_correct"]
+        assert e["easy_hard"] is r["easy_hard"]
+        assert e["stays_correct"]["fraction"] == S["stays"][n] and e["stays_correct"]["cases"] > 0
+
+
+def test_theorem_2s_test_is_a_measurement_not_part_of_reading_the_texts():
+    """Random weights predict no position correctly below the last layer: reading the texts still works, and the
+    measurement that needs correct predictions raises where the claims are measured (a rehearsal notes it there)."""
+    rng = np.random.default_rng(2)
+    r = _fake_run(rng)
+    r["text"] = r["text"]._replace(target=np.full_like(r["text"].target, 7))  # a token no layer ever predicts
+    with pytest.raises(ValueError, match="nothing to test"):
+        tracing_llm.statistics({"a": r})
 
 
 def test_saturation_histogram_draws_each_models_fractions():

@@ -138,11 +138,11 @@ def lens_table_figure(name: str, run: dict):
 def read_texts(model: Any, tokenizer: Any, texts, batch_size: int, max_length: int, device: Any = "auto") -> dict:
     """Fig. 19 over a text set: the logit lens at every non-padding position of ``texts``. Returns ``text`` (a
     :class:`~layersim.nets.readout.TokenLens`), ``text_saturation`` ``[N]`` and ``easy_hard``
-    (:func:`easy_vs_hard`)."""
+    (:func:`easy_vs_hard`). Theorem 2's test on these positions (:func:`stays_correct`) is a claim's measurement,
+    made with the others by :func:`statistics`."""
     lens = readout.token_lens(model, text_data.text_batches(texts, tokenizer, batch_size, max_length), device=device)
     sat = readout.saturation_layer(lens.top)
-    return {"text": lens, "text_saturation": sat, "easy_hard": easy_vs_hard(sat, lens.confidence),
-            "stays_correct": stays_correct(lens.top, lens.target)}
+    return {"text": lens, "text_saturation": sat, "easy_hard": easy_vs_hard(sat, lens.confidence)}
 
 
 def describe_texts(name: str, run: dict, n_texts: int) -> str:
@@ -178,15 +178,22 @@ def saturation_histogram(runs: dict[str, dict]):
 def statistics(runs: dict[str, dict]) -> dict[str, dict[str, float]]:
     """Per model, the tested numbers: ``error`` (the lens's largest relative difference), ``early`` (generated
     tokens saturating below the last block, App. C.1), ``text_fraction``, ``gap`` (hard minus easy mean saturation
-    layer, §2.2), ``stays`` and ``stays_unconditional`` (:func:`stays_correct`, Theorem 2)."""
+    layer, §2.2), ``stays`` and ``stays_unconditional`` (:func:`stays_correct` on the text positions, Theorem 2;
+    its ``ValueError`` when no layer below the last predicts any position correctly, as with random weights)."""
+    stays = {n: _stays(r) for n, r in runs.items()}
     return {
         "error": {n: max(r["greedy"].max_error, r["text"].max_error) for n, r in runs.items()},
         "early": {n: float(np.mean(r["saturation"] < r["L"])) for n, r in runs.items()},
         "text_fraction": {n: float(np.mean(r["text_saturation"] < r["L"])) for n, r in runs.items()},
         "gap": {n: r["easy_hard"]["difference"] for n, r in runs.items()},
-        "stays": {n: r["stays_correct"]["fraction"] for n, r in runs.items()},
-        "stays_unconditional": {n: r["stays_correct"]["unconditional"] for n, r in runs.items()},
+        "stays": {n: st["fraction"] for n, st in stays.items()},
+        "stays_unconditional": {n: st["unconditional"] for n, st in stays.items()},
     }
+
+
+def _stays(run: dict) -> dict[str, Any]:
+    """:func:`stays_correct` on the text positions of one model's run (:func:`read_texts`)."""
+    return stays_correct(run["text"].top, run["text"].target)
 
 
 def records(runs: dict[str, dict]) -> dict[str, dict]:
@@ -196,4 +203,4 @@ def records(runs: dict[str, dict]) -> dict[str, dict]:
                 "generated_ids": r["greedy"].tokens, "saturation": r["saturation"], "top_prob": r["greedy"].top_prob,
                 "chosen_prob": r["greedy"].chosen_prob, "text_tokens": int(len(r["text_saturation"])),
                 "text_saturation_counts": np.bincount(r["text_saturation"], minlength=r["L"] + 1),
-                "easy_hard": r["easy_hard"], "stays_correct": r["stays_correct"]} for n, r in runs.items()}
+                "easy_hard": r["easy_hard"], "stays_correct": _stays(r)} for n, r in runs.items()}
