@@ -54,7 +54,9 @@ def test_image_folders_are_read_by_the_loaders(fixture_cache):
 def test_hugging_face_folders_are_read_by_the_loaders(fixture_cache):
     rte = text_tasks.load_task("rte", "validation", n=10)
     mnli = text_tasks.load_task("mnli", "validation", n=10)  # validation_matched
-    assert (rte.num_labels, mnli.num_labels) == (2, 3) and rte.text_b is not None
+    sst2 = text_tasks.load_task("sst2", "validation", n=10)  # one sentence each: the layer report's data
+    assert (rte.num_labels, mnli.num_labels, sst2.num_labels) == (2, 3, 2) and rte.text_b is not None
+    assert sst2.text_b is None and len(sst2.text_a) == 10
     swag = text_tasks.load_task("hellaswag", "train", n=5)
     assert swag.num_labels == 4 and all(len(c) == 4 for c in swag.choices)
     wiki = text_data.load_wikitext103("test")["text"]

@@ -100,9 +100,33 @@ def settings_space(notebook: Path, scale: str | None = None, params: Mapping[str
     return space
 
 
+def _report_presets() -> dict:
+    from layersim.tools import report  # imported when used: report imports the runner, which imports this module
+
+    return report.PRESETS
+
+
+def _report_named(scale: str, params: Mapping[str, Any] | None) -> dict:
+    from layersim.tools import report
+
+    P = report.settings_for(scale, **{k: v for k, v in (params or {}).items() if k in report.PRESETS[scale]})
+    return {"models": [P["model"]], "dataset": P["dataset"]}
+
+
+#: the notebooks whose settings come from a module rather than a settings cell with ``start``: stem -> (their
+#: ``PRESETS``, the settings at a scale with parameters, under :data:`ASSET_KEYS` keys)
+OWN_SETTINGS: dict[str, tuple[Callable[[], dict], Callable[[str, Mapping[str, Any] | None], dict]]] = {
+    "layer_report": (_report_presets, _report_named),
+}
+
+
 def notebook_presets(stem: str, root: Path | None = None) -> dict:
     """The ``PRESETS`` of notebook ``stem`` (``"t10_aligned_gpt"`` or ``"tracing/t10_aligned_gpt"``), read from its
-    settings cell (:func:`settings_space`). ValueError without such a notebook or cell."""
+    settings cell (:func:`settings_space`; those of :data:`OWN_SETTINGS` from their module). ValueError without such
+    a notebook or cell."""
+    name = stem.split("/")[-1]
+    if name in OWN_SETTINGS:
+        return OWN_SETTINGS[name][0]()
     return settings_space(_notebook(stem, root))["PRESETS"]
 
 
@@ -152,6 +176,10 @@ def notebook_assets(scale: str = "paper", notebooks: list[Path] | None = None,
     out = {}
     for nb in plans.discover("") if notebooks is None else notebooks:
         found: dict[str, None] = {}
+        if nb.stem in OWN_SETTINGS:
+            _named(OWN_SETTINGS[nb.stem][1](scale, params), None, found)
+            out[nb.stem] = list(found)
+            continue
         try:
             space = settings_space(nb, scale, params)
         except ValueError:

@@ -184,26 +184,28 @@ def _save(dd, folder: Path) -> Path:
 
 
 def write_glue(folder: Path, task: str, n: int = 160) -> Path:
-    """``datasets.save_to_disk`` folder of GLUE ``task`` (``"rte"``, ``"mrpc"``: sentence pairs of two classes;
-    ``"mnli"``: premise and hypothesis of three, its five splits), the real columns and ``ClassLabel`` names."""
+    """``datasets.save_to_disk`` folder of GLUE ``task`` (``"sst2"``: single sentences of two classes; ``"rte"``,
+    ``"mrpc"``: sentence pairs of two classes; ``"mnli"``: premise and hypothesis of three, its five splits), the real
+    columns and ``ClassLabel`` names."""
     import datasets
 
-    specs = {"rte": (("sentence1", "sentence2"), ["entailment", "not_entailment"], ("train", "validation", "test")),
+    specs = {"sst2": (("sentence",), ["negative", "positive"], ("train", "validation", "test")),
+             "rte": (("sentence1", "sentence2"), ["entailment", "not_entailment"], ("train", "validation", "test")),
              "mrpc": (("sentence1", "sentence2"), ["not_equivalent", "equivalent"], ("train", "validation", "test")),
              "mnli": (("premise", "hypothesis"), ["entailment", "neutral", "contradiction"],
                       ("train", "validation_matched", "validation_mismatched", "test_matched", "test_mismatched"))}
     if task not in specs:
         raise ValueError(f"no fixture for GLUE task {task!r}; written: {sorted(specs)}")
     cols, names, splits = specs[task]
-    features = datasets.Features({cols[0]: datasets.Value("string"), cols[1]: datasets.Value("string"),
+    features = datasets.Features({**{c: datasets.Value("string") for c in cols},
                                   "label": datasets.ClassLabel(names=names), "idx": datasets.Value("int32")})
     parts = {}
     for i, split in enumerate(splits):
         rng = np.random.default_rng(20 + i)
         labels = [-1] * n if split.startswith("test") else rng.integers(0, len(names), n).tolist()
-        parts[split] = datasets.Dataset.from_dict(
-            {cols[0]: sentences(n, 30 + i), cols[1]: sentences(n, 40 + i), "label": labels, "idx": list(range(n))},
-            features=features)
+        texts = {c: sentences(n, 30 + 10 * j + i) for j, c in enumerate(cols)}
+        parts[split] = datasets.Dataset.from_dict({**texts, "label": labels, "idx": list(range(n))},
+                                                  features=features)
     return _save(datasets.DatasetDict(parts), folder)
 
 
@@ -262,7 +264,7 @@ WRITERS = {
     "imagenet": _imagenet,
     "office31": _office31,
     **{f"glue/{task}": (lambda cache, task=task: write_glue(cache / "hf-datasets" / "glue" / task, task))
-       for task in ("rte", "mrpc", "mnli")},
+       for task in ("sst2", "rte", "mrpc", "mnli")},
     "hellaswag": lambda cache: write_hellaswag(cache / "hf-datasets" / "hellaswag"),
     "wikitext-103": lambda cache: write_wikitext(cache / "hf-datasets" / "wikitext-103"),
 }

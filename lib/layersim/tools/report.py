@@ -19,7 +19,7 @@ from typing import Any
 from layersim.core import locks, writers
 from layersim.core.device import check_device
 from layersim.core.paths import cache_dir, check_locations, repo_root, resolved_variables
-from layersim.notebook import results, settings
+from layersim.notebook import rehearsal, results, settings
 from layersim.notebook.run import shown_path
 from layersim.tools import committed
 from layersim.tools.plans import lock_place
@@ -71,8 +71,18 @@ RULES = {
 
 def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: Any) -> dict:
     """The report's validated settings: :data:`PRESETS` ``[scale]`` with the non-None ``overrides``
-    (``layersim.notebook.settings.pick``); one ``ValueError`` naming a bad value."""
-    return settings.pick(PRESETS, scale, seed=seed, device=device, rules=RULES, **overrides)
+    (``layersim.notebook.settings.pick``); one ``ValueError`` naming a bad value. In a rehearsal of the paper scale
+    the paper preset's counts are cut (``layersim.notebook.rehearsal.CUTS["layer_report"]``)."""
+    presets = rehearsal.presets_of("layer_report", PRESETS) if scale == "paper" and rehearsal.active() else PRESETS
+    return settings.pick(presets, scale, seed=seed, device=device, rules=RULES, **overrides)
+
+
+def rehearsal_mark(scale: str) -> dict:
+    """What the report's ``metrics.json`` adds in a rehearsal of the paper scale: the rehearsal's mark with what it
+    cut (``{"rehearsal": ...}``, :func:`layersim.notebook.rehearsal.mark`); ``{}`` otherwise."""
+    if scale == "paper" and rehearsal.active():
+        return {rehearsal.KEY: rehearsal.mark(rehearsal.cuts_of("layer_report", PRESETS))}
+    return {}
 
 
 def recorded_settings(P: dict, seed: int) -> dict:
