@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CUTS", "ENV", "KEY", "SHARED", "active", "cuts_of", "mark", "not_measurable", "presets_of", "runs_folder", "shared"]
+__all__ = ["CUTS", "ENV", "KEY", "REDUNDANCY_LOOP", "SHARED", "active", "cuts_of", "mark", "not_measurable", "presets_of", "runs_folder", "shared"]
 
 #: the environment variable that turns the rehearsal on (``1``, ``true``, ``yes``, ``on``)
 ENV = "LAYERSIM_REHEARSE"
@@ -34,6 +34,13 @@ SHARED: dict[str, tuple[str, ...]] = {
     "ALIGNMENT_SOURCE_CNN": ("epochs", "batch_size", "milestones"),  # all images: ImageNet's halves have 424 and
     # 576 classes, more than the smoke preset's 480 images draw one of each
 }
+
+
+#: the redundancy notebooks' loop over models and data sets (``layersim.papers.redundancy.models.MODELS``, not a
+#: preset key), cut in a rehearsal to one model of each family the paper reads (transformers' ViT and DINOv2, at
+#: their published sizes) and one data set of each torchvision format (MNIST's idx files, CIFAR's pickled batches):
+#: the five models on four data sets took 25 minutes of r02's rehearsal alone, and r01-r04 repeat that loop
+REDUNDANCY_LOOP = {"models": ("ViT-B", "DiNO-S"), "data": ("mnist", "cifar100")}
 
 
 def _smoke(*keys: str, **given: Any) -> dict:

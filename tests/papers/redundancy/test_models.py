@@ -32,6 +32,23 @@ def test_every_scale_names_models_and_two_data_sets_each():
         assert rm.data_sets(specs)
 
 
+def test_a_rehearsal_cuts_the_paper_loop_to_one_model_per_family_on_two_formats(monkeypatch):
+    from layersim.notebook import rehearsal
+
+    assert rm.specs("paper") == rm.MODELS["paper"] and rm.specs("default") == rm.MODELS["default"]
+    monkeypatch.setenv(rehearsal.ENV, "1")
+    cut = rm.specs("paper")
+    assert list(cut) == list(rehearsal.REDUNDANCY_LOOP["models"])
+    for name, spec in cut.items():  # the same models, fewer data sets: two of them, still a pair to compare
+        assert spec.name == rm.MODELS["paper"][name].name and spec.data == rehearsal.REDUNDANCY_LOOP["data"]
+        assert set(spec.data) < set(rm.MODELS["paper"][name].data)
+    families = {assets.get_asset(s.name).config["model_type"] for s in cut.values()}
+    assert families == {assets.get_asset(s.name).config["model_type"] for s in rm.MODELS["paper"].values()}
+    assert rm.specs("default") == rm.MODELS["default"]  # only the paper scale is rehearsed
+    with pytest.raises(ValueError, match="unknown scale"):
+        rm.specs("huge")
+
+
 def test_offline_text_model_reads_both_text_sources():
     spec = rm.MODELS["default"]["MiniLM-L6"]
     model, tok = rm.load(spec, "default")

@@ -10,7 +10,7 @@ them (see docs/modules.md, `layersim.papers.redundancy.models`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -18,11 +18,11 @@ import numpy as np
 from layersim.inputs import fetch, image_data, text_data
 from layersim.measures import trends
 from layersim.nets import models
-from layersim.notebook import presets
+from layersim.notebook import presets, rehearsal
 from layersim.train import training
 
 __all__ = ["LLM", "MODELS", "Spec", "by_pair", "check_spans", "block_tokens", "data_sets", "inputs", "load",
-           "pattern_correlations", "tracing_vits"]
+           "pattern_correlations", "specs", "tracing_vits"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,19 @@ MODELS: dict[str, dict[str, Spec]] = {
               "DiNO-B": Spec("asset", "dinov2-base", "image", _PAPER_IMAGES),
               "DEiT-S": Spec("asset", "deit-small-patch16-224-hf", "image", _PAPER_IMAGES)},
 }
+
+
+def specs(scale: str) -> dict[str, Spec]:
+    """The models of the redundancy notebooks at ``scale`` (:data:`MODELS`), each with the data sets it reads; in a
+    rehearsal of the paper scale cut to :data:`layersim.notebook.rehearsal.REDUNDANCY_LOOP` (its models, each on its
+    data sets)."""
+    if scale not in MODELS:
+        raise ValueError(f"unknown scale {scale!r}; use one of {sorted(MODELS)}")
+    if not (scale == "paper" and rehearsal.active()):
+        return dict(MODELS[scale])
+    keep = rehearsal.REDUNDANCY_LOOP
+    return {name: replace(spec, data=tuple(d for d in spec.data if d in keep["data"]))
+            for name, spec in MODELS[scale].items() if name in keep["models"]}
 
 
 def tracing_vits(scale: str) -> dict[str, Spec]:
