@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CUTS", "ENV", "KEY", "REDUNDANCY_LOOP", "SHARED", "active", "cuts_of", "mark", "not_measurable", "presets_of", "runs_folder", "shared"]
+__all__ = ["CUTS", "ENV", "KEY", "REDUNDANCY_LOOP", "REDUNDANCY_SPANS", "SHARED", "active", "cuts_of", "mark", "not_measurable", "presets_of", "runs_folder", "shared"]
 
 #: the environment variable that turns the rehearsal on (``1``, ``true``, ``yes``, ``on``)
 ENV = "LAYERSIM_REHEARSE"
@@ -41,6 +41,15 @@ SHARED: dict[str, tuple[str, ...]] = {
 #: their published sizes) and one data set of each torchvision format (MNIST's idx files, CIFAR's pickled batches):
 #: the five models on four data sets took 25 minutes of r02's rehearsal alone, and r01-r04 repeat that loop
 REDUNDANCY_LOOP = {"models": ("ViT-B", "DiNO-S"), "data": ("mnist", "cifar100")}
+#: the spans of blocks r03 and r04 replace (Tables 1 and 2: 13 and 20 spans, each a pass of every probe image through
+#: the changed model), cut to a multi-block span, a single block (one of ``rba_keeps_accuracy``'s) and the
+#: unmodified model (``layersim.papers.redundancy.rba.spans_for``)
+REDUNDANCY_SPANS = ((9, 11), (9, 10), None)
+#: r02-r04's counts in a rehearsal: below their smoke presets', which are sized for the small ViTs of the smoke scale
+#: at 28 px; the paper's encoders read 224 px (ViT-B: about 40 times a smoke ViT's work per image), so the smoke
+#: counts made r03 alone take most of an hour. An RBA map of ViT-B is still fitted on more tokens (16 images x 197)
+#: than its width (768).
+_REDUNDANCY_COUNTS = {"n_fit": 16, "n_train": 64, "n_test": 32, "n_seeds": 1}
 
 
 def _smoke(*keys: str, **given: Any) -> dict:
@@ -74,9 +83,9 @@ CUTS: dict[str, dict] = {
     # (each of ALBERT-large's 300 spans is a pass over the validation texts: 48 of them took most of an hour)
     # redundancy
     "r01_block_similarity": _smoke("n_images", "batch_size"),
-    "r02_block_redundancy": _smoke("n_fit", "n_eval", "batch_size"),
-    "r03_rba_classification": _smoke("n_fit", "n_train", "n_test", "n_seeds", "batch_size"),
-    "r04_skip_vs_approx": _smoke("n_fit", "n_train", "n_test", "n_seeds", "probe_epochs", "batch_size"),
+    "r02_block_redundancy": _smoke("batch_size", n_fit=16, n_eval=32),
+    "r03_rba_classification": _smoke("batch_size", **_REDUNDANCY_COUNTS),
+    "r04_skip_vs_approx": _smoke("probe_epochs", "batch_size", **_REDUNDANCY_COUNTS),
     "r05_llm_redundancy": _smoke("n_fit", "n_eval", "max_length", "batch_size", "n_images"),
     # tracing
     "t01_cos_vs_cka": _smoke("n_eval", *SHARED["TRACING_VIT"]),

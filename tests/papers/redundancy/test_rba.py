@@ -21,6 +21,18 @@ def test_table_spans_and_blocks_kept():
     assert [rr.blocks_kept(s) for s in rr.TABLE1_SPANS] == [8, 9, 9, 10, 10, 10, 10, 10, 11, 11, 11, 11, 12]
     assert rr.spans_for(4) == [(1, 3), (2, 3), None]
     assert rr.span_label((2, 3)) == "2-3" and rr.span_label(None) == "none"
+
+
+def test_a_rehearsal_keeps_a_few_spans_each_table_has_and_one_of_the_claims(monkeypatch):
+    from layersim.notebook import rehearsal
+
+    assert rr.spans_for(12, scale="paper") == rr.TABLE1_SPANS  # no rehearsal: every span
+    monkeypatch.setenv(rehearsal.ENV, "1")
+    for table in (rr.TABLE1_SPANS, rr.TABLE2_SPANS):
+        kept = rr.spans_for(12, table, scale="paper")
+        assert kept == list(rehearsal.REDUNDANCY_SPANS) and set(kept) <= set(table) and kept[-1] is None
+    assert set(rr.SINGLE_BLOCK_SPANS) & set(rehearsal.REDUNDANCY_SPANS)  # rba_keeps_accuracy has a span to average
+    assert rr.spans_for(12, scale="default") == rr.TABLE1_SPANS  # only the paper scale is rehearsed
     assert rr.PAPER_PARAMS_M["vit_small"]["1-5"] == 15.31 and rr.PAPER_PARAMS_M["dino_small"]["none"] == 22.06
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 from layersim.inputs import fetch
 from layersim.measures import probe, redundancy
 from layersim.nets import linear_maps, models as net_models, params, surgery
+from layersim.notebook import rehearsal
 from layersim.papers.redundancy import models as redundancy_models
 from layersim.train import heads
 
@@ -54,10 +55,15 @@ def blocks_kept(span: tuple[int, int] | None, L: int = 12) -> int:
     return L - (last - first + 1)
 
 
-def spans_for(L: int, spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS) -> list[tuple[int, int] | None]:
+def spans_for(L: int, spans: Sequence[tuple[int, int] | None] = TABLE1_SPANS,
+              scale: str | None = None) -> list[tuple[int, int] | None]:
     """The spans of ``spans`` that an ``L``-block model has (all of them for the paper's 12 blocks;
-    fewer for the smoke scale's small models)."""
-    return [s for s in spans if s is None or redundancy.paper_span(*s)[1] <= L]
+    fewer for the smoke scale's small models); in a rehearsal of the paper scale (``scale="paper"``) only those of
+    :data:`layersim.notebook.rehearsal.REDUNDANCY_SPANS`."""
+    keep = [s for s in spans if s is None or redundancy.paper_span(*s)[1] <= L]
+    if scale == "paper" and rehearsal.active():
+        keep = [s for s in keep if s in rehearsal.REDUNDANCY_SPANS]
+    return keep
 
 
 PAPER_PARAMS_M: dict[str, dict[str, float]] = {
@@ -142,7 +148,7 @@ def span_accuracies(model: Any, name: str, spec: redundancy_models.Spec, dataset
     L = net_models.n_layers(model)
     fit, train, y_train, test, y_test = protocol_inputs(spec, dataset, settings, scale, seed=seed)
     rows = []
-    for span in spans_for(L):
+    for span in spans_for(L, scale=scale):
         approx = span_model(model, span, "approx", fit, device=device)
         acc = probe_accuracies(approx, train, y_train, test, y_test, seeds=seeds, lr=settings["probe_lr"],
                                device=device)

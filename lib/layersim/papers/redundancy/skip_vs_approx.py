@@ -34,7 +34,7 @@ def span_rows(model: Any, name: str, spec: redundancy_models.Spec, dataset: str,
     L = net_models.n_layers(model)
     fit, train, y_train, test, y_test = rba.protocol_inputs(spec, dataset, settings, scale, seed=seed)
     rows = []
-    for span in rba.spans_for(L, rba.TABLE2_SPANS):
+    for span in rba.spans_for(L, rba.TABLE2_SPANS, scale=scale):
         row = {"model": name, "data": dataset, "span": rba.span_label(span), "blocks": rba.blocks_kept(span, L)}
         for mode in MODES:
             m = rba.span_model(model, span, mode, fit, device=device)
