@@ -94,18 +94,6 @@ def test_a_cut_the_preset_lacks_is_refused(rehearsing):
         rehearsal.presets_of("t11_clip", {"paper": {"n_eval": 1}, "smoke": {}})
 
 
-def test_the_layer_report_is_cut_and_marked_in_a_rehearsal(rehearsing):
-    from layersim.tools import report
-
-    P = report.settings_for("paper")
-    smoke = report.PRESETS["smoke"]
-    assert P["model"] == report.PRESETS["paper"]["model"] and P["dataset"] == report.PRESETS["paper"]["dataset"]
-    assert {k: P[k] for k in ("n_samples", "n_surgery", "max_length")} == {
-        k: smoke[k] for k in ("n_samples", "n_surgery", "max_length")}
-    mark = report.rehearsal_mark("paper")[rehearsal.KEY]
-    assert mark["cuts"]["n_samples"] == smoke["n_samples"] and report.rehearsal_mark("default") == {}
-
-
 def test_no_rehearsal_writes_metrics_without_its_mark(rehearsing, tmp_path):
     with pytest.raises(ValueError, match="with its mark"):
         results.write_metrics(tmp_path, "report/layer_report", "paper", {}, {})

@@ -98,7 +98,7 @@ CUTS: dict[str, dict] = {
     "t09_aligned_bert": _smoke("n_train", "n_val", "steps", "max_length", tasks=["rte", "mnli"]),
     "t10_aligned_gpt": _smoke("n_train", "n_eval", "n_prompts", "steps", "new_tokens", "max_length", "prompt_tokens"),
     "t11_clip": _smoke("n_eval"),
-    # the layer report (its settings are layersim.tools.report.PRESETS)
+    # the layer report (its settings are layersim.tools.report_settings.PRESETS)
     "layer_report": _smoke("n_samples", "max_length", "batch_size", "n_surgery"),
 }
 

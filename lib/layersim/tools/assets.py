@@ -32,7 +32,7 @@ from layersim.inputs.text_data import GLUE_TASKS
 from layersim.nets.cnn import TORCHVISION_ARCHS
 from layersim.notebook import rehearsal
 from layersim.notebook.results import SCALES
-from layersim.tools import plans
+from layersim.tools import plans, report_settings
 
 #: the settings that name a data set or a model: in a preset, a model table's entries, a source network's settings
 ASSET_KEYS = frozenset({"dataset", "image_dataset", "target", "transfer_to", "source", "encoder", "pretrained",
@@ -101,15 +101,12 @@ def settings_space(notebook: Path, scale: str | None = None, params: Mapping[str
 
 
 def _report_presets() -> dict:
-    from layersim.tools import report  # imported when used: report imports the runner, which imports this module
-
-    return report.PRESETS
+    return report_settings.PRESETS
 
 
 def _report_named(scale: str, params: Mapping[str, Any] | None) -> dict:
-    from layersim.tools import report
-
-    P = report.settings_for(scale, **{k: v for k, v in (params or {}).items() if k in report.PRESETS[scale]})
+    P = report_settings.settings_for(scale, **{k: v for k, v in (params or {}).items()
+                                               if k in report_settings.PRESETS[scale]})
     return {"models": [P["model"]], "dataset": P["dataset"]}
 
 

@@ -51,7 +51,7 @@ FORMATS = {
     "torchvision's CIFAR folders (pickled batches)": ("cifar10", "cifar100"),
     "CIFAR-10.2's npz files": ("cifar10.2",),
     "ImageFolder trees of JPEG files": ("imagenet", "office31"),
-    "datasets save_to_disk folders": ("glue/rte", "glue/mrpc", "glue/mnli", "hellaswag", "wikitext-103"),
+    "datasets save_to_disk folders": ("glue/sst2", "glue/rte", "glue/mrpc", "glue/mnli", "hellaswag", "wikitext-103"),
     "save_pretrained folders with a tokenizer": ("bert-base-uncased", "roberta-base", "albert-large-v2",
                                                  "electra-base-discriminator", "gpt2", "llama-3.2-3b", "llama-3.1-8b",
                                                  "clip-vit-base-patch32"),

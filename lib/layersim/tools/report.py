@@ -19,15 +19,17 @@ from typing import Any
 from layersim.core import locks, writers
 from layersim.core.device import check_device
 from layersim.core.paths import cache_dir, check_locations, repo_root, resolved_variables
-from layersim.notebook import rehearsal, results, settings
+from layersim.notebook import results
 from layersim.notebook.run import shown_path
 from layersim.tools import committed
 from layersim.tools.plans import lock_place
 from layersim.tools.report_inputs import DATA_SETS, DataSpec, ModelSpec, check
+from layersim.tools.report_settings import PRESETS, RULES, rehearsal_mark, settings_for
 from layersim.tools.runner import describe_failure, kernel_options, publish, temporary_environ
 
 __all__ = ["KEY_LENSES", "NOTEBOOK", "PRESETS", "RULES", "check_out", "default_out", "export_html", "key_numbers",
-           "kernel_name", "main", "output_folder", "recorded_settings", "settings_for", "slug", "work_folder"]
+           "kernel_name", "main", "output_folder", "recorded_settings", "rehearsal_mark", "settings_for", "slug",
+           "work_folder"]
 
 
 def slug(name: str) -> str:
@@ -45,44 +47,6 @@ def key_numbers(report: Any) -> dict[str, Any]:
     out = {"layers": len(report.data.layers), "ran": sorted(report.results), "skipped": sorted(report.skipped)}
     out.update({key: report.results[name] for key, name in KEY_LENSES.items() if name in report.results})
     return out
-
-
-#: the report's settings at each scale (``None``: the model's default token, every lens, the notebook's own folder)
-PRESETS = {
-    "smoke": dict(model="all-minilm-l6-v2", dataset="austen", token=None, n_samples=48, lenses=None, max_length=32,
-                  batch_size=16, max_in_memory=20000, n_surgery=8, out=None),
-    "default": dict(model="all-minilm-l6-v2", dataset="austen", token=None, n_samples=2000, lenses=None,
-                    max_length=128, batch_size=64, max_in_memory=20000, n_surgery=128, out=None),
-    "paper": dict(model="bert-base-uncased", dataset="sst2", token=None, n_samples=10000, lenses=None,
-                  max_length=128, batch_size=128, max_in_memory=20000, n_surgery=1000, out=None),
-}
-
-
-#: the validation of every setting of :data:`PRESETS` (``layersim.notebook.settings`` rules)
-RULES = {
-    "model": settings.text(), "dataset": settings.text(),
-    "token": settings.optional(settings.choice("cls", "mean", "last"), "the model's default"),
-    "n_samples": settings.integer(4), "lenses": settings.optional(settings.seq(settings.text()), "every lens"),
-    "max_length": settings.integer(4), "batch_size": settings.integer(1), "max_in_memory": settings.integer(4),
-    "n_surgery": settings.integer(0, meaning="0 turns the skip / approximate lenses off"),
-    "out": settings.optional(settings.text(), "the notebook's own folder"),
-}
-
-
-def settings_for(scale: str, seed: Any = 0, device: Any = "auto", **overrides: Any) -> dict:
-    """The report's validated settings: :data:`PRESETS` ``[scale]`` with the non-None ``overrides``
-    (``layersim.notebook.settings.pick``); one ``ValueError`` naming a bad value. In a rehearsal of the paper scale
-    the paper preset's counts are cut (``layersim.notebook.rehearsal.CUTS["layer_report"]``)."""
-    presets = rehearsal.presets_of("layer_report", PRESETS) if scale == "paper" and rehearsal.active() else PRESETS
-    return settings.pick(presets, scale, seed=seed, device=device, rules=RULES, **overrides)
-
-
-def rehearsal_mark(scale: str) -> dict:
-    """What the report's ``metrics.json`` adds in a rehearsal of the paper scale: the rehearsal's mark with what it
-    cut (``{"rehearsal": ...}``, :func:`layersim.notebook.rehearsal.mark`); ``{}`` otherwise."""
-    if scale == "paper" and rehearsal.active():
-        return {rehearsal.KEY: rehearsal.mark(rehearsal.cuts_of("layer_report", PRESETS))}
-    return {}
 
 
 def recorded_settings(P: dict, seed: int) -> dict:
