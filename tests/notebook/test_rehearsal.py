@@ -94,8 +94,11 @@ def test_a_cut_the_preset_lacks_is_refused(rehearsing):
         rehearsal.presets_of("t11_clip", {"paper": {"n_eval": 1}, "smoke": {}})
 
 
-def test_no_rehearsal_writes_metrics_without_its_mark(rehearsing, tmp_path):
-    with pytest.raises(ValueError, match="with its mark"):
-        results.write_metrics(tmp_path, "report/layer_report", "paper", {}, {})
-    results.write_metrics(tmp_path, "report/layer_report", "paper", {}, {}, **{rehearsal.KEY: rehearsal.mark({})})
-    results.write_metrics(tmp_path, "report/layer_report", "default", {}, {})  # other scales: no mark needed
+def test_every_metrics_file_of_a_rehearsal_carries_its_mark(rehearsing, tmp_path):
+    results.write_metrics(tmp_path, "alignment/a12_scale_ladders", "paper", {}, {})  # a ladder reader: no cut
+    assert json.loads((tmp_path / "metrics.json").read_text())[rehearsal.KEY] == rehearsal.mark({})
+    given = rehearsal.mark({"n_samples": 48})
+    results.write_metrics(tmp_path, "report/layer_report", "paper", {}, {}, **{rehearsal.KEY: given})
+    assert json.loads((tmp_path / "metrics.json").read_text())[rehearsal.KEY] == given  # the run's own kept
+    results.write_metrics(tmp_path, "report/layer_report", "default", {}, {})  # other scales: no mark
+    assert rehearsal.KEY not in json.loads((tmp_path / "metrics.json").read_text())
