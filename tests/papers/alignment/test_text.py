@@ -67,6 +67,49 @@ def test_char_ngrams_are_unit_tfidf_rows_of_the_most_frequent_ngrams():
     assert list(reps) == [at.INPUT, *at.HANDCRAFTED]
 
 
+def _reference_top_terms(texts, k, ngram_range=(2, 4)):
+    """The k most frequent char_wb n-grams, ties alphabetical, counted in pure Python (scikit-learn's char_wb
+    analyser: each word padded with one space, n-grams of a word shorter than n+2 characters is the word)."""
+    from collections import Counter
+
+    counts = Counter()
+    for text in texts:
+        for word in text.lower().split():
+            w = f" {word} "
+            for n in range(ngram_range[0], ngram_range[1] + 1):
+                if len(w) <= n:
+                    counts[w] += 1
+                    break
+                counts.update(w[i:i + n] for i in range(len(w) - n + 1))
+    return sorted(sorted(counts, key=lambda t: (-counts[t], t))[:k])
+
+
+def test_most_frequent_terms_break_ties_by_the_term_whatever_the_column_order():
+    counts = np.array([[3, 1, 2, 2, 0], [0, 1, 1, 1, 2]])  # totals 3, 2, 3, 3, 2
+    terms = ["d", "b", "a", "e", "c"]
+    assert at.most_frequent_terms(counts, terms, 2) == ["a", "d"]  # 3, 3, 3 tie: a, d before e
+    assert at.most_frequent_terms(counts, terms, 4) == ["a", "b", "d", "e"]  # 2, 2 tie: b before c
+    rng = np.random.default_rng(0)
+    for _ in range(5):  # any order of the columns (any sort kernel's order of the ties) keeps the same terms
+        perm = rng.permutation(len(terms))
+        assert at.most_frequent_terms(counts[:, perm], [terms[j] for j in perm], 2) == ["a", "d"]
+    with pytest.raises(ValueError, match="k must be positive"):
+        at.most_frequent_terms(counts, terms, 0)
+    with pytest.raises(ValueError, match="5 count columns for 4 terms"):
+        at.most_frequent_terms(counts, terms[:4], 2)
+
+
+def test_char_ngrams_keep_the_most_frequent_ngrams_ties_alphabetical():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    for k in (5, 25, 40):  # the cut falls inside runs of tied counts for these texts
+        kept = _reference_top_terms(TRAIN, k)
+        vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), vocabulary=kept, sublinear_tf=True).fit(TRAIN)
+        A_tr, A_te = at.char_ngrams(TRAIN, TEST, max_features=k)
+        np.testing.assert_allclose(A_tr, vec.transform(TRAIN).toarray())
+        np.testing.assert_allclose(A_te, vec.transform(TEST).toarray())
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     if not locate.is_available("all-minilm-l6-v2"):

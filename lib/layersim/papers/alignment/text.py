@@ -3,7 +3,7 @@ Section 7.2, Figures 13, 19, 20).
 
 The offline encoder is MiniLM-L6 (``all-minilm-l6-v2``), read on binary tasks between two Jane Austen novels
 (:func:`sentence_pool`, :func:`pair_examples`) beside the input and hand-crafted features (:func:`bag_of_words`,
-:func:`lsa`, :func:`char_ngrams`; :func:`text_representations`) and the encoder at initialisation (:func:`encoders`,
+:func:`lsa`, :func:`char_ngrams` with :func:`most_frequent_terms`; :func:`text_representations`) and the encoder at initialisation (:func:`encoders`,
 :func:`encoder_features`). The comparison itself is :func:`layersim.papers.alignment.pretrain.evaluate_task`'s (see
 docs/modules.md, `layersim.papers.alignment.text`).
 """
@@ -22,7 +22,7 @@ from layersim.nets import models
 from layersim.train.finetune import quiet_transformers
 
 __all__ = ["HANDCRAFTED", "INPUT", "NOVEL_TASK", "bag_of_words", "char_ngrams", "encoder_features", "encoders",
-           "lsa", "pair_examples", "relative_spread", "sentence_pool", "text_representations"]
+           "lsa", "most_frequent_terms", "pair_examples", "relative_spread", "sentence_pool", "text_representations"]
 
 #: the six-novel task the pools are drawn from
 NOVEL_TASK = "austen-novel"
@@ -96,15 +96,36 @@ def lsa(train: Sequence[str], test: Sequence[str], dims: int = 100, seed: int = 
     return svd.transform(T_tr).astype(np.float64), svd.transform(T_te).astype(np.float64)
 
 
+def most_frequent_terms(counts, terms: Sequence[str], k: int) -> list[str]:
+    """The ``k`` terms with the largest total count over the documents of ``counts`` (``[documents, terms]``,
+    dense or sparse), ties broken by the term itself (alphabetical), returned in alphabetical order.
+
+    scikit-learn's ``max_features`` keeps ``argsort(-counts)[:k]``, an unstable sort: which of several terms tied at
+    the cut it keeps depends on numpy's sort kernel, so on the CPU (AVX-512 and AVX2 machines keep different ones).
+    Sorting on (count, term) makes the choice a property of the texts alone."""
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"k must be positive, got {k}")
+    totals = np.asarray(counts.sum(axis=0)).ravel()
+    terms = np.asarray(terms, dtype=object)
+    if totals.shape[0] != terms.shape[0]:
+        raise ValueError(f"{totals.shape[0]} count columns for {terms.shape[0]} terms")
+    order = sorted(range(len(terms)), key=lambda j: (-totals[j], terms[j]))
+    return sorted(terms[j] for j in order[:k])
+
+
 def char_ngrams(train: Sequence[str], test: Sequence[str], ngram_range: tuple[int, int] = (2, 4),
                 max_features: int = 5000) -> tuple[np.ndarray, np.ndarray]:
     """TF-IDF of character n-grams within word boundaries (``analyzer="char_wb"``), the
-    ``max_features`` most frequent in ``train``: spelling, morphology and punctuation, a classic
-    authorship feature."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    ``max_features`` most frequent in ``train`` (ties broken alphabetically, :func:`most_frequent_terms`):
+    spelling, morphology and punctuation, a classic authorship feature."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
     _check_texts(train, test)
-    vec = TfidfVectorizer(analyzer="char_wb", ngram_range=tuple(ngram_range), max_features=int(max_features),
+    counter = CountVectorizer(analyzer="char_wb", ngram_range=tuple(ngram_range))
+    counts = counter.fit_transform(train)
+    kept = most_frequent_terms(counts, counter.get_feature_names_out(), max_features)
+    vec = TfidfVectorizer(analyzer="char_wb", ngram_range=tuple(ngram_range), vocabulary=kept,
                           sublinear_tf=True).fit(train)
     return _dense(vec.transform(train)), _dense(vec.transform(test))
 
