@@ -36,3 +36,33 @@ def test_an_unreadable_run_is_not_finished(fake_repo):
     target.executed.write_text("{not json")
     assert not resume.finished(nb, job, ["scale", "seed"])
     assert resume.keep_finished(job, {nb: ["scale", "seed"]}) == ({nb: ["scale", "seed"]}, [])
+
+
+def _keep(dest, params, notebook="p/s", scale="default", seconds=12.5):
+    folder = resume.seed_record(dest, params["seed"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.json").write_text(json.dumps({"notebook": notebook, "scale": scale, "params": params}))
+    if seconds is not None:
+        (folder / "wall_time.json").write_text(json.dumps({"seconds": seconds}))
+    return folder
+
+
+def test_a_seed_kept_by_an_earlier_run_counts_only_with_the_same_settings(tmp_path):
+    params = {"size": 2, "vit": {"embed_dim": 64}, "sizes": [1, 2], "seed": 1, "other": "x"}
+    assert resume.seed_record(tmp_path, 1) == tmp_path / "seeds" / "seed-1"
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "seed": 1}) is None  # nothing kept
+    _keep(tmp_path, params)
+    # the settings asked for are all recorded with these values (a tuple reads back as a list); others may be there
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "vit": {"embed_dim": 64}, "sizes": (1, 2), "seed": 1}) == 12.5
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 4, "seed": 1}) is None  # another rung's setting
+    assert resume.kept_seed(tmp_path, "p/s", {"vit": {"embed_dim": 256}, "seed": 1}) is None
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "width": 3, "seed": 1}) is None  # a setting not recorded
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "seed": 2}) is None  # another seed's folder: none
+    assert resume.kept_seed(tmp_path, "p/t", {"size": 2, "seed": 1}) is None  # another notebook's run
+    _keep(tmp_path, params, scale="smoke")
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "seed": 1}) is None
+    _keep(tmp_path, params, seconds=None)
+    (resume.seed_record(tmp_path, 1) / "wall_time.json").unlink()
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "seed": 1}) is None  # no wall time: it did not end
+    (resume.seed_record(tmp_path, 1) / "wall_time.json").write_text("{half")
+    assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "seed": 1}) is None

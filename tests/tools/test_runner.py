@@ -590,6 +590,33 @@ def test_a_ladder_runs_its_rungs_into_their_folders_and_resumes(sized, capsys):
     assert len(ladders.rungs_of(sized / "figures", "p/s", "up")) == 3
 
 
+@pytest.mark.slow
+def test_a_rung_stopped_between_seeds_goes_on_with_the_seeds_it_lacks(sized, capsys):
+    """Each seed's records are kept in the rung's folder when its run ends: a rung whose own run (the last) never
+    ended runs that alone, with the kept seed; a kept seed of other settings runs again."""
+    assert runner.main(["--ladder", "x", "--rung", "2", "--update-committed"]) == 0
+    folder = ladders.rung_folder(sized / "figures", "x", 2) / "p" / "s"
+    seed_1 = (folder / "seeds" / "seed-1" / "metrics.json").read_text()
+    for name in ("metrics.json", "wall_time.json"):  # as a stop during the own run leaves it
+        (folder / name).unlink()
+    assert ladders.rung_records(sized / "figures", "x", 2, "p/s") == []  # a rung without its own run has not ended
+    assert ladders.rungs_of(sized / "figures", "p/s", "up") == []
+    capsys.readouterr()
+    assert runner.main(["--ladder", "x", "--rung", "2", "--update-committed"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 1: finished earlier, kept" in out and "seed 1: ok" not in out
+    assert (folder / "seeds" / "seed-1" / "metrics.json").read_text() == seed_1
+    assert [r.claim["values"] for r in ladders.rungs_of(sized / "figures", "p/s", "up")] == [[2.0, 3.0]]
+    assert sorted(json.loads((folder / "metrics.json").read_text())["seed_run_seconds"]) == ["1"]
+    stale = json.loads(seed_1)
+    stale["params"]["size"] = 4
+    (folder / "seeds" / "seed-1" / "metrics.json").write_text(json.dumps(stale))
+    (folder / "wall_time.json").unlink()  # the rung's own run not ended, its kept seed from other settings
+    assert runner.main(["--ladder", "x", "--rung", "2", "--update-committed"]) == 0
+    assert "seed 1: ok" in capsys.readouterr().out  # ran again
+    assert json.loads((folder / "seeds" / "seed-1" / "metrics.json").read_text())["params"]["size"] == 2
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--ladder", "nope"], "unknown ladder(s) 'nope'"),
     (["--ladder", "x", "--rung", "3"], "x has no rung 3: its rungs are 1, 2, 4"),

@@ -256,8 +256,10 @@ def rungs_of(folder: Path, notebook: str, claim: str) -> list[Rung]:
 def rung_records(folder: Path, ladder: str, budget: float, notebook: str) -> list[dict]:
     """Every seed's ``metrics.json`` of ``notebook`` (``"<paper>/<stem>"``) on one rung under ``folder``: its own
     run's, then the other seeds' that the runner keeps beside it (``seeds/seed-<s>/metrics.json``); [] when the rung
-    has not run."""
+    has not run or not finished (its own run, the last, missing: the seeds kept so far wait for it)."""
     here = rung_folder(folder, ladder, budget) / notebook
+    if not (here / "metrics.json").is_file():
+        return []
     paths = [here / "metrics.json", *sorted((here / "seeds").glob("seed-*/metrics.json"))]
     return [json.loads(p.read_text(encoding="utf-8")) for p in paths if p.is_file()]
 

@@ -3,8 +3,9 @@
 :func:`finished` tells whether a notebook's run under a :class:`layersim.tools.plans.Job` ended with every seed it
 asks for; :func:`keep_finished` drops those runs from a batch (``runner --resume``, and every ladder rung: its
 committed folder is the record); :func:`write_own_time` notes a ladder rung's own run time, since a rung commits no
-executed notebook whose papermill duration would say it, and :func:`keep_seed_records` copies the other seeds' records
-into the rung's folder, so that a committed rung holds every seed's numbers.
+executed notebook whose papermill duration would say it, and :func:`keep_seed_records` copies each other seed's
+records into the rung's folder as soon as that seed's run ends, so that a committed rung holds every seed's numbers
+and a rung stopped between seeds goes on with the seeds it lacks (:func:`kept_seed`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,39 @@ def keep_seed_records(folders: list[Path], dest: Path, committed_folder: bool) -
             written.append(writers.write_committed(target, text, "results") if committed_folder
                            else writers.write_text(target, text))
     return written
+
+
+def keep_seed(folder: Path, dest: Path, committed_folder: bool) -> Path:
+    """:func:`keep_seed_records` of one seed's run ``folder`` (``.../seed-<s>/<paper>/<stem>/``); returns where its
+    records now are, ``dest/seeds/seed-<s>/``."""
+    keep_seed_records([folder], dest, committed_folder)
+    return Path(dest) / "seeds" / Path(folder).parents[1].name
+
+
+def seed_record(dest: Path, seed: int) -> Path:
+    """Where :func:`keep_seed_records` keeps the records of seed ``seed``'s run of a rung: ``dest/seeds/seed-<seed>/``."""
+    return Path(dest) / "seeds" / f"seed-{int(seed)}"
+
+
+def _same(value) -> object:
+    """``value`` as its JSON text reads back (tuples as lists), for comparing settings with recorded ones."""
+    return json.loads(json.dumps(value))
+
+
+def kept_seed(dest: Path, notebook: str, settings: dict) -> float | None:
+    """The wall time of the run of ``notebook`` (``"<paper>/<stem>"``) at ``settings`` (its ``seed`` included) that an
+    earlier run of the rung kept in ``dest`` (:func:`seed_record`), when that run ended (its ``metrics.json`` and wall
+    time both there) at the default scale with every one of ``settings``; None otherwise, and the seed runs again."""
+    folder = seed_record(dest, settings["seed"])
+    try:
+        run = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+        seconds = float(json.loads((folder / seeds.WALL_TIME).read_text(encoding="utf-8"))["seconds"])
+        recorded = run["params"]
+        same = (run.get("notebook") == notebook and run.get("scale") == "default"
+                and all(k in recorded and _same(recorded[k]) == _same(v) for k, v in settings.items()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return seconds if same else None
 
 
 def finished(nb: Path, job: plans.Job, parameters: list[str]) -> bool:

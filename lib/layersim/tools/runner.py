@@ -201,26 +201,34 @@ def extra_seeds(nb: Path, scale: str, n: int, params: dict, target: plans.Plan, 
 
 def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, root: Path | None = None,
                    update: bool = False, say=print, target: plans.Plan | None = None,
-                   variant: str = "") -> list[Outcome]:
+                   variant: str = "", records: Path | None = None) -> list[Outcome]:
     """Run ``nb`` at ``n`` seeds: the seeds after its own first (:func:`layersim.tools.plans.seed_plan`, folders named
     by ``variant``), then its own run where ``target`` (default :func:`layersim.tools.plans.plan`) says, which judges
-    every claim over all ``n``. A failed seed run stops the notebook. Returns the outcomes in the order run; ``say``
-    reports each seed run."""
+    every claim over all ``n``. A failed seed run stops the notebook. With ``records`` (a rung's folder), each seed's
+    records are kept there as its run ends and a seed kept there earlier with the same settings is not run again
+    (:mod:`layersim.tools.resume`). Returns the outcomes in the order run; ``say`` reports each seed run."""
     root = root or repo_root()
     params = dict(params or {})
     first = plans.own_seed(nb, params) if n > 1 else params.get("seed")
     target = target or plans.plan(nb, scale, False, params, root, update)  # refuses a clobbering run up front
     outcomes, folders = [], []
     for k, (s, where) in enumerate(extra_seeds(nb, scale, n, params, target, variant, root), 1):
+        earlier = None if records is None else resume.kept_seed(records, f"{nb.parent.name}/{nb.stem}",
+                                                                {**params, "seed": s})
+        if earlier is not None:
+            say(f"    seed {s}: finished earlier, kept ({earlier:.1f} s then)")
+            outcomes.append(Outcome(nb, True, 0.0))
+            folders.append(resume.seed_record(records, s))
+            continue
         progress.part(f"seed {s}, run {k} of {n}")
         out = run_notebook(nb, scale, params={**params, "seed": s}, root=root, target=where)
         say(f"    seed {s}: {'ok' if out.ok else 'FAILED at ' + out.error} ({out.seconds:.1f} s)")
         outcomes.append(out)
         if not out.ok:
             return outcomes
-        folder = where.executed.parent
-        seeds.write_wall_time(folder, out.seconds)
-        folders.append(folder)
+        seeds.write_wall_time(where.executed.parent, out.seconds)
+        folders.append(where.executed.parent if records is None  # else kept at once: a stop loses no finished seed
+                       else resume.keep_seed(where.executed.parent, records, target.committed))
     progress.part(f"seed {first}, run {n} of {n}" if n > 1 else "")
     outcomes.append(run_notebook(nb, scale, params=params, root=root, update=update, seed_runs=folders,
                                  target=target))
@@ -256,13 +264,11 @@ def run_one(nb: Path, job: plans.Job, parameters: list[str], say=print) -> Outco
         target = job.target(nb)
         what = "scale check" if job.rung is None else f"ladder {job.rung[0]}, rung {ladders.budget_name(job.rung[1])}"
         say(f"    {what}: {job.settings(nb)}, {n} seed(s), into {target.out_root}")
-        runs = run_with_seeds(nb, job.scale, n, job.settings(nb), target=target, variant=job.variant, say=say)
-        if target.rung and all(o.ok for o in runs):  # a rung commits no notebook: its own time and seeds go beside
-            here = plans.metrics_of(nb, target).parent
+        here = plans.metrics_of(nb, target).parent if target.rung else None  # a rung keeps every seed's records
+        runs = run_with_seeds(nb, job.scale, n, job.settings(nb), target=target, variant=job.variant, say=say,
+                              records=here)
+        if target.rung and all(o.ok for o in runs):  # a rung commits no notebook: its own time goes beside
             resume.write_own_time(here, runs[-1].seconds, target.committed)
-            resume.keep_seed_records([where.executed.parent for _, where in
-                                      extra_seeds(nb, job.scale, n, job.settings(nb), target, job.variant)],
-                                     here, target.committed)
         return overall(nb, runs)
     if n == 1 and (job.seeds or seeds.seeds_for(nb.stem, job.scale)) > 1:
         say(f"    one run: {name} has no seed parameter")
