@@ -78,8 +78,9 @@ reproduce: setup
 
 # The paper scale rehearsed: every notebook at scale=paper offline, on fixture files in the real on-disk formats and
 # fixture models of the published sizes (written once into the cache), only the counts cut: runs/rehearsal/.
+# JOBS=N rehearses N notebooks at once, each in its own process with the cores shared out.
 rehearse: setup
-	$(PYTHON) -m layersim.tools.rehearse --nb '$(NB)' $(if $(RECORD),--record)
+	$(PYTHON) -m layersim.tools.rehearse --nb '$(NB)' $(if $(JOBS),--jobs $(JOBS)) $(if $(RECORD),--record)
 
 # One pytest run: unit tests, then every notebook's smoke-scale reference re-executed by nbval
 # (cells tagged nbval-check-output compared as text without their numbers, tests/nbval_sanitize.cfg)
@@ -94,7 +95,8 @@ test: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile -m "not full" \
 	  --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
-# What CI runs: make test, then the slower checks marked `full` (make test stays within ten minutes on 2 cores).
+# What CI runs: make test, then the slower checks marked `full` (a real runner stopped by signals, the wheel alone,
+# a one-node Slurm, a rehearsal of five notebooks two at a time): times in docs/reproduce.md.
 test-all: test
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PYTHON) -m pytest tests -n $(TEST_WORKERS) --dist loadfile -m full \
 	  -p no:cacheprovider

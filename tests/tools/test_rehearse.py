@@ -96,6 +96,29 @@ def test_one_notebook_rehearsed_end_to_end(tmp_path, monkeypatch):
     assert metrics["scale"] == "paper" and "not a result" in metrics["rehearsal"]["note"]
 
 
+def test_notebooks_rehearsed_in_processes_of_their_own(tmp_path, monkeypatch):
+    """``--jobs 2``: each notebook's runner in a process of its own, given the rehearsal's environment (its fresh cache
+    removed after it) and a share of the cores; the summary and the requests are those of the in-process path."""
+    from layersim.core.paths import repo_root
+
+    folder = fake_fixtures(tmp_path / "fixtures")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    out = repo_root() / "runs" / "rehearsal"
+    (out / "summary.json").unlink(missing_ok=True)
+    assert rehearse.main(["--nb", "t07_param_table", "--fixtures", str(folder), "--jobs", "2"]) == 0
+    got = json.loads((out / "summary.json").read_text())["t07_param_table"]
+    assert got["ok"] and got["not_listed"] == [] and got["seconds"] > 0 and got["listed"] == []
+    metrics = json.loads((out / "tracing" / "t07_param_table" / "metrics.json").read_text())
+    assert metrics["scale"] == "paper" and "not a result" in metrics["rehearsal"]["note"]
+    assert not (out / "work" / "t07_param_table").exists()
+
+
+def test_jobs_must_be_one_or_more(capsys):
+    with pytest.raises(SystemExit):
+        rehearse.main(["--nb", "t07", "--jobs", "0"])
+    assert "--jobs 0" in capsys.readouterr().err
+
+
 def test_the_ci_subset_covers_every_paper_and_every_format():
     """What the fuller CI target rehearses names, through the fetch list, at least one asset of every on-disk format
     of the fixtures, and at least one notebook of every paper; every fixture has a format."""
@@ -114,10 +137,10 @@ def test_the_ci_subset_covers_every_paper_and_every_format():
 @pytest.mark.full
 def test_the_ci_subset_is_rehearsed_at_the_paper_scale():
     """The fuller CI target's rehearsal: each notebook of the subset runs at the paper scale on its fixtures, offline,
-    and asks for nothing that the fetch list misses."""
+    two at a time, and asks for nothing that the fetch list misses."""
     from layersim.core.paths import repo_root
 
-    assert rehearse.main(["--nb", ",".join(rehearse.CI_SUBSET)]) == 0
+    assert rehearse.main(["--nb", ",".join(rehearse.CI_SUBSET), "--jobs", "2"]) == 0
     summary = json.loads((repo_root() / "runs" / "rehearsal" / "summary.json").read_text())
     for name in rehearse.CI_SUBSET:
         got = summary[name.split("/")[1]]

@@ -66,3 +66,19 @@ def test_a_seed_kept_by_an_earlier_run_counts_only_with_the_same_settings(tmp_pa
     assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "seed": 1}) is None  # no wall time: it did not end
     (resume.seed_record(tmp_path, 1) / "wall_time.json").write_text("{half")
     assert resume.kept_seed(tmp_path, "p/s", {"size": 2, "seed": 1}) is None
+
+
+def test_a_seed_run_is_kept_in_its_rung_and_read_back(tmp_path):
+    """keep_seed copies a finished seed run's records (nothing else of its folder) to where kept_seed reads them."""
+    params = {"size": 2, "seed": 3}
+    run = tmp_path / "runs" / "seed-3" / "p" / "s"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"notebook": "p/s", "scale": "default", "params": params}))
+    (run / "wall_time.json").write_text(json.dumps({"seconds": 40.0}))
+    (run / "figure.png").write_bytes(b"png")
+    rung = tmp_path / "rung"
+    kept = resume.keep_seed(run, rung, 3, committed_folder=False)
+    assert kept == resume.seed_record(rung, 3)
+    assert sorted(p.name for p in kept.iterdir()) == ["metrics.json", "wall_time.json"]
+    assert resume.kept_seed(rung, "p/s", params) == 40.0
+    assert resume.kept_seed(rung, "p/s", {**params, "seed": 4}) is None

@@ -61,10 +61,10 @@ FORMATS = {
                                                   "torchvision:resnet101.IMAGENET1K_V1"),
 }
 #: the notebooks the fuller CI target rehearses: every paper and every on-disk format of :data:`FORMATS` at least
-#: once (``make rehearse`` runs all of them)
-CI_SUBSET = ("alignment/a02_emergence", "alignment/a08_pretrained_cnn", "alignment/a09_source_similarity",
-             "alignment/a10_negative_transfer", "clusters/c01_cka_structure", "redundancy/r01_block_similarity",
-             "tracing/t06_transfer", "tracing/t10_aligned_gpt")
+#: once, at the least cost (their idle seconds in the whole rehearsal of 2026-11-29: 13, 156, 234, 62, 111; ``make
+#: rehearse`` runs all of them)
+CI_SUBSET = ("alignment/a04_architectures", "alignment/a10_negative_transfer", "clusters/c03_layer_skipping",
+             "redundancy/r01_block_similarity", "tracing/t06_transfer")
 #: the folder of the committed records of whole rehearsals (``--record``): ``<date>-paper-rehearsal.json`` and ``.md``
 RECORDS = Path("benchmarks") / "rehearsal"
 #: offline assets a rehearsal reads from the project's own cache where they were converted there (SmolLM2's GGUF
@@ -221,62 +221,144 @@ def _notebook(stem: str) -> Path:
     return found[0]
 
 
+def _finish(nb: Path, rc: int, seconds: float, work: Path, log: Path, out: Path) -> dict:
+    """One notebook's summary entry once its run ended with exit status ``rc``: its status, time, requests beside the
+    fetch list (:func:`compare`) and claims not measurable; its fresh cache is removed."""
+    from layersim.tools.runner import temporary_environ
+
+    try:
+        with temporary_environ(**{rehearsal.ENV: "1"}):  # the dry run with the rehearsal's cuts on, as the run had them
+            asked = compare(nb.stem, requested(log))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # its fresh cache: fine-tuned checkpoints of GBs, used once
+    return {"ok": rc == 0, "seconds": round(seconds, 1), "date": time.strftime("%Y-%m-%d"), **asked,
+            **unmeasured(out / nb.parent.name / nb.stem)}
+
+
+def _one_in_process(nb: Path, folder: Path, out: Path) -> tuple[int, float, Path, Path]:
+    """Rehearse ``nb`` in this process (the runner's own stop handling: a signal gives an exit status >= 128);
+    returns its exit status, seconds, fresh cache and request log."""
+    from layersim.tools import runner
+
+    work, log = _paths(nb, out)
+    saved = dict(os.environ)
+    os.environ.update(environment(folder, work, log))
+    t0 = time.perf_counter()
+    try:
+        rc = runner.main(["--scale", "paper", "--nb", f"{nb.parent.name}/{nb.stem}"])
+    except SystemExit as stop:  # the runner's up-front checks refuse with exit status 2
+        rc = stop.code if isinstance(stop.code, int) else 2
+    finally:
+        seconds = time.perf_counter() - t0
+        os.environ.clear()
+        os.environ.update(saved)
+    return rc, seconds, work, log
+
+
+def _paths(nb: Path, out: Path) -> tuple[Path, Path]:
+    """The fresh cache and the request log of ``nb``'s rehearsal under ``out``."""
+    log = out / "requests" / f"{nb.stem}.txt"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    return out / "work" / nb.stem, log
+
+
+def _concurrently(notebooks: list[Path], folder: Path, out: Path, jobs: int, done) -> int:
+    """Rehearse ``notebooks`` ``jobs`` at a time, each runner in its own process with its own environment (threads:
+    the cores shared out, unless set); ``done(nb, rc, seconds, work, log)`` as each ends. A stop (SIGINT, SIGTERM,
+    SIGHUP) is passed on, once, to the running notebooks (each in a session of its own, out of reach of the terminal's
+    signals), which put back what they hold; returns 128 + the signal then, else 0."""
+    import signal
+    import subprocess
+
+    from layersim.tools.batch import THREAD_VARIABLES
+
+    threads = {} if os.environ.get("OMP_NUM_THREADS") else {
+        var: str(max(1, (os.cpu_count() or 1) // jobs)) for var in THREAD_VARIABLES}
+    queue, running, stopped = list(notebooks), {}, []
+
+    def stop(signum, _frame):
+        stopped.append(signum)
+        for proc in running:
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while queue or running:
+            while queue and len(running) < jobs and not stopped:
+                nb = queue.pop(0)
+                work, log = _paths(nb, out)
+                env = {**os.environ, **environment(folder, work, log), **threads}
+                proc = subprocess.Popen([sys.executable, "-m", "layersim.tools.runner", "--scale", "paper", "--nb",
+                                         f"{nb.parent.name}/{nb.stem}"], env=env, start_new_session=True)
+                running[proc] = (nb, time.perf_counter(), work, log)
+            for proc in [p for p in running if p.poll() is not None]:
+                nb, t0, work, log = running.pop(proc)
+                rc = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+                if stopped:
+                    shutil.rmtree(work, ignore_errors=True)
+                    print(f"rehearsal stopped during {nb.stem}", flush=True)
+                else:
+                    done(nb, rc, time.perf_counter() - t0, work, log)
+            time.sleep(0.2)
+    finally:
+        for proc in running:  # an error here: the notebooks still running are stopped, not left behind
+            proc.terminate()
+        for proc in running:
+            proc.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 + stopped[0] if stopped else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The command line: prepare the fixtures, rehearse each selected notebook in its own fresh cache, write
-    ``runs/rehearsal/summary.json``; exit status 1 when a notebook failed."""
+    """The command line: prepare the fixtures, rehearse each selected notebook in its own fresh cache (``--jobs`` at
+    a time), write ``runs/rehearsal/summary.json``; exit status 1 when a notebook failed."""
     ap = argparse.ArgumentParser(prog="python -m layersim.tools.rehearse", description=__doc__.split("\n")[0])
     ap.add_argument("--nb", default="", help="glob or substring of notebooks/<paper>/<stem> (default: all)")
     ap.add_argument("--fixtures", default=None, help="the fixtures' folder (default: <cache>/rehearsal-fixtures)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="notebooks rehearsed at once, each in its own process with the cores shared out (default 1)")
     ap.add_argument("--record", action="store_true",
                     help=f"write the record of this whole rehearsal into {RECORDS}/ (the README cites the newest)")
     args = ap.parse_args(argv)
     if args.record and args.nb:
         ap.error("--record records the whole rehearsal: drop --nb")
+    if args.jobs < 1:
+        ap.error(f"--jobs {args.jobs}: give 1 or more notebooks at once")
     notebooks = plans.discover(args.nb)
     if not notebooks:
         ap.error(f"no notebook matches {args.nb!r}")
-    from layersim.tools import runner
 
     start = time.perf_counter()  # the record's total counts writing the fixtures, where they were not there yet
     folder = prepare(fixture_names(notebooks), Path(args.fixtures) if args.fixtures else None)
     out = repo_root() / "runs" / rehearsal.KEY
     summary_file = out / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
-    saved = dict(os.environ)
-    failed = 0
     ran: dict[str, dict] = {}
-    for nb in notebooks:
-        stem = nb.stem
-        work = out / "work" / stem
-        log = out / "requests" / f"{stem}.txt"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.unlink(missing_ok=True)
-        os.environ.update(environment(folder, work, log))
-        t0 = time.perf_counter()
-        try:
-            rc = runner.main(["--scale", "paper", "--nb", f"{nb.parent.name}/{stem}"])
-        except SystemExit as stop:  # the runner's up-front checks refuse with exit status 2
-            rc = stop.code if isinstance(stop.code, int) else 2
-        finally:
-            seconds = time.perf_counter() - t0
-            asked = compare(stem, requested(log))  # the dry run with the rehearsal's cuts on, as the run had them
-            os.environ.clear()
-            os.environ.update(saved)
-            shutil.rmtree(work, ignore_errors=True)  # its fresh cache: fine-tuned checkpoints of GBs, used once
-        if rc >= 128:  # stopped by a signal (SIGINT, SIGTERM): the rehearsal stops too, this notebook unrecorded
-            print(f"rehearsal stopped during {stem}", flush=True)
-            return rc
-        failed += rc != 0
-        summary[stem] = {"ok": rc == 0, "seconds": round(seconds, 1), "date": time.strftime("%Y-%m-%d"), **asked,
-                         **unmeasured(out / nb.parent.name / stem)}
-        ran[stem] = summary[stem]
+
+    def done(nb: Path, rc: int, seconds: float, work: Path, log: Path) -> None:
+        summary[nb.stem] = ran[nb.stem] = _finish(nb, rc, seconds, work, log, out)
         write_text(summary_file, json.dumps(summary, indent=1) + "\n")
-        note = f"; claims not measurable: {summary[stem]['not_measurable']}" if "not_measurable" in summary[stem] else ""
-        print(f"rehearsal {stem}: {'ok' if rc == 0 else 'FAILED'} ({seconds:.0f} s{note})", flush=True)
+        entry = summary[nb.stem]
+        note = f"; claims not measurable: {entry['not_measurable']}" if "not_measurable" in entry else ""
+        print(f"rehearsal {nb.stem}: {'ok' if rc == 0 else 'FAILED'} ({seconds:.0f} s{note})", flush=True)
+
+    if args.jobs > 1:
+        rc = _concurrently(notebooks, folder, out, args.jobs, done)
+        if rc:
+            return rc
+    for nb in notebooks if args.jobs == 1 else []:
+        rc, seconds, work, log = _one_in_process(nb, folder, out)
+        if rc >= 128:  # stopped by a signal (SIGINT, SIGTERM): the rehearsal stops too, this notebook unrecorded
+            shutil.rmtree(work, ignore_errors=True)
+            print(f"rehearsal stopped during {nb.stem}", flush=True)
+            return rc
+        done(nb, rc, seconds, work, log)
     if args.record:
         path = record(ran, time.perf_counter() - start, repo_root())
         print(f"recorded: {path.relative_to(repo_root())}", flush=True)
-    return 1 if failed else 0
+    return 1 if any(not entry["ok"] for entry in ran.values()) else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 :func:`finished` tells whether a notebook's run under a :class:`layersim.tools.plans.Job` ended with every seed it
 asks for; :func:`keep_finished` drops those runs from a batch (``runner --resume``, and every ladder rung: its
 committed folder is the record); :func:`write_own_time` notes a ladder rung's own run time, since a rung commits no
-executed notebook whose papermill duration would say it, and :func:`keep_seed_records` copies each other seed's
+executed notebook whose papermill duration would say it, and :func:`keep_seed` copies each other seed's
 records into the rung's folder as soon as that seed's run ends, so that a committed rung holds every seed's numbers
 and a rung stopped between seeds goes on with the seeds it lacks (:func:`kept_seed`).
 """
@@ -28,33 +28,25 @@ def write_own_time(folder: Path, seconds: float, committed_folder: bool) -> Path
                                    "results")
 
 
-def keep_seed_records(folders: list[Path], dest: Path, committed_folder: bool) -> list[Path]:
-    """Copy each seed run's ``metrics.json`` and :data:`layersim.notebook.seeds.WALL_TIME` from ``folders``
-    (``.../seed-<s>/<paper>/<stem>/``) into ``dest/seeds/seed-<s>/`` (through the results writer when ``dest`` is
-    committed); returns the files written."""
-    written = []
-    for folder in folders:
-        seed_dir = Path(folder).parents[1].name  # seed-<s>
-        for name in ("metrics.json", seeds.WALL_TIME):
-            source = Path(folder) / name
-            if not source.is_file():
-                continue
-            target = Path(dest) / "seeds" / seed_dir / name
+def keep_seed(folder: Path, dest: Path, seed: int, committed_folder: bool) -> Path:
+    """Copy the ``metrics.json`` and :data:`layersim.notebook.seeds.WALL_TIME` of seed ``seed``'s run ``folder`` into
+    :func:`seed_record` (through the results writer when ``dest`` is committed), as soon as that run ends; returns
+    that folder."""
+    kept = seed_record(dest, seed)
+    for name in ("metrics.json", seeds.WALL_TIME):
+        source = Path(folder) / name
+        if source.is_file():
             text = source.read_text(encoding="utf-8")
-            written.append(writers.write_committed(target, text, "results") if committed_folder
-                           else writers.write_text(target, text))
-    return written
-
-
-def keep_seed(folder: Path, dest: Path, committed_folder: bool) -> Path:
-    """:func:`keep_seed_records` of one seed's run ``folder`` (``.../seed-<s>/<paper>/<stem>/``); returns where its
-    records now are, ``dest/seeds/seed-<s>/``."""
-    keep_seed_records([folder], dest, committed_folder)
-    return Path(dest) / "seeds" / Path(folder).parents[1].name
+            if committed_folder:
+                writers.write_committed(kept / name, text, "results")
+            else:
+                kept.mkdir(parents=True, exist_ok=True)
+                writers.write_text(kept / name, text)
+    return kept
 
 
 def seed_record(dest: Path, seed: int) -> Path:
-    """Where :func:`keep_seed_records` keeps the records of seed ``seed``'s run of a rung: ``dest/seeds/seed-<seed>/``."""
+    """Where :func:`keep_seed` keeps the records of seed ``seed``'s run of a rung: ``dest/seeds/seed-<seed>/``."""
     return Path(dest) / "seeds" / f"seed-{int(seed)}"
 
 

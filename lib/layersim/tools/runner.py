@@ -228,7 +228,7 @@ def run_with_seeds(nb: Path, scale: str, n: int, params: dict | None = None, roo
             return outcomes
         seeds.write_wall_time(where.executed.parent, out.seconds)
         folders.append(where.executed.parent if records is None  # else kept at once: a stop loses no finished seed
-                       else resume.keep_seed(where.executed.parent, records, target.committed))
+                       else resume.keep_seed(where.executed.parent, records, s, target.committed))
     progress.part(f"seed {first}, run {n} of {n}" if n > 1 else "")
     outcomes.append(run_notebook(nb, scale, params=params, root=root, update=update, seed_runs=folders,
                                  target=target))
