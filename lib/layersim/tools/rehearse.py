@@ -245,7 +245,7 @@ def _one_in_process(nb: Path, folder: Path, out: Path) -> tuple[int, float, Path
     os.environ.update(environment(folder, work, log))
     t0 = time.perf_counter()
     try:
-        rc = runner.main(["--scale", "paper", "--nb", f"{nb.parent.name}/{nb.stem}"])
+        rc = runner.main(_runner_args(nb))
     except SystemExit as stop:  # the runner's up-front checks refuse with exit status 2
         rc = stop.code if isinstance(stop.code, int) else 2
     finally:
@@ -253,6 +253,11 @@ def _one_in_process(nb: Path, folder: Path, out: Path) -> tuple[int, float, Path
         os.environ.clear()
         os.environ.update(saved)
     return rc, seconds, work, log
+
+
+def _runner_args(nb: Path) -> list[str]:
+    """The runner's arguments for ``nb``'s rehearsal, in this process or in one of its own."""
+    return ["--scale", "paper", "--nb", f"{nb.parent.name}/{nb.stem}"]
 
 
 def _paths(nb: Path, out: Path) -> tuple[Path, Path]:
@@ -289,8 +294,8 @@ def _concurrently(notebooks: list[Path], folder: Path, out: Path, jobs: int, don
                 nb = queue.pop(0)
                 work, log = _paths(nb, out)
                 env = {**os.environ, **environment(folder, work, log), **threads}
-                proc = subprocess.Popen([sys.executable, "-m", "layersim.tools.runner", "--scale", "paper", "--nb",
-                                         f"{nb.parent.name}/{nb.stem}"], env=env, start_new_session=True)
+                proc = subprocess.Popen([sys.executable, "-m", "layersim.tools.runner", *_runner_args(nb)], env=env,
+                                        start_new_session=True)
                 running[proc] = (nb, time.perf_counter(), work, log)
             for proc in [p for p in running if p.poll() is not None]:
                 nb, t0, work, log = running.pop(proc)
@@ -348,13 +353,14 @@ def main(argv: list[str] | None = None) -> int:
         rc = _concurrently(notebooks, folder, out, args.jobs, done)
         if rc:
             return rc
-    for nb in notebooks if args.jobs == 1 else []:
-        rc, seconds, work, log = _one_in_process(nb, folder, out)
-        if rc >= 128:  # stopped by a signal (SIGINT, SIGTERM): the rehearsal stops too, this notebook unrecorded
-            shutil.rmtree(work, ignore_errors=True)
-            print(f"rehearsal stopped during {nb.stem}", flush=True)
-            return rc
-        done(nb, rc, seconds, work, log)
+    else:
+        for nb in notebooks:
+            rc, seconds, work, log = _one_in_process(nb, folder, out)
+            if rc >= 128:  # stopped by a signal (SIGINT, SIGTERM): the rehearsal stops too, this notebook unrecorded
+                shutil.rmtree(work, ignore_errors=True)
+                print(f"rehearsal stopped during {nb.stem}", flush=True)
+                return rc
+            done(nb, rc, seconds, work, log)
     if args.record:
         path = record(ran, time.perf_counter() - start, repo_root())
         print(f"recorded: {path.relative_to(repo_root())}", flush=True)
